@@ -1,0 +1,136 @@
+//! The top-level error: every way a command can fail, each with what to do next and an exit code.
+
+use miette::Diagnostic;
+
+use crate::patch::PatchError;
+use crate::topology::TopologyError;
+use crate::workflow::spec::WorkflowError;
+
+/// Exit codes (also in the README).
+pub mod exit {
+    /// The command did what it was asked.
+    pub const OK: u8 = 0;
+    /// The lab or the world failed: a step, a check, an unreachable tool.
+    pub const FAILURE: u8 = 1;
+    /// The input is wrong: arguments, topology, workflow or patch files. Nothing was touched.
+    pub const INVALID_INPUT: u8 = 2;
+    /// Interrupted (Ctrl-C); running again resumes.
+    pub const CANCELLED: u8 = 130;
+}
+
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum Error {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Workflow(#[from] WorkflowError),
+    #[error("failed to load chart patches: {0}")]
+    #[diagnostic(
+        code(ocm_lab::chart_patches),
+        help("fix the patch file, or drop --chart-patches to use the embedded ones")
+    )]
+    Patches(#[from] PatchError),
+    #[error("failed to read workflows from {path}: {source}")]
+    #[diagnostic(code(ocm_lab::workflow::read))]
+    ReadWorkflows {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to write {path}: {source}")]
+    #[diagnostic(code(ocm_lab::plan::write), help("check that the folder is writable"))]
+    WriteFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to write the plan into {0}: it is not empty and holds no earlier ocm-lab plan"
+    )]
+    #[diagnostic(
+        code(ocm_lab::plan::not_empty),
+        help("choose a new or empty folder; ocm-lab only replaces folders it wrote")
+    )]
+    PlanDirNotEmpty(String),
+    #[error("failed to write to stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error("{0}")]
+    #[diagnostic(
+        code(ocm_lab::journal),
+        help("check the state folder's permissions; `ocm-lab down` clears it")
+    )]
+    Journal(#[from] crate::engine::JournalError),
+    #[error("failed to load the simulated lab from {path}: {source}")]
+    #[diagnostic(
+        code(ocm_lab::sim::load),
+        help("`ocm-lab down --simulate` removes the simulated lab")
+    )]
+    SimLoad {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("step `{step}` failed: {message}")]
+    #[diagnostic(code(ocm_lab::step_failed))]
+    StepFailed {
+        step: String,
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+    #[error("preflight failed: {0}")]
+    #[diagnostic(
+        code(ocm_lab::preflight),
+        help("fix the findings above (`ocm-lab doctor` re-checks them); nothing was created")
+    )]
+    Preflight(String),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Tools(Box<crate::backend::tools::ToolError>),
+    #[error("lab `{0}` is not healthy (see above)")]
+    #[diagnostic(
+        code(ocm_lab::unhealthy),
+        help("`ocm-lab up` repairs what it can; `ocm-lab verify` says which hop is broken")
+    )]
+    Unhealthy(String),
+    #[error("cancelled: running steps were stopped; run the same command again to resume")]
+    #[diagnostic(code(ocm_lab::cancelled))]
+    Cancelled,
+    #[error("failed to start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl From<crate::backend::tools::ToolError> for Error {
+    fn from(e: crate::backend::tools::ToolError) -> Self {
+        Error::Tools(Box::new(e))
+    }
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Topology(_)
+            | Error::Workflow(_)
+            | Error::Patches(_)
+            | Error::PlanDirNotEmpty(_) => exit::INVALID_INPUT,
+            Error::ReadWorkflows { .. } => exit::INVALID_INPUT,
+            Error::State(crate::state::StateError::Locked { .. }) => exit::FAILURE,
+            Error::Cancelled => exit::CANCELLED,
+            Error::WriteFile { .. }
+            | Error::Stdout(_)
+            | Error::State(_)
+            | Error::Journal(_)
+            | Error::SimLoad { .. }
+            | Error::StepFailed { .. }
+            | Error::Unhealthy(_)
+            | Error::Preflight(_)
+            | Error::Tools(_)
+            | Error::Runtime(_) => exit::FAILURE,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The version catalog: which chart versions ocm-lab knows, and which Helm value keys each one needs.
+//!
+//! A topology names versions, never raw Helm keys. The keys that turn the ClusterProfile features on were
+//! renamed between chart releases (OCM-FACTS §6, §9.8), and Helm silently ignores a key a chart does not
+//! read, so a version this catalog does not know is an error rather than a guess.
+
+use std::fmt;
+
+/// The Helm repository that publishes every OCM chart (OCM-FACTS §8, helm-charts README).
+pub const OCM_HELM_REPO: &str = "https://open-cluster-management.io/helm-charts";
+
+/// kind's default node image for kind v0.32.0 (OCM-FACTS §8, `pkg/apis/config/defaults/image.go`).
+pub const DEFAULT_KIND_NODE_IMAGE: &str =
+    "kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5";
+
+/// Node images whose digests we know (kind release notes). Others are allowed with a warning.
+pub const KNOWN_KIND_NODE_IMAGES: &[&str] = &[
+    DEFAULT_KIND_NODE_IMAGE,
+    "kindest/node:v1.35.0@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f",
+];
+
+/// A chart the lab installs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Chart {
+    ClusterManager,
+    Klusterlet,
+    ClusterProxy,
+    ManagedServiceaccount,
+}
+
+impl Chart {
+    /// The chart's name in the OCM Helm repository.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chart::ClusterManager => "cluster-manager",
+            Chart::Klusterlet => "klusterlet",
+            Chart::ClusterProxy => "cluster-proxy",
+            Chart::ManagedServiceaccount => "managed-serviceaccount",
+        }
+    }
+}
+
+impl fmt::Display for Chart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the catalog knows about one OCM release (cluster-manager and klusterlet charts share it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OcmRelease {
+    pub version: &'static str,
+    /// Image tag the charts default to (`.Chart.AppVersion`, OCM-FACTS §3).
+    pub image_tag: &'static str,
+}
+
+/// What the catalog knows about one cluster-proxy chart release.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterProxyRelease {
+    pub version: &'static str,
+    /// The value that turns on the ClusterProfile access provider controller in the addon manager.
+    /// 0.10.0: `featureGates.clusterProfileAccessProvider`; 0.11.0: `featureGates.clusterProfile`
+    /// (cluster-proxy PR #274, OCM-FACTS §6 "Chart 0.11.0 differences").
+    pub access_provider_gate_key: &'static str,
+    /// API version of the ClusterManagementAddOn the chart renders (v1alpha1 in 0.10.0, v1beta1 in 0.11.0).
+    pub cma_api_version: &'static str,
+}
+
+/// What the catalog knows about one managed-serviceaccount chart release.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MsaRelease {
+    pub version: &'static str,
+    /// The value that turns on the ClusterProfile credential syncer (OCM-FACTS §7).
+    pub cred_syncer_gate_key: &'static str,
+}
+
+pub const OCM_RELEASES: &[OcmRelease] = &[OcmRelease {
+    version: "1.3.1",
+    image_tag: "v1.3.1",
+}];
+
+pub const CLUSTER_PROXY_RELEASES: &[ClusterProxyRelease] = &[
+    ClusterProxyRelease {
+        version: "0.10.0",
+        access_provider_gate_key: "featureGates.clusterProfileAccessProvider",
+        cma_api_version: "addon.open-cluster-management.io/v1alpha1",
+    },
+    ClusterProxyRelease {
+        version: "0.11.0",
+        access_provider_gate_key: "featureGates.clusterProfile",
+        cma_api_version: "addon.open-cluster-management.io/v1beta1",
+    },
+];
+
+pub const MSA_RELEASES: &[MsaRelease] = &[MsaRelease {
+    version: "0.10.0",
+    cred_syncer_gate_key: "featureGates.clusterProfileCredSyncer",
+}];
+
+pub const DEFAULT_OCM: &str = "1.3.1";
+pub const DEFAULT_CLUSTER_PROXY: &str = "0.10.0";
+pub const DEFAULT_MSA: &str = "0.10.0";
+
+/// Finds `version` in a catalog table, or says which versions are known.
+pub fn lookup<'a, T>(
+    table: &'a [T],
+    version: &str,
+    version_of: impl Fn(&T) -> &'static str,
+) -> Result<&'a T, Vec<&'static str>> {
+    table
+        .iter()
+        .find(|r| version_of(r) == version)
+        .ok_or_else(|| table.iter().map(version_of).collect())
+}
+
+pub fn ocm(version: &str) -> Result<&'static OcmRelease, Vec<&'static str>> {
+    lookup(OCM_RELEASES, version, |r| r.version)
+}
+
+pub fn cluster_proxy(version: &str) -> Result<&'static ClusterProxyRelease, Vec<&'static str>> {
+    lookup(CLUSTER_PROXY_RELEASES, version, |r| r.version)
+}
+
+pub fn msa(version: &str) -> Result<&'static MsaRelease, Vec<&'static str>> {
+    lookup(MSA_RELEASES, version, |r| r.version)
+}
+
+/// Hub registration feature gates known to OCM v1.3.1 (api@v1.3.0 `feature/feature.go`,
+/// `DefaultHubRegistrationFeatureGates`). Unknown names are reported as warnings with a suggestion.
+pub const HUB_REGISTRATION_GATES: &[&str] = &[
+    "DefaultClusterSet",
+    "ClusterProfile",
+    "ResourceCleanup",
+    "ManagedClusterAutoApproval",
+    "V1beta1CSRAPICompatibility",
+    "ClusterImporter",
+];
+
+/// Spoke registration feature gates (api@v1.3.0 `DefaultSpokeRegistrationFeatureGates`).
+pub const SPOKE_REGISTRATION_GATES: &[&str] = &[
+    "ClusterProperty",
+    "ClusterClaim",
+    "AddonManagement",
+    "V1beta1CSRAPICompatibility",
+    "MultipleHubs",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_keys_follow_the_chart_rename() {
+        assert_eq!(
+            cluster_proxy("0.10.0").unwrap().access_provider_gate_key,
+            "featureGates.clusterProfileAccessProvider"
+        );
+        assert_eq!(
+            cluster_proxy("0.11.0").unwrap().access_provider_gate_key,
+            "featureGates.clusterProfile"
+        );
+        assert_eq!(
+            msa("0.10.0").unwrap().cred_syncer_gate_key,
+            "featureGates.clusterProfileCredSyncer"
+        );
+    }
+
+    #[test]
+    fn unknown_versions_list_the_known_ones() {
+        assert_eq!(
+            cluster_proxy("0.9.0").unwrap_err(),
+            vec!["0.10.0", "0.11.0"]
+        );
+        assert_eq!(ocm("1.2.0").unwrap_err(), vec!["1.3.1"]);
+    }
+
+    #[test]
+    fn defaults_are_in_the_catalog() {
+        assert!(ocm(DEFAULT_OCM).is_ok());
+        assert!(cluster_proxy(DEFAULT_CLUSTER_PROXY).is_ok());
+        assert!(msa(DEFAULT_MSA).is_ok());
+    }
+}
