@@ -1,0 +1,326 @@
+//! The workflow file format and where workflow files come from (embedded, or a folder the user names).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::actions;
+use crate::diag::{Collector, FileDiagnostics, suggest};
+use crate::embedded;
+
+pub const API_VERSION: &str = "ocm-lab.open-cluster-management.io/v1alpha1";
+pub const KIND: &str = "Workflow";
+
+/// Collections a step can fan out over with `foreach`.
+pub const FOREACH: &[&str] = &[
+    "clusters",
+    "kindClusters",
+    "spokes",
+    "managedClusters",
+    "clusterSets",
+    "namespaces",
+    "bindings",
+    "serviceAccounts",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkflowFile {
+    pub api_version: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub metadata: Metadata,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A step as written. Strings may hold minijinja templates.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    pub id: Spanned<String>,
+    pub uses: Spanned<String>,
+    #[serde(default)]
+    pub with: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
+    /// Step ids (`join`: every instance) or one instance (`create[{{ item.cluster }}]`).
+    #[serde(default)]
+    pub needs: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub foreach: Option<Spanned<String>>,
+    /// A template that renders to `true` or `false`; false skips the step (or this item of it).
+    #[serde(default, rename = "if")]
+    pub if_: Option<Spanned<String>>,
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+    /// What the step is for, shown by `ocm-lab plan`.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Total attempts, including the first.
+    pub attempts: Spanned<u32>,
+    /// Delay before the first retry; doubled after each.
+    #[serde(default)]
+    pub backoff: Option<Spanned<String>>,
+}
+
+/// Where workflow files and manifest templates are read from.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// `(name, text)` of workflow files, by stem (`up`, `verify`, ...).
+    pub workflows: Vec<(String, String)>,
+    /// `(file name, text)` of manifest templates.
+    pub manifests: Vec<(String, String)>,
+    /// Shown in messages: `embedded` or the folder.
+    pub origin: String,
+}
+
+impl Sources {
+    pub fn embedded() -> Self {
+        let own = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
+                .collect()
+        };
+        Sources {
+            workflows: own(embedded::WORKFLOWS),
+            manifests: own(embedded::MANIFESTS),
+            origin: "embedded".to_owned(),
+        }
+    }
+
+    /// Reads `DIR/*.yaml` as workflows and `DIR/manifests/*.yaml` as templates. Templates missing from
+    /// the folder fall back to the embedded ones, so a user can override a single file.
+    pub fn from_dir(dir: &Path) -> std::io::Result<Self> {
+        let mut s = Self::embedded();
+        s.origin = dir.display().to_string();
+        let read = |d: &Path| -> std::io::Result<Vec<(String, String)>> {
+            let mut out = Vec::new();
+            if !d.is_dir() {
+                return Ok(out);
+            }
+            for e in std::fs::read_dir(d)? {
+                let p = e?.path();
+                if p.extension().is_some_and(|x| x == "yaml") {
+                    let name = p
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or_default()
+                        .to_owned();
+                    out.push((name, std::fs::read_to_string(&p)?));
+                }
+            }
+            Ok(out)
+        };
+        for (name, text) in read(dir)? {
+            let stem = name.trim_end_matches(".yaml").to_owned();
+            s.workflows.retain(|(n, _)| *n != stem);
+            s.workflows.push((stem, text));
+        }
+        for (name, text) in read(&dir.join("manifests"))? {
+            s.manifests.retain(|(n, _)| *n != name);
+            s.manifests.push((name, text));
+        }
+        Ok(s)
+    }
+
+    pub fn workflow_text(&self, name: &str) -> Option<&str> {
+        self.workflows
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.as_str())
+    }
+
+    /// The display name of a workflow file, for messages.
+    pub fn file_name(&self, name: &str) -> String {
+        match self.origin.as_str() {
+            "embedded" => format!("embedded:workflows/{name}.yaml"),
+            dir => format!("{dir}/{name}.yaml"),
+        }
+    }
+}
+
+/// Why a workflow file cannot be used.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum WorkflowError {
+    #[error("no workflow named `{name}` in {origin}")]
+    #[diagnostic(code(ocm_lab::workflow::missing))]
+    Missing { name: String, origin: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Invalid(Box<FileDiagnostics>),
+}
+
+/// Parses a workflow file and checks what can be checked without a topology: the format, unique step
+/// ids, known actions and their inputs, known `foreach` collections.
+pub fn load(
+    sources: &Sources,
+    name: &str,
+) -> Result<(WorkflowFile, String, String), WorkflowError> {
+    let text = sources
+        .workflow_text(name)
+        .ok_or_else(|| WorkflowError::Missing {
+            name: name.to_owned(),
+            origin: sources.origin.clone(),
+        })?;
+    let file = sources.file_name(name);
+    let mut c = Collector::new(text);
+    let parsed = match serde_saphyr::from_str::<WorkflowFile>(text) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            let loc = e.location();
+            let msg = e.without_snippet().to_string();
+            let msg = msg
+                .split_once(": ")
+                .filter(|(p, _)| p.starts_with("line "))
+                .map_or(msg.as_str(), |(_, m)| m)
+                .to_owned();
+            let issue = c.error(loc.as_ref(), "(workflow)", msg);
+            if let serde_saphyr::Error::SerdeUnknownField {
+                field, expected, ..
+            } = e.without_snippet()
+                && let Some(s) = suggest(field, expected.iter().copied())
+            {
+                issue.help(format!("did you mean `{s}`?"));
+            }
+            None
+        }
+    };
+    if let Some(w) = &parsed {
+        check(w, &mut c);
+    }
+    match parsed {
+        Some(w) if !c.has_errors() => Ok((w, file, text.to_owned())),
+        _ => Err(WorkflowError::Invalid(Box::new(FileDiagnostics::new(
+            &file, text, c.issues,
+        )))),
+    }
+}
+
+fn check(w: &WorkflowFile, c: &mut Collector<'_>) {
+    if w.api_version.value != API_VERSION {
+        c.error(
+            Some(&w.api_version.referenced),
+            "apiVersion",
+            format!("unsupported apiVersion `{}`", w.api_version.value),
+        );
+    }
+    if w.kind.value != KIND {
+        c.error(
+            Some(&w.kind.referenced),
+            "kind",
+            format!("unsupported kind `{}`", w.kind.value),
+        );
+    }
+    let mut ids = Vec::new();
+    for s in &w.steps {
+        let field = format!("steps.{}", s.id.value);
+        if s.id.value.is_empty()
+            || !s
+                .id
+                .value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            c.error(
+                Some(&s.id.referenced),
+                field.clone(),
+                format!("step id `{}` must be letters, digits and `-`", s.id.value),
+            );
+        }
+        if ids.contains(&s.id.value) {
+            c.error(
+                Some(&s.id.referenced),
+                field.clone(),
+                format!("duplicate step id `{}`", s.id.value),
+            );
+        }
+        ids.push(s.id.value.clone());
+        let Some(action) = actions::find(&s.uses.value) else {
+            let issue = c.error(
+                Some(&s.uses.referenced),
+                format!("{field}.uses"),
+                format!("unknown action `{}`", s.uses.value),
+            );
+            if let Some(sug) = suggest(&s.uses.value, actions::ACTIONS.iter().map(|a| a.name)) {
+                issue.help(format!("did you mean `{sug}`?"));
+            }
+            continue;
+        };
+        let with = s.with.as_ref().map(|w| &w.value);
+        let with_loc = s
+            .with
+            .as_ref()
+            .map(|w| &w.referenced)
+            .unwrap_or(&s.uses.referenced);
+        for key in with.into_iter().flat_map(|w| w.keys()) {
+            if !action.inputs.iter().any(|i| i.name == key) {
+                let issue = c.error(
+                    Some(with_loc),
+                    format!("{field}.with.{key}"),
+                    format!("action `{}` has no input `{key}`", action.name),
+                );
+                match suggest(key, action.inputs.iter().map(|i| i.name)) {
+                    Some(sug) => issue.help(format!("did you mean `{sug}`?")),
+                    None => issue.help(format!(
+                        "inputs of `{}`: {}",
+                        action.name,
+                        action
+                            .inputs
+                            .iter()
+                            .map(|i| i.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                };
+            }
+        }
+        for input in action.inputs.iter().filter(|i| i.required) {
+            if !with.is_some_and(|w| w.contains_key(input.name)) {
+                c.error(
+                    Some(with_loc),
+                    format!("{field}.with"),
+                    format!(
+                        "action `{}` needs input `{}` ({})",
+                        action.name, input.name, input.doc
+                    ),
+                );
+            }
+        }
+        if let Some(f) = &s.foreach
+            && !FOREACH.contains(&f.value.as_str())
+        {
+            let issue = c.error(
+                Some(&f.referenced),
+                format!("{field}.foreach"),
+                format!("unknown collection `{}`", f.value),
+            );
+            match suggest(&f.value, FOREACH.iter().copied()) {
+                Some(sug) => issue.help(format!("did you mean `{sug}`?")),
+                None => issue.help(format!("collections: {}", FOREACH.join(", "))),
+            };
+        }
+        if let Some(r) = &s.retry
+            && r.attempts.value == 0
+        {
+            c.error(
+                Some(&r.attempts.referenced),
+                format!("{field}.retry.attempts"),
+                "attempts counts the first try too: use 1 or more",
+            );
+        }
+    }
+}
