@@ -1,0 +1,418 @@
+//! OCM registration: the hub becoming ready, spokes joining natively (no clusteradm), acceptance, addons.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::kube::{deployment, ensure_served, install_chart, wait_all, wait_error};
+use super::{ActionResult, StepCtx, outputs};
+use crate::backend::{BackendError, ClusterApi, Condition, ObjectRef, condition_status};
+use crate::topology::{Lab, Provider};
+
+const BOOTSTRAP_NS: &str = "open-cluster-management";
+/// The bootstrap identity the cluster-manager chart creates with `createBootstrapSA` (OCM-FACTS §2.1).
+const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
+/// The bootstrap token's lifetime, as clusteradm asks for (OCM-FACTS §2.1, §9.9).
+const BOOTSTRAP_TOKEN_SECONDS: i64 = 3600;
+const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+
+fn managed_cluster(name: &str) -> ObjectRef {
+    ObjectRef::new(
+        "cluster.open-cluster-management.io/v1",
+        "ManagedCluster",
+        None,
+        name,
+    )
+}
+
+fn joined(mc: &Value) -> bool {
+    mc["spec"]["hubAcceptsClient"] == json!(true)
+        && condition_status(mc, "ManagedClusterJoined") == Some("True")
+        && condition_status(mc, "ManagedClusterConditionAvailable") == Some("True")
+}
+
+/// `ocm.hub-ready`: the registration controller runs, the bootstrap identity exists, and with the gate on
+/// the ClusterProfile CRD is served (OCM-FACTS §4.1: the operator installs it only then).
+pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
+    let lab = &ctx.run.lab;
+    let api = ctx.run.api(ctx.input("cluster")?).await?;
+    let waits = vec![
+        (
+            deployment(
+                "open-cluster-management-hub",
+                "cluster-manager-registration-controller",
+            ),
+            Condition::status_true("Available"),
+            None,
+        ),
+        (
+            ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA),
+            Condition::exists(),
+            Some("the cluster-manager chart creates it with `createBootstrapSA: true`"),
+        ),
+    ];
+    wait_all(ctx, api.as_ref(), &waits).await?;
+    ensure_served(
+        ctx,
+        api.as_ref(),
+        "cluster.open-cluster-management.io/v1",
+        "ManagedCluster",
+        None,
+    )
+    .await?;
+    if lab.hub.has_gate("ClusterProfile") {
+        ensure_served(
+            ctx,
+            api.as_ref(),
+            "multicluster.x-k8s.io/v1alpha1",
+            "ClusterProfile",
+            Some("the cluster-manager operator installs the ClusterProfile CRD only with the hub gate `ClusterProfile`"),
+        )
+        .await?;
+    }
+    Ok((false, outputs([])))
+}
+
+/// The hub's API server address as other clusters' pods reach it, and its CA: from `kube-public/cluster-info`
+/// (what `clusteradm join --force-internal-endpoint-lookup` reads, OCM-FACTS §1), else from what the lab
+/// knows (kind's `<hub>-control-plane:6443`, OCM-FACTS §10: cluster-info exists only on kubeadm clusters).
+async fn hub_endpoint(
+    ctx: &StepCtx<'_>,
+    hub: &dyn ClusterApi,
+) -> Result<(String, Option<String>), BackendError> {
+    let lab = &ctx.run.lab;
+    let info = hub
+        .get(&ObjectRef::new(
+            "v1",
+            "ConfigMap",
+            Some("kube-public"),
+            "cluster-info",
+        ))
+        .await?;
+    let from_info = info.and_then(|cm| {
+        let text = cm["data"]["kubeconfig"].as_str()?.to_owned();
+        let kc: Value = serde_saphyr::from_str(&text).ok()?;
+        let cluster = &kc["clusters"][0]["cluster"];
+        Some((
+            cluster["server"].as_str()?.to_owned(),
+            cluster["certificate-authority-data"]
+                .as_str()
+                .map(str::to_owned),
+        ))
+    });
+    if let Some((server, ca)) = from_info {
+        if let Some(expected) = &lab.hub.cluster.internal_endpoint
+            && &server != expected
+        {
+            ctx.progress(format!("warning: the hub's cluster-info says {server}, kind's internal endpoint is {expected}"));
+        }
+        return Ok((server, ca));
+    }
+    let server = lab.hub.cluster.internal_endpoint.clone().ok_or_else(|| {
+        BackendError::permanent(
+            "the hub has no kube-public/cluster-info and no known internal endpoint",
+        )
+        .with_help(
+            "for an existing hub, publish kube-public/cluster-info or join its spokes by hand",
+        )
+    })?;
+    Ok((server, hub_ca(ctx)))
+}
+
+/// The hub CA from the lab's own kubeconfig for it (kind embeds it).
+fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
+    let path = match &ctx.run.lab.hub.cluster.provider {
+        Provider::Kind => ctx.run.state.kubeconfig(&ctx.run.lab.hub.cluster.name),
+        Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
+    };
+    let kc: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    kc["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// On kind, the hub's control-plane container must be on the `kind` network, or spokes cannot reach it.
+async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), BackendError> {
+    if lab.hub.cluster.provider != Provider::Kind {
+        return Ok(());
+    }
+    let nodes = ctx
+        .run
+        .backends
+        .docker
+        .node_containers(&lab.hub.cluster.name)
+        .await?;
+    let cp = nodes.iter().find(|n| n.role == "control-plane");
+    match cp {
+        Some(n) if n.ip.is_some() => Ok(()),
+        Some(n) => Err(BackendError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))
+            .with_help("spokes reach the hub at https://<hub>-control-plane:6443 over the `kind` Docker network (OCM-FACTS §1)")),
+        None => Err(BackendError::transient(format!("no control-plane container found for kind cluster {}", lab.hub.cluster.name))),
+    }
+}
+
+/// The bootstrap kubeconfig a klusterlet registers with (OCM-FACTS §2.2 step 2). Holds the token.
+fn bootstrap_kubeconfig(server: &str, ca: Option<&str>, token: &str) -> String {
+    let mut cluster = json!({"server": server});
+    match ca {
+        Some(ca) => cluster["certificate-authority-data"] = json!(ca),
+        None => cluster["insecure-skip-tls-verify"] = json!(true),
+    }
+    let kc = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "hub", "cluster": cluster}],
+        "users": [{"name": "bootstrap", "user": {"token": token}}],
+        "contexts": [{"name": "bootstrap", "context": {"cluster": "hub", "user": "bootstrap", "namespace": "default"}}],
+        "current-context": "bootstrap",
+    });
+    serde_saphyr::to_string(&kc).expect("kubeconfigs serialize")
+}
+
+/// `ocm.join`: a TokenRequest for the bootstrap ServiceAccount, a bootstrap kubeconfig pointing at the hub's
+/// internal endpoint, and the klusterlet chart; then wait for the ManagedCluster to appear on the hub.
+pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
+    let lab = &ctx.run.lab;
+    let name = ctx.input("managedCluster")?;
+    let cluster = ctx.input("cluster")?;
+    let chart = ctx.step.chart.as_ref().ok_or_else(|| {
+        BackendError::permanent(format!(
+            "step {} has no klusterlet chart in its plan",
+            ctx.step.id
+        ))
+    })?;
+    let hub = ctx.run.api(&lab.hub.cluster.name).await?;
+    let spoke = ctx.run.api(cluster).await?;
+
+    let mc = hub.get(&managed_cluster(name)).await?;
+    let klusterlet = spoke
+        .get(&ObjectRef::new(
+            "operator.open-cluster-management.io/v1",
+            "Klusterlet",
+            None,
+            "klusterlet",
+        ))
+        .await
+        .unwrap_or(None);
+    if mc.as_ref().is_some_and(joined) && klusterlet.is_some() {
+        return Ok((false, outputs([("managedCluster", json!(name))])));
+    }
+
+    check_hub_container(ctx, lab).await?;
+    // A join must never start before the hub's bootstrap identity exists (OCM-FACTS §2.1).
+    let sa = ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA);
+    hub.wait(&sa, &Condition::exists(), ctx.timeout())
+        .await
+        .map_err(|e| {
+            wait_error(
+                e,
+                Some("the cluster-manager chart creates it with `createBootstrapSA: true`"),
+            )
+        })?;
+    let (server, ca) = hub_endpoint(ctx, hub.as_ref()).await?;
+    ctx.progress(format!(
+        "bootstrap token for {BOOTSTRAP_NS}/{BOOTSTRAP_SA}, hub at {server}"
+    ));
+    let token = hub
+        .token_request(BOOTSTRAP_NS, BOOTSTRAP_SA, BOOTSTRAP_TOKEN_SECONDS)
+        .await?;
+    let mut extra = json!({"bootstrapHubKubeConfig": bootstrap_kubeconfig(&server, ca.as_deref(), token.expose())});
+    if chart
+        .values
+        .pointer("/klusterlet/externalServerURLs")
+        .is_none()
+    {
+        // An existing spoke: its own cluster-info says how the hub reaches it.
+        if let Some(url) = own_server(spoke.as_ref()).await? {
+            extra["klusterlet.externalServerURLs"] = json!([{"url": url}]);
+        }
+    }
+    install_chart(ctx, chart, Some(extra)).await?;
+
+    ctx.progress(format!("waiting for ManagedCluster {name} on the hub"));
+    let hint = "the klusterlet's registration agent creates it; check `kubectl -n open-cluster-management-agent logs deploy/klusterlet-registration-agent` on the spoke and the Klusterlet's conditions";
+    hub.wait(&managed_cluster(name), &Condition::exists(), ctx.timeout())
+        .await
+        .map_err(|e| wait_error(e, Some(hint)))?;
+    Ok((
+        true,
+        outputs([
+            ("managedCluster", json!(name)),
+            ("hubServer", json!(server)),
+        ]),
+    ))
+}
+
+async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, BackendError> {
+    let Some(cm) = api
+        .get(&ObjectRef::new(
+            "v1",
+            "ConfigMap",
+            Some("kube-public"),
+            "cluster-info",
+        ))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(text) = cm["data"]["kubeconfig"].as_str() else {
+        return Ok(None);
+    };
+    let kc: Value = serde_saphyr::from_str(text).map_err(|e| {
+        BackendError::permanent(format!("kube-public/cluster-info holds no kubeconfig: {e}"))
+    })?;
+    Ok(kc["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .map(str::to_owned))
+}
+
+/// Whether a CSR comes from the bootstrap identity of a registering agent (OCM-FACTS §2.3).
+fn from_bootstrap(csr: &Value) -> bool {
+    let user = csr["spec"]["username"].as_str().unwrap_or_default();
+    let groups: Vec<&str> = csr["spec"]["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let user_ok = user.starts_with("system:bootstrap:")
+        || user == format!("system:serviceaccount:{BOOTSTRAP_NS}:{BOOTSTRAP_SA}");
+    let group_ok = groups.iter().any(|g| {
+        matches!(
+            *g,
+            "system:bootstrappers:managedcluster"
+                | "system:serviceaccounts:open-cluster-management"
+                | "system:serviceaccounts:open-cluster-management-hub"
+        )
+    });
+    user_ok && group_ok
+}
+
+fn decided(csr: &Value) -> bool {
+    csr["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Approved" || c["type"] == "Denied")
+}
+
+/// `ocm.accept`: approve the cluster's bootstrap CSRs through `/approval`, set `hubAcceptsClient`, wait for
+/// Joined and Available. Already accepted is done (clusteradm accept is not idempotent: OCM-FACTS §9.4).
+pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
+    let name = ctx.input("managedCluster")?;
+    let hub = ctx.run.api(&ctx.run.lab.hub.cluster.name).await?;
+    let r = managed_cluster(name);
+    let deadline = tokio::time::Instant::now() + ctx.timeout();
+    let mut changed = false;
+    loop {
+        let mc = hub.get(&r).await?.ok_or_else(|| {
+            BackendError::transient(format!("ManagedCluster {name} does not exist yet"))
+        })?;
+        if joined(&mc) {
+            return Ok((changed, outputs([("managedCluster", json!(name))])));
+        }
+        let selector = format!("{CLUSTER_NAME_LABEL}={name}");
+        let csrs = hub
+            .list(
+                "certificates.k8s.io/v1",
+                "CertificateSigningRequest",
+                None,
+                Some(&selector),
+            )
+            .await?;
+        for csr in csrs.iter().filter(|c| from_bootstrap(c) && !decided(c)) {
+            let csr_name = csr["metadata"]["name"].as_str().unwrap_or_default();
+            ctx.progress(format!("approving CSR {csr_name}"));
+            hub.approve_csr(csr_name, "ocm-lab Approve").await?;
+            changed = true;
+        }
+        if mc["spec"]["hubAcceptsClient"] != json!(true) {
+            hub.merge_patch(&r, &json!({"spec": {"hubAcceptsClient": true}}))
+                .await?;
+            changed = true;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(BackendError::permanent(format!(
+                "timed out waiting for ManagedCluster {name} to join; last seen: {}",
+                crate::backend::last_seen(&Some(mc))
+            ))
+            .with_help("check the spoke's klusterlet agents and that its CSR was approved (`kubectl get csr` on the hub)"));
+        }
+        // The agent may file its CSR after the ManagedCluster: watch the ManagedCluster, and look for new CSRs
+        // at least every few seconds (clusteradm accept re-lists every second).
+        let slice = left.min(Duration::from_secs(5));
+        let cond = Condition::new(
+            "ManagedClusterJoined and ManagedClusterConditionAvailable True",
+            |o| o.is_some_and(joined),
+        );
+        match hub.wait(&r, &cond, slice).await {
+            Ok(_) => return Ok((true, outputs([("managedCluster", json!(name))]))),
+            Err(crate::backend::WaitError::Timeout { .. }) => continue,
+            Err(crate::backend::WaitError::Backend(e)) => return Err(e),
+        }
+    }
+}
+
+/// `addon.ready`: an addon's hub parts and every cluster's ManagedClusterAddOn are Available.
+pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
+    let lab = &ctx.run.lab;
+    let addon = ctx.input("addon")?;
+    let ns = ctx.input("namespace")?;
+    let hub = ctx.run.api(&lab.hub.cluster.name).await?;
+    let mut waits = Vec::new();
+    let clusters: Vec<String> = match addon {
+        "cluster-proxy" => {
+            let cp = lab
+                .addons
+                .cluster_proxy
+                .as_ref()
+                .ok_or_else(|| BackendError::permanent("cluster-proxy is not enabled"))?;
+            waits.push((
+                ObjectRef::new(
+                    "proxy.open-cluster-management.io/v1alpha1",
+                    "ManagedProxyConfiguration",
+                    None,
+                    "cluster-proxy",
+                ),
+                Condition::exists(),
+                None,
+            ));
+            waits.push((deployment(ns, "cluster-proxy-addon-manager"), Condition::status_true("Available"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing (OCM-FACTS §6.2)")));
+            if cp.user_server {
+                waits.push((
+                    ObjectRef::new("v1", "Secret", Some(ns), "cluster-proxy-user-serving-cert"),
+                    Condition::exists(),
+                    Some("the controller creates it when the ManagedProxyConfiguration has `spec.userServer` (chart value userServer.enabled)"),
+                ));
+                waits.push((
+                    deployment(ns, "cluster-proxy-addon-user"),
+                    Condition::status_true("Available"),
+                    Some("the user server stays Pending without its serving cert (OCM-FACTS §9.6)"),
+                ));
+            }
+            cp.clusters.clone()
+        }
+        "managed-serviceaccount" => {
+            let m =
+                lab.addons.managed_serviceaccount.as_ref().ok_or_else(|| {
+                    BackendError::permanent("managed-serviceaccount is not enabled")
+                })?;
+            waits.push((
+                deployment(ns, "managed-serviceaccount-addon-manager"),
+                Condition::status_true("Available"),
+                None,
+            ));
+            m.clusters.clone()
+        }
+        other => return Err(BackendError::permanent(format!("unknown addon `{other}`"))),
+    };
+    for c in &clusters {
+        waits.push((
+            ObjectRef::new("addon.open-cluster-management.io/v1alpha1", "ManagedClusterAddOn", Some(c), addon),
+            Condition::status_true("Available"),
+            Some("addon health is lease-based: the agent on the spoke must run and renew its lease (OCM-FACTS §9.5)"),
+        ));
+    }
+    wait_all(ctx, hub.as_ref(), &waits).await?;
+    Ok((false, outputs([("clusters", json!(clusters))])))
+}

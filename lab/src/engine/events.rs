@@ -1,0 +1,122 @@
+//! Events: everything a run reports, as data. The terminal reporter and `--output json` both consume them.
+
+use serde::Serialize;
+
+/// How a step instance ended well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// It changed the lab.
+    Changed,
+    /// It found everything in place and changed nothing.
+    Unchanged,
+    /// An earlier, interrupted run had finished it: not run again.
+    Resumed,
+}
+
+/// The verdict of one reported result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultStatus {
+    Pass,
+    Fail,
+    /// Not checked, and why is in the detail: never counted as a pass.
+    Skip,
+}
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    RunStarted {
+        lab: String,
+        workflow: String,
+        steps: usize,
+        simulated: bool,
+        resumed: usize,
+    },
+    StepStarted {
+        step: String,
+        uses: String,
+        attempt: u32,
+    },
+    StepProgress {
+        step: String,
+        message: String,
+    },
+    StepRetrying {
+        step: String,
+        attempt: u32,
+        error: String,
+        backoff_ms: u64,
+    },
+    StepFinished {
+        step: String,
+        outcome: Outcome,
+        elapsed_ms: u64,
+    },
+    StepFailed {
+        step: String,
+        error: String,
+        help: Option<String>,
+        elapsed_ms: u64,
+    },
+    StepCancelled {
+        step: String,
+    },
+    /// A line of a result the command reports (for example a verification result).
+    Result {
+        check: String,
+        subject: String,
+        status: ResultStatus,
+        detail: String,
+    },
+    RunFinished {
+        ok: bool,
+        elapsed_ms: u64,
+        changed: usize,
+        unchanged: usize,
+        resumed: usize,
+        failed: Option<String>,
+        cancelled: bool,
+    },
+}
+
+/// An event with the time since the run started, as emitted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stamped {
+    /// Milliseconds since the run started (tokio's clock, so virtual time in tests with paused time).
+    pub t_ms: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Where events go: cheap to clone, never blocks a step.
+#[derive(Debug, Clone)]
+pub struct Events {
+    tx: tokio::sync::mpsc::UnboundedSender<Stamped>,
+    start: tokio::time::Instant,
+}
+
+impl Events {
+    pub fn channel() -> (Events, tokio::sync::mpsc::UnboundedReceiver<Stamped>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (
+            Events {
+                tx,
+                start: tokio::time::Instant::now(),
+            },
+            rx,
+        )
+    }
+
+    pub fn emit(&self, event: Event) {
+        let t_ms = self.start.elapsed().as_millis() as u64;
+        // The reporter may have gone (output closed): a run never fails for that.
+        let _ = self.tx.send(Stamped { t_ms, event });
+    }
+
+    pub fn elapsed_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+}

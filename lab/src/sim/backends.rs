@@ -1,0 +1,659 @@
+//! The backend traits implemented over the simulated world.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::apiserver::{self, gk};
+use super::charts;
+use super::engine::{Shared, State};
+use super::faults::Behaviour;
+use super::world::{KIND_NETWORK, World};
+use crate::backend::{
+    BackendError, ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector,
+    ContainerRuntime, CreateCluster, NodeContainer, ObjectRef, Rendered, Result, Secret, WaitError,
+};
+use crate::charts::ChartPlan;
+use crate::topology::Cluster;
+
+/// What every backend call goes through: its fault (delay, transient or permanent failure), the
+/// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
+async fn call<T>(
+    shared: &Arc<Shared>,
+    b: Behaviour,
+    cluster: &str,
+    verb: &str,
+    object: String,
+    mutating: bool,
+    f: impl FnOnce(&mut State) -> Result<T>,
+) -> Result<T> {
+    if mutating {
+        shared.lock().mutations += 1;
+    }
+    let result = match shared.call_fault(b) {
+        Err(e) => Err(e),
+        Ok(delay) => {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            if mutating {
+                shared.mutate(f)
+            } else {
+                f(&mut shared.lock())
+            }
+        }
+    };
+    shared.log(
+        cluster,
+        verb,
+        object,
+        result.as_ref().map(|_| ()).map_err(|e| e.message.clone()),
+    );
+    result
+}
+
+/// Writes a file holding a secret (a kubeconfig): mode 0600, parent directories created.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    f.write_all(text.as_bytes())
+}
+
+// ---- Docker -------------------------------------------------------------------------------------
+
+pub(crate) struct SimDocker(pub Arc<Shared>);
+
+#[async_trait]
+impl ContainerRuntime for SimDocker {
+    async fn ping(&self) -> Result<String> {
+        call(
+            &self.0,
+            Behaviour::DockerPing,
+            "",
+            "docker.ping",
+            String::new(),
+            false,
+            |_| Ok("sim-28.2.2 (simulated)".to_owned()),
+        )
+        .await
+    }
+
+    async fn ensure_network(&self, name: &str) -> Result<bool> {
+        let n = name.to_owned();
+        call(
+            &self.0,
+            Behaviour::DockerNetwork,
+            "",
+            "docker.ensure-network",
+            format!("network {name}"),
+            false,
+            move |st| {
+                let created = st.world.ensure_network(&n);
+                if created {
+                    st.mutations += 1;
+                }
+                Ok(created)
+            },
+        )
+        .await
+    }
+
+    async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>> {
+        let c = cluster.to_owned();
+        call(
+            &self.0,
+            Behaviour::DockerPing,
+            cluster,
+            "docker.node-containers",
+            format!("containers of {cluster}"),
+            false,
+            move |st| {
+                Ok(st
+                    .world
+                    .containers_of(&c)
+                    .into_iter()
+                    .map(|ct| NodeContainer {
+                        id: ct.id.clone(),
+                        name: ct.name.clone(),
+                        role: ct
+                            .labels
+                            .get("io.x-k8s.kind.role")
+                            .cloned()
+                            .unwrap_or_default(),
+                        running: ct.running,
+                        ip: ct.networks.get(KIND_NETWORK).cloned(),
+                    })
+                    .collect())
+            },
+        )
+        .await
+    }
+
+    async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize> {
+        let c = cluster.to_owned();
+        call(
+            &self.0,
+            Behaviour::KindDelete,
+            cluster,
+            "docker.remove-containers",
+            format!("containers of {cluster}"),
+            true,
+            move |st| Ok(st.world.remove_cluster(&c)),
+        )
+        .await
+    }
+}
+
+// ---- kind ---------------------------------------------------------------------------------------
+
+pub(crate) struct SimKind(pub Arc<Shared>);
+
+#[async_trait]
+impl ClusterProvisioner for SimKind {
+    async fn list(&self) -> Result<Vec<String>> {
+        call(
+            &self.0,
+            Behaviour::DockerPing,
+            "",
+            "kind.list",
+            String::new(),
+            false,
+            |st| Ok(st.world.kind_clusters()),
+        )
+        .await
+    }
+
+    async fn create(&self, req: &CreateCluster) -> Result<()> {
+        let r = req.clone();
+        let kubeconfig = call(
+            &self.0,
+            Behaviour::KindCreate,
+            &req.name,
+            "kind.create",
+            format!("cluster {} ({})", req.name, req.image),
+            true,
+            move |st| {
+                if !st.world.containers_of(&r.name).is_empty() {
+                    return Err(BackendError::permanent(format!(
+                        "node(s) already exist for a cluster with the name \"{}\"",
+                        r.name
+                    ))
+                    .with_help(format!(
+                        "delete it first (`kind delete cluster --name {}`) or choose another name",
+                        r.name
+                    )));
+                }
+                st.world.create_cluster(&r.name, &r.image, false);
+                Ok(st.world.kubeconfig(&r.name).expect("just created"))
+            },
+        )
+        .await?;
+        write_private(&req.kubeconfig, &kubeconfig).map_err(|e| {
+            BackendError::permanent(format!(
+                "failed to write kubeconfig {}: {e}",
+                req.kubeconfig.display()
+            ))
+        })
+    }
+
+    async fn delete(&self, name: &str) -> Result<()> {
+        let n = name.to_owned();
+        call(
+            &self.0,
+            Behaviour::KindDelete,
+            name,
+            "kind.delete",
+            format!("cluster {name}"),
+            true,
+            move |st| {
+                st.world.remove_cluster(&n);
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn export_kubeconfig(&self, name: &str, path: &Path) -> Result<()> {
+        let n = name.to_owned();
+        let text = call(
+            &self.0,
+            Behaviour::DockerPing,
+            name,
+            "kind.export-kubeconfig",
+            format!("cluster {name}"),
+            false,
+            move |st| {
+                if st.world.containers_of(&n).is_empty() {
+                    return Err(BackendError::permanent(format!(
+                        "could not locate any control plane nodes for cluster named '{n}'. Use the --name option to select a different cluster"
+                    )));
+                }
+                st.world.kubeconfig(&n).ok_or_else(|| {
+                    BackendError::permanent(format!(
+                        "cluster {n} has node containers but no API server"
+                    ))
+                })
+            },
+        )
+        .await?;
+        write_private(path, &text).map_err(|e| {
+            BackendError::permanent(format!(
+                "failed to write kubeconfig {}: {e}",
+                path.display()
+            ))
+        })
+    }
+}
+
+// ---- helm ---------------------------------------------------------------------------------------
+
+pub(crate) struct SimHelm(pub Arc<Shared>);
+
+#[async_trait]
+impl ChartRenderer for SimHelm {
+    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered> {
+        call(
+            &self.0,
+            Behaviour::HelmTemplate,
+            &chart.cluster,
+            "helm.template",
+            format!("chart {}@{}", chart.chart, chart.version),
+            false,
+            |_| charts::render(chart, values),
+        )
+        .await
+    }
+}
+
+// ---- Kubernetes API -----------------------------------------------------------------------------
+
+pub(crate) struct SimConnector(pub Arc<Shared>);
+
+#[async_trait]
+impl Connector for SimConnector {
+    async fn connect(&self, cluster: &Cluster, _kubeconfig: &Path) -> Result<Arc<dyn ClusterApi>> {
+        let name = cluster.name.clone();
+        call(
+            &self.0,
+            Behaviour::Connect,
+            &cluster.name,
+            "kube.connect",
+            format!("cluster {}", cluster.name),
+            false,
+            move |st| {
+                if st.world.reachable(&name) {
+                    Ok(())
+                } else {
+                    Err(apiserver::unreachable(&name))
+                }
+            },
+        )
+        .await?;
+        Ok(Arc::new(SimApi {
+            shared: self.0.clone(),
+            cluster: cluster.name.clone(),
+        }))
+    }
+}
+
+/// One simulated cluster's API.
+pub(crate) struct SimApi {
+    pub shared: Arc<Shared>,
+    pub cluster: String,
+}
+
+/// The stored object a wait on `r` looks at.
+fn lookup<'a>(w: &'a World, cluster: &str, r: &ObjectRef) -> Option<&'a Value> {
+    let ns = match apiserver::resolve(w, cluster, &r.api_version, &r.kind) {
+        Some(info) if !info.namespaced => "",
+        Some(_) => r.namespace.as_deref().unwrap_or("default"),
+        None => r.namespace.as_deref().unwrap_or(""),
+    };
+    w.get(cluster, &gk::of_ref(r), ns, &r.name)
+}
+
+fn with_version(o: Option<&Value>, api_version: &str) -> Option<Value> {
+    o.map(|o| {
+        let mut o = o.clone();
+        o["apiVersion"] = json!(api_version);
+        o
+    })
+}
+
+/// Watches until `ok` holds on the world or the deadline passes; `Ok(None)` on timeout. The Notify is
+/// enabled before each check, so no change is missed between a check and the sleep.
+async fn watch<T>(
+    shared: &Arc<Shared>,
+    cluster: &str,
+    deadline: Instant,
+    mut ok: impl FnMut(&World) -> Option<T>,
+) -> Result<Option<T>> {
+    let notify = shared.notifier(cluster);
+    loop {
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let st = shared.lock();
+            if !st.world.reachable(cluster) {
+                return Err(apiserver::unreachable(cluster));
+            }
+            if let Some(t) = ok(&st.world) {
+                return Ok(Some(t));
+            }
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline) => return Ok(None),
+        }
+    }
+}
+
+impl SimApi {
+    async fn call<T>(
+        &self,
+        b: Behaviour,
+        verb: &str,
+        object: String,
+        mutating: bool,
+        f: impl FnOnce(&mut State) -> Result<T>,
+    ) -> Result<T> {
+        call(&self.shared, b, &self.cluster, verb, object, mutating, f).await
+    }
+}
+
+#[async_trait]
+impl ClusterApi for SimApi {
+    async fn version(&self) -> Result<String> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::KubeRead,
+            "kube.version",
+            String::new(),
+            false,
+            move |st| {
+                if !st.world.reachable(&c) {
+                    return Err(apiserver::unreachable(&c));
+                }
+                Ok(st.world.clusters[&c].version())
+            },
+        )
+        .await
+    }
+
+    async fn served(&self, api_version: &str, kind: &str) -> Result<bool> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::KubeRead,
+            "kube.served",
+            format!("{kind} {api_version}"),
+            false,
+            move |st| {
+                if !st.world.reachable(&c) {
+                    return Err(apiserver::unreachable(&c));
+                }
+                Ok(apiserver::resolve(&st.world, &c, api_version, kind).is_some())
+            },
+        )
+        .await
+    }
+
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::KubeRead,
+            "kube.get",
+            r.to_string(),
+            false,
+            move |st| apiserver::get(&st.world, &c, r),
+        )
+        .await
+    }
+
+    async fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::KubeRead,
+            "kube.list",
+            format!(
+                "{kind} {api_version} in {} {}",
+                namespace.unwrap_or("all namespaces"),
+                labels.unwrap_or("")
+            )
+            .trim_end()
+            .to_owned(),
+            false,
+            move |st| apiserver::list(&st.world, &c, api_version, kind, namespace, labels),
+        )
+        .await
+    }
+
+    async fn apply(&self, obj: &Value) -> Result<()> {
+        let c = self.cluster.clone();
+        let desc =
+            ObjectRef::of(obj).map_or_else(|| "(invalid object)".to_owned(), |r| r.to_string());
+        self.call(Behaviour::Apply, "kube.apply", desc, true, move |st| {
+            apiserver::apply(&mut st.world, &c, obj)?;
+            st.applied.entry(c).or_default().push(obj.clone());
+            Ok(())
+        })
+        .await
+    }
+
+    async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<()> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::MergePatch,
+            "kube.merge-patch",
+            r.to_string(),
+            true,
+            move |st| apiserver::merge_patch(&mut st.world, &c, r, patch),
+        )
+        .await
+    }
+
+    async fn delete(&self, r: &ObjectRef) -> Result<bool> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::Delete,
+            "kube.delete",
+            r.to_string(),
+            true,
+            move |st| apiserver::delete(&mut st.world, &c, r),
+        )
+        .await
+    }
+
+    async fn wait(
+        &self,
+        r: &ObjectRef,
+        cond: &Condition,
+        timeout: Duration,
+    ) -> std::result::Result<Value, WaitError> {
+        let start = Instant::now();
+        let cluster = self.cluster.clone();
+        // Re-check only when the object changed (its resourceVersion, or its appearing/disappearing).
+        let mut seen: Option<Option<String>> = None;
+        let outcome = watch(&self.shared, &cluster, start + timeout, |w| {
+            let o = lookup(w, &cluster, r);
+            let rv = o.map(|o| {
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            });
+            if seen.as_ref() == Some(&rv) {
+                return None;
+            }
+            seen = Some(rv);
+            let o = with_version(o, &r.api_version);
+            (cond.check)(o.as_ref()).then(|| o.unwrap_or(Value::Null))
+        })
+        .await;
+        let result = match outcome {
+            Err(e) => Err(WaitError::Backend(e)),
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => {
+                let last = with_version(
+                    lookup(&self.shared.lock().world, &cluster, r),
+                    &r.api_version,
+                );
+                Err(WaitError::Timeout {
+                    object: r.clone(),
+                    condition: cond.description.clone(),
+                    after: timeout,
+                    last,
+                })
+            }
+        };
+        self.shared.log(
+            &cluster,
+            "kube.wait",
+            format!("{r}: {}", cond.description),
+            result.as_ref().map(|_| ()).map_err(ToString::to_string),
+        );
+        result
+    }
+
+    async fn wait_served(
+        &self,
+        api_version: &str,
+        kind: &str,
+        timeout: Duration,
+    ) -> std::result::Result<(), WaitError> {
+        let start = Instant::now();
+        let cluster = self.cluster.clone();
+        let outcome = watch(&self.shared, &cluster, start + timeout, |w| {
+            apiserver::resolve(w, &cluster, api_version, kind).map(|_| ())
+        })
+        .await;
+        let result = match outcome {
+            Err(e) => Err(WaitError::Backend(e)),
+            Ok(Some(())) => Ok(()),
+            Ok(None) => {
+                // What a user would look at: the CRD that should define the kind.
+                let st = self.shared.lock();
+                let group = gk::group_of(api_version);
+                let crd = st
+                    .world
+                    .list(&cluster, gk::CRD, None)
+                    .find(|c| c["spec"]["group"] == group && c["spec"]["names"]["kind"] == kind)
+                    .cloned();
+                let name = crd
+                    .as_ref()
+                    .map_or_else(|| format!("*.{group}"), |c| super::util::name(c).to_owned());
+                Err(WaitError::Timeout {
+                    object: ObjectRef::new(
+                        "apiextensions.k8s.io/v1",
+                        "CustomResourceDefinition",
+                        None,
+                        &name,
+                    ),
+                    condition: format!(
+                        "a CRD serving {kind} in {api_version} with condition Established=True"
+                    ),
+                    after: timeout,
+                    last: crd,
+                })
+            }
+        };
+        self.shared.log(
+            &cluster,
+            "kube.wait-served",
+            format!("{kind} {api_version}"),
+            result.as_ref().map(|_| ()).map_err(ToString::to_string),
+        );
+        result
+    }
+
+    async fn token_request(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        seconds: i64,
+    ) -> Result<Secret> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::TokenRequest,
+            "kube.token-request",
+            format!("ServiceAccount {namespace}/{service_account}"),
+            true,
+            move |st| {
+                apiserver::token_request(&mut st.world, &c, namespace, service_account, seconds)
+                    .map(Secret::new)
+            },
+        )
+        .await
+    }
+
+    async fn get_via_service(
+        &self,
+        namespace: &str,
+        service: &str,
+        port: u16,
+        path: &str,
+        ca_pem: &[u8],
+        token: &Secret,
+    ) -> Result<(u16, String)> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::ServiceRequest,
+            "kube.get-via-service",
+            format!("GET {path} via Service {namespace}/{service}:{port}"),
+            false,
+            move |st| {
+                if !st.world.reachable(&c) {
+                    return Err(apiserver::unreachable(&c));
+                }
+                super::userserver::get(
+                    &st.world,
+                    &c,
+                    namespace,
+                    service,
+                    port,
+                    path,
+                    ca_pem,
+                    token.expose(),
+                )
+            },
+        )
+        .await
+    }
+
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<()> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::CsrApprove,
+            "kube.approve-csr",
+            format!("CertificateSigningRequest {name}"),
+            true,
+            move |st| apiserver::approve_csr(&mut st.world, &c, name, reason),
+        )
+        .await
+    }
+}

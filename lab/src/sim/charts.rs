@@ -1,0 +1,918 @@
+//! Models of the four charts the lab installs, rendered like `helm template` from the chart, its
+//! version, the release namespace and the values (OCM-FACTS §3, §6, §7). Only what the lab and the
+//! simulated controllers depend on is rendered, with the same names, value keys and version
+//! differences as upstream.
+
+use super::util::At as _;
+use serde_json::{Value, json};
+
+use super::util::{self, helm_text, truthy};
+use crate::backend::{BackendError, Rendered};
+use crate::charts::ChartPlan;
+use crate::topology::catalog::Chart;
+
+/// A CRD the simulation knows: (group, kind, plural, namespaced, versions as (name, storage)).
+struct CrdDef {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    versions: &'static [(&'static str, bool)],
+}
+
+/// Served versions and scopes as in `fixtures/crds/` (upstream CRDs).
+const CRDS: &[CrdDef] = &[
+    crd_def(
+        "operator.open-cluster-management.io",
+        "ClusterManager",
+        "clustermanagers",
+        false,
+        &[("v1", true)],
+    ),
+    crd_def(
+        "operator.open-cluster-management.io",
+        "Klusterlet",
+        "klusterlets",
+        false,
+        &[("v1", true)],
+    ),
+    crd_def(
+        "cluster.open-cluster-management.io",
+        "ManagedCluster",
+        "managedclusters",
+        false,
+        &[("v1", true)],
+    ),
+    crd_def(
+        "cluster.open-cluster-management.io",
+        "ManagedClusterSet",
+        "managedclustersets",
+        false,
+        &[("v1beta2", true)],
+    ),
+    crd_def(
+        "cluster.open-cluster-management.io",
+        "ManagedClusterSetBinding",
+        "managedclustersetbindings",
+        true,
+        &[("v1beta2", true)],
+    ),
+    crd_def(
+        "cluster.open-cluster-management.io",
+        "Placement",
+        "placements",
+        true,
+        &[("v1beta1", true)],
+    ),
+    crd_def(
+        "cluster.open-cluster-management.io",
+        "PlacementDecision",
+        "placementdecisions",
+        true,
+        &[("v1beta1", true)],
+    ),
+    crd_def(
+        "cluster.open-cluster-management.io",
+        "ClusterClaim",
+        "clusterclaims",
+        false,
+        &[("v1alpha1", true)],
+    ),
+    crd_def(
+        "addon.open-cluster-management.io",
+        "ManagedClusterAddOn",
+        "managedclusteraddons",
+        true,
+        &[("v1alpha1", true), ("v1beta1", false)],
+    ),
+    crd_def(
+        "addon.open-cluster-management.io",
+        "ClusterManagementAddOn",
+        "clustermanagementaddons",
+        false,
+        &[("v1alpha1", true), ("v1beta1", false)],
+    ),
+    crd_def(
+        "addon.open-cluster-management.io",
+        "AddOnDeploymentConfig",
+        "addondeploymentconfigs",
+        true,
+        &[("v1alpha1", true), ("v1beta1", false)],
+    ),
+    crd_def(
+        "work.open-cluster-management.io",
+        "ManifestWork",
+        "manifestworks",
+        true,
+        &[("v1", true)],
+    ),
+    crd_def(
+        "work.open-cluster-management.io",
+        "AppliedManifestWork",
+        "appliedmanifestworks",
+        false,
+        &[("v1", true)],
+    ),
+    crd_def(
+        "multicluster.x-k8s.io",
+        "ClusterProfile",
+        "clusterprofiles",
+        true,
+        &[("v1alpha1", true)],
+    ),
+    crd_def(
+        "about.k8s.io",
+        "ClusterProperty",
+        "clusterproperties",
+        false,
+        &[("v1alpha1", true)],
+    ),
+    crd_def(
+        "proxy.open-cluster-management.io",
+        "ManagedProxyConfiguration",
+        "managedproxyconfigurations",
+        false,
+        &[("v1alpha1", true)],
+    ),
+    crd_def(
+        "proxy.open-cluster-management.io",
+        "ManagedProxyServiceResolver",
+        "managedproxyserviceresolvers",
+        false,
+        &[("v1alpha1", true)],
+    ),
+    crd_def(
+        "authentication.open-cluster-management.io",
+        "ManagedServiceAccount",
+        "managedserviceaccounts",
+        true,
+        &[("v1alpha1", false), ("v1beta1", true)],
+    ),
+];
+
+const fn crd_def(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    versions: &'static [(&'static str, bool)],
+) -> CrdDef {
+    CrdDef {
+        group,
+        kind,
+        plural,
+        namespaced,
+        versions,
+    }
+}
+
+/// A real `apiextensions.k8s.io/v1` CustomResourceDefinition for `<plural>.<group>`, with a minimal
+/// schema that keeps unknown fields (the simulation checks the fields that matter itself).
+pub(crate) fn crd(name: &str) -> Value {
+    let d = CRDS
+        .iter()
+        .find(|d| format!("{}.{}", d.plural, d.group) == name)
+        .unwrap_or_else(|| panic!("the simulation knows no CRD {name}"));
+    let versions: Vec<Value> = d
+        .versions
+        .iter()
+        .map(|(v, storage)| {
+            json!({
+                "name": v,
+                "served": true,
+                "storage": storage,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {
+            "group": d.group,
+            "names": {
+                "kind": d.kind,
+                "listKind": format!("{}List", d.kind),
+                "plural": d.plural,
+                "singular": d.kind.to_lowercase(),
+            },
+            "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+            "versions": versions,
+        },
+    })
+}
+
+/// The hub CRDs the cluster-manager operator installs (OCM-FACTS §3, §4.1; the ClusterProfile CRD is
+/// added only with the gate).
+pub(crate) const HUB_CRDS: &[&str] = &[
+    "managedclusters.cluster.open-cluster-management.io",
+    "managedclustersets.cluster.open-cluster-management.io",
+    "managedclustersetbindings.cluster.open-cluster-management.io",
+    "placements.cluster.open-cluster-management.io",
+    "placementdecisions.cluster.open-cluster-management.io",
+    "managedclusteraddons.addon.open-cluster-management.io",
+    "clustermanagementaddons.addon.open-cluster-management.io",
+    "addondeploymentconfigs.addon.open-cluster-management.io",
+    "manifestworks.work.open-cluster-management.io",
+];
+pub(crate) const CLUSTER_PROFILE_CRD: &str = "clusterprofiles.multicluster.x-k8s.io";
+pub(crate) const CLUSTER_CLAIM_CRD: &str = "clusterclaims.cluster.open-cluster-management.io";
+pub(crate) const CLUSTER_PROPERTY_CRD: &str = "clusterproperties.about.k8s.io";
+pub(crate) const APPLIED_WORK_CRD: &str = "appliedmanifestworks.work.open-cluster-management.io";
+
+/// A Deployment as the charts and operators render them (label `app`, one container).
+pub(crate) fn deployment(
+    ns: &str,
+    name: &str,
+    app: &str,
+    replicas: i64,
+    containers: Value,
+) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {"serviceAccountName": name, "containers": containers},
+            },
+        },
+    })
+}
+
+fn service_account(ns: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}})
+}
+
+fn cluster_role(name: &str, rules: Value) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})
+}
+
+fn cluster_role_binding(name: &str, role: &str, sa_ns: &str, sa: &str) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}],
+    })
+}
+
+fn all_rules() -> Value {
+    json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}])
+}
+
+/// The values after Helm merges the given ones over the chart's defaults.
+fn values_over(defaults: Value, given: &Value) -> Value {
+    let mut v = defaults;
+    if given.is_object() {
+        util::merge(&mut v, given);
+    }
+    v
+}
+
+fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    v.at(&format!("/{}", path.replace('.', "/")))
+}
+
+fn text(v: &Value, path: &str, default: &str) -> String {
+    helm_text(at(v, path), default)
+}
+
+/// Helm's install order, which `helm template` also uses for its output.
+const INSTALL_ORDER: &[&str] = &[
+    "PriorityClass",
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+];
+
+fn sorted(mut objects: Vec<Value>) -> Vec<Value> {
+    let rank = |o: &Value| {
+        let k = o["kind"].as_str().unwrap_or("");
+        INSTALL_ORDER
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or(INSTALL_ORDER.len())
+    };
+    objects.sort_by_key(rank);
+    objects
+}
+
+/// Renders a chart like `helm template`.
+pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, BackendError> {
+    let ns = chart.namespace.as_str();
+    let rendered = match (chart.chart, chart.version.as_str()) {
+        (Chart::ClusterManager, "1.3.1") => cluster_manager(ns, values),
+        (Chart::Klusterlet, "1.3.1") => klusterlet(ns, values),
+        (Chart::ClusterProxy, v @ ("0.10.0" | "0.11.0")) => cluster_proxy(ns, v, values),
+        (Chart::ManagedServiceaccount, "0.10.0") => managed_serviceaccount(ns, values),
+        (c, v) => {
+            return Err(BackendError::permanent(format!(
+                "chart {c} version {v} is not modelled by the simulated lab (it knows cluster-manager 1.3.1, klusterlet 1.3.1, cluster-proxy 0.10.0 and 0.11.0, managed-serviceaccount 0.10.0)"
+            )));
+        }
+    };
+    Ok(Rendered {
+        crds: rendered.crds,
+        objects: sorted(rendered.objects),
+    })
+}
+
+// ---- cluster-manager 1.3.1 (OCM-FACTS §2.1, §3) -------------------------------------------------
+
+fn cluster_manager(ns: &str, given: &Value) -> Rendered {
+    let v = values_over(
+        json!({
+            "replicaCount": 3,
+            "images": {
+                "registry": "quay.io/open-cluster-management",
+                "tag": "",
+                "imagePullPolicy": "IfNotPresent",
+                "imageCredentials": {"createImageCredentials": false, "userName": "", "password": "", "dockerConfigJson": ""},
+            },
+            "enableSyncLabels": false,
+            "createBootstrapToken": false,
+            "createBootstrapSA": false,
+            "clusterManager": {
+                "create": true,
+                "mode": "Default",
+                "resourceRequirement": {"type": "Default"},
+                "registrationConfiguration": {
+                    "featureGates": [{"feature": "DefaultClusterSet", "mode": "Enable"}],
+                    "registrationDrivers": [{"authType": "csr"}],
+                },
+                "workConfiguration": {"workDriver": "kube"},
+                "addOnManagerConfiguration": {},
+                "placementConfiguration": {"featureGates": [{"feature": "PlacementDebugServer", "mode": "Enable"}]},
+            },
+        }),
+        given,
+    );
+    let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
+    let tag = text(&v, "images.tag", "v1.3.1");
+    let image = |name: &str| format!("{registry}/{name}:{tag}");
+    let mut objects = vec![
+        service_account(ns, "cluster-manager"),
+        cluster_role("cluster-manager", all_rules()),
+        cluster_role_binding("cluster-manager", "cluster-manager", ns, "cluster-manager"),
+        deployment(
+            ns,
+            "cluster-manager",
+            "cluster-manager",
+            at(&v, "replicaCount").and_then(Value::as_i64).unwrap_or(3),
+            json!([{
+                "name": "registration-operator",
+                "image": image("registration-operator"),
+                "args": ["/registration-operator", "hub"],
+            }]),
+        ),
+    ];
+    if truthy(at(&v, "images.imageCredentials.createImageCredentials")) {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": "open-cluster-management-image-pull-credentials", "namespace": ns},
+            "data": {".dockerconfigjson": util::b64_encode(b"{}")},
+        }));
+    }
+    let bootstrap_sa = truthy(at(&v, "createBootstrapSA"));
+    if bootstrap_sa {
+        objects.push(service_account(ns, "agent-registration-bootstrap"));
+        objects.push(cluster_role(
+            "open-cluster-management:bootstrap",
+            json!([
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+                {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["create", "get", "list", "watch"]},
+                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["managedclusters"], "verbs": ["get", "create", "list", "watch"]},
+                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["managedclustersets/join"], "verbs": ["create"]},
+            ]),
+        ));
+        objects.push(cluster_role_binding(
+            "open-cluster-management:bootstrap:agent-registration",
+            "open-cluster-management:bootstrap",
+            ns,
+            "agent-registration-bootstrap",
+        ));
+    }
+    if truthy(at(&v, "createBootstrapToken")) {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+            "metadata": {"name": "bootstrap-token-ocmhub", "namespace": "kube-system", "labels": {"app": "cluster-manager"}},
+            "stringData": {"token-id": "ocmhub", "token-secret": "simsimsimsimsims", "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:managedcluster"},
+        }));
+        objects.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "open-cluster-management:bootstrap:managedcluster"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "open-cluster-management:bootstrap"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:bootstrappers:managedcluster"}],
+        }));
+    }
+    if truthy(at(&v, "clusterManager.create")) {
+        let mut registration = at(&v, "clusterManager.registrationConfiguration")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if bootstrap_sa {
+            registration["autoApproveUsers"] = json!([format!(
+                "system:serviceaccount:{ns}:agent-registration-bootstrap"
+            )]);
+        }
+        objects.push(json!({
+            "apiVersion": "operator.open-cluster-management.io/v1",
+            "kind": "ClusterManager",
+            "metadata": {"name": "cluster-manager"},
+            "spec": {
+                "registrationImagePullSpec": image("registration"),
+                "workImagePullSpec": image("work"),
+                "placementImagePullSpec": image("placement"),
+                "addOnManagerImagePullSpec": image("addon-manager"),
+                "deployOption": {"mode": text(&v, "clusterManager.mode", "Default")},
+                "resourceRequirement": at(&v, "clusterManager.resourceRequirement").cloned().unwrap_or(json!({"type": "Default"})),
+                "registrationConfiguration": registration,
+                "workConfiguration": at(&v, "clusterManager.workConfiguration").cloned().unwrap_or(json!({})),
+                "addOnManagerConfiguration": at(&v, "clusterManager.addOnManagerConfiguration").cloned().unwrap_or(json!({})),
+                "placementConfiguration": at(&v, "clusterManager.placementConfiguration").cloned().unwrap_or(json!({})),
+            },
+        }));
+    }
+    Rendered {
+        crds: vec![crd("clustermanagers.operator.open-cluster-management.io")],
+        objects,
+    }
+}
+
+// ---- klusterlet 1.3.1 (OCM-FACTS §2.2, §3) ------------------------------------------------------
+
+fn klusterlet(ns: &str, given: &Value) -> Rendered {
+    let v = values_over(
+        json!({
+            "replicaCount": 1,
+            "images": {"registry": "quay.io/open-cluster-management", "tag": "", "imagePullPolicy": "IfNotPresent"},
+            "bootstrapHubKubeConfig": "",
+            "externalManagedKubeConfig": "",
+            "noOperator": false,
+            "klusterlet": {
+                "create": true,
+                "mode": "Singleton",
+                "name": "klusterlet",
+                "clusterName": "cluster1",
+                "namespace": "",
+                "externalServerURLs": [],
+                "resourceRequirement": {"type": "Default"},
+                "nodePlacement": {},
+                "registrationConfiguration": {},
+                "workConfiguration": {},
+            },
+        }),
+        given,
+    );
+    let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
+    let tag = text(&v, "images.tag", "v1.3.1");
+    let image = |name: &str| format!("{registry}/{name}:{tag}");
+    let agent_ns = text(&v, "klusterlet.namespace", "open-cluster-management-agent");
+    let bootstrap = text(&v, "bootstrapHubKubeConfig", "");
+    let mut objects = Vec::new();
+    if !truthy(at(&v, "noOperator")) {
+        objects.push(service_account(ns, "klusterlet"));
+        objects.push(cluster_role("klusterlet", all_rules()));
+        objects.push(cluster_role_binding(
+            "klusterlet",
+            "klusterlet",
+            ns,
+            "klusterlet",
+        ));
+        objects.push(deployment(
+            ns,
+            "klusterlet",
+            "klusterlet",
+            at(&v, "replicaCount").and_then(Value::as_i64).unwrap_or(1),
+            json!([{
+                "name": "klusterlet",
+                "image": image("registration-operator"),
+                "args": ["/registration-operator", "klusterlet", "--disable-leader-election"],
+            }]),
+        ));
+    }
+    let external = text(&v, "externalManagedKubeConfig", "");
+    if agent_ns != ns && (!bootstrap.is_empty() || !external.is_empty()) {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": agent_ns, "annotations": {"workload.openshift.io/allowed": "management"}},
+        }));
+    }
+    if !bootstrap.is_empty() {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "bootstrap-hub-kubeconfig", "namespace": agent_ns},
+            "data": {"kubeconfig": util::b64_encode(bootstrap.as_bytes())},
+        }));
+    }
+    if truthy(at(&v, "klusterlet.create")) {
+        let mut spec = json!({
+            "clusterName": text(&v, "klusterlet.clusterName", "cluster1"),
+            "namespace": agent_ns,
+            "deployOption": {"mode": text(&v, "klusterlet.mode", "Singleton")},
+            "registrationImagePullSpec": image("registration"),
+            "workImagePullSpec": image("work"),
+            "imagePullSpec": image("registration-operator"),
+            "resourceRequirement": at(&v, "klusterlet.resourceRequirement").cloned().unwrap_or(json!({"type": "Default"})),
+            "registrationConfiguration": at(&v, "klusterlet.registrationConfiguration").cloned().unwrap_or(json!({})),
+            "workConfiguration": at(&v, "klusterlet.workConfiguration").cloned().unwrap_or(json!({})),
+        });
+        if truthy(at(&v, "klusterlet.externalServerURLs")) {
+            spec["externalServerURLs"] = at(&v, "klusterlet.externalServerURLs")
+                .cloned()
+                .unwrap_or_default();
+        }
+        if truthy(at(&v, "klusterlet.nodePlacement")) {
+            spec["nodePlacement"] = at(&v, "klusterlet.nodePlacement")
+                .cloned()
+                .unwrap_or_default();
+        }
+        objects.push(json!({
+            "apiVersion": "operator.open-cluster-management.io/v1",
+            "kind": "Klusterlet",
+            "metadata": {"name": text(&v, "klusterlet.name", "klusterlet")},
+            "spec": spec,
+        }));
+    }
+    Rendered {
+        crds: vec![crd("klusterlets.operator.open-cluster-management.io")],
+        objects,
+    }
+}
+
+// ---- cluster-proxy 0.10.0 / 0.11.0 (OCM-FACTS §6, §9.7, §9.8) ------------------------------------
+
+fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
+    let v010 = version == "0.10.0";
+    let gate_default = if v010 {
+        json!({"clusterProfileAccessProvider": false})
+    } else {
+        json!({"clusterProfile": false})
+    };
+    let v = values_over(
+        json!({
+            "registry": "quay.io/open-cluster-management",
+            "image": "cluster-proxy",
+            "tag": null,
+            "replicas": 1,
+            "spokeAddonNamespace": "open-cluster-management-cluster-proxy",
+            "proxyServerImage": "quay.io/open-cluster-management/cluster-proxy",
+            "proxyAgentImage": "quay.io/open-cluster-management/cluster-proxy",
+            "proxyServer": {"entrypointLoadBalancer": false, "entrypointAddress": "", "port": 8091, "imagePullPolicy": "IfNotPresent"},
+            "installByPlacement": {"placementName": "", "placementNamespace": ""},
+            "enableKubeApiProxy": true,
+            "enableServiceProxy": false,
+            "enableImpersonation": true,
+            "featureGates": gate_default,
+            "userServer": {"enabled": false, "additionalSANs": []},
+            "networkPolicies": {"enabled": false},
+        }),
+        given,
+    );
+    let tag = text(&v, "tag", &format!("v{version}"));
+    let registry = text(&v, "registry", "quay.io/open-cluster-management");
+    let manager_image = format!("{registry}/{}:{tag}", text(&v, "image", "cluster-proxy"));
+    let server_image = format!(
+        "{}:{tag}",
+        text(
+            &v,
+            "proxyServerImage",
+            "quay.io/open-cluster-management/cluster-proxy"
+        )
+    );
+    let agent_image = format!(
+        "{}:{tag}",
+        text(
+            &v,
+            "proxyAgentImage",
+            "quay.io/open-cluster-management/cluster-proxy"
+        )
+    );
+    let replicas = at(&v, "replicas").and_then(Value::as_i64).unwrap_or(1);
+    let service_proxy = truthy(at(&v, "enableServiceProxy"));
+
+    // The addon manager's gate: renamed in 0.11.0, and the old key is silently ignored (§9.8).
+    let gate_arg = if v010 {
+        format!(
+            "--feature-gates=ClusterProfileAccessProvider={}",
+            text(&v, "featureGates.clusterProfileAccessProvider", "false")
+        )
+    } else {
+        format!(
+            "--feature-gates=ClusterProfile={}",
+            text(&v, "featureGates.clusterProfile", "false")
+        )
+    };
+    let mut args = vec![
+        json!("/manager"),
+        json!("--leader-elect=true"),
+        json!(format!("--signer-secret-namespace={ns}")),
+        json!(format!("--agent-image-name={agent_image}")),
+        json!(format!(
+            "--enable-kube-api-proxy={}",
+            text(&v, "enableKubeApiProxy", "false")
+        )),
+    ];
+    if service_proxy {
+        args.push(json!("--enable-service-proxy=true"));
+    }
+    args.push(json!(gate_arg));
+
+    let mut objects = vec![
+        service_account(ns, "cluster-proxy"),
+        cluster_role(
+            "open-cluster-management:cluster-proxy:addon-manager",
+            all_rules(),
+        ),
+        cluster_role_binding(
+            "open-cluster-management:cluster-proxy:addon-manager",
+            "open-cluster-management:cluster-proxy:addon-manager",
+            ns,
+            "cluster-proxy",
+        ),
+        {
+            let mut d = deployment(
+                ns,
+                "cluster-proxy-addon-manager",
+                "cluster-proxy-addon-manager",
+                replicas,
+                json!([{"name": "manager", "image": manager_image, "args": args}]),
+            );
+            d["spec"]["template"]["spec"]["serviceAccountName"] = json!("cluster-proxy");
+            d
+        },
+    ];
+
+    // templates/managedproxyconfiguration.yaml (fixtures/charts/cluster-proxy-0.10.0).
+    let address = text(&v, "proxyServer.entrypointAddress", "");
+    let port = at(&v, "proxyServer.port").cloned().unwrap_or(json!(8091));
+    let entrypoint = if !address.is_empty() {
+        let mut hostname = json!({"value": address});
+        if v010 {
+            // Not declared by the v0.10.0 CRD; removed by PR #272 in 0.11.0.
+            hostname["port"] = port.clone();
+        }
+        json!({"type": "Hostname", "hostname": hostname, "port": port})
+    } else if truthy(at(&v, "proxyServer.entrypointLoadBalancer")) {
+        json!({"type": "LoadBalancerService", "loadBalancerService": {}, "port": port})
+    } else {
+        json!({"type": "PortForward", "port": port})
+    };
+    let mut mpc = json!({
+        "apiVersion": "proxy.open-cluster-management.io/v1alpha1",
+        "kind": "ManagedProxyConfiguration",
+        "metadata": {"name": "cluster-proxy"},
+        "spec": {
+            "authentication": {"dump": {"secrets": {}}, "signer": {"type": "SelfSigned"}},
+            "proxyServer": {"image": server_image, "replicas": replicas, "namespace": ns, "entrypoint": entrypoint},
+            "proxyAgent": {"image": agent_image, "replicas": replicas},
+        },
+    });
+    if v010 {
+        // Not declared by the v0.10.0 CRD (PR #250); the template kept it until PR #272 (§6, §9.7).
+        mpc["spec"]["proxyAgent"]["additionalValues"] = json!({
+            "enableImpersonation": text(&v, "enableImpersonation", "false"),
+        });
+    }
+    if truthy(at(&v, "userServer.enabled")) {
+        let sans = at(&v, "userServer.additionalSANs")
+            .cloned()
+            .unwrap_or(json!([]));
+        mpc["spec"]["userServer"] = if truthy(Some(&sans)) {
+            json!({"additionalSANs": sans})
+        } else {
+            json!({})
+        };
+    }
+    objects.push(mpc);
+
+    let placement_name = text(&v, "installByPlacement.placementName", "");
+    let (p_name, p_ns) = if placement_name.is_empty() {
+        objects.push(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": {"name": "cluster-proxy-placement", "namespace": ns},
+            "spec": {"clusterSets": ["global"]},
+        }));
+        objects.push(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": "global", "namespace": ns},
+            "spec": {"clusterSet": "global"},
+        }));
+        ("cluster-proxy-placement".to_owned(), ns.to_owned())
+    } else {
+        (
+            placement_name,
+            text(&v, "installByPlacement.placementNamespace", ns),
+        )
+    };
+    objects.push(json!({
+        "apiVersion": if v010 { "addon.open-cluster-management.io/v1alpha1" } else { "addon.open-cluster-management.io/v1beta1" },
+        "kind": "ClusterManagementAddOn",
+        "metadata": {"name": "cluster-proxy", "annotations": {"addon.open-cluster-management.io/lifecycle": "addon-manager"}},
+        "spec": {
+            "addOnMeta": {"displayName": "cluster-proxy", "description": "cluster-proxy"},
+            "supportedConfigs": [
+                {"group": "proxy.open-cluster-management.io", "resource": "managedproxyconfigurations", "defaultConfig": {"name": "cluster-proxy"}},
+                {"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs"},
+            ],
+            "installStrategy": {"type": "Placements", "placements": [{"name": p_name, "namespace": p_ns, "rolloutStrategy": {"type": "All"}}]},
+        },
+    }));
+
+    // Rendered only with enableServiceProxy, not userServer.enabled (§6, contradiction 1).
+    if service_proxy {
+        let mut user = deployment(
+            ns,
+            "cluster-proxy-addon-user",
+            "cluster-proxy-addon-user",
+            replicas,
+            json!([
+                {"name": "controllers", "image": manager_image, "args": ["/manager", "--leader-elect=true"]},
+                {"name": "user-server", "image": manager_image, "args": [
+                    "/user-server", "--server-port=9092",
+                    format!("--host=proxy-entrypoint.{ns}.svc"), "--port=8090",
+                    "--server-cert=/server-cert/tls.crt", "--server-key=/server-cert/tls.key",
+                ]},
+            ]),
+        );
+        user["spec"]["template"]["spec"]["serviceAccountName"] = json!("cluster-proxy");
+        user["spec"]["template"]["spec"]["volumes"] = json!([
+            {"name": "server-cert", "secret": {"secretName": "cluster-proxy-user-serving-cert"}},
+            {"name": "proxy-server-ca", "secret": {"secretName": "proxy-server-ca"}},
+            {"name": "proxy-client", "secret": {"secretName": "proxy-client"}},
+        ]);
+        objects.push(user);
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "cluster-proxy-addon-user", "namespace": ns},
+            "spec": {"type": "ClusterIP", "selector": {"app": "cluster-proxy-addon-user"}, "ports": [{"name": "https", "protocol": "TCP", "port": 9092, "targetPort": 9092}]},
+        }));
+    }
+    let mut crds = vec![crd(
+        "managedproxyconfigurations.proxy.open-cluster-management.io",
+    )];
+    if v010 {
+        // Removed in 0.11.0 (PR #270).
+        crds.push(crd(
+            "managedproxyserviceresolvers.proxy.open-cluster-management.io",
+        ));
+    }
+    Rendered { crds, objects }
+}
+
+// ---- managed-serviceaccount 0.10.0 (OCM-FACTS §7) ------------------------------------------------
+
+fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
+    let v = values_over(
+        json!({
+            "image": "quay.io/open-cluster-management/managed-serviceaccount",
+            "tag": null,
+            "agentInstallAll": true,
+            "replicas": 1,
+            "featureGates": {"ephemeralIdentity": false, "clusterProfileCredSyncer": false},
+            "agentImagePullSecret": "",
+            "hubDeployMode": "Deployment",
+        }),
+        given,
+    );
+    let image = format!(
+        "{}:{}",
+        text(
+            &v,
+            "image",
+            "quay.io/open-cluster-management/managed-serviceaccount"
+        ),
+        text(&v, "tag", "v0.10.0")
+    );
+    let cred_syncer = text(&v, "featureGates.clusterProfileCredSyncer", "false");
+    let mode = text(&v, "hubDeployMode", "Deployment");
+    let mut objects = vec![
+        service_account(ns, "managed-serviceaccount"),
+        cluster_role(
+            "open-cluster-management:managed-serviceaccount:addon-manager",
+            all_rules(),
+        ),
+        cluster_role_binding(
+            "open-cluster-management:managed-serviceaccount:addon-manager",
+            "open-cluster-management:managed-serviceaccount:addon-manager",
+            ns,
+            "managed-serviceaccount",
+        ),
+    ];
+    if cred_syncer == "true" {
+        objects.push(cluster_role(
+            "open-cluster-management:managed-serviceaccount:addon-manager-clusterprofile",
+            json!([
+                {"apiGroups": ["authentication.open-cluster-management.io"], "resources": ["managedserviceaccounts"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["clusterprofiles"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            ]),
+        ));
+        objects.push(cluster_role_binding(
+            "open-cluster-management:managed-serviceaccount:addon-manager-clusterprofile",
+            "open-cluster-management:managed-serviceaccount:addon-manager-clusterprofile",
+            ns,
+            "managed-serviceaccount",
+        ));
+    }
+    if mode == "Deployment" || cred_syncer == "true" {
+        let mut d = deployment(
+            ns,
+            "managed-serviceaccount-addon-manager",
+            "managed-serviceaccount-addon-manager",
+            at(&v, "replicas").and_then(Value::as_i64).unwrap_or(1),
+            json!([{
+                "name": "manager",
+                "image": image,
+                "args": [
+                    "./msa", "manager", "--leader-elect=true",
+                    format!("--agent-image-name={image}"),
+                    format!("--deploy-mode={mode}"),
+                    format!(
+                        "--feature-gates=EphemeralIdentity={},ClusterProfileCredSyncer={cred_syncer}",
+                        text(&v, "featureGates.ephemeralIdentity", "false")
+                    ),
+                ],
+            }]),
+        );
+        d["spec"]["template"]["spec"]["serviceAccountName"] = json!("managed-serviceaccount");
+        objects.push(d);
+    }
+    let install_all = truthy(at(&v, "agentInstallAll"));
+    let strategy = if install_all {
+        json!({"type": "Placements", "placements": [{"name": "global", "namespace": ns, "rolloutStrategy": {"type": "All"}}]})
+    } else {
+        json!({"type": "Manual"})
+    };
+    objects.push(json!({
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "ClusterManagementAddOn",
+        "metadata": {"name": "managed-serviceaccount", "annotations": {"addon.open-cluster-management.io/lifecycle": "addon-manager"}},
+        "spec": {
+            "addOnMeta": {"displayName": "managed-serviceaccount", "description": "managed-serviceaccount"},
+            "installStrategy": strategy,
+        },
+    }));
+    if install_all {
+        objects.push(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+            "metadata": {"name": "global", "namespace": ns},
+            "spec": {"clusterSet": "global"},
+        }));
+        objects.push(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": {"name": "global", "namespace": ns},
+            "spec": {
+                "clusterSets": ["global"],
+                "tolerations": [
+                    {"key": "cluster.open-cluster-management.io/unreachable", "operator": "Exists"},
+                    {"key": "cluster.open-cluster-management.io/unavailable", "operator": "Exists"},
+                ],
+            },
+        }));
+    }
+    Rendered {
+        crds: vec![crd(
+            "managedserviceaccounts.authentication.open-cluster-management.io",
+        )],
+        objects,
+    }
+}

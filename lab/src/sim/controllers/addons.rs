@@ -1,0 +1,482 @@
+//! The addon framework, cluster-proxy and managed-serviceaccount on the hub (OCM-FACTS §6, §6.1, §7,
+//! §9.5, §9.6).
+
+use crate::sim::util::At as _;
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::ocm::addon_manager;
+use super::sets::{decided, decides};
+use super::{Op, is_hub, namespace_exists, namespace_obj, owner_ref};
+use crate::sim::apiserver::gk;
+use crate::sim::certs::{SERVING_CERT_PEM, SERVING_KEY_PEM};
+use crate::sim::charts::deployment;
+use crate::sim::util::{self, set_condition};
+use crate::sim::world::{SIM_CA_PEM, TokenInfo, World};
+
+const PROXY_ADDON: &str = "cluster-proxy";
+const MSA_ADDON: &str = "managed-serviceaccount";
+const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
+const OCM: &str = "open-cluster-management";
+const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
+const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+const SYNC_LABEL: &str = "authentication.open-cluster-management.io/sync-to-clusterprofile";
+const SYNCED_FROM_LABEL: &str = "authentication.open-cluster-management.io/synced-from";
+
+fn s(x: &str) -> String {
+    x.to_owned()
+}
+
+/// Where an addon's agent runs on a managed cluster when the ManagedClusterAddOn does not say:
+/// managed-serviceaccount → `open-cluster-management-agent-addon` (§7), cluster-proxy →
+/// `open-cluster-management-cluster-proxy` (§6.2).
+fn default_install_namespace(addon: &str) -> &'static str {
+    match addon {
+        PROXY_ADDON => "open-cluster-management-cluster-proxy",
+        _ => "open-cluster-management-agent-addon",
+    }
+}
+
+/// Install strategy `Placements` (§6, §7): a ManagedClusterAddOn in the namespace of every cluster the
+/// placements decided on, owned by the ClusterManagementAddOn; ones it owns for clusters no longer
+/// selected are removed.
+pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
+    let Some(cma) = w.get(hub, gk::CMA, "", addon) else {
+        return Vec::new();
+    };
+    if !is_hub(w, hub) || !w.served(hub, gk::MCA) {
+        return Vec::new();
+    }
+    if cma.at("/spec/installStrategy/type") != Some(&json!("Placements")) {
+        return Vec::new();
+    }
+    let mut selected = BTreeSet::new();
+    for p in cma
+        .at("/spec/installStrategy/placements")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let (Some(name), Some(ns)) = (p["name"].as_str(), p["namespace"].as_str()) else {
+            continue;
+        };
+        selected.extend(decided(w, hub, ns, name));
+    }
+    let uid = util::uid(cma);
+    let mut ops = Vec::new();
+    for c in &selected {
+        if namespace_exists(w, hub, c) && w.get(hub, gk::MCA, c, addon).is_none() {
+            ops.push(Op::Create(
+                s(hub),
+                json!({
+                    "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                    "kind": "ManagedClusterAddOn",
+                    "metadata": {"name": addon, "namespace": c, "ownerReferences": [owner_ref(cma, false)]},
+                    "spec": {},
+                }),
+            ));
+        }
+    }
+    for ns in w.namespaces_with(hub, gk::MCA) {
+        if selected.contains(&ns) {
+            continue;
+        }
+        let owned = w.get(hub, gk::MCA, &ns, addon).is_some_and(|a| {
+            a.at("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
+        });
+        if owned {
+            ops.push(Op::Delete {
+                cluster: s(hub),
+                gk: s(gk::MCA),
+                ns,
+                name: s(addon),
+            });
+        }
+    }
+    ops
+}
+
+/// Addon health (§9.5, lease-based in reality): a ManagedClusterAddOn whose cluster has joined, whose
+/// ClusterManagementAddOn exists and whose addon manager runs is `Available=True` with
+/// `status.namespace`; its agent namespace and Deployment appear on the managed cluster. Without the
+/// manager it is `Available=Unknown` (ManagedClusterAddOnLeaseNotFound).
+pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
+    let Some(a) = w.get(hub, gk::MCA, mc, addon) else {
+        return Vec::new();
+    };
+    let cma = w.get(hub, gk::CMA, "", addon);
+    let joined = w
+        .get(hub, gk::MANAGED_CLUSTER, "", mc)
+        .is_some_and(|m| util::condition_is(m, "ManagedClusterJoined", "True"));
+    if cma.is_none() || !joined {
+        return Vec::new();
+    }
+    let manager_ok = match addon {
+        PROXY_ADDON | MSA_ADDON => addon_manager(w, hub, addon).is_some(),
+        _ => true,
+    };
+    let install_ns = util::str_at(a, "/spec/installNamespace")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(default_install_namespace(addon))
+        .to_owned();
+    let mut n = a.clone();
+    let mut ops = Vec::new();
+    if manager_ok {
+        set_condition(
+            &mut n,
+            "Available",
+            "True",
+            "ManagedClusterAddOnLeaseUpdated",
+            &format!("{addon} add-on is available."),
+        );
+        n["status"]["namespace"] = json!(install_ns);
+        if let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) {
+            let agent = match addon {
+                PROXY_ADDON => "cluster-proxy-proxy-agent".to_owned(),
+                MSA_ADDON => "managed-serviceaccount-addon-agent".to_owned(),
+                other => format!("{other}-agent"),
+            };
+            ops.push(Op::Create(s(spoke), namespace_obj(&install_ns)));
+            ops.push(Op::Create(
+                s(spoke),
+                deployment(
+                    &install_ns,
+                    &agent,
+                    &agent,
+                    1,
+                    json!([{"name": "agent", "image": "simulated", "args": ["agent"]}]),
+                ),
+            ));
+        }
+    } else {
+        set_condition(
+            &mut n,
+            "Available",
+            "Unknown",
+            "ManagedClusterAddOnLeaseNotFound",
+            &format!("The status of {addon} add-on is unknown."),
+        );
+    }
+    ops.push(Op::Put(s(hub), n));
+    ops
+}
+
+/// The MPC controller in the cluster-proxy addon manager (§6, §6.3): with `spec.userServer` it creates
+/// the user server's serving certificate Secret in `spec.proxyServer.namespace` (a PEM that parses as
+/// X.509: simulation test data).
+pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
+    let Some(mpc) = w.get(hub, gk::MPC, "", "cluster-proxy") else {
+        return Vec::new();
+    };
+    if addon_manager(w, hub, PROXY_ADDON).is_none() || !mpc["spec"]["userServer"].is_object() {
+        return Vec::new();
+    }
+    let Some(ns) = util::str_at(mpc, "/spec/proxyServer/namespace") else {
+        return Vec::new();
+    };
+    if !namespace_exists(w, hub, ns) {
+        return Vec::new();
+    }
+    vec![Op::Create(
+        s(hub),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": SERVING_CERT, "namespace": ns},
+            "data": {
+                "tls.crt": util::b64_encode(SERVING_CERT_PEM.as_bytes()),
+                "tls.key": util::b64_encode(SERVING_KEY_PEM.as_bytes()),
+            },
+        }),
+    )]
+}
+
+/// Whether the addon manager Deployment has its ClusterProfile gate on, read from its args the way its
+/// binary would: `ClusterProfileAccessProvider` up to v0.10.x, `ClusterProfile` from v0.11.0 (§6.1,
+/// §9.8).
+fn proxy_gate_on(d: &Value) -> bool {
+    let container = &d["spec"]["template"]["spec"]["containers"][0];
+    let tag = container["image"]
+        .as_str()
+        .and_then(|i| i.rsplit_once(':'))
+        .map_or("", |(_, t)| t);
+    let old = ["v0.8.", "v0.9.", "v0.10."]
+        .iter()
+        .any(|p| tag.starts_with(p));
+    let gate = if old {
+        "ClusterProfileAccessProvider"
+    } else {
+        "ClusterProfile"
+    };
+    args_gate(container, gate)
+}
+
+/// `--feature-gates=A=true,B=false` in a container's args.
+fn args_gate(container: &Value, gate: &str) -> bool {
+    container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|a| a.strip_prefix("--feature-gates="))
+        .flat_map(|l| l.split(','))
+        .any(|kv| kv == format!("{gate}=true"))
+}
+
+/// The `clusterProfileReconciler` of the cluster-proxy addon manager (§6.1): with its gate on, MPC
+/// `cluster-proxy` and the serving cert Secret in `spec.proxyServer.namespace`, every ClusterProfile
+/// labelled `x-k8s.io/cluster-manager=open-cluster-management` with a cluster-name label gets the
+/// `open-cluster-management` access provider (only that entry is replaced).
+pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<(&String, &String)>) -> Vec<Op> {
+    let Some(d) = addon_manager(w, hub, PROXY_ADDON) else {
+        return Vec::new();
+    };
+    if !proxy_gate_on(d) || !w.served(hub, gk::CLUSTER_PROFILE) {
+        return Vec::new();
+    }
+    let Some(ns) = w
+        .get(hub, gk::MPC, "", "cluster-proxy")
+        .and_then(|m| util::str_at(m, "/spec/proxyServer/namespace"))
+    else {
+        return Vec::new();
+    };
+    let Some(ca) = w
+        .get(hub, gk::SECRET, ns, SERVING_CERT)
+        .and_then(|s| util::str_at(s, "/data/tls.crt"))
+    else {
+        return Vec::new();
+    };
+    let targets: Vec<&Value> = match one {
+        Some((pns, name)) => w
+            .get(hub, gk::CLUSTER_PROFILE, pns, name)
+            .into_iter()
+            .collect(),
+        None => w.list(hub, gk::CLUSTER_PROFILE, None).collect(),
+    };
+    targets
+        .into_iter()
+        .filter(|p| {
+            util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
+                && util::label(p, CLUSTER_NAME_LABEL).is_some()
+        })
+        .map(|p| {
+            let name = util::name(p);
+            let entry = json!({
+                "name": OCM,
+                "cluster": {
+                    "server": format!("https://cluster-proxy-addon-user.{ns}:9092/{name}"),
+                    // data["tls.crt"] is already base64 of the PEM bundle.
+                    "certificate-authority-data": ca,
+                    "extensions": [{
+                        "name": "client.authentication.k8s.io/exec",
+                        "extension": {"clusterName": name},
+                    }],
+                },
+            });
+            let mut n = p.clone();
+            let status = util::obj_at(&mut n, &["status"]);
+            status.entry("conditions").or_insert_with(|| json!([]));
+            let list = status.entry("accessProviders").or_insert_with(|| json!([]));
+            if !list.is_array() {
+                *list = json!([]);
+            }
+            let list = list.as_array_mut().expect("just made an array");
+            match list.iter_mut().find(|e| e["name"] == OCM) {
+                Some(e) => *e = entry,
+                None => list.push(entry),
+            }
+            Op::Put(s(hub), n)
+        })
+        .collect()
+}
+
+fn msa_install_namespace(mca: &Value) -> String {
+    util::str_at(mca, "/status/namespace")
+        .or_else(|| util::str_at(mca, "/spec/installNamespace"))
+        .filter(|n| !n.is_empty())
+        .unwrap_or(default_install_namespace(MSA_ADDON))
+        .to_owned()
+}
+
+/// managed-serviceaccount (§7): a ManagedServiceAccount in cluster namespace C, once C's
+/// `managed-serviceaccount` addon is Available, gets its ServiceAccount on the managed cluster (in the
+/// agent's install namespace, no RBAC), a token Secret `<msa>` in C, and `status.tokenSecretRef` with
+/// `TokenReported=True`.
+pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
+    let Some(msa) = w.get(hub, gk::MSA, ns, name) else {
+        return Vec::new();
+    };
+    let Some(mca) = w
+        .get(hub, gk::MCA, ns, MSA_ADDON)
+        .filter(|a| util::condition_is(a, "Available", "True"))
+    else {
+        return Vec::new();
+    };
+    let Some(spoke) = w.spoke_of(hub, ns).filter(|s| w.reachable(s)) else {
+        return Vec::new();
+    };
+    let install_ns = msa_install_namespace(mca);
+    let mut ops = vec![
+        Op::Create(s(spoke), namespace_obj(&install_ns)),
+        Op::Create(
+            s(spoke),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": install_ns}}),
+        ),
+    ];
+    if w.get(hub, gk::SECRET, ns, name).is_none() {
+        let rv = w.clusters.get(hub).map_or(0, |c| c.api.rv);
+        let token = format!(
+            "sim-msa-token-{spoke}-{name}-{:08x}",
+            util::fnv1a(&format!("{hub}/{ns}/{name}/{rv}")) as u32
+        );
+        ops.push(Op::Token(
+            token.clone(),
+            TokenInfo {
+                cluster: s(spoke),
+                namespace: install_ns.clone(),
+                service_account: s(name),
+                expiration_seconds: 8640 * 3600,
+            },
+        ));
+        ops.push(Op::Create(
+            s(hub),
+            json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {
+                    "name": name, "namespace": ns,
+                    "labels": {"authentication.open-cluster-management.io/is-managed-serviceaccount": "true"},
+                    "ownerReferences": [owner_ref(msa, true)],
+                },
+                "data": {
+                    "token": util::b64_encode(token.as_bytes()),
+                    "ca.crt": util::b64_encode(SIM_CA_PEM.as_bytes()),
+                },
+            }),
+        ));
+    }
+    let mut n = msa.clone();
+    if util::str_at(msa, "/status/tokenSecretRef/name") != Some(name) {
+        let now = std::time::SystemTime::now();
+        n["status"]["tokenSecretRef"] = json!({
+            "name": name,
+            "lastRefreshTimestamp": util::now_rfc3339(),
+        });
+        n["status"]["expirationTimestamp"] = json!(
+            humantime::format_rfc3339_seconds(now + std::time::Duration::from_secs(8640 * 3600))
+                .to_string()
+        );
+    }
+    set_condition(
+        &mut n,
+        "SecretCreated",
+        "True",
+        "SecretCreated",
+        "The token secret has been created",
+    );
+    set_condition(
+        &mut n,
+        "TokenReported",
+        "True",
+        "TokenReported",
+        "ServiceAccount token was reported",
+    );
+    ops.push(Op::Put(s(hub), n));
+    ops
+}
+
+/// `ClusterProfileCredSyncer` (§7): with the manager's `ClusterProfileCredSyncer=true` and the MSA
+/// labelled `sync-to-clusterprofile: "true"`, its token Secret is copied into every namespace holding a
+/// labelled ClusterProfile named like the MSA's namespace, as Opaque `<cluster>-<msa>` labelled
+/// `synced-from` and owned by the profile; copies no longer wanted are deleted.
+pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
+    let on = addon_manager(w, hub, MSA_ADDON).is_some_and(|d| {
+        d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| args_gate(c, "ClusterProfileCredSyncer"))
+    });
+    let msa = w.get(hub, gk::MSA, ns, name);
+    let source = msa
+        .filter(|m| util::label(m, SYNC_LABEL) == Some("true"))
+        .and_then(|m| util::str_at(m, "/status/tokenSecretRef/name"))
+        .and_then(|secret| w.get(hub, gk::SECRET, ns, secret));
+    let target = format!("{ns}-{name}");
+    let mut ops = Vec::new();
+    for pns in w.namespaces_with(hub, gk::CLUSTER_PROFILE) {
+        let profile = w.get(hub, gk::CLUSTER_PROFILE, &pns, ns).filter(|p| {
+            util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
+                && util::label(p, CLUSTER_NAME_LABEL).is_some()
+        });
+        let existing = w
+            .get(hub, gk::SECRET, &pns, &target)
+            .filter(|s| util::label(s, SYNCED_FROM_LABEL).is_some());
+        match (on, source, profile) {
+            (true, Some(src), Some(p)) => {
+                let mut secret = existing.cloned().unwrap_or_else(|| {
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": target, "namespace": pns}})
+                });
+                secret["type"] = json!("Opaque");
+                util::set_label(&mut secret, SYNCED_FROM_LABEL, &target);
+                secret["metadata"]["ownerReferences"] = json!([owner_ref(p, true)]);
+                let mut data = serde_json::Map::new();
+                for k in ["token", "ca.crt"] {
+                    if let Some(v) = src["data"].get(k) {
+                        data.insert(k.to_owned(), v.clone());
+                    }
+                }
+                secret["data"] = Value::Object(data);
+                ops.push(Op::Put(s(hub), secret));
+            }
+            _ => {
+                if existing.is_some() {
+                    ops.push(Op::Delete {
+                        cluster: s(hub),
+                        gk: s(gk::SECRET),
+                        ns: pns,
+                        name: target.clone(),
+                    });
+                }
+            }
+        }
+    }
+    ops
+}
+
+/// Install strategy `Placements` for one cluster whose namespace just appeared (the cheap path of
+/// [`addon_install`] when many clusters join).
+pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
+    if !is_hub(w, hub) || !w.served(hub, gk::MCA) || !namespace_exists(w, hub, mc) {
+        return Vec::new();
+    }
+    let mut ops = Vec::new();
+    for cma in w.list(hub, gk::CMA, None) {
+        if cma.at("/spec/installStrategy/type") != Some(&json!("Placements")) {
+            continue;
+        }
+        let addon = util::name(cma);
+        let selected = cma
+            .at("/spec/installStrategy/placements")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|p| match (p["name"].as_str(), p["namespace"].as_str()) {
+                (Some(name), Some(ns)) => decides(w, hub, ns, name, mc),
+                _ => false,
+            });
+        if selected && w.get(hub, gk::MCA, mc, addon).is_none() {
+            ops.push(Op::Create(
+                s(hub),
+                json!({
+                    "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                    "kind": "ManagedClusterAddOn",
+                    "metadata": {"name": addon, "namespace": mc, "ownerReferences": [owner_ref(cma, false)]},
+                    "spec": {},
+                }),
+            ));
+        }
+    }
+    ops
+}

@@ -1,0 +1,771 @@
+//! The API server's own controllers (CRD establishing, Deployment rollout, CSR signing), OCM's operators,
+//! and the registration agent and hub (join, accept, claims).
+
+use crate::sim::util::At as _;
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Op, Work, available_deployment, is_hub, namespace_obj};
+use crate::sim::apiserver::{self, gk};
+use crate::sim::charts::{self, deployment};
+use crate::sim::util::{self, set_condition};
+use crate::sim::world::{Agent, KIND_NETWORK, SIM_CA_PEM, World, control_plane};
+
+pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
+const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
+const BOOTSTRAP_SA_NS: &str = "open-cluster-management";
+const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
+const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+const SPOKE_ONLY_LABEL: &str = "open-cluster-management.io/spoke-only";
+
+/// Reserved claim names (api@v1.3.0 cluster/v1alpha1 `ReservedClusterClaimNames`, OCM-FACTS §4.2).
+const RESERVED_CLAIMS: &[&str] = &[
+    "id.k8s.io",
+    "kubeversion.open-cluster-management.io",
+    "platform.open-cluster-management.io",
+    "product.open-cluster-management.io",
+];
+
+/// The API server establishes a CRD's names (the lab waits for this before applying custom
+/// resources, OCM-FACTS §9.3).
+pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
+    let Some(crd) = w.get(c, gk::CRD, "", name) else {
+        return Vec::new();
+    };
+    let mut n = crd.clone();
+    set_condition(
+        &mut n,
+        "NamesAccepted",
+        "True",
+        "NoConflicts",
+        "no conflicts found",
+    );
+    set_condition(
+        &mut n,
+        "Established",
+        "True",
+        "InitialNamesAccepted",
+        "the initial names have been accepted",
+    );
+    n["status"]["acceptedNames"] = n["spec"]["names"].clone();
+    let stored: Vec<Value> = n["spec"]["versions"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["storage"] == true)
+                .map(|v| v["name"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    n["status"]["storedVersions"] = Value::Array(stored);
+    vec![Op::Put(s(c), n)]
+}
+
+fn s(x: &str) -> String {
+    x.to_owned()
+}
+
+/// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
+/// pods cannot start (OCM-FACTS §6.2: the manager exits without ManagedProxyConfiguration `cluster-proxy`;
+/// §9.6: the user server stays Pending without its serving cert Secret).
+pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
+    let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name) else {
+        return Vec::new();
+    };
+    let blocker = match name {
+        "cluster-proxy-addon-user"
+            if w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert")
+                .is_none() =>
+        {
+            Some(
+                "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
+            )
+        }
+        "cluster-proxy-addon-manager" if w.get(c, gk::MPC, "", "cluster-proxy").is_none() => Some(
+            "pods are in CrashLoopBackOff: the addon manager exits because ManagedProxyConfiguration cluster-proxy does not exist",
+        ),
+        _ => None,
+    };
+    let replicas = d.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+    let generation = d.at("/metadata/generation").cloned().unwrap_or(json!(1));
+    let mut n = d.clone();
+    {
+        let st = util::obj_at(&mut n, &["status"]);
+        st.insert("observedGeneration".into(), generation);
+        st.insert("replicas".into(), json!(replicas));
+        st.insert("updatedReplicas".into(), json!(replicas));
+        if blocker.is_none() {
+            st.insert("readyReplicas".into(), json!(replicas));
+            st.insert("availableReplicas".into(), json!(replicas));
+            st.remove("unavailableReplicas");
+        } else {
+            st.remove("readyReplicas");
+            st.remove("availableReplicas");
+            st.insert("unavailableReplicas".into(), json!(replicas));
+        }
+    }
+    match blocker {
+        None => set_condition(
+            &mut n,
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        ),
+        Some(why) => set_condition(
+            &mut n,
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable",
+            &format!("Deployment does not have minimum availability: {why}"),
+        ),
+    }
+    set_condition(
+        &mut n,
+        "Progressing",
+        "True",
+        "NewReplicaSetAvailable",
+        &format!("ReplicaSet \"{name}-5d8f7c9b6\" has successfully progressed."),
+    );
+    vec![Op::Put(s(c), n)]
+}
+
+/// The hub Deployments the cluster-manager operator runs in `open-cluster-management-hub`:
+/// (name, label `app`, ClusterManager image field).
+const HUB_DEPLOYMENTS: &[(&str, &str, &str)] = &[
+    (
+        "cluster-manager-registration-controller",
+        "clustermanager-registration-controller",
+        "registrationImagePullSpec",
+    ),
+    (
+        "cluster-manager-registration-webhook",
+        "cluster-manager-registration-webhook",
+        "registrationImagePullSpec",
+    ),
+    (
+        "cluster-manager-work-webhook",
+        "cluster-manager-work-webhook",
+        "workImagePullSpec",
+    ),
+    (
+        "cluster-manager-placement-controller",
+        "clustermanager-placement-controller",
+        "placementImagePullSpec",
+    ),
+    (
+        "cluster-manager-addon-manager-controller",
+        "clustermanager-addon-manager-controller",
+        "addOnManagerImagePullSpec",
+    ),
+];
+
+/// The cluster-manager operator (OCM-FACTS §3, §4.1): with ClusterManager `cluster-manager` and its own
+/// Deployment, it installs the hub CRDs (the ClusterProfile CRD only with the gate), the hub
+/// controllers, and, with `DefaultClusterSet`, the sets `default` and `global` (§2.2).
+pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
+    let Some(cm) = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
+        return Vec::new();
+    };
+    if w.find_named(c, gk::DEPLOYMENT, "cluster-manager").is_none() {
+        return Vec::new();
+    }
+    let mut ops = vec![Op::Create(s(c), namespace_obj(HUB_NAMESPACE))];
+    let gate = apiserver::hub_gate(w, c, "ClusterProfile");
+    let crds = charts::HUB_CRDS
+        .iter()
+        .chain(gate.then_some(&charts::CLUSTER_PROFILE_CRD));
+    for crd in crds {
+        if w.get(c, gk::CRD, "", crd).is_none() {
+            ops.push(Op::Create(s(c), charts::crd(crd)));
+        }
+    }
+    for (name, app, image) in HUB_DEPLOYMENTS {
+        if w.get(c, gk::DEPLOYMENT, HUB_NAMESPACE, name).is_some() {
+            continue;
+        }
+        let pull_spec = cm["spec"][*image]
+            .as_str()
+            .unwrap_or("quay.io/open-cluster-management/registration:v1.3.1")
+            .to_owned();
+        ops.push(Op::Create(
+            s(c),
+            deployment(
+                HUB_NAMESPACE,
+                name,
+                app,
+                1,
+                json!([{"name": "hub", "image": pull_spec, "args": ["/registration", "controller"]}]),
+            ),
+        ));
+    }
+    if apiserver::hub_gate(w, c, "DefaultClusterSet") && w.served(c, gk::CLUSTER_SET) {
+        ops.push(Op::Create(
+            s(c),
+            json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+                "metadata": {"name": "default"},
+                "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}},
+            }),
+        ));
+        ops.push(Op::Create(
+            s(c),
+            json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+                "metadata": {"name": "global"},
+                "spec": {"clusterSelector": {"selectorType": "LabelSelector", "labelSelector": {}}},
+            }),
+        ));
+    }
+    let mut n = cm.clone();
+    n["status"]["observedGeneration"] = cm["metadata"]["generation"].clone();
+    set_condition(
+        &mut n,
+        "Applied",
+        "True",
+        "ClusterManagerApplied",
+        "Components of cluster manager are applied",
+    );
+    set_condition(
+        &mut n,
+        "HubRegistrationDegraded",
+        "False",
+        "RegistrationFunctional",
+        "Registration is managing credentials",
+    );
+    set_condition(
+        &mut n,
+        "Progressing",
+        "False",
+        "ClusterManagerUpToDate",
+        "Components of cluster manager are up to date",
+    );
+    ops.push(Op::Put(s(c), n));
+    ops
+}
+
+/// The first Klusterlet on a cluster (the chart names it `klusterlet`).
+pub(super) fn klusterlet<'a>(w: &'a World, c: &str) -> Option<&'a Value> {
+    w.list(c, gk::KLUSTERLET, None).next()
+}
+
+fn agent_namespace(k: &Value) -> String {
+    util::str_at(k, "/spec/namespace")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(AGENT_NAMESPACE)
+        .to_owned()
+}
+
+fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
+    apiserver::gate_on(
+        k.at("/spec/registrationConfiguration/featureGates"),
+        gate,
+        default,
+    )
+}
+
+/// The klusterlet operator (OCM-FACTS §2.2, §4.2): installs the agents and the spoke CRDs — ClusterClaim
+/// always, ClusterProperty (about.k8s.io/v1alpha1, cluster-scoped) only with the `ClusterProperty` gate.
+pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
+    let Some(k) = klusterlet(w, c) else {
+        return Vec::new();
+    };
+    if w.find_named(c, gk::DEPLOYMENT, "klusterlet").is_none() {
+        return Vec::new();
+    }
+    let ns = agent_namespace(k);
+    let mut ops = Vec::new();
+    let gate = spoke_gate(k, "ClusterProperty", false);
+    let crds = [charts::CLUSTER_CLAIM_CRD, charts::APPLIED_WORK_CRD]
+        .into_iter()
+        .chain(gate.then_some(charts::CLUSTER_PROPERTY_CRD));
+    for crd in crds {
+        // Built only when missing: this runs on every Klusterlet change.
+        if w.get(c, gk::CRD, "", crd).is_none() {
+            ops.push(Op::Create(s(c), charts::crd(crd)));
+        }
+    }
+    ops.push(Op::Create(s(c), namespace_obj(&ns)));
+    for (name, image) in [
+        ("klusterlet-registration-agent", "registrationImagePullSpec"),
+        ("klusterlet-work-agent", "workImagePullSpec"),
+    ] {
+        if w.get(c, gk::DEPLOYMENT, &ns, name).is_some() {
+            continue;
+        }
+        let image = util::str_at(k, &format!("/spec/{image}"))
+            .unwrap_or("quay.io/open-cluster-management/registration:v1.3.1");
+        ops.push(Op::Create(
+            s(c),
+            deployment(
+                &ns,
+                name,
+                name,
+                1,
+                json!([{"name": "agent", "image": image, "args": ["agent"]}]),
+            ),
+        ));
+    }
+    let mut n = k.clone();
+    n["status"]["observedGeneration"] = k["metadata"]["generation"].clone();
+    set_condition(
+        &mut n,
+        "Applied",
+        "True",
+        "KlusterletApplied",
+        "Klusterlet Component Applied",
+    );
+    set_condition(
+        &mut n,
+        "RegistrationDesiredDegraded",
+        "False",
+        "DeploymentsFunctional",
+        "deployments are ready",
+    );
+    set_condition(
+        &mut n,
+        "WorkDesiredDegraded",
+        "False",
+        "DeploymentsFunctional",
+        "deployments are ready",
+    );
+    ops.push(Op::Put(s(c), n));
+    ops
+}
+
+/// What the registration agent makes of the bootstrap kubeconfig: the hub lab cluster, or why it cannot
+/// use it (OCM-FACTS §1, §2.2, §9.1).
+fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
+    let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
+    let text = util::b64_decode(data)
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
+    let cfg: Value = serde_saphyr::from_str(&text)
+        .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
+    let server = cfg
+        .at("/clusters/0/cluster/server")
+        .and_then(Value::as_str)
+        .ok_or("the bootstrap kubeconfig has no clusters[0].cluster.server")?;
+    let token = cfg
+        .at("/users/0/user/token")
+        .and_then(Value::as_str)
+        .ok_or("the bootstrap kubeconfig has no users[0].user.token")?;
+    let host = server
+        .trim_end_matches('/')
+        .strip_prefix("https://")
+        .and_then(|h| h.strip_suffix(":6443"))
+        .and_then(|h| h.strip_suffix("-control-plane"));
+    let Some(hub) = host else {
+        return Err(format!(
+            "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub; OCM-FACTS §9.1)"
+        ));
+    };
+    let on_kind = |c: &str| {
+        w.containers
+            .get(&control_plane(c))
+            .is_some_and(|ct| ct.running && ct.networks.contains_key(KIND_NETWORK))
+    };
+    if !w.reachable(hub) || !on_kind(hub) || !on_kind(spoke) {
+        return Err(format!(
+            "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: lookup {hub}-control-plane on 127.0.0.11:53: no such host"
+        ));
+    }
+    let minted = w.tokens.get(token).is_some_and(|t| {
+        t.cluster == hub && t.namespace == BOOTSTRAP_SA_NS && t.service_account == BOOTSTRAP_SA
+    });
+    if !minted {
+        return Err("Unauthorized: the bootstrap token was not issued by the hub for open-cluster-management/agent-registration-bootstrap".to_owned());
+    }
+    if !is_hub(w, hub) || !w.served(hub, gk::MANAGED_CLUSTER) {
+        return Err(format!(
+            "the server could not find the requested resource (post managedclusters.cluster.open-cluster-management.io on {hub}): is the cluster manager installed?"
+        ));
+    }
+    Ok(hub.to_owned())
+}
+
+fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Op {
+    let mut n = k.clone();
+    set_condition(&mut n, "HubConnectionDegraded", "True", reason, msg);
+    Op::Put(s(c), n)
+}
+
+/// The registration agent (OCM-FACTS §2.2): with a usable bootstrap kubeconfig it creates its
+/// ManagedCluster (`hubAcceptsClient: false`; the hub webhook adds the `default` set label) and a CSR
+/// labelled with the cluster name; otherwise the Klusterlet says why (`HubConnectionDegraded`).
+pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
+    let Some(k) = klusterlet(w, spoke) else {
+        return Vec::new();
+    };
+    if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")
+        .is_none()
+    {
+        return Vec::new();
+    }
+    let ns = agent_namespace(k);
+    let cluster_name = util::str_at(k, "/spec/clusterName")
+        .unwrap_or("")
+        .to_owned();
+    if cluster_name.is_empty() {
+        return vec![degraded(
+            k,
+            spoke,
+            "BootstrapSecretError",
+            "spec.clusterName is empty",
+        )];
+    }
+    let Some(secret) = w.get(spoke, gk::SECRET, &ns, "bootstrap-hub-kubeconfig") else {
+        return vec![degraded(
+            k,
+            spoke,
+            "BootstrapSecretMissing",
+            &format!(
+                "Failed to get bootstrap secret \"{ns}/bootstrap-hub-kubeconfig\": secrets \"bootstrap-hub-kubeconfig\" not found"
+            ),
+        )];
+    };
+    let hub = match bootstrap_hub(w, spoke, secret) {
+        Ok(h) => h,
+        Err(why) => {
+            return vec![degraded(
+                k,
+                spoke,
+                "BootstrapSecretError",
+                &format!(
+                    "Failed to create SelfSubjectAccessReview with bootstrap secret \"{ns}/bootstrap-hub-kubeconfig\": {why}"
+                ),
+            )];
+        }
+    };
+    let mut agent = match w.agent(spoke) {
+        Some(a) if a.hub == hub && a.cluster_name == cluster_name => a.clone(),
+        _ => Agent {
+            hub: hub.clone(),
+            cluster_name: cluster_name.clone(),
+            csr: None,
+            joined: false,
+            claim_error: None,
+        },
+    };
+    let mut ops = vec![Op::AgentIndex(format!("{hub}/{cluster_name}"), s(spoke))];
+    if w.get(&hub, gk::MANAGED_CLUSTER, "", &cluster_name)
+        .is_none()
+    {
+        // Deleted on the hub: the agent registers again.
+        agent.joined = false;
+        agent.csr = None;
+        let urls: Vec<Value> = k["spec"]["externalServerURLs"]
+            .as_array()
+            .map(|us| {
+                us.iter()
+                    .filter_map(|u| u["url"].as_str())
+                    .map(|u| json!({"url": u, "caBundle": util::b64_encode(SIM_CA_PEM.as_bytes())}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut mc = json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": cluster_name},
+            "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
+        });
+        if !urls.is_empty() {
+            mc["spec"]["managedClusterClientConfigs"] = Value::Array(urls);
+        }
+        // The hub's mutating webhook (OCM-FACTS §2.2): no error path for this object.
+        let _ = apiserver::admit(w, &hub, gk::MANAGED_CLUSTER, &mut mc);
+        ops.push(Op::Create(hub.clone(), mc));
+    }
+    let csr_missing = agent
+        .csr
+        .as_ref()
+        .is_none_or(|n| w.get(&hub, gk::CSR, "", n).is_none());
+    if !agent.joined && csr_missing {
+        let name = csr_name(w, &hub, &cluster_name, spoke);
+        ops.push(Op::Create(hub.clone(), csr(&cluster_name, &name, spoke)));
+        agent.csr = Some(name);
+    }
+    if !agent.joined {
+        ops.push(degraded(
+            k,
+            spoke,
+            "BootstrapSecretFunctional,HubKubeConfigSecretMissing",
+            &format!("Failed to get hub kubeconfig secret \"{ns}\" \"hub-kubeconfig-secret\": secrets \"hub-kubeconfig-secret\" not found"),
+        ));
+    }
+    ops.push(Op::Agent(s(spoke), Some(agent)));
+    ops
+}
+
+/// `generateName: <cluster>-` with a 5-character suffix, unique on the hub.
+fn csr_name(w: &World, hub: &str, cluster: &str, spoke: &str) -> String {
+    let rv = w.clusters.get(hub).map_or(0, |c| c.api.rv);
+    let mut seed = util::fnv1a(&format!("{spoke}/{cluster}/{rv}"));
+    loop {
+        let name = format!("{cluster}-{}", util::name_suffix(seed));
+        if w.get(hub, gk::CSR, "", &name).is_none() {
+            return name;
+        }
+        seed = util::splitmix64(&mut seed);
+    }
+}
+
+/// The agent's CSR, shaped like `fixtures/recorded/5-csr/`.
+fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
+    let agent_id = format!("{:016x}", util::fnv1a(spoke));
+    let subject = format!(
+        "simulated certificate request: CN=system:open-cluster-management:{cluster}:{agent_id}, O=system:open-cluster-management:{cluster}, O=system:open-cluster-management:managed-clusters"
+    );
+    let pem = format!(
+        "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+        util::b64_encode(subject.as_bytes())
+    );
+    json!({
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {
+            "name": name,
+            "generateName": format!("{cluster}-"),
+            "labels": {CLUSTER_NAME_LABEL: cluster},
+        },
+        "spec": {
+            "groups": [
+                "system:serviceaccounts",
+                "system:serviceaccounts:open-cluster-management",
+                "system:authenticated",
+            ],
+            "request": util::b64_encode(pem.as_bytes()),
+            "signerName": "kubernetes.io/kube-apiserver-client",
+            "usages": ["digital signature", "key encipherment", "client auth"],
+            "username": format!("system:serviceaccount:{BOOTSTRAP_SA_NS}:{BOOTSTRAP_SA}"),
+        },
+    })
+}
+
+/// The CSR signer (kube-controller-manager): an approved CSR gets its certificate (OCM-FACTS §2.3; §10:
+/// approved and signed within ~35 ms on a real rig).
+pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
+    let Some(csr) = w.get(hub, gk::CSR, "", name) else {
+        return Vec::new();
+    };
+    if !util::condition_is(csr, "Approved", "True") || csr.at("/status/certificate").is_some() {
+        return Vec::new();
+    }
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        util::b64_encode(
+            format!(
+                "simulated client certificate for {}",
+                util::str_at(csr, "/spec/username").unwrap_or("")
+            )
+            .as_bytes()
+        )
+    );
+    let mut n = csr.clone();
+    n["status"]["certificate"] = json!(util::b64_encode(pem.as_bytes()));
+    vec![Op::Put(s(hub), n)]
+}
+
+/// Accept and join (OCM-FACTS §2.3): `hubAcceptsClient: true` makes the hub accept the cluster and create
+/// its namespace; with the agent's CSR approved and signed, the agent joins: ManagedCluster conditions
+/// `ManagedClusterJoined` and `ManagedClusterConditionAvailable`, `status.version`, and a healthy
+/// Klusterlet.
+pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
+    let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
+        return Vec::new();
+    };
+    if !is_hub(w, hub) {
+        return Vec::new();
+    }
+    let accepted = m.at("/spec/hubAcceptsClient") == Some(&json!(true));
+    let mut n = m.clone();
+    let mut ops = Vec::new();
+    if accepted {
+        set_condition(
+            &mut n,
+            "HubAcceptedManagedCluster",
+            "True",
+            "HubClusterAdminAccepted",
+            "Accepted by hub cluster admin",
+        );
+        let fins = util::obj_at(&mut n, &["metadata"])
+            .entry("finalizers")
+            .or_insert_with(|| json!([]));
+        if let Some(list) = fins.as_array_mut() {
+            for f in [
+                "cluster.open-cluster-management.io/resource-cleanup",
+                "cluster.open-cluster-management.io/api-resource-cleanup",
+            ] {
+                if !list.iter().any(|x| x == f) {
+                    list.push(json!(f));
+                }
+            }
+        }
+        ops.push(Op::Create(s(hub), namespace_obj(mc)));
+    }
+    let spoke = w
+        .spoke_of(hub, mc)
+        .filter(|s| w.reachable(s))
+        .map(str::to_owned);
+    if let Some(spoke) = spoke
+        && let Some(agent) = w
+            .agent(&spoke)
+            .filter(|a| a.hub == hub && a.cluster_name == mc)
+    {
+        let signed = agent.joined
+            || agent.csr.as_ref().is_some_and(|c| {
+                w.get(hub, gk::CSR, "", c)
+                    .is_some_and(|o| o.at("/status/certificate").is_some())
+            });
+        if accepted && signed {
+            let version = w.clusters[&spoke].version();
+            set_condition(
+                &mut n,
+                "ManagedClusterConditionClockSynced",
+                "True",
+                "ManagedClusterClockSynced",
+                "The clock of the managed cluster is synced with the hub.",
+            );
+            set_condition(
+                &mut n,
+                "ManagedClusterJoined",
+                "True",
+                "ManagedClusterJoined",
+                "Managed cluster joined",
+            );
+            set_condition(
+                &mut n,
+                "ManagedClusterConditionAvailable",
+                "True",
+                "ManagedClusterAvailable",
+                "Managed cluster is available",
+            );
+            n["status"]["version"] = json!({"kubernetes": version});
+            if let Some(k) = klusterlet(w, &spoke) {
+                let ns = agent_namespace(k);
+                let mut kn = k.clone();
+                set_condition(
+                    &mut kn,
+                    "HubConnectionDegraded",
+                    "False",
+                    "HubConnectionFunctional",
+                    "Hub connection is functional",
+                );
+                ops.push(Op::Put(spoke.clone(), kn));
+                let hub_kubeconfig = format!(
+                    "# simulated hub kubeconfig of the registration agent\napiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://{hub}-control-plane:6443\ncontexts:\n- name: default-context\n  context:\n    cluster: hub\n    user: default-auth\ncurrent-context: default-context\nusers:\n- name: default-auth\n  user:\n    client-certificate: tls.crt\n    client-key: tls.key\n"
+                );
+                ops.push(Op::Create(
+                    spoke.clone(),
+                    json!({
+                        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": "hub-kubeconfig-secret", "namespace": ns},
+                        "data": {
+                            "cluster-name": util::b64_encode(mc.as_bytes()),
+                            "kubeconfig": util::b64_encode(hub_kubeconfig.as_bytes()),
+                        },
+                    }),
+                ));
+            }
+            if !agent.joined {
+                let mut a = agent.clone();
+                a.joined = true;
+                ops.push(Op::Agent(spoke.clone(), Some(a)));
+                ops.push(Op::Enqueue(Work::ClaimSync {
+                    spoke: spoke.clone(),
+                }));
+            }
+        }
+    }
+    ops.push(Op::Put(s(hub), n));
+    ops
+}
+
+/// The registration agent's claim sync (OCM-FACTS §4.2, §10): after Joined, ClusterClaims and (with the
+/// gate) ClusterProperties not labelled spoke-only, a property winning over a claim of the same name;
+/// reserved claims first, then custom ones sorted by name and cut after the maximum (default 20). The hub
+/// rejects the whole update when a value is longer than 1024 characters, so nothing changes until it is
+/// removed (§10).
+pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
+    let Some(agent) = w.agent(spoke).filter(|a| a.joined) else {
+        return Vec::new();
+    };
+    if !w.reachable(&agent.hub) {
+        return Vec::new();
+    }
+    let Some(mc) = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name) else {
+        return Vec::new();
+    };
+    let Some(k) = klusterlet(w, spoke) else {
+        return Vec::new();
+    };
+    let spoke_only = |o: &Value| util::label(o, SPOKE_ONLY_LABEL).is_some();
+    let mut by_name: BTreeMap<String, String> = BTreeMap::new();
+    if spoke_gate(k, "ClusterClaim", true) && w.served(spoke, gk::CLUSTER_CLAIM) {
+        for c in w
+            .list(spoke, gk::CLUSTER_CLAIM, None)
+            .filter(|o| !spoke_only(o))
+        {
+            let v = util::str_at(c, "/spec/value").unwrap_or("");
+            by_name.insert(s(util::name(c)), s(v));
+        }
+    }
+    if spoke_gate(k, "ClusterProperty", false) && w.served(spoke, gk::CLUSTER_PROPERTY) {
+        for p in w
+            .list(spoke, gk::CLUSTER_PROPERTY, None)
+            .filter(|o| !spoke_only(o))
+        {
+            let v = util::str_at(p, "/spec/value").unwrap_or("");
+            by_name.insert(s(util::name(p)), s(v));
+        }
+    }
+    let cfg = k.at("/spec/registrationConfiguration/clusterClaimConfiguration");
+    let max = cfg
+        .and_then(|c| c["maxCustomClusterClaims"].as_u64())
+        .unwrap_or(20) as usize;
+    let suffixes: Vec<&str> = cfg
+        .and_then(|c| c["reservedClusterClaimSuffixes"].as_array())
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let reserved =
+        |n: &str| RESERVED_CLAIMS.contains(&n) || suffixes.iter().any(|s| n.ends_with(s));
+    let claims: Vec<Value> = by_name
+        .iter()
+        .filter(|(n, _)| reserved(n))
+        .chain(by_name.iter().filter(|(n, _)| !reserved(n)).take(max))
+        .map(|(n, v)| json!({"name": n, "value": v}))
+        .collect();
+    let mut a = agent.clone();
+    let too_long = claims.iter().enumerate().find(|(_, c)| {
+        c["value"]
+            .as_str()
+            .is_some_and(|v| v.chars().count() > 1024)
+    });
+    if let Some((i, _)) = too_long {
+        a.claim_error = Some(format!(
+            "ManagedCluster.cluster.open-cluster-management.io \"{}\" is invalid: status.clusterClaims[{i}].value: Too long: may not be more than 1024 bytes",
+            agent.cluster_name
+        ));
+        return vec![Op::Agent(s(spoke), Some(a))];
+    }
+    a.claim_error = None;
+    let mut n = mc.clone();
+    util::remove_condition(&mut n, "ClusterClaimsSynced");
+    let current = mc.at("/status/clusterClaims");
+    if claims.is_empty() {
+        if current.is_some()
+            && let Some(st) = n["status"].as_object_mut()
+        {
+            st.remove("clusterClaims");
+        }
+    } else {
+        n["status"]["clusterClaims"] = Value::Array(claims);
+    }
+    vec![Op::Agent(s(spoke), Some(a)), Op::Put(agent.hub.clone(), n)]
+}
+
+/// The addon manager Deployment of an addon, when Available.
+pub(super) fn addon_manager<'a>(w: &'a World, hub: &str, addon: &str) -> Option<&'a Value> {
+    available_deployment(w, hub, &format!("{addon}-addon-manager"))
+}

@@ -1,0 +1,481 @@
+//! Cluster sets, bindings, ClusterProfiles and placements on the hub (OCM-FACTS §4.1, §9.10, §10).
+
+use crate::sim::util::At as _;
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::{Op, Work, is_hub, namespace_exists, owner_ref, profiles_enabled};
+use crate::sim::apiserver::gk;
+use crate::sim::util::{self, set_condition};
+use crate::sim::world::World;
+use crate::topology::CLUSTERSET_LABEL;
+
+const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
+const OCM: &str = "open-cluster-management";
+const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+const PROFILE_SET_LABEL: &str = "multicluster.x-k8s.io/clusterset";
+const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+
+fn s(x: &str) -> String {
+    x.to_owned()
+}
+
+/// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
+/// missing selector matches everything.
+fn label_selector_matches(sel: Option<&Value>, obj: &Value) -> bool {
+    let Some(sel) = sel else { return true };
+    let labels_ok = sel["matchLabels"]
+        .as_object()
+        .is_none_or(|m| m.iter().all(|(k, v)| util::label(obj, k) == v.as_str()));
+    let exprs_ok = sel["matchExpressions"].as_array().is_none_or(|es| {
+        es.iter().all(|e| {
+            let key = e["key"].as_str().unwrap_or("");
+            let v = util::label(obj, key);
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            match e["operator"].as_str().unwrap_or("") {
+                "In" => v.is_some_and(|v| values.contains(&v)),
+                "NotIn" => v.is_none_or(|v| !values.contains(&v)),
+                "Exists" => v.is_some(),
+                "DoesNotExist" => v.is_none(),
+                _ => false,
+            }
+        })
+    });
+    labels_ok && exprs_ok
+}
+
+/// Set membership (OCM-FACTS §9.10): `ExclusiveClusterSetLabel` (the default) selects clusters labelled
+/// `cluster.open-cluster-management.io/clusterset=<set>`; `LabelSelector` its selector (`global`: all).
+pub(super) fn is_member(set: &Value, mc: &Value) -> bool {
+    if mc.at("/metadata/deletionTimestamp").is_some() {
+        return false;
+    }
+    let sel = &set["spec"]["clusterSelector"];
+    match sel["selectorType"]
+        .as_str()
+        .unwrap_or("ExclusiveClusterSetLabel")
+    {
+        "LabelSelector" => label_selector_matches(sel.get("labelSelector"), mc),
+        _ => util::label(mc, CLUSTERSET_LABEL) == Some(util::name(set)),
+    }
+}
+
+fn members(w: &World, hub: &str, set: &Value) -> BTreeSet<String> {
+    w.list(hub, gk::MANAGED_CLUSTER, None)
+        .filter(|m| is_member(set, m))
+        .map(|m| s(util::name(m)))
+        .collect()
+}
+
+/// ManagedClusterSet status (OCM-FACTS §4.1): `ClusterSetEmpty` with the number of clusters selected
+/// (fixtures/recorded/2-clusterprofiles/managedclusterset-*.yaml). Counts from scratch and refreshes the
+/// simulation's member index of the set.
+pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
+    let Some(set) = w.get(hub, gk::CLUSTER_SET, "", name) else {
+        return Vec::new();
+    };
+    if !is_hub(w, hub) {
+        return Vec::new();
+    }
+    let all = members(w, hub, set);
+    let n = all.len();
+    vec![
+        Op::SetIndex(format!("{hub}/{name}"), Some(all)),
+        Op::Put(s(hub), with_count(set, n)),
+    ]
+}
+
+fn with_count(set: &Value, n: usize) -> Value {
+    let mut new = set.clone();
+    if n == 0 {
+        set_condition(
+            &mut new,
+            "ClusterSetEmpty",
+            "True",
+            "NoClusterMatched",
+            "No ManagedCluster selected",
+        );
+    } else {
+        set_condition(
+            &mut new,
+            "ClusterSetEmpty",
+            "False",
+            "ClustersSelected",
+            &format!("{n} ManagedClusters selected"),
+        );
+    }
+    new
+}
+
+/// The same for one cluster whose membership may have changed: O(log n) with the member index (a full
+/// count when the index is not there, e.g. after a load).
+pub(super) fn set_member(w: &World, hub: &str, name: &str, mc: &str) -> Vec<Op> {
+    let key = format!("{hub}/{name}");
+    let Some(index) = w.set_index.get(&key) else {
+        return set_status(w, hub, name);
+    };
+    let Some(set) = w.get(hub, gk::CLUSTER_SET, "", name) else {
+        return Vec::new();
+    };
+    if !is_hub(w, hub) {
+        return Vec::new();
+    }
+    let is = w
+        .get(hub, gk::MANAGED_CLUSTER, "", mc)
+        .is_some_and(|m| is_member(set, m));
+    let n = index.len() + usize::from(is) - usize::from(index.contains(mc));
+    vec![
+        Op::SetMember {
+            key,
+            mc: s(mc),
+            member: is,
+        },
+        Op::Put(s(hub), with_count(set, n)),
+    ]
+}
+
+/// A binding is `Bound=True` (ClusterSetBound) as soon as its set exists, else `Bound=False`
+/// (ClusterSetNotFound) (OCM-FACTS §4.1).
+pub(super) fn binding(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
+    let Some(b) = w.get(hub, gk::SET_BINDING, ns, name) else {
+        return Vec::new();
+    };
+    if !is_hub(w, hub) {
+        return Vec::new();
+    }
+    let set = util::str_at(b, "/spec/clusterSet").unwrap_or("");
+    let mut new = b.clone();
+    if w.get(hub, gk::CLUSTER_SET, "", set).is_some() {
+        set_condition(&mut new, "Bound", "True", "ClusterSetBound", "");
+    } else {
+        set_condition(
+            &mut new,
+            "Bound",
+            "False",
+            "ClusterSetNotFound",
+            &format!("Unable to find ManagedClusterSet {set}"),
+        );
+    }
+    vec![Op::Put(s(hub), new)]
+}
+
+/// Sets with a Bound binding in `ns`.
+fn bound_sets<'a>(w: &'a World, hub: &str, ns: &str) -> Vec<&'a Value> {
+    w.list(hub, gk::SET_BINDING, Some(ns))
+        .filter(|b| util::condition_is(b, "Bound", "True"))
+        .filter_map(|b| util::str_at(b, "/spec/clusterSet"))
+        .filter_map(|set| w.get(hub, gk::CLUSTER_SET, "", set))
+        .collect()
+}
+
+fn is_ocm_profile(p: &Value) -> bool {
+    util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
+}
+
+/// A new ClusterProfile as the lifecycle controller creates it: no status, no clusterset label yet
+/// (OCM-FACTS §4.1, §10).
+fn new_profile(ns: &str, cluster: &str) -> Value {
+    json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {
+            "name": cluster,
+            "namespace": ns,
+            "labels": {CLUSTER_MANAGER_LABEL: OCM, CLUSTER_NAME_LABEL: cluster},
+        },
+        "spec": {"displayName": cluster, "clusterManager": {"name": OCM}},
+    })
+}
+
+/// `ClusterProfileLifecycleController` for one namespace (OCM-FACTS §4.1): every Bound binding there →
+/// its set's clusters → one profile each; extra OCM profiles deleted; namespaces that do not exist or are
+/// terminating are skipped.
+pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
+    if !profiles_enabled(w, hub) || !namespace_exists(w, hub, ns) {
+        return Vec::new();
+    }
+    let mut desired = BTreeSet::new();
+    for set in bound_sets(w, hub, ns) {
+        desired.extend(members(w, hub, set));
+    }
+    let existing: BTreeSet<String> = w
+        .list(hub, gk::CLUSTER_PROFILE, Some(ns))
+        .filter(|p| is_ocm_profile(p))
+        .map(|p| s(util::name(p)))
+        .collect();
+    let mut ops: Vec<Op> = desired
+        .difference(&existing)
+        .map(|c| Op::Create(s(hub), new_profile(ns, c)))
+        .collect();
+    ops.extend(existing.difference(&desired).map(|c| Op::Delete {
+        cluster: s(hub),
+        gk: s(gk::CLUSTER_PROFILE),
+        ns: s(ns),
+        name: c.clone(),
+    }));
+    ops
+}
+
+/// The lifecycle controller for one cluster in every bound namespace (what a ManagedCluster
+/// create/delete/relabel changes).
+pub(super) fn lifecycle_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
+    if !profiles_enabled(w, hub) {
+        return Vec::new();
+    }
+    let m = w.get(hub, gk::MANAGED_CLUSTER, "", mc);
+    let namespaces: BTreeSet<String> = w
+        .namespaces_with(hub, gk::SET_BINDING)
+        .into_iter()
+        .chain(w.namespaces_with(hub, gk::CLUSTER_PROFILE))
+        .collect();
+    let mut ops = Vec::new();
+    for ns in namespaces {
+        if !namespace_exists(w, hub, &ns) {
+            continue;
+        }
+        let want = m.is_some_and(|m| bound_sets(w, hub, &ns).iter().any(|set| is_member(set, m)));
+        let have = w
+            .get(hub, gk::CLUSTER_PROFILE, &ns, mc)
+            .filter(|p| is_ocm_profile(p));
+        match (want, have) {
+            (true, None) => ops.push(Op::Create(s(hub), new_profile(&ns, mc))),
+            (false, Some(_)) => ops.push(Op::Delete {
+                cluster: s(hub),
+                gk: s(gk::CLUSTER_PROFILE),
+                ns,
+                name: s(mc),
+            }),
+            _ => {}
+        }
+    }
+    ops
+}
+
+/// `ClusterProfileStatusController` (OCM-FACTS §4.1, §10): version, all claims as properties (same order,
+/// no lastObservedTime), `ControlPlaneHealthy` ← `ManagedClusterConditionAvailable`, `Joined` ←
+/// `ManagedClusterJoined` (type/status/reason/message; the profile keeps its own transition time), and the
+/// labels including `multicluster.x-k8s.io/clusterset` (`""` when the cluster has no set label). It never
+/// touches `accessProviders`.
+pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
+    if !profiles_enabled(w, hub) {
+        return Vec::new();
+    }
+    let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
+        return Vec::new();
+    };
+    let mut ops = Vec::new();
+    for ns in w.namespaces_with(hub, gk::CLUSTER_PROFILE) {
+        let Some(p) = w.get(hub, gk::CLUSTER_PROFILE, &ns, mc) else {
+            continue;
+        };
+        if util::label(p, CLUSTER_NAME_LABEL) != Some(mc)
+            || util::str_at(p, "/spec/clusterManager/name") != Some(OCM)
+        {
+            continue;
+        }
+        let mut n = p.clone();
+        util::set_label(&mut n, CLUSTER_MANAGER_LABEL, OCM);
+        util::set_label(
+            &mut n,
+            PROFILE_SET_LABEL,
+            util::label(m, CLUSTERSET_LABEL).unwrap_or(""),
+        );
+        util::set_label(&mut n, CLUSTER_NAME_LABEL, mc);
+        if let Some(v) = m.at("/status/version/kubernetes") {
+            n["status"]["version"] = json!({"kubernetes": v});
+        }
+        match m.at("/status/clusterClaims").and_then(Value::as_array) {
+            Some(claims) => {
+                let props: Vec<Value> = claims
+                    .iter()
+                    .map(|c| json!({"name": c["name"], "value": c["value"]}))
+                    .collect();
+                n["status"]["properties"] = Value::Array(props);
+            }
+            None => {
+                if let Some(st) = n.get_mut("status").and_then(Value::as_object_mut) {
+                    st.remove("properties");
+                }
+            }
+        }
+        for (from, to) in [
+            ("ManagedClusterConditionAvailable", "ControlPlaneHealthy"),
+            ("ManagedClusterJoined", "Joined"),
+        ] {
+            if let Some(c) = util::condition(m, from) {
+                set_condition(
+                    &mut n,
+                    to,
+                    c["status"].as_str().unwrap_or("Unknown"),
+                    c["reason"].as_str().unwrap_or(""),
+                    c["message"].as_str().unwrap_or(""),
+                );
+            }
+        }
+        ops.push(Op::Put(s(hub), n));
+    }
+    ops
+}
+
+/// The placement controller (OCM-FACTS §6, §7): the clusters of the Placement's sets (all bound sets
+/// when it names none) that have a Bound binding in its namespace, narrowed by label predicates, in a
+/// PlacementDecision `<placement>-decision-1`.
+pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
+    let Some(p) = w.get(hub, gk::PLACEMENT, ns, name) else {
+        return Vec::new();
+    };
+    if !is_hub(w, hub) || !w.served(hub, gk::PLACEMENT_DECISION) {
+        return Vec::new();
+    }
+    let wanted: Option<BTreeSet<&str>> = p["spec"]["clusterSets"]
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .map(|a| a.iter().filter_map(Value::as_str).collect());
+    let bound = bound_sets(w, hub, ns);
+    let predicates: Vec<&Value> = p["spec"]["predicates"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|pr| pr.at("/requiredClusterSelector/labelSelector"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut selected = BTreeSet::new();
+    for set in &bound {
+        if wanted
+            .as_ref()
+            .is_some_and(|w| !w.contains(util::name(set)))
+        {
+            continue;
+        }
+        for m in w.list(hub, gk::MANAGED_CLUSTER, None) {
+            if is_member(set, m)
+                && (predicates.is_empty()
+                    || predicates
+                        .iter()
+                        .any(|sel| label_selector_matches(Some(sel), m)))
+            {
+                selected.insert(s(util::name(m)));
+            }
+        }
+    }
+    let decisions: Vec<Value> = selected
+        .iter()
+        .map(|c| json!({"clusterName": c, "reason": ""}))
+        .collect();
+    let decision_name = format!("{name}-decision-1");
+    let mut decision = w
+        .get(hub, gk::PLACEMENT_DECISION, ns, &decision_name)
+        .cloned()
+        .unwrap_or_else(|| {
+            json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                "kind": "PlacementDecision",
+                "metadata": {
+                    "name": decision_name,
+                    "namespace": ns,
+                    "labels": {
+                        PLACEMENT_LABEL: name,
+                        "cluster.open-cluster-management.io/decision-group-index": "0",
+                        "cluster.open-cluster-management.io/decision-group-name": "",
+                    },
+                    "ownerReferences": [owner_ref(p, true)],
+                },
+            })
+        });
+    // Clusters newly decided get their addons right away; a cluster leaving makes the addon manager
+    // look at everything (rare).
+    let before: BTreeSet<&str> = decision
+        .at("/status/decisions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["clusterName"].as_str())
+        .collect();
+    let mut follow: Vec<Op> = selected
+        .iter()
+        .filter(|c| !before.contains(c.as_str()))
+        .map(|c| {
+            Op::Enqueue(Work::AddonCluster {
+                hub: s(hub),
+                mc: c.clone(),
+            })
+        })
+        .collect();
+    if before.iter().any(|c| !selected.contains(*c)) {
+        follow.extend(w.list(hub, gk::CMA, None).map(|a| {
+            Op::Enqueue(Work::AddonInstall {
+                hub: s(hub),
+                addon: s(util::name(a)),
+            })
+        }));
+    }
+    decision["status"] = json!({"decisions": Value::Array(decisions)});
+    let mut n = p.clone();
+    n["status"]["numberOfSelectedClusters"] = json!(selected.len());
+    set_condition(
+        &mut n,
+        "PlacementMisconfigured",
+        "False",
+        "Succeedconfigured",
+        "Placement configurations check pass",
+    );
+    if bound.is_empty() {
+        set_condition(
+            &mut n,
+            "PlacementSatisfied",
+            "False",
+            "NoManagedClusterSetBindings",
+            "No valid ManagedClusterSetBindings found in placement namespace",
+        );
+    } else if selected.is_empty() {
+        set_condition(
+            &mut n,
+            "PlacementSatisfied",
+            "False",
+            "NoManagedClusterMatched",
+            "No ManagedCluster matches any of the cluster predicate",
+        );
+    } else {
+        set_condition(
+            &mut n,
+            "PlacementSatisfied",
+            "True",
+            "AllDecisionsScheduled",
+            "All cluster decisions scheduled",
+        );
+    }
+    let mut ops = vec![Op::Put(s(hub), decision), Op::Put(s(hub), n)];
+    ops.extend(follow);
+    ops
+}
+
+/// Whether a Placement decided on `mc` (no allocation: this runs once per joining cluster).
+pub(super) fn decides(w: &World, hub: &str, ns: &str, placement: &str, mc: &str) -> bool {
+    w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
+        .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
+        .any(|d| {
+            d.at("/status/decisions")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|x| x["clusterName"] == mc))
+        })
+}
+
+/// Clusters a Placement decided on.
+pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeSet<String> {
+    w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
+        .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
+        .flat_map(|d| {
+            d.at("/status/decisions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x["clusterName"].as_str())
+                .map(str::to_owned)
+        })
+        .collect()
+}

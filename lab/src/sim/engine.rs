@@ -1,0 +1,254 @@
+//! The simulation's engine: one lock around the world, the controllers run to a fixed point after every
+//! change, faults decide whether a behaviour acts now, later, or fails, and waiters are woken per
+//! cluster.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::Call;
+use super::controllers::{self, Op, Work};
+use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
+use super::world::World;
+use crate::backend::BackendError;
+
+/// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
+const MAX_ROUNDS: usize = 100_000;
+
+pub(crate) struct State {
+    pub world: World,
+    pub faults: HashMap<Behaviour, Fault>,
+    /// When a delayed controller first wanted to act on a work item.
+    pub wanted: HashMap<(Behaviour, Work), Instant>,
+    /// Work that failed once in the current reconcile (it retries on the next one).
+    pub backoff: HashSet<(Behaviour, Work)>,
+    pub calls: Vec<Call>,
+    pub applied: HashMap<String, Vec<Value>>,
+    pub mutations: u64,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    notifiers: Mutex<HashMap<String, Arc<Notify>>>,
+    pub start: Instant,
+}
+
+enum Gate {
+    Go,
+    Wait,
+    Fail(String),
+}
+
+impl Shared {
+    pub fn new(world: World) -> Arc<Self> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                world,
+                faults: HashMap::new(),
+                wanted: HashMap::new(),
+                backoff: HashSet::new(),
+                calls: Vec::new(),
+                applied: HashMap::new(),
+                mutations: 0,
+            }),
+            notifiers: Mutex::new(HashMap::new()),
+            start: Instant::now(),
+        })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The Notify waiters on `cluster` wait on.
+    pub fn notifier(&self, cluster: &str) -> Arc<Notify> {
+        self.notifiers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(cluster.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    fn notify(&self, clusters: BTreeSet<String>) {
+        if clusters.is_empty() {
+            return;
+        }
+        let n = self
+            .notifiers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for c in clusters {
+            if let Some(x) = n.get(&c) {
+                x.notify_waiters();
+            }
+        }
+    }
+
+    /// Runs `f` on the state, then the controllers until nothing changes, then wakes the waiters of
+    /// every cluster that changed. The lock is never held across an `.await`.
+    pub fn mutate<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
+        self.mutate_with(Vec::new(), f)
+    }
+
+    pub fn mutate_with<R>(
+        self: &Arc<Self>,
+        initial: Vec<Work>,
+        f: impl FnOnce(&mut State) -> R,
+    ) -> R {
+        let (r, touched) = {
+            let mut st = self.lock();
+            let r = f(&mut st);
+            self.reconcile(&mut st, initial);
+            (r, std::mem::take(&mut st.world.touched))
+        };
+        self.notify(touched);
+        r
+    }
+
+    /// Every controller looks at everything again (after a test changed the world directly, after a
+    /// load, after faults were cleared).
+    pub fn resync(self: &Arc<Self>) {
+        let touched = {
+            let mut st = self.lock();
+            let all: Vec<Work> = controllers::resync_all(&st.world).into_iter().collect();
+            self.reconcile(&mut st, all);
+            std::mem::take(&mut st.world.touched)
+        };
+        self.notify(touched);
+    }
+
+    fn reconcile(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
+        let mut queue: BTreeSet<Work> = initial.into_iter().collect();
+        st.backoff.clear();
+        for _ in 0..MAX_ROUNDS {
+            let changes = std::mem::take(&mut st.world.changes);
+            for ch in &changes {
+                controllers::dispatch(&st.world, ch, &mut queue);
+            }
+            if queue.is_empty() {
+                st.backoff.clear();
+                return;
+            }
+            for work in std::mem::take(&mut queue) {
+                let b = work.behaviour();
+                if !st.backoff.is_empty() && st.backoff.contains(&(b, work.clone())) {
+                    continue;
+                }
+                let ops = controllers::run(&st.world, &work);
+                if !st.faults.contains_key(&b) {
+                    // No fault: nothing to decide (writes that change nothing are no-ops anyway).
+                    for op in ops {
+                        op.commit(&mut st.world, &mut queue);
+                    }
+                    continue;
+                }
+                if !ops.iter().any(|op| op.effective(&st.world)) {
+                    for op in ops {
+                        if let Op::Enqueue(w) = op {
+                            queue.insert(w);
+                        }
+                    }
+                    if !st.wanted.is_empty() {
+                        st.wanted.remove(&(b, work));
+                    }
+                    continue;
+                }
+                match self.gate(st, &work) {
+                    Gate::Go => {
+                        for op in ops {
+                            op.commit(&mut st.world, &mut queue);
+                        }
+                    }
+                    Gate::Wait => {}
+                    Gate::Fail(msg) => {
+                        for op in controllers::fail(&st.world, &work, &msg) {
+                            op.commit(&mut st.world, &mut queue);
+                        }
+                    }
+                }
+            }
+        }
+        tracing::warn!(
+            "simulated lab: controllers did not settle after {MAX_ROUNDS} rounds; stopping this reconcile"
+        );
+        st.world.changes.clear();
+        st.backoff.clear();
+    }
+
+    /// Whether a controller that wants to act may: its fault decides.
+    fn gate(self: &Arc<Self>, st: &mut State, work: &Work) -> Gate {
+        let b = work.behaviour();
+        match st.faults.get(&b).cloned() {
+            None => Gate::Go,
+            Some(Fault::Delay(d)) => {
+                let now = Instant::now();
+                let key = (b, work.clone());
+                match st.wanted.get(&key) {
+                    Some(&since) if now >= since + d => {
+                        st.wanted.remove(&key);
+                        Gate::Go
+                    }
+                    Some(_) => Gate::Wait,
+                    None if d.is_zero() => Gate::Go,
+                    None => {
+                        st.wanted.insert(key, now);
+                        self.wake_at(now + d, work.clone());
+                        Gate::Wait
+                    }
+                }
+            }
+            Some(Fault::FailOnce(msg)) => {
+                st.faults.remove(&b);
+                st.backoff.insert((b, work.clone()));
+                self.wake_at(Instant::now() + FAIL_ONCE_REQUEUE, work.clone());
+                Gate::Fail(msg)
+            }
+            Some(Fault::FailAlways(msg)) => Gate::Fail(msg),
+        }
+    }
+
+    /// Queues `work` again at `at` (a controller's requeue). Needs a Tokio runtime; without one the
+    /// work waits for the next change.
+    fn wake_at(self: &Arc<Self>, at: Instant, work: Work) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        rt.spawn(async move {
+            tokio::time::sleep_until(at).await;
+            if let Some(me) = me.upgrade() {
+                me.mutate_with(vec![work], |_| ());
+            }
+        });
+    }
+
+    /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
+    pub fn call_fault(&self, b: Behaviour) -> Result<Option<Duration>, BackendError> {
+        let mut st = self.lock();
+        match st.faults.get(&b).cloned() {
+            None => Ok(None),
+            Some(Fault::Delay(d)) => Ok(Some(d)),
+            Some(Fault::FailOnce(msg)) => {
+                st.faults.remove(&b);
+                Err(BackendError::transient(msg))
+            }
+            Some(Fault::FailAlways(msg)) => Err(BackendError::permanent(msg)),
+        }
+    }
+
+    pub fn log(&self, cluster: &str, verb: &str, object: String, outcome: Result<(), String>) {
+        let at = Instant::now().saturating_duration_since(self.start);
+        self.lock().calls.push(Call {
+            at,
+            cluster: cluster.to_owned(),
+            verb: verb.to_owned(),
+            object,
+            outcome,
+        });
+    }
+}

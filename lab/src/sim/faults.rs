@@ -1,0 +1,115 @@
+//! Faults a test can put on any simulated behaviour: a delay, a one-off failure, a permanent failure.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A simulated behaviour: a backend call, or something a simulated component does on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Behaviour {
+    // Backend calls.
+    /// `ContainerRuntime::ping` and the read-only Docker/kind calls (`node_containers`, kind `list`,
+    /// `export_kubeconfig`): "the Docker daemon answers".
+    DockerPing,
+    /// `ContainerRuntime::ensure_network`.
+    DockerNetwork,
+    /// `ClusterProvisioner::create`.
+    KindCreate,
+    /// `ClusterProvisioner::delete`.
+    KindDelete,
+    /// `ChartRenderer::template`.
+    HelmTemplate,
+    /// `Connector::connect`.
+    Connect,
+    /// `ClusterApi::version`, `served`, `get`, `list` (waits are not faulted: delay what they wait for).
+    KubeRead,
+    /// `ClusterApi::apply`.
+    Apply,
+    /// `ClusterApi::merge_patch`.
+    MergePatch,
+    /// `ClusterApi::delete`.
+    Delete,
+    /// `ClusterApi::token_request`.
+    TokenRequest,
+    /// `ClusterApi::approve_csr`.
+    CsrApprove,
+    /// `ClusterApi::get_via_service` (port-forward and request).
+    ServiceRequest,
+    // Controllers.
+    /// The API server marks a new CRD Established.
+    CrdEstablish,
+    /// The Deployment controller reports a Deployment Available.
+    DeploymentRollout,
+    /// The cluster-manager operator installs the hub (OCM-FACTS §3, §4.1).
+    HubOperator,
+    /// The klusterlet operator installs the agents and spoke CRDs (§2.2, §4.2).
+    KlusterletOperator,
+    /// The registration agent creates the ManagedCluster and its CSR (§2.2).
+    Registration,
+    /// The CSR signer issues the agent's certificate.
+    CsrSign,
+    /// The hub accepts the cluster and the agent joins (§2.3).
+    HubAccept,
+    /// The agent copies ClusterProperties into ManagedCluster claims (§4.2, §10).
+    ClaimSync,
+    /// Bindings become Bound; sets count their clusters (§4.1, §9.10).
+    SetBinding,
+    /// ClusterProfiles created/deleted per bound namespace (§4.1).
+    ProfileLifecycle,
+    /// ClusterProfile status copied from the ManagedCluster (§4.1).
+    ProfileStatus,
+    /// Placements choose clusters (§6, §7).
+    Placement,
+    /// Addon manager creates ManagedClusterAddOns and reports them Available (§6, §7, §9.5).
+    AddonInstall,
+    /// cluster-proxy creates the user server's serving certificate (§6, §6.1).
+    ProxyServingCert,
+    /// cluster-proxy writes `status.accessProviders` (§6.1).
+    ProxyAccessProvider,
+    /// managed-serviceaccount mints the token Secret (§7).
+    MsaToken,
+    /// managed-serviceaccount copies tokens next to ClusterProfiles (§7).
+    MsaCredSync,
+}
+
+impl Behaviour {
+    /// Behaviours that are backend calls (the others are controllers).
+    pub fn is_call(self) -> bool {
+        matches!(
+            self,
+            Behaviour::DockerPing
+                | Behaviour::DockerNetwork
+                | Behaviour::KindCreate
+                | Behaviour::KindDelete
+                | Behaviour::HelmTemplate
+                | Behaviour::Connect
+                | Behaviour::KubeRead
+                | Behaviour::Apply
+                | Behaviour::MergePatch
+                | Behaviour::Delete
+                | Behaviour::TokenRequest
+                | Behaviour::CsrApprove
+                | Behaviour::ServiceRequest
+        )
+    }
+}
+
+/// What goes wrong with a behaviour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// A call takes this long; a controller acts only this long after it first wanted to.
+    Delay(Duration),
+    /// The next call fails with a transient error; a controller's next attempt fails and it
+    /// succeeds when it retries.
+    FailOnce(String),
+    /// Every call fails with a permanent error; a controller never acts and shows the failure on the
+    /// object it would have touched.
+    FailAlways(String),
+}
+
+/// The reason simulated failures carry on conditions.
+pub const SIMULATED_FAILURE: &str = "SimulatedFailure";
+
+/// How long a controller whose attempt failed once waits before retrying (controller-runtime's
+/// rate limiter starts at milliseconds; this is long enough for a test to see the failure).
+pub const FAIL_ONCE_REQUEUE: Duration = Duration::from_millis(50);

@@ -1,0 +1,215 @@
+//! The simulated lab: an in-memory **simulation** of Docker, kind, Helm and the Kubernetes/OCM
+//! clusters the lab drives. It is a test double for the workflow engine and `--simulate`, **not OCM**:
+//! nothing here talks to a real cluster, and every behaviour is a model of what OCM-FACTS.md describes
+//! (each controller cites the section it models; where upstream and this model disagree, upstream wins).
+//!
+//! - [`SimLab::backends`] gives the [`Backends`] the engine runs against (`simulated: true`).
+//! - The world ([`World`]) holds kind clusters (a control-plane container on Docker network `kind`) and,
+//!   per cluster, a small API server: objects by group/kind, namespace and name; built-in kinds always
+//!   served, custom kinds once their CRD is Established.
+//! - Charts are rendered from models of cluster-manager/klusterlet 1.3.1, cluster-proxy 0.10.0/0.11.0 and
+//!   managed-serviceaccount 0.10.0.
+//! - Controllers (operators, registration, accept, claims, sets and bindings, ClusterProfiles, placements,
+//!   addons, cluster-proxy, managed-serviceaccount) run after every change until nothing changes, then
+//!   waiters are woken; waits are event-driven with Tokio deadlines (so paused Tokio time works).
+//! - Every behaviour can be delayed, made to fail once, or made to fail always ([`SimLab::set_fault`]).
+//! - The world is saved as JSON (mode 0600: it holds simulated tokens) so several commands act on the
+//!   same simulated lab.
+
+mod apiserver;
+mod backends;
+mod certs;
+mod charts;
+mod controllers;
+mod engine;
+mod faults;
+mod userserver;
+mod util;
+mod world;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault, SIMULATED_FAILURE};
+pub use world::{Agent, Container, Network, SimCluster, TokenInfo, World};
+
+use crate::backend::{Backends, ClusterApi, ObjectRef};
+use engine::Shared;
+
+/// One backend call as the simulated lab saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// When it finished, in (Tokio) time since the SimLab was created.
+    pub at: Duration,
+    /// The lab cluster it was about ("" for Docker-wide calls).
+    pub cluster: String,
+    /// `docker.<call>`, `kind.<call>`, `helm.template`, `kube.<call>` (`kube.apply`, `kube.wait`,
+    /// `kind.create`, …).
+    pub verb: String,
+    /// The object or thing it was about.
+    pub object: String,
+    /// `Err` holds the error message.
+    pub outcome: Result<(), String>,
+}
+
+/// The simulated lab (see the module documentation).
+pub struct SimLab {
+    shared: Arc<Shared>,
+}
+
+impl SimLab {
+    /// An empty world: no networks, no containers, no clusters.
+    pub fn new() -> Arc<Self> {
+        Self::from_world(World::default())
+    }
+
+    fn from_world(world: World) -> Arc<Self> {
+        Arc::new(SimLab {
+            shared: Shared::new(world),
+        })
+    }
+
+    /// The backends over this world.
+    pub fn backends(self: &Arc<Self>) -> Backends {
+        Backends {
+            docker: Arc::new(backends::SimDocker(self.shared.clone())),
+            kind: Arc::new(backends::SimKind(self.shared.clone())),
+            helm: Arc::new(backends::SimHelm(self.shared.clone())),
+            kube: Arc::new(backends::SimConnector(self.shared.clone())),
+            simulated: true,
+        }
+    }
+
+    /// A cluster's API without going through the Connector (for tests; no Connect fault, no log entry).
+    pub fn api(self: &Arc<Self>, cluster: &str) -> Arc<dyn ClusterApi> {
+        Arc::new(backends::SimApi {
+            shared: self.shared.clone(),
+            cluster: cluster.to_owned(),
+        })
+    }
+
+    /// Loads a world saved by [`SimLab::save`]; a missing file gives an empty world.
+    pub fn load(path: &Path) -> std::io::Result<Arc<Self>> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::new()),
+            Err(e) => return Err(e),
+        };
+        let mut world: World = serde_json::from_slice(&bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("simulated lab state {} is not valid: {e}", path.display()),
+            )
+        })?;
+        world.after_load();
+        let lab = Self::from_world(world);
+        lab.shared.resync();
+        Ok(lab)
+    }
+
+    /// Saves the world atomically (a temporary file in the same folder, then a rename), mode 0600
+    /// because it holds the simulated tokens. Faults are not saved.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let bytes = {
+            let st = self.shared.lock();
+            serde_json::to_vec(&st.world).map_err(std::io::Error::other)?
+        };
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let file_name = path
+            .file_name()
+            .map_or_else(|| "sim".into(), |n| n.to_string_lossy().into_owned());
+        let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let written = (|| {
+            let mut f = opts.open(&tmp)?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            }
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+
+    /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.
+    pub fn set_fault(&self, b: Behaviour, f: Fault) {
+        self.shared.lock().faults.insert(b, f);
+    }
+
+    /// Removes the fault of one behaviour; the controllers look at everything again.
+    pub fn clear_fault(&self, b: Behaviour) {
+        {
+            let mut st = self.shared.lock();
+            st.faults.remove(&b);
+            st.wanted.retain(|(x, _), _| *x != b);
+        }
+        self.shared.resync();
+    }
+
+    /// Removes every fault; the controllers look at everything again (a controller that failed
+    /// retries, as real ones do with backoff).
+    pub fn clear_faults(&self) {
+        {
+            let mut st = self.shared.lock();
+            st.faults.clear();
+            st.wanted.clear();
+        }
+        self.shared.resync();
+    }
+
+    /// Mutating backend calls received so far, whether or not they changed anything.
+    pub fn mutations(&self) -> u64 {
+        self.shared.lock().mutations
+    }
+
+    /// Every backend call so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// Every object successfully applied to `cluster` through `ClusterApi::apply`, in order.
+    pub fn applied(&self, cluster: &str) -> Vec<Value> {
+        self.shared
+            .lock()
+            .applied
+            .get(cluster)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// An object as stored in a cluster (at the version it was written).
+    pub fn object(&self, cluster: &str, r: &ObjectRef) -> Option<Value> {
+        self.shared.lock().world.get_object(cluster, r)
+    }
+
+    /// Lets a test read or change the world directly; afterwards every controller looks at everything
+    /// again and waiters are woken.
+    pub fn with_world<R>(&self, f: impl FnOnce(&mut World) -> R) -> R {
+        let r = {
+            let mut st = self.shared.lock();
+            f(&mut st.world)
+        };
+        self.shared.resync();
+        r
+    }
+}

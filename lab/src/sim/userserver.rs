@@ -1,0 +1,196 @@
+//! A request through a Service, the way `ClusterApi::get_via_service` sends it (port-forward to
+//! `localhost`, CA pinned, bearer token), answered by a model of the one HTTPS server the lab talks to:
+//! the cluster-proxy user server (OCM-FACTS §6.1, §6.2).
+
+use super::util::At as _;
+use serde_json::{Value, json};
+
+use super::apiserver::gk;
+use super::controllers;
+use super::util;
+use super::world::World;
+use crate::backend::BackendError;
+
+const USER_SERVER: &str = "cluster-proxy-addon-user";
+const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
+
+/// PEM blocks of type CERTIFICATE, as their base64 text (whitespace removed).
+fn pem_certs(pem: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = pem;
+    while let Some(i) = rest.find("-----BEGIN CERTIFICATE-----") {
+        let body = &rest[i + "-----BEGIN CERTIFICATE-----".len()..];
+        let Some(j) = body.find("-----END CERTIFICATE-----") else {
+            break;
+        };
+        out.push(body[..j].split_whitespace().collect());
+        rest = &body[j..];
+    }
+    out
+}
+
+fn status(code: u16, reason: &str, message: &str) -> (u16, String) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code})
+            .to_string(),
+    )
+}
+
+/// The port-forward and the GET. `Err` where the real backend fails before an HTTP answer.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get(
+    w: &World,
+    hub: &str,
+    namespace: &str,
+    service: &str,
+    port: u16,
+    path: &str,
+    ca_pem: &[u8],
+    token: &str,
+) -> Result<(u16, String), BackendError> {
+    let svc_name = format!("{namespace}/{service}");
+    // The port-forward: Service, selector, port, a running Pod (an Available Deployment here).
+    let svc = w
+        .get(hub, "Service", namespace, service)
+        .ok_or_else(|| BackendError::permanent(format!("Service {svc_name} does not exist")))?;
+    let selector = svc["spec"]["selector"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return Err(BackendError::permanent(format!(
+            "Service {svc_name} has no selector: there is no Pod to forward to"
+        )));
+    }
+    let ports: Vec<i64> = svc["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["port"].as_i64())
+        .collect();
+    if !ports.contains(&i64::from(port)) {
+        let have: Vec<String> = ports.iter().map(ToString::to_string).collect();
+        return Err(BackendError::permanent(format!(
+            "Service {svc_name} has no port {port} (it has: {})",
+            have.join(", ")
+        )));
+    }
+    let labels = selector
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect::<Vec<_>>()
+        .join(",");
+    let backend = w.list(hub, gk::DEPLOYMENT, Some(namespace)).find(|d| {
+        controllers::available(d)
+            && selector.iter().all(|(k, v)| {
+                d.at("/spec/template/metadata/labels")
+                    .and_then(|l| l.get(k))
+                    == Some(v)
+            })
+    });
+    let Some(backend) = backend else {
+        return Err(BackendError::transient(format!(
+            "no running Pod behind Service {svc_name} (selector {labels})"
+        ))
+        .with_help("wait for the Service's Deployment to roll out, then try again"));
+    };
+    if util::name(backend) != USER_SERVER {
+        return Ok(status(
+            404,
+            "NotFound",
+            &format!(
+                "the simulated lab models no HTTP server behind Service {svc_name} (only {USER_SERVER})"
+            ),
+        ));
+    }
+    // TLS: the server presents its serving certificate; the client trusts only `ca_pem`.
+    let url = format!("https://localhost:{port}{path}");
+    let trusted = pem_certs(&String::from_utf8_lossy(ca_pem));
+    if trusted.is_empty() {
+        return Err(BackendError::permanent(
+            "the CA bundle holds no PEM certificate",
+        ));
+    }
+    let presented = w
+        .get(hub, gk::SECRET, namespace, SERVING_CERT)
+        .and_then(|s| util::str_at(s, "/data/tls.crt"))
+        .and_then(util::b64_decode)
+        .map(|b| pem_certs(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default();
+    if presented.first().is_none_or(|leaf| !trusted.contains(leaf)) {
+        return Err(BackendError::permanent(format!(
+            "GET {url} failed: io: invalid peer certificate: UnknownIssuer"
+        )));
+    }
+    user_server(w, hub, path, token)
+}
+
+/// The user server: `/<cluster>/<path>` goes through the proxy to the managed cluster's service-proxy,
+/// which authenticates the bearer token on the managed cluster or, failing that, on the hub
+/// (impersonation); `GET /version` is allowed to anyone authenticated (OCM-FACTS §6.2).
+fn user_server(
+    w: &World,
+    hub: &str,
+    path: &str,
+    token: &str,
+) -> Result<(u16, String), BackendError> {
+    let trimmed = path.trim_start_matches('/');
+    let (cluster, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    if cluster.is_empty() {
+        return Ok(status(404, "NotFound", "the path names no cluster"));
+    }
+    let addon = w.get(hub, gk::MCA, cluster, "cluster-proxy");
+    let service_proxy = controllers::available_deployment(w, hub, "cluster-proxy-addon-manager")
+        .and_then(|d| d.at("/spec/template/spec/containers/0/args"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == "--enable-service-proxy=true"));
+    let spoke = w.spoke_of(hub, cluster).filter(|s| w.reachable(s));
+    let (Some(spoke), true, true) = (
+        spoke,
+        addon.is_some_and(|a| util::condition_is(a, "Available", "True")),
+        service_proxy,
+    ) else {
+        return Ok((
+            502,
+            format!(
+                "failed to reach cluster {cluster} through the proxy: no agent available (the cluster-proxy addon must be Available on it and enableServiceProxy on)"
+            ),
+        ));
+    };
+    let known = w
+        .tokens
+        .get(token)
+        .is_some_and(|t| t.cluster == spoke || t.cluster == hub);
+    if !known {
+        return Ok(status(401, "Unauthorized", "Unauthorized"));
+    }
+    match rest.trim_end_matches('/') {
+        "version" => {
+            let v = w.clusters[spoke].version();
+            let minor = v.split('.').nth(1).unwrap_or("0").to_owned();
+            Ok((
+                200,
+                json!({
+                    "major": "1",
+                    "minor": minor,
+                    "gitVersion": v,
+                    "gitCommit": "simulated",
+                    "gitTreeState": "clean",
+                    "goVersion": "simulated",
+                    "compiler": "gc",
+                    "platform": "linux/amd64",
+                })
+                .to_string(),
+            ))
+        }
+        "healthz" | "readyz" | "livez" => Ok((200, "ok".to_owned())),
+        other => Ok(status(
+            404,
+            "NotFound",
+            &format!(
+                "the simulated lab models only /version and the health endpoints, not /{other}"
+            ),
+        )),
+    }
+}

@@ -1,0 +1,304 @@
+//! Small helpers of the simulation: base64, JSON paths, conditions, timestamps, the PRNG.
+
+use serde_json::{Map, Value, json};
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding (what Kubernetes uses for `data` and `*-data` fields).
+pub fn b64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(B64[(n >> 18) as usize & 63] as char);
+        out.push(B64[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 {
+            B64[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            B64[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+/// Decodes standard base64 (padding optional, whitespace ignored); `None` when malformed.
+pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let mut acc: u32 = 0;
+    let mut bits = 0u32;
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            b' ' | b'\n' | b'\r' | b'\t' => continue,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// RFC 3339 wall-clock time, seconds precision, as Kubernetes writes timestamps.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// splitmix64: a tiny deterministic generator for names and uids (the world stores its state, so a
+/// saved and reloaded lab keeps producing fresh names).
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A stable 64-bit hash of a string (FNV-1a), for names derived from content.
+pub fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The suffix alphabet of Kubernetes `generateName` (no vowels, no look-alikes).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A 5-character `generateName` suffix from a number.
+pub fn name_suffix(mut n: u64) -> String {
+    let mut s = String::with_capacity(5);
+    for _ in 0..5 {
+        s.push(NAME_ALPHABET[(n % NAME_ALPHABET.len() as u64) as usize] as char);
+        n /= NAME_ALPHABET.len() as u64;
+    }
+    s
+}
+
+/// `metadata.labels[key]`.
+pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name")
+}
+
+pub fn namespace(obj: &Value) -> &str {
+    meta_str(obj, "namespace")
+}
+
+pub fn uid(obj: &Value) -> &str {
+    meta_str(obj, "uid")
+}
+
+/// `metadata.<key>` as a string ("" when absent), without `Value::pointer`'s per-call allocations (this
+/// is on every hot path).
+fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `Value::pointer` without its per-token allocations (the simulation's pointers are plain keys and
+/// indexes, no `~` escapes).
+pub trait At {
+    fn at(&self, pointer: &str) -> Option<&Value>;
+}
+
+impl At for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        let mut cur = self;
+        for key in pointer.split('/').skip(1) {
+            cur = match cur {
+                Value::Object(m) => m.get(key)?,
+                Value::Array(a) => a.get(key.parse::<usize>().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(cur)
+    }
+}
+
+/// A string at a JSON pointer made of plain map keys (no `~` escapes), without allocating.
+pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
+    obj.at(pointer)?.as_str()
+}
+
+/// A mutable object at a JSON pointer made of map keys, created (as `{}`) where missing.
+pub fn obj_at<'a>(v: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
+    let mut cur = v;
+    for p in path {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        cur = cur
+            .as_object_mut()
+            .expect("just made an object")
+            .entry((*p).to_owned())
+            .or_insert_with(|| json!({}));
+    }
+    if !cur.is_object() {
+        *cur = json!({});
+    }
+    cur.as_object_mut().expect("just made an object")
+}
+
+/// Sets `metadata.labels[key] = value`.
+pub fn set_label(obj: &mut Value, key: &str, value: &str) {
+    obj_at(obj, &["metadata", "labels"]).insert(key.to_owned(), json!(value));
+}
+
+/// A `status.conditions[]` entry by type.
+pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj.at("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+pub fn condition_is(obj: &Value, kind: &str, status: &str) -> bool {
+    condition(obj, kind).is_some_and(|c| c["status"] == status)
+}
+
+/// Sets a metav1.Condition the way `meta.SetStatusCondition` does: `lastTransitionTime` moves only when the
+/// status changes, so re-setting the same condition leaves the object unchanged.
+pub fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
+    let status_map = obj_at(obj, &["status"]);
+    let list = status_map
+        .entry("conditions".to_owned())
+        .or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let list = list.as_array_mut().expect("just made an array");
+    if let Some(c) = list.iter_mut().find(|c| c["type"] == kind) {
+        if c["status"] != status {
+            c["status"] = json!(status);
+            c["lastTransitionTime"] = json!(now_rfc3339());
+        }
+        c["reason"] = json!(reason);
+        c["message"] = json!(message);
+    } else {
+        list.push(json!({
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now_rfc3339(),
+        }));
+    }
+}
+
+pub fn remove_condition(obj: &mut Value, kind: &str) {
+    if let Some(list) = obj
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        list.retain(|c| c["type"] != kind);
+    }
+}
+
+/// Recursive merge: maps merge key by key, everything else (lists included) is replaced; `null`
+/// removes the key. This is JSON merge patch (RFC 7386), and also how the simulation approximates
+/// server-side apply with a single field manager.
+pub fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().expect("just made an object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// Whether a JSON pointer made of map keys is present.
+pub fn has_path(v: &Value, pointer: &str) -> bool {
+    v.at(pointer).is_some()
+}
+
+/// Helm's truthiness for `{{ if .Values.x }}`.
+pub fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+    }
+}
+
+/// What a Helm template prints for a scalar value (`{{ .Values.x | default false }}`).
+pub fn helm_text(v: Option<&Value>, default: &str) -> String {
+    match v {
+        None | Some(Value::Null) => default.to_owned(),
+        Some(Value::String(s)) if s.is_empty() => default.to_owned(),
+        Some(Value::Bool(false)) => default.to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips() {
+        for s in ["", "a", "ab", "abc", "abcd", "hello world\n"] {
+            let e = b64_encode(s.as_bytes());
+            assert_eq!(b64_decode(&e).unwrap(), s.as_bytes(), "{s:?} -> {e}");
+        }
+        assert_eq!(b64_encode(b"abc"), "YWJj");
+        assert_eq!(b64_encode(b"ab"), "YWI=");
+        assert!(b64_decode("*").is_none());
+    }
+
+    #[test]
+    fn merge_is_rfc7386() {
+        let mut t = json!({"a": {"b": 1, "c": [1, 2]}, "d": 1});
+        merge(&mut t, &json!({"a": {"c": [3], "e": 2}, "d": null}));
+        assert_eq!(t, json!({"a": {"b": 1, "c": [3], "e": 2}}));
+    }
+
+    #[test]
+    fn set_condition_is_stable() {
+        let mut o = json!({});
+        set_condition(&mut o, "Bound", "True", "ClusterSetBound", "");
+        let before = o.clone();
+        set_condition(&mut o, "Bound", "True", "ClusterSetBound", "");
+        assert_eq!(o, before);
+        assert!(condition_is(&o, "Bound", "True"));
+    }
+}

@@ -1,0 +1,635 @@
+//! The simulated world: Docker networks and containers, kind clusters, and each cluster's API server
+//! objects, plus the little state the simulated agents keep. Saved as JSON between commands.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::apiserver::{self, Store, gk};
+use super::util;
+use crate::backend::ObjectRef;
+
+/// Kubernetes version every simulated cluster reports unless its node image names another
+/// (kind v0.32.0's default node image, OCM-FACTS §8).
+pub const DEFAULT_K8S_VERSION: &str = "v1.36.1";
+/// The Docker network kind puts every node on (OCM-FACTS §1).
+pub const KIND_NETWORK: &str = "kind";
+const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+const KIND_ROLE_LABEL: &str = "io.x-k8s.kind.role";
+
+/// A Docker network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Network {
+    pub name: String,
+    pub id: String,
+    pub subnet: String,
+}
+
+/// A Docker container (a kind node, or anything a test adds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Container {
+    pub id: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub running: bool,
+    /// Network name → address.
+    pub networks: BTreeMap<String, String>,
+}
+
+/// A kind cluster: its node image, host port and API server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SimCluster {
+    pub name: String,
+    pub image: String,
+    /// Host port of the API server (`https://127.0.0.1:<port>` in its kubeconfig).
+    pub host_port: u16,
+    /// Added by a test, not created through the backends (a cluster the lab does not own).
+    pub foreign: bool,
+    pub(crate) api: Store,
+    /// The klusterlet registration agent's memory, when a klusterlet runs here.
+    pub(crate) agent: Option<Agent>,
+}
+
+impl SimCluster {
+    /// `/version` gitVersion: the node image's tag when it looks like `kindest/node:vX.Y.Z`.
+    pub fn version(&self) -> String {
+        self.image
+            .rsplit_once(':')
+            .map(|(_, t)| t.split('@').next().unwrap_or(t))
+            .filter(|t| t.starts_with('v') && t[1..].split('.').count() == 3)
+            .map_or_else(|| DEFAULT_K8S_VERSION.to_owned(), str::to_owned)
+    }
+}
+
+/// What a simulated registration agent remembers (the real one keeps it in the hub kubeconfig secret
+/// and its informers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    /// The lab cluster it registered with.
+    pub hub: String,
+    /// Its ManagedCluster name.
+    pub cluster_name: String,
+    /// The CSR it created on the hub.
+    pub csr: Option<String>,
+    /// It has a signed client certificate and the hub accepted it.
+    pub joined: bool,
+    /// The hub's last rejection of its claims update (OCM-FACTS §10: a value over 1024 characters
+    /// blocks every later update); only the agent log shows this in reality.
+    pub claim_error: Option<String>,
+}
+
+/// A token a cluster minted with a TokenRequest (or for a ManagedServiceAccount).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    pub cluster: String,
+    pub namespace: String,
+    pub service_account: String,
+    pub expiration_seconds: i64,
+}
+
+/// One object change, for the controllers' work queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Change {
+    pub cluster: String,
+    pub gk: String,
+    pub ns: String,
+    pub name: String,
+    pub kind: ChangeKind,
+    /// The labels before an update that changed them (kept for ManagedClusters only: set membership).
+    pub prev_labels: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChangeKind {
+    Created,
+    /// `labels`: metadata.labels changed; `spec`: anything outside metadata and status changed.
+    Updated {
+        labels: bool,
+        spec: bool,
+    },
+    Deleted,
+}
+
+impl ChangeKind {
+    /// Only `status` (or server metadata) changed: what a controller's own status write looks like.
+    pub fn status_only(self) -> bool {
+        self == ChangeKind::Updated {
+            labels: false,
+            spec: false,
+        }
+    }
+
+    /// Created, deleted, or labels changed: what set membership depends on.
+    pub fn membership(self) -> bool {
+        !matches!(
+            self,
+            ChangeKind::Updated {
+                labels: false,
+                spec: _
+            }
+        )
+    }
+}
+
+/// The whole simulated world.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct World {
+    pub(crate) networks: BTreeMap<String, Network>,
+    pub(crate) containers: BTreeMap<String, Container>,
+    pub(crate) clusters: BTreeMap<String, SimCluster>,
+    /// Token → who minted it for which ServiceAccount.
+    pub(crate) tokens: BTreeMap<String, TokenInfo>,
+    /// `<hub>/<ManagedCluster name>` → the lab cluster whose agent registered it.
+    pub(crate) agents: BTreeMap<String, String>,
+    /// Counter for tokens, ports and addresses.
+    pub(crate) seq: u64,
+    /// Generator state for uids and ids.
+    pub(crate) rng: u64,
+    #[serde(skip)]
+    pub(crate) changes: Vec<Change>,
+    /// Clusters changed since waiters were last notified.
+    #[serde(skip)]
+    pub(crate) touched: BTreeSet<String>,
+    /// The members of each set (`<hub>/<set>`), kept by the set controller so that one cluster joining
+    /// costs O(log n), not a recount (not saved: rebuilt by a full count when missing).
+    #[serde(skip)]
+    pub(crate) set_index: std::collections::HashMap<String, BTreeSet<String>>,
+}
+
+impl World {
+    // ---- for tests ------------------------------------------------------------------------------
+
+    /// Names of the clusters that have an API server (running or not).
+    pub fn cluster_names(&self) -> Vec<String> {
+        self.clusters.keys().cloned().collect()
+    }
+
+    pub fn container_names(&self) -> Vec<String> {
+        self.containers.keys().cloned().collect()
+    }
+
+    pub fn network_names(&self) -> Vec<String> {
+        self.networks.keys().cloned().collect()
+    }
+
+    /// Adds a running kind cluster that was not created through the backends (someone else's).
+    pub fn add_foreign_cluster(&mut self, name: &str) {
+        self.create_cluster(name, "kindest/node:v1.36.1", true);
+    }
+
+    /// Adds a container, e.g. a leftover kind node (`kind_cluster` sets its kind labels) or an
+    /// unrelated one.
+    pub fn add_container(&mut self, name: &str, kind_cluster: Option<&str>, running: bool) {
+        let mut labels = BTreeMap::new();
+        if let Some(c) = kind_cluster {
+            labels.insert(KIND_CLUSTER_LABEL.to_owned(), c.to_owned());
+            labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
+        }
+        let id = self.hex_id();
+        self.containers.insert(
+            name.to_owned(),
+            Container {
+                id,
+                name: name.to_owned(),
+                labels,
+                running,
+                networks: BTreeMap::new(),
+            },
+        );
+    }
+
+    /// Stops or starts a cluster's control-plane container (a stopped cluster is unreachable).
+    pub fn set_running(&mut self, cluster: &str, running: bool) {
+        if let Some(c) = self.containers.get_mut(&control_plane(cluster)) {
+            c.running = running;
+        }
+        self.touched.insert(cluster.to_owned());
+    }
+
+    /// Writes an object straight into a cluster's store: no admission, no validation, `status` kept
+    /// (for tests that set up states the API would not let a client make).
+    pub fn put_object(&mut self, cluster: &str, obj: Value) -> Result<(), String> {
+        if !self.clusters.contains_key(cluster) {
+            return Err(format!("no simulated cluster {cluster}"));
+        }
+        ObjectRef::of(&obj).ok_or("object needs apiVersion, kind and metadata.name")?;
+        self.put(cluster, obj);
+        Ok(())
+    }
+
+    /// Deletes an object (with the API server's cascades); `false` when absent.
+    pub fn delete_object(&mut self, cluster: &str, r: &ObjectRef) -> bool {
+        let key = gk::of_ref(r);
+        self.remove(cluster, &key, r.namespace.as_deref().unwrap_or(""), &r.name)
+            .is_some()
+    }
+
+    /// An object as stored (apiVersion as written).
+    pub fn get_object(&self, cluster: &str, r: &ObjectRef) -> Option<Value> {
+        self.get(
+            cluster,
+            &gk::of_ref(r),
+            r.namespace.as_deref().unwrap_or(""),
+            &r.name,
+        )
+        .cloned()
+    }
+
+    /// The registration agent's state on a cluster.
+    pub fn agent(&self, cluster: &str) -> Option<&Agent> {
+        self.clusters.get(cluster)?.agent.as_ref()
+    }
+
+    /// How many tokens a cluster has minted.
+    pub fn tokens_minted(&self, cluster: &str) -> usize {
+        self.tokens
+            .values()
+            .filter(|t| t.cluster == cluster)
+            .count()
+    }
+
+    /// Number of objects stored in a cluster.
+    pub fn object_count(&self, cluster: &str) -> usize {
+        self.clusters.get(cluster).map_or(0, |c| c.api.len())
+    }
+
+    // ---- clusters and containers ----------------------------------------------------------------
+
+    pub(crate) fn reachable(&self, cluster: &str) -> bool {
+        self.clusters.contains_key(cluster)
+            && self
+                .containers
+                .get(&control_plane(cluster))
+                .is_some_and(|c| c.running)
+    }
+
+    /// Cluster names as `kind get clusters` prints them: the kind labels of existing containers.
+    pub(crate) fn kind_clusters(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self
+            .containers
+            .values()
+            .filter_map(|c| c.labels.get(KIND_CLUSTER_LABEL))
+            .collect();
+        set.into_iter().cloned().collect()
+    }
+
+    pub(crate) fn containers_of(&self, cluster: &str) -> Vec<&Container> {
+        self.containers
+            .values()
+            .filter(|c| c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster))
+            .collect()
+    }
+
+    /// Creates the network if absent; `true` when created now.
+    pub(crate) fn ensure_network(&mut self, name: &str) -> bool {
+        if self.networks.contains_key(name) {
+            return false;
+        }
+        let id = self.hex_id();
+        let n = self.networks.len();
+        self.networks.insert(
+            name.to_owned(),
+            Network {
+                name: name.to_owned(),
+                id,
+                subnet: format!("172.{}.0.0/16", 18 + n),
+            },
+        );
+        true
+    }
+
+    /// A next free address on the `kind` network: 172.18.0.2, 172.18.0.3, …
+    fn next_ip(&self) -> String {
+        let used: BTreeSet<&String> = self
+            .containers
+            .values()
+            .filter_map(|c| c.networks.get(KIND_NETWORK))
+            .collect();
+        (2u32..)
+            .map(|i| format!("172.18.{}.{}", i / 254, i % 254 + u32::from(i / 254 > 0)))
+            .find(|ip| !used.contains(ip))
+            .expect("an address is free")
+    }
+
+    /// Creates a kind cluster: the control-plane container on network `kind` and its API server with
+    /// what kubeadm leaves there (namespaces, `kube-public/cluster-info`).
+    pub(crate) fn create_cluster(&mut self, name: &str, image: &str, foreign: bool) {
+        self.ensure_network(KIND_NETWORK);
+        let ip = self.next_ip();
+        let id = self.hex_id();
+        let cp = control_plane(name);
+        let mut labels = BTreeMap::new();
+        labels.insert(KIND_CLUSTER_LABEL.to_owned(), name.to_owned());
+        labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
+        self.containers.insert(
+            cp.clone(),
+            Container {
+                id,
+                name: cp,
+                labels,
+                running: true,
+                networks: BTreeMap::from([(KIND_NETWORK.to_owned(), ip)]),
+            },
+        );
+        self.seq += 1;
+        let host_port = 40000 + (self.seq % 20000) as u16;
+        self.clusters.insert(
+            name.to_owned(),
+            SimCluster {
+                name: name.to_owned(),
+                image: image.to_owned(),
+                host_port,
+                foreign,
+                api: Store::default(),
+                agent: None,
+            },
+        );
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            self.put(
+                name,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+            );
+        }
+        // kubeadm's cluster-info: the internal endpoint other kind nodes reach (OCM-FACTS §1).
+        let kubeconfig = format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n",
+            util::b64_encode(SIM_CA_PEM.as_bytes()),
+            name
+        );
+        self.put(
+            name,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": {"kubeconfig": kubeconfig}}),
+        );
+        self.put(
+            name,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": "kube-public"}, "data": {"ca.crt": SIM_CA_PEM}}),
+        );
+        self.put(
+            name,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "default"}}),
+        );
+        self.touched.insert(name.to_owned());
+    }
+
+    /// Removes a cluster's containers and, with them, the cluster. Returns how many containers went.
+    pub(crate) fn remove_cluster(&mut self, name: &str) -> usize {
+        let names: Vec<String> = self
+            .containers_of(name)
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        for n in &names {
+            self.containers.remove(n);
+        }
+        let prefix = format!("{name}/");
+        self.set_index.retain(|k, _| !k.starts_with(&prefix));
+        if self.clusters.remove(name).is_some() {
+            self.tokens.retain(|_, t| t.cluster != name);
+            self.agents
+                .retain(|k, v| v != name && k.split_once('/').map(|(h, _)| h) != Some(name));
+        }
+        self.touched.insert(name.to_owned());
+        names.len()
+    }
+
+    pub(crate) fn kubeconfig(&self, name: &str) -> Option<String> {
+        let c = self.clusters.get(name)?;
+        Some(format!(
+            "# Simulated by ocm-lab's simulated lab: no real cluster is behind this address.\n\
+             apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: https://127.0.0.1:{port}\n  name: kind-{name}\n\
+             contexts:\n- context:\n    cluster: kind-{name}\n    user: kind-{name}\n  name: kind-{name}\ncurrent-context: kind-{name}\npreferences: {{}}\n\
+             users:\n- name: kind-{name}\n  user:\n    token: sim-admin-{name}\n",
+            ca = util::b64_encode(SIM_CA_PEM.as_bytes()),
+            port = c.host_port,
+        ))
+    }
+
+    // ---- ids ------------------------------------------------------------------------------------
+
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn hex_id(&mut self) -> String {
+        let a = util::splitmix64(&mut self.rng);
+        let b = util::splitmix64(&mut self.rng);
+        format!("{a:016x}{b:016x}{a:016x}{b:016x}")
+    }
+
+    fn new_uid(&mut self) -> String {
+        let a = util::splitmix64(&mut self.rng);
+        let b = util::splitmix64(&mut self.rng);
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            (b >> 48) & 0x3fff | 0x8000,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    // ---- objects --------------------------------------------------------------------------------
+
+    pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
+        self.clusters.get(cluster)?.api.get(gk, ns, name)
+    }
+
+    /// Objects of a kind: in one namespace, or all (`None`).
+    pub(crate) fn list<'a>(
+        &'a self,
+        cluster: &str,
+        gk: &str,
+        ns: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
+        match self.clusters.get(cluster) {
+            Some(c) => c.api.list(gk, ns),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// Namespaces that hold objects of a kind.
+    pub(crate) fn namespaces_with(&self, cluster: &str, gk: &str) -> Vec<String> {
+        self.clusters
+            .get(cluster)
+            .map(|c| c.api.namespaces_with(gk))
+            .unwrap_or_default()
+    }
+
+    /// The first object of a kind with this name, in any namespace.
+    pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
+        let c = self.clusters.get(cluster)?;
+        c.api.find_named(gk, name)
+    }
+
+    pub(crate) fn served(&self, cluster: &str, gk: &str) -> bool {
+        self.clusters
+            .get(cluster)
+            .is_some_and(|c| apiserver::builtin_gk(gk) || c.api.crd_served(gk))
+    }
+
+    /// Creates or replaces an object, keeping the API server's metadata (uid, creationTimestamp,
+    /// resourceVersion, generation). Returns whether anything changed.
+    pub(crate) fn put(&mut self, cluster: &str, mut obj: Value) -> bool {
+        let key = gk::of_obj(&obj);
+        let ns = util::namespace(&obj).to_owned();
+        let name = util::name(&obj).to_owned();
+        let Some(c) = self.clusters.get(cluster) else {
+            return false;
+        };
+        let tracks_generation = gk::tracks_generation(&key);
+        let mut prev_labels = None;
+        // Compared in place: no copy of the stored object.
+        let updated = match c.api.get(&key, &ns, &name) {
+            None => None,
+            Some(old) => {
+                {
+                    let meta = util::obj_at(&mut obj, &["metadata"]);
+                    for k in ["uid", "creationTimestamp", "resourceVersion", "generation"] {
+                        match old["metadata"].get(k) {
+                            Some(v) => meta.insert(k.to_owned(), v.clone()),
+                            None => meta.remove(k),
+                        };
+                    }
+                }
+                if &obj == old {
+                    return false;
+                }
+                let spec = !same_outside_meta_status(&obj, old);
+                if spec && tracks_generation {
+                    let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                    obj["metadata"]["generation"] = json!(g);
+                }
+                let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
+                if labels && key == gk::MANAGED_CLUSTER {
+                    prev_labels = Some(old["metadata"]["labels"].clone());
+                }
+                Some(ChangeKind::Updated { labels, spec })
+            }
+        };
+        let kind = match updated {
+            Some(k) => k,
+            None => {
+                let uid = self.new_uid();
+                let meta = util::obj_at(&mut obj, &["metadata"]);
+                meta.entry("uid").or_insert_with(|| json!(uid));
+                meta.entry("creationTimestamp")
+                    .or_insert_with(|| json!(util::now_rfc3339()));
+                if tracks_generation {
+                    meta.insert("generation".into(), json!(1));
+                } else {
+                    meta.remove("generation");
+                }
+                ChangeKind::Created
+            }
+        };
+        let c = self.clusters.get_mut(cluster).expect("checked above");
+        c.api.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(c.api.rv.to_string());
+        c.api.insert(&key, &ns, &name, obj);
+        self.changes.push(Change {
+            cluster: cluster.to_owned(),
+            gk: key,
+            ns,
+            name,
+            kind,
+            prev_labels,
+        });
+        self.touched.insert(cluster.to_owned());
+        true
+    }
+
+    /// Deletes an object with the API server's cascades: a Namespace takes its objects, a CRD its
+    /// custom resources, and the garbage collector removes dependents whose ownerReferences name it.
+    pub(crate) fn remove(
+        &mut self,
+        cluster: &str,
+        key: &str,
+        ns: &str,
+        name: &str,
+    ) -> Option<Value> {
+        let c = self.clusters.get_mut(cluster)?;
+        let old = c.api.remove(key, ns, name)?;
+        c.api.rv += 1;
+        if key == gk::CLUSTER_SET {
+            self.set_index.remove(&format!("{cluster}/{name}"));
+        }
+        self.changes.push(Change {
+            cluster: cluster.to_owned(),
+            gk: key.to_owned(),
+            ns: ns.to_owned(),
+            name: name.to_owned(),
+            kind: ChangeKind::Deleted,
+            prev_labels: None,
+        });
+        self.touched.insert(cluster.to_owned());
+        let mut cascade: Vec<(String, String, String)> = Vec::new();
+        let c = self.clusters.get(cluster).expect("just used");
+        if key == gk::NAMESPACE {
+            cascade.extend(c.api.all_in_namespace(name));
+        } else if key == gk::CRD
+            && let Some(crd_gk) = gk::of_crd(&old)
+        {
+            cascade.extend(
+                c.api
+                    .list(&crd_gk, None)
+                    .map(|o| {
+                        (
+                            crd_gk.clone(),
+                            util::namespace(o).to_owned(),
+                            util::name(o).to_owned(),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let uid = util::uid(&old);
+        if !uid.is_empty() {
+            cascade.extend(
+                c.api
+                    .dependents(uid, if ns.is_empty() { None } else { Some(ns) }),
+            );
+        }
+        for (k, n, m) in cascade {
+            self.remove(cluster, &k, &n, &m);
+        }
+        Some(old)
+    }
+
+    /// Makes the per-cluster indexes right after loading.
+    pub(crate) fn after_load(&mut self) {
+        for c in self.clusters.values_mut() {
+            c.api.rebuild_index();
+        }
+    }
+
+    /// The lab cluster whose agent registered ManagedCluster `mc` with `hub`.
+    pub(crate) fn spoke_of(&self, hub: &str, mc: &str) -> Option<&str> {
+        self.agents.get(&format!("{hub}/{mc}")).map(String::as_str)
+    }
+}
+
+pub(crate) fn control_plane(cluster: &str) -> String {
+    format!("{cluster}-control-plane")
+}
+
+/// Whether two objects agree on everything but `metadata` and `status` (what bumps `generation`).
+fn same_outside_meta_status(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let skip = |k: &String| k == "metadata" || k == "status";
+    let na = a.keys().filter(|k| !skip(k)).count();
+    let nb = b.keys().filter(|k| !skip(k)).count();
+    na == nb
+        && a.iter()
+            .filter(|(k, _)| !skip(k))
+            .all(|(k, v)| b.get(k) == Some(v))
+}
+
+/// A CA certificate for the simulated clusters' `certificate-authority-data` and `ca.crt`. Simulation
+/// test data: the same self-signed test certificate as the simulated cluster-proxy serving cert, so
+/// anything that parses a CA bundle gets a real X.509 certificate.
+pub(crate) const SIM_CA_PEM: &str = super::certs::SERVING_CERT_PEM;
