@@ -1,0 +1,426 @@
+//! Backends: the outside systems the lab drives, each behind a small trait shaped by what actions need.
+//!
+//! Actions see only these traits. The real implementations (Docker through bollard, the kind and helm
+//! binaries, the Kubernetes API through kube-rs) and the simulated lab (`crate::sim`) implement them, so
+//! the same workflow runs on both.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::charts::ChartPlan;
+use crate::topology::Cluster;
+pub mod docker;
+pub mod helm;
+pub mod kind;
+pub mod kube;
+pub mod tools;
+
+/// Whether retrying may help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transience {
+    /// The world may change: a retry with backoff can succeed (a server's 503, a conflict, a flaky create).
+    Transient,
+    /// Retrying cannot help: bad input, a schema rejection, a missing tool.
+    Permanent,
+}
+
+/// An error from a backend: what failed, whether a retry may help, and what the user can do.
+#[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize)]
+#[error("{message}")]
+pub struct BackendError {
+    pub message: String,
+    pub transience: Transience,
+    /// What to do next, when we know.
+    pub help: Option<String>,
+}
+
+impl BackendError {
+    pub fn permanent(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+            transience: Transience::Permanent,
+            help: None,
+        }
+    }
+    pub fn transient(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+            transience: Transience::Transient,
+            help: None,
+        }
+    }
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+    pub fn is_transient(&self) -> bool {
+        self.transience == Transience::Transient
+    }
+}
+
+pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+
+/// The container runtime (Docker).
+#[async_trait]
+pub trait ContainerRuntime: Send + Sync {
+    /// Engine version, or an error saying how to reach the daemon.
+    async fn ping(&self) -> Result<String>;
+    /// Creates the network if absent; `true` when it was created now.
+    async fn ensure_network(&self, name: &str) -> Result<bool>;
+    /// The node containers of a kind cluster (label `io.x-k8s.kind.cluster=<name>`).
+    async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>>;
+    /// Removes a kind cluster's leftover node containers; returns how many were removed.
+    async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize>;
+}
+
+/// A kind node container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeContainer {
+    pub id: String,
+    pub name: String,
+    /// `control-plane` or `worker` (label `io.x-k8s.kind.role`).
+    pub role: String,
+    pub running: bool,
+    /// Address on the `kind` network.
+    pub ip: Option<String>,
+}
+
+/// What `kind create cluster` needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateCluster {
+    pub name: String,
+    pub image: String,
+    /// The cluster's own kubeconfig file (never the user's: parallel creates would fight over it).
+    pub kubeconfig: std::path::PathBuf,
+}
+
+/// The cluster provisioner (kind).
+#[async_trait]
+pub trait ClusterProvisioner: Send + Sync {
+    async fn list(&self) -> Result<Vec<String>>;
+    async fn create(&self, req: &CreateCluster) -> Result<()>;
+    async fn delete(&self, name: &str) -> Result<()>;
+    /// Writes the cluster's kubeconfig (host endpoint) to `path` with mode 0600.
+    async fn export_kubeconfig(&self, name: &str, path: &std::path::Path) -> Result<()>;
+}
+
+/// A chart rendered into objects, CRDs separated from the rest.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Rendered {
+    pub crds: Vec<Value>,
+    pub objects: Vec<Value>,
+}
+
+/// The chart renderer (`helm template`).
+#[async_trait]
+pub trait ChartRenderer: Send + Sync {
+    /// Renders `chart` with `values` (the plan's values plus run-time values).
+    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered>;
+}
+
+/// Identifies an object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        ObjectRef {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The reference of an object's own `apiVersion`, `kind` and metadata.
+    pub fn of(obj: &Value) -> Option<Self> {
+        Some(ObjectRef {
+            api_version: obj.get("apiVersion")?.as_str()?.to_owned(),
+            kind: obj.get("kind")?.as_str()?.to_owned(),
+            namespace: obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            name: obj.pointer("/metadata/name")?.as_str()?.to_owned(),
+        })
+    }
+
+    pub fn group(&self) -> &str {
+        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// A predicate on an object's current state (`None`: it does not exist).
+pub type Check = Arc<dyn Fn(Option<&Value>) -> bool + Send + Sync>;
+
+/// A condition to wait for, evaluated on every change of the watched object.
+#[derive(Clone)]
+pub struct Condition {
+    /// Shown when the wait times out: "condition Bound=True".
+    pub description: String,
+    pub check: Check,
+}
+
+impl fmt::Debug for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.description)
+    }
+}
+
+impl Condition {
+    pub fn new(
+        description: impl Into<String>,
+        check: impl Fn(Option<&Value>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        Condition {
+            description: description.into(),
+            check: Arc::new(check),
+        }
+    }
+
+    /// `status.conditions[type=T].status == "True"`.
+    pub fn status_true(kind: &str) -> Self {
+        let k = kind.to_owned();
+        Condition::new(format!("condition {kind}=True"), move |o| {
+            o.is_some_and(|o| condition_status(o, &k) == Some("True"))
+        })
+    }
+
+    pub fn exists() -> Self {
+        Condition::new("it exists", |o| o.is_some())
+    }
+}
+
+/// The `status` of condition `kind` in `status.conditions`.
+pub fn condition_status<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
+}
+
+/// Why a wait ended without its condition.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WaitError {
+    #[error("timed out after {} waiting for {object}: {condition}; last seen: {}", humantime::format_duration(*.after), last_seen(.last))]
+    Timeout {
+        object: ObjectRef,
+        condition: String,
+        after: Duration,
+        last: Option<Value>,
+    },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// A short description of the last state a wait saw: its conditions, or that it did not exist.
+pub fn last_seen(last: &Option<Value>) -> String {
+    match last {
+        None => "it does not exist".to_owned(),
+        Some(o) => match o.pointer("/status/conditions").and_then(Value::as_array) {
+            Some(cs) if !cs.is_empty() => cs
+                .iter()
+                .map(|c| {
+                    let mut s = format!(
+                        "{}={}",
+                        c["type"].as_str().unwrap_or("?"),
+                        c["status"].as_str().unwrap_or("?")
+                    );
+                    if let Some(r) = c["reason"].as_str() {
+                        s.push_str(&format!(" ({r})"));
+                    }
+                    s
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => "it exists, without status conditions".to_owned(),
+        },
+    }
+}
+
+/// What an apply changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyOutcome {
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+}
+
+/// A cluster's Kubernetes API.
+#[async_trait]
+pub trait ClusterApi: Send + Sync {
+    /// Server version (`/version` gitVersion).
+    async fn version(&self) -> Result<String>;
+    /// Whether `apiVersion`/`kind` is served now (discovery).
+    async fn served(&self, api_version: &str, kind: &str) -> Result<bool>;
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>>;
+    /// Lists objects of a kind, in one namespace or all, optionally filtered by a label selector.
+    async fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>>;
+    /// Server-side apply with field manager `ocm-lab`, force, and Strict field validation.
+    async fn apply(&self, obj: &Value) -> Result<()>;
+    /// JSON merge patch.
+    async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<()>;
+    /// Deletes; `false` when it did not exist.
+    async fn delete(&self, r: &ObjectRef) -> Result<bool>;
+    /// Watches until `cond` holds or `timeout` passes.
+    async fn wait(
+        &self,
+        r: &ObjectRef,
+        cond: &Condition,
+        timeout: Duration,
+    ) -> Result<Value, WaitError>;
+    /// Watches until the kind is served.
+    async fn wait_served(
+        &self,
+        api_version: &str,
+        kind: &str,
+        timeout: Duration,
+    ) -> Result<(), WaitError>;
+    /// A TokenRequest for a ServiceAccount; the token is a secret: never log it.
+    async fn token_request(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        seconds: i64,
+    ) -> Result<Secret>;
+    /// Approves a CertificateSigningRequest through its `/approval` subresource.
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<()>;
+    /// GETs `path` through port `port` of Service `namespace/service` of this cluster the way a user on the
+    /// host would: the Service is port-forwarded to 127.0.0.1, the server is verified with `ca_pem` under
+    /// the name `localhost`, and the request carries `token` as a bearer token. Returns status and body.
+    async fn get_via_service(
+        &self,
+        namespace: &str,
+        service: &str,
+        port: u16,
+        path: &str,
+        ca_pem: &[u8],
+        token: &Secret,
+    ) -> Result<(u16, String)> {
+        let _ = (namespace, service, port, path, ca_pem, token);
+        Err(BackendError::permanent(
+            "this backend cannot send requests through a Service",
+        ))
+    }
+}
+
+/// A secret string: its Debug and Display never show it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Connects to a lab cluster's API.
+#[async_trait]
+pub trait Connector: Send + Sync {
+    /// A client for `cluster`, from its kubeconfig (`kubeconfig` is the lab's per-cluster file for kind
+    /// clusters, the user's for existing ones).
+    async fn connect(
+        &self,
+        cluster: &Cluster,
+        kubeconfig: &std::path::Path,
+    ) -> Result<Arc<dyn ClusterApi>>;
+}
+
+/// Everything a run talks to.
+#[derive(Clone)]
+pub struct Backends {
+    pub docker: Arc<dyn ContainerRuntime>,
+    pub kind: Arc<dyn ClusterProvisioner>,
+    pub helm: Arc<dyn ChartRenderer>,
+    pub kube: Arc<dyn Connector>,
+    /// `true` for the simulated lab: output says so.
+    pub simulated: bool,
+}
+
+/// A backend that could not be set up (Docker down, a tool missing). Commands that never need it work;
+/// any use fails with the error that says what to do.
+#[derive(Debug, Clone)]
+pub struct Unavailable(pub BackendError);
+
+#[async_trait]
+impl ContainerRuntime for Unavailable {
+    async fn ping(&self) -> Result<String> {
+        Err(self.0.clone())
+    }
+    async fn ensure_network(&self, _: &str) -> Result<bool> {
+        Err(self.0.clone())
+    }
+    async fn node_containers(&self, _: &str) -> Result<Vec<NodeContainer>> {
+        Err(self.0.clone())
+    }
+    async fn remove_cluster_containers(&self, _: &str) -> Result<usize> {
+        Err(self.0.clone())
+    }
+}
+
+#[async_trait]
+impl ClusterProvisioner for Unavailable {
+    async fn list(&self) -> Result<Vec<String>> {
+        Err(self.0.clone())
+    }
+    async fn create(&self, _: &CreateCluster) -> Result<()> {
+        Err(self.0.clone())
+    }
+    async fn delete(&self, _: &str) -> Result<()> {
+        Err(self.0.clone())
+    }
+    async fn export_kubeconfig(&self, _: &str, _: &std::path::Path) -> Result<()> {
+        Err(self.0.clone())
+    }
+}
+
+#[async_trait]
+impl ChartRenderer for Unavailable {
+    async fn template(&self, _: &ChartPlan, _: &Value) -> Result<Rendered> {
+        Err(self.0.clone())
+    }
+}

@@ -1,0 +1,331 @@
+//! `ocm-lab doctor`: what a lab needs from this machine, each finding with what to do. `up` runs the same
+//! checks as its first step, so a lab never starts half-way on a machine that cannot finish it.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::backend::Backends;
+use crate::state::StateDir;
+use crate::topology::{Lab, Provider};
+
+/// inotify limits kind recommends for several clusters on one kernel (OCM-FACTS §9.2).
+pub const MIN_MAX_USER_WATCHES: u64 = 524_288;
+pub const MIN_MAX_USER_INSTANCES: u64 = 512;
+/// Memory a kind cluster with OCM needs, roughly (hub with cluster-manager and addons, spokes with agents).
+pub const MIB_PER_CLUSTER: u64 = 1536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub check: &'static str,
+    pub level: Level,
+    pub detail: String,
+    /// What to do, for warnings and failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn ok(check: &'static str, detail: impl Into<String>) -> Self {
+        Finding {
+            check,
+            level: Level::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+    fn warn(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Finding {
+            check,
+            level: Level::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    fn fail(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Finding {
+            check,
+            level: Level::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// inotify limits, from `/proc/sys/fs/inotify` as the kernel running the containers sees them.
+pub fn inotify(
+    max_user_watches: Option<u64>,
+    max_user_instances: Option<u64>,
+    source: &str,
+) -> Finding {
+    match (max_user_watches, max_user_instances) {
+        (Some(w), Some(i)) if w >= MIN_MAX_USER_WATCHES && i >= MIN_MAX_USER_INSTANCES => {
+            Finding::ok(
+                "inotify",
+                format!("max_user_watches={w}, max_user_instances={i} ({source})"),
+            )
+        }
+        (Some(w), Some(i)) => Finding::warn(
+            "inotify",
+            format!(
+                "max_user_watches={w}, max_user_instances={i} ({source}): too low for several kind clusters; kind fails with \"could not find a log line that matches Reached target\""
+            ),
+            format!(
+                "sudo sysctl fs.inotify.max_user_watches={MIN_MAX_USER_WATCHES} fs.inotify.max_user_instances={MIN_MAX_USER_INSTANCES} (persist in /etc/sysctl.d/99-kind.conf)"
+            ),
+        ),
+        _ => Finding::warn(
+            "inotify",
+            format!("could not read the inotify limits ({source})"),
+            format!(
+                "make sure fs.inotify.max_user_watches>={MIN_MAX_USER_WATCHES} and fs.inotify.max_user_instances>={MIN_MAX_USER_INSTANCES}"
+            ),
+        ),
+    }
+}
+
+/// Memory for `clusters` kind clusters, given what is available (MiB).
+pub fn memory(available_mib: Option<u64>, clusters: usize) -> Finding {
+    let need = MIB_PER_CLUSTER * clusters as u64;
+    match available_mib {
+        Some(a) if a >= need => Finding::ok(
+            "memory",
+            format!("{a} MiB available, about {need} MiB needed for {clusters} clusters"),
+        ),
+        Some(a) => Finding::warn(
+            "memory",
+            format!("{a} MiB available, about {need} MiB needed for {clusters} clusters"),
+            "close other workloads, give Docker more memory, or use a smaller topology (`-t minimal`)",
+        ),
+        None => Finding::warn(
+            "memory",
+            "could not read available memory",
+            format!("about {need} MiB are needed"),
+        ),
+    }
+}
+
+fn read_u64(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn mem_available_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024)
+}
+
+/// Runs every check that does not need tools: Docker, kernel limits, memory, ports, clusters that clash.
+pub async fn check(
+    lab: &Lab,
+    backends: &Backends,
+    engine: Option<&crate::backend::docker::Docker>,
+    state: &StateDir,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let kind_clusters: Vec<&str> = lab
+        .clusters()
+        .filter(|c| c.provider == Provider::Kind)
+        .map(|c| c.name.as_str())
+        .collect();
+    if kind_clusters.is_empty() {
+        out.push(Finding::ok(
+            "docker",
+            "not needed: every cluster of this lab already exists",
+        ));
+        return out;
+    }
+    let docker = backends.docker.ping().await;
+    match &docker {
+        Ok(v) => out.push(Finding::ok("docker", format!("Docker {v} reachable"))),
+        Err(e) => out.push(Finding::fail(
+            "docker",
+            e.message.clone(),
+            e.help
+                .clone()
+                .unwrap_or_else(|| "start Docker, or set DOCKER_HOST".into()),
+        )),
+    }
+    if backends.simulated {
+        out.push(Finding::ok(
+            "kernel",
+            "simulated lab: no kernel limits apply",
+        ));
+        return out;
+    }
+    let info = match engine {
+        Some(d) => d.info().await.ok(),
+        None => None,
+    };
+    if let (Some(d), Some(info)) = (
+        engine,
+        info.as_ref().filter(|i| i.remote || i.docker_desktop),
+    ) {
+        // The daemon's kernel is not this machine's: read its limits from inside a container of an image
+        // that is already there (nothing is pulled).
+        let keys = [
+            "fs/inotify/max_user_watches",
+            "fs/inotify/max_user_instances",
+        ];
+        let values = d
+            .read_sysctl_via_container(&lab.versions.kind_node_image, &keys)
+            .await
+            .unwrap_or_default();
+        let get = |k: &str| {
+            values
+                .iter()
+                .find(|(key, _)| key.ends_with(k))
+                .and_then(|(_, v)| v.trim().parse().ok())
+        };
+        let source = if info.docker_desktop {
+            "Docker Desktop's VM"
+        } else {
+            "the remote Docker host"
+        };
+        out.push(inotify(
+            get("max_user_watches"),
+            get("max_user_instances"),
+            source,
+        ));
+        out.push(memory(
+            info.mem_total.map(|b| (b as u64) / (1024 * 1024)),
+            kind_clusters.len(),
+        ));
+    } else {
+        out.push(inotify(
+            read_u64("/proc/sys/fs/inotify/max_user_watches"),
+            read_u64("/proc/sys/fs/inotify/max_user_instances"),
+            "this kernel",
+        ));
+        out.push(memory(mem_available_mib(), kind_clusters.len()));
+    }
+    match std::net::TcpListener::bind("127.0.0.1:0") {
+        Ok(_) => out.push(Finding::ok(
+            "ports",
+            "free local ports available for the API servers (127.0.0.1)",
+        )),
+        Err(e) => out.push(Finding::fail(
+            "ports",
+            format!("cannot bind a port on 127.0.0.1: {e}"),
+            "the API servers of kind clusters listen on 127.0.0.1",
+        )),
+    }
+    if docker.is_ok() {
+        let owned = state.owned().map(|o| o.clusters).unwrap_or_default();
+        for name in &kind_clusters {
+            let nodes = backends
+                .docker
+                .node_containers(name)
+                .await
+                .unwrap_or_default();
+            if !nodes.is_empty() && !owned.iter().any(|o| o == name) {
+                out.push(Finding::fail(
+                    "clusters",
+                    format!("a kind cluster named `{name}` exists and lab `{}` did not create it", lab.name),
+                    format!("rename the cluster in the topology, or `kind delete cluster --name {name}` if it is yours and disposable"),
+                ));
+            }
+        }
+        if !out.iter().any(|f| f.check == "clusters") {
+            out.push(Finding::ok(
+                "clusters",
+                "no clash with existing kind clusters",
+            ));
+        }
+    }
+    out
+}
+
+/// Findings for the two tools. `downloads` says whether `up` may fetch a missing one.
+pub fn tools(
+    kind: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+    helm: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+    downloads: bool,
+) -> Vec<Finding> {
+    [("kind", kind), ("helm", helm)]
+        .into_iter()
+        .map(|(name, r)| match r {
+            Ok(t) => Finding::ok(if name == "kind" { "kind" } else { "helm" }, format!("{} {} at {}", name, t.version, t.path.display())),
+            Err(e) => {
+                let fix = match name {
+                    "kind" => "install kind v0.27.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)",
+                    _ => "install helm v3.14.0 or newer: https://helm.sh/docs/intro/install/ (or set OCM_LAB_HELM)",
+                };
+                let fix = if downloads {
+                    format!("{fix}; `ocm-lab up` otherwise downloads the pinned release (sha256-checked), which needs internet access")
+                } else {
+                    fix.to_owned()
+                };
+                // The doctor never downloads, so "downloads are off" would mislead: say what was found.
+                let detail = match e {
+                    crate::backend::tools::ToolError::NotFound { .. } => format!("{name} not found on PATH or in the ocm-lab cache"),
+                    crate::backend::tools::ToolError::TooOld { path, found, minimum, .. } => format!("{name} v{found} at {path} is older than v{minimum}"),
+                    other => other.to_string(),
+                };
+                Finding::fail(if name == "kind" { "kind" } else { "helm" }, detail, fix)
+            }
+        })
+        .collect()
+}
+
+/// Whether any finding is a failure.
+pub fn failed(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.level == Level::Fail)
+}
+
+/// The human form.
+pub fn render(findings: &[Finding]) -> String {
+    let mut out = String::new();
+    for f in findings {
+        let mark = match f.level {
+            Level::Ok => "✓",
+            Level::Warn => "!",
+            Level::Fail => "✗",
+        };
+        let _ = writeln!(out, "{mark} {:<9} {}", f.check, f.detail);
+        if let Some(fix) = &f.fix {
+            for (i, line) in fix.lines().enumerate() {
+                let _ = writeln!(out, "  {:<9} {} {line}", "", if i == 0 { "→" } else { " " });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn low_inotify_limits_say_what_to_run() {
+        let f = inotify(Some(8192), Some(128), "this kernel");
+        assert_eq!(f.level, Level::Warn);
+        assert!(
+            f.fix
+                .unwrap()
+                .contains("fs.inotify.max_user_watches=524288")
+        );
+        assert_eq!(inotify(Some(524288), Some(512), "k").level, Level::Ok);
+    }
+
+    #[test]
+    fn memory_scales_with_clusters() {
+        assert_eq!(memory(Some(8000), 3).level, Level::Ok);
+        assert_eq!(memory(Some(4000), 3).level, Level::Warn);
+    }
+}
