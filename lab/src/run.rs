@@ -1,0 +1,559 @@
+//! Entry point: parse arguments, set up logging, run the command, render errors, return an exit code.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+use miette::{GraphicalReportHandler, GraphicalTheme};
+
+use crate::cli::{Cli, Command, LabArgs, Output, TopologyCommand};
+use crate::diag::FileDiagnostics;
+use crate::engine::events::Events;
+use crate::engine::{self, RunCtx, RunOptions, report};
+use crate::error::{Error, exit};
+use crate::patch::PatchSet;
+use crate::sim::SimLab;
+use crate::state::StateDir;
+use crate::topology::{self, Loaded};
+use crate::workflow::Sources;
+use crate::{embedded, plan_out};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Runs `ocm-lab` with these arguments (the first is the program name).
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help and version to stdout and usage errors to stderr, with exit code 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::INVALID_INPUT
+            } else {
+                exit::OK
+            });
+        }
+    };
+    init_tracing(cli.verbose);
+    match run(&cli) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => {
+            report(&e);
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "ocm_lab=debug,info",
+        _ => "trace",
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
+    // try_init: tests call `main` more than once in one process.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Renders a diagnostic for the terminal (colour only on a terminal).
+pub fn render(diag: &dyn miette::Diagnostic) -> String {
+    let theme = if std::io::stderr().is_terminal() {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let mut out = String::new();
+    let _ = GraphicalReportHandler::new_themed(theme)
+        .with_width(110)
+        .render_report(&mut out, diag);
+    out
+}
+
+fn report(e: &Error) {
+    let _ = writeln!(std::io::stderr(), "{}", render(e));
+}
+
+fn stdout(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(Error::Stdout)
+}
+
+/// Prints a topology's warnings, if any.
+fn warn(loaded: &Loaded) {
+    if loaded.warnings.is_empty() {
+        return;
+    }
+    let diags = FileDiagnostics::new(&loaded.origin, &loaded.text, loaded.warnings.clone());
+    let _ = writeln!(std::io::stderr(), "{}", render(&WarningsOnly(&diags)));
+}
+
+/// Shows only the related issues of a warnings-only report, without the "N problems" header.
+#[derive(Debug)]
+struct WarningsOnly<'a>(&'a FileDiagnostics);
+
+impl std::fmt::Display for WarningsOnly<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.issues.len();
+        write!(
+            f,
+            "{}: {n} {}",
+            self.0.file,
+            if n == 1 { "warning" } else { "warnings" }
+        )
+    }
+}
+impl std::error::Error for WarningsOnly<'_> {}
+impl miette::Diagnostic for WarningsOnly<'_> {
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(miette::Severity::Warning)
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.0.source_code()
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        self.0.related()
+    }
+}
+
+/// Loads the topology, workflow sources and chart patches a command names.
+pub fn inputs(args: &LabArgs) -> Result<(Loaded, Sources, PatchSet), Error> {
+    let mut loaded = topology::load_arg(args.topology.as_deref())?;
+    if let Some(image) = &args.node_image {
+        loaded.lab.versions.kind_node_image = image.clone();
+    }
+    let sources = match &args.workflows {
+        None => Sources::embedded(),
+        Some(dir) => Sources::from_dir(dir).map_err(|source| Error::ReadWorkflows {
+            path: dir.display().to_string(),
+            source,
+        })?,
+    };
+    let patches = match &args.chart_patches {
+        None => PatchSet::embedded()?,
+        Some(dir) => PatchSet::load_dir(dir)?,
+    };
+    Ok((loaded, sources, patches))
+}
+
+fn run(cli: &Cli) -> Result<(), Error> {
+    match &cli.command {
+        Command::Plan(args) => {
+            let (loaded, sources, patches) = inputs(&args.lab)?;
+            warn(&loaded);
+            let plan =
+                crate::workflow::plan::plan(&loaded.lab, &sources, &patches, &args.workflow)?;
+            match (&args.out, cli.output) {
+                (Some(dir), _) => {
+                    let written = plan_out::write(&loaded.lab, &plan, dir)?;
+                    stdout(&format!(
+                        "wrote the plan of lab `{}` ({} steps, {} files) to {}\n",
+                        plan.lab,
+                        plan.steps.len(),
+                        written,
+                        dir.display()
+                    ))
+                }
+                (None, Output::Json) => stdout(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&plan).expect("plans serialize")
+                )),
+                (None, Output::Human) => stdout(&plan_out::summary(&loaded.lab, &plan)),
+            }
+        }
+        Command::Topology(TopologyCommand::Check { topology }) => {
+            let loaded = topology::load_arg(Some(topology))?;
+            warn(&loaded);
+            let lab = &loaded.lab;
+            stdout(&format!(
+                "{}: ok: lab `{}`, hub `{}`, {} spoke(s), {} set(s), {} binding(s), checks: {}\n",
+                loaded.origin,
+                lab.name,
+                lab.hub.cluster.name,
+                lab.spokes.len(),
+                lab.cluster_sets.len(),
+                lab.bindings.len(),
+                lab.verify
+                    .checks
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+        Command::Topology(TopologyCommand::Schema) => stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&topology::json_schema()).expect("schemas serialize")
+        )),
+        Command::Topology(TopologyCommand::List) => {
+            let mut out = String::new();
+            for (name, text) in embedded::TOPOLOGIES {
+                let desc = topology::load_str(name, text)
+                    .ok()
+                    .and_then(|l| l.lab.description)
+                    .unwrap_or_default();
+                out.push_str(&format!("{name:<10} {desc}\n"));
+            }
+            stdout(&out)
+        }
+        Command::Topology(TopologyCommand::Show { name }) => match embedded::topology(name) {
+            Some(text) => stdout(text),
+            None => Err(topology::load_arg(Some(name)).err().map_or_else(
+                || unreachable!("a missing embedded topology fails to load"),
+                Error::from,
+            )),
+        },
+        Command::Up(a) => run_workflow(cli, a, "up"),
+        Command::Verify(a) => run_workflow(cli, a, "verify"),
+        Command::Down(a) => run_workflow(cli, a, "down"),
+        Command::Status(a) => status(cli, a),
+        Command::Diagnose(a) => diagnose(a),
+        Command::Reset(a) => {
+            // Remove what participants added, then `up`: it restores what they changed and verifies.
+            run_workflow(cli, a, "reset")?;
+            run_workflow(cli, a, "up")
+        }
+        Command::Doctor(a) => doctor(cli, a),
+    }
+}
+
+/// The backends a command runs against, and the simulated world to save afterwards.
+struct Opened {
+    backends: crate::backend::Backends,
+    sim: Option<Arc<SimLab>>,
+    /// What setting up the real backends found (tools, Docker), for preflight and doctor.
+    findings: Vec<crate::doctor::Finding>,
+    docker: Option<crate::backend::docker::Docker>,
+}
+
+impl Opened {
+    fn save(&self, state: &StateDir) -> Result<(), Error> {
+        match &self.sim {
+            Some(sim) => sim
+                .save(&state.sim_world())
+                .map_err(|source| Error::SimLoad {
+                    path: state.sim_world().display().to_string(),
+                    source,
+                }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Sets up the backends. Only `up` may download tools; read-only commands never do. A piece that cannot be
+/// set up (Docker down, a tool missing) becomes `Unavailable`, failing with its message only if used.
+fn open_backends(
+    rt: &tokio::runtime::Runtime,
+    args: &crate::cli::RunArgs,
+    state: &StateDir,
+    command: &'static str,
+) -> Result<Opened, Error> {
+    use crate::backend::{
+        Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
+    };
+    if args.simulate {
+        let sim = SimLab::load(&state.sim_world()).map_err(|source| Error::SimLoad {
+            path: state.sim_world().display().to_string(),
+            source,
+        })?;
+        return Ok(Opened {
+            backends: sim.backends(),
+            sim: Some(sim),
+            findings: Vec::new(),
+            docker: None,
+        });
+    }
+    let may_download = command == "up" && !args.no_download;
+    let cfg = tools::ToolsConfig::from_env(if may_download {
+        tools::Downloads::Allow
+    } else {
+        tools::Downloads::Forbid
+    })?;
+    // Resolving runs the tools (and may download): blocking, so outside the runtime.
+    let kind = tools::resolve(tools::ToolName::Kind, &cfg);
+    let helm = tools::resolve(tools::ToolName::Helm, &cfg);
+    let mut findings = crate::doctor::tools(&kind, &helm, may_download || command == "doctor");
+    let docker = rt.block_on(Docker::connect());
+    let backends = crate::backend::Backends {
+        docker: match &docker {
+            Ok(d) => Arc::new(d.clone()),
+            Err(e) => Arc::new(Unavailable(e.clone())),
+        },
+        kind: match kind {
+            Ok(t) => Arc::new(Kind::new(t)),
+            Err(e) => Arc::new(Unavailable(e.into())),
+        },
+        helm: match helm {
+            Ok(t) => Arc::new(Helm::new(t)),
+            Err(e) => Arc::new(Unavailable(e.into())),
+        },
+        kube: Arc::new(KubeConnector::new()),
+        simulated: false,
+    };
+    if let Err(e) = &docker {
+        findings.retain(|f| f.check != "docker");
+        tracing::debug!("docker: {e}");
+    }
+    Ok(Opened {
+        backends,
+        sim: None,
+        findings,
+        docker: docker.ok(),
+    })
+}
+
+/// Everything the doctor checks: tools (from opening the backends), Docker, kernel, memory, ports, clashes.
+fn doctor_findings(
+    rt: &tokio::runtime::Runtime,
+    lab: &crate::topology::Lab,
+    opened: &Opened,
+    state: &StateDir,
+) -> Vec<crate::doctor::Finding> {
+    let mut findings = opened.findings.clone();
+    findings.extend(rt.block_on(crate::doctor::check(
+        lab,
+        &opened.backends,
+        opened.docker.as_ref(),
+        state,
+    )));
+    findings
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
+}
+
+/// `ocm-lab doctor`: every finding with what to do; exit 1 when something would stop `up`.
+fn doctor(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
+    let (loaded, _, _) = inputs(&args.lab)?;
+    warn(&loaded);
+    let state = StateDir::for_lab(&loaded.lab.name)?;
+    let rt = runtime()?;
+    let opened = open_backends(&rt, args, &state, "doctor")?;
+    let findings = doctor_findings(&rt, &loaded.lab, &opened, &state);
+    rt.shutdown_background();
+    match cli.output {
+        Output::Json => stdout(&format!(
+            "{}\n",
+            serde_json::to_string(&findings).expect("findings serialize")
+        ))?,
+        Output::Human => stdout(&crate::doctor::render(&findings))?,
+    }
+    if crate::doctor::failed(&findings) {
+        let failed: Vec<&str> = findings
+            .iter()
+            .filter(|f| f.level == crate::doctor::Level::Fail)
+            .map(|f| f.check)
+            .collect();
+        Err(Error::Preflight(failed.join(", ")))
+    } else {
+        Ok(())
+    }
+}
+
+/// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
+fn diagnose(args: &crate::cli::DiagnoseArgs) -> Result<(), Error> {
+    let (loaded, _, patches) = inputs(&args.run.lab)?;
+    let lab = loaded.lab;
+    let state = StateDir::for_lab(&lab.name)?;
+    let rt = runtime()?;
+    let opened = open_backends(&rt, &args.run, &state, "diagnose")?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| format!("ocm-lab-{}-diagnostics.tar.gz", lab.name).into());
+    let files = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab.clone(),
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            CancellationToken::new(),
+        );
+        crate::diagnose::gather(&ctx, &loaded.text).await
+    });
+    rt.shutdown_background();
+    let root = format!("ocm-lab-{}-diagnostics", lab.name);
+    crate::diagnose::write_tarball(&out, &root, &files).map_err(|source| Error::WriteFile {
+        path: out.display().to_string(),
+        source,
+    })?;
+    stdout(&format!(
+        "wrote {} ({} files, secrets redacted)\n",
+        out.display(),
+        files.len()
+    ))
+}
+
+/// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
+fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
+    let (loaded, _, patches) = inputs(&args.lab)?;
+    warn(&loaded);
+    let lab = loaded.lab;
+    let state = StateDir::for_lab(&lab.name)?;
+    let rt = runtime()?;
+    let opened = open_backends(&rt, args, &state, "status")?;
+    let status = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab,
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            CancellationToken::new(),
+        );
+        crate::status::collect(&ctx).await
+    });
+    rt.shutdown_background();
+    match cli.output {
+        Output::Json => stdout(&format!(
+            "{}\n",
+            serde_json::to_string(&status).expect("status serializes")
+        ))?,
+        Output::Human => stdout(&crate::status::render(&status))?,
+    }
+    if status.healthy() {
+        Ok(())
+    } else {
+        Err(Error::Unhealthy(status.lab.clone()))
+    }
+}
+
+/// Runs a workflow against the lab: lock, backends, reporter, engine, Ctrl-C.
+fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result<(), Error> {
+    let (loaded, sources, patches) = inputs(&args.lab)?;
+    warn(&loaded);
+    let mut lab = loaded.lab;
+    if !args.checks.is_empty() {
+        lab.verify.checks = args.checks.iter().map(|c| (*c).into()).collect();
+    }
+    let plan = crate::workflow::plan::plan(&lab, &sources, &patches, workflow)?;
+    let state = StateDir::for_lab(&lab.name)?;
+    let _lock = state.lock(&lab.name, workflow)?;
+    let runtime = runtime()?;
+    let opened = open_backends(&runtime, args, &state, command_name(workflow))?;
+    if workflow == "up" && opened.sim.is_none() {
+        // Stop before creating anything when the machine cannot finish the lab.
+        let findings = doctor_findings(&runtime, &lab, &opened, &state);
+        if crate::doctor::failed(&findings) {
+            let _ = writeln!(std::io::stderr(), "{}", crate::doctor::render(&findings));
+            let failed: Vec<&str> = findings
+                .iter()
+                .filter(|f| f.level == crate::doctor::Level::Fail)
+                .map(|f| f.check)
+                .collect();
+            return Err(Error::Preflight(failed.join(", ")));
+        }
+    }
+    let result = runtime.block_on(async {
+        let (events, rx) = Events::channel();
+        let reporter = tokio::spawn(report::reporter(rx, cli.output));
+        let cancel = CancellationToken::new();
+        let on_ctrl_c = cancel.clone();
+        let ctrl_c = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_ctrl_c.cancel();
+            }
+        });
+        let ctx = Arc::new(RunCtx::new(
+            lab.clone(),
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            cancel,
+        ));
+        let run_id = ctx.run_id.clone();
+        let opts = RunOptions {
+            concurrency: usize::from(args.concurrency),
+        };
+        let result = engine::run(&plan, ctx.clone(), &opts).await;
+        ctrl_c.abort();
+        drop(ctx);
+        let _ = reporter.await;
+        // The simulated world persists, so the next command sees the same simulated lab.
+        opened.save(&state)?;
+        Ok::<_, Error>((result?, run_id))
+    });
+    runtime.shutdown_background();
+    let (result, run_id) = result?;
+    verification_report(cli, args, &state, &lab.name, &run_id)?;
+    if result.ok && workflow == "down" {
+        // The lab is gone: forget its journal, simulated world and ownership records.
+        for f in [
+            state.journal(),
+            state.sim_world(),
+            state.path.join("owned.json"),
+            state.path.join("last-verification.json"),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+    if result.cancelled {
+        return Err(Error::Cancelled);
+    }
+    match result.failed {
+        Some((step, e)) => Err(Error::StepFailed {
+            step,
+            message: e.message,
+            help: e.help,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn command_name(workflow: &str) -> &'static str {
+    match workflow {
+        "up" => "up",
+        "verify" => "verify",
+        "down" => "down",
+        "reset" => "reset",
+        "doctor" => "doctor",
+        _ => "run",
+    }
+}
+
+/// Prints the verification table of this run (if it verified) and writes `--junit`.
+fn verification_report(
+    cli: &Cli,
+    args: &crate::cli::RunArgs,
+    state: &StateDir,
+    lab: &str,
+    run_id: &str,
+) -> Result<(), Error> {
+    let Some(report) = std::fs::read_to_string(state.path.join("last-verification.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .filter(|r| r["run"] == run_id)
+    else {
+        return Ok(());
+    };
+    let results: Vec<crate::verify::CheckResult> =
+        serde_json::from_value(report["results"].clone()).unwrap_or_default();
+    if cli.output == Output::Human && !results.is_empty() {
+        stdout(&format!("\n{}", crate::verify::report::table(&results)))?;
+    }
+    if let Some(path) = &args.junit {
+        std::fs::write(path, crate::verify::report::junit(lab, &results)).map_err(|source| {
+            Error::WriteFile {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}

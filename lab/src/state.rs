@@ -1,0 +1,254 @@
+//! The lab's state folder: journal, per-cluster kubeconfigs, the simulated world, and the run lock.
+//!
+//! One folder per lab name under the XDG state directory (`$XDG_STATE_HOME/ocm-lab/<lab>`, by default
+//! `~/.local/state/ocm-lab/<lab>`); `OCM_LAB_STATE_DIR` overrides the parent folder (tests use it).
+
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Where a lab keeps its state.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    pub path: PathBuf,
+}
+
+/// Why the state folder cannot be used.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StateError {
+    #[error("failed to use the state folder {path}: {source}")]
+    #[diagnostic(
+        code(ocm_lab::state::io),
+        help("check permissions, or set OCM_LAB_STATE_DIR to another folder")
+    )]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lab `{lab}` is busy: {holder}")]
+    #[diagnostic(
+        code(ocm_lab::state::locked),
+        help(
+            "one lab runs one command at a time; wait for it to finish, or stop it (Ctrl-C) and run again"
+        )
+    )]
+    Locked { lab: String, holder: String },
+    #[error("cannot find a state folder: neither XDG_STATE_HOME nor HOME is set")]
+    #[diagnostic(
+        code(ocm_lab::state::home),
+        help("set OCM_LAB_STATE_DIR to a writable folder")
+    )]
+    NoHome,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
+    move |source| StateError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl StateDir {
+    /// The parent of all labs' state folders.
+    pub fn root() -> Result<PathBuf, StateError> {
+        if let Some(dir) = std::env::var_os("OCM_LAB_STATE_DIR") {
+            return Ok(PathBuf::from(dir));
+        }
+        if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+            return Ok(PathBuf::from(xdg).join("ocm-lab"));
+        }
+        let home = std::env::var_os("HOME").ok_or(StateError::NoHome)?;
+        Ok(PathBuf::from(home).join(".local/state/ocm-lab"))
+    }
+
+    /// The state folder of `lab` (created, mode 0700: it holds kubeconfigs).
+    pub fn for_lab(lab: &str) -> Result<Self, StateError> {
+        let path = Self::root()?.join(lab);
+        std::fs::create_dir_all(&path).map_err(io(&path))?;
+        restrict(&path, 0o700).map_err(io(&path))?;
+        Ok(StateDir { path })
+    }
+
+    pub fn journal(&self) -> PathBuf {
+        self.path.join("journal.jsonl")
+    }
+
+    pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
+        self.path
+            .join("kubeconfigs")
+            .join(format!("{cluster}.yaml"))
+    }
+
+    /// What the lab created and so may delete: kind clusters and kubeconfig contexts.
+    pub fn owned(&self) -> Result<Owned, StateError> {
+        let path = self.path.join("owned.json");
+        match std::fs::read_to_string(&path) {
+            Ok(t) => serde_json::from_str(&t).map_err(|e| io(&path)(std::io::Error::other(e))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Owned::default()),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    /// Records one more owned cluster (idempotent).
+    pub fn own_cluster(&self, cluster: &str) -> Result<(), StateError> {
+        self.update_owned(|owned| {
+            if !owned.clusters.iter().any(|c| c == cluster) {
+                owned.clusters.push(cluster.to_owned());
+                owned.clusters.sort();
+            }
+        })
+    }
+
+    /// Read-modify-write of the ownership record. Steps run concurrently in one process (the lab lock
+    /// keeps other processes out), so updates are serialized here.
+    pub fn update_owned(&self, f: impl FnOnce(&mut Owned)) -> Result<(), StateError> {
+        static OWNED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = OWNED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut owned = self.owned()?;
+        let before = owned.clone();
+        f(&mut owned);
+        if owned != before {
+            self.save_owned(&owned)?;
+        }
+        Ok(())
+    }
+
+    pub fn save_owned(&self, owned: &Owned) -> Result<(), StateError> {
+        let path = self.path.join("owned.json");
+        let text = serde_json::to_string_pretty(owned).expect("serializes");
+        write_secret(&path, text.as_bytes()).map_err(io(&path))
+    }
+
+    pub fn sim_world(&self) -> PathBuf {
+        self.path.join("sim-world.json")
+    }
+
+    /// Takes the lab's run lock, or says who holds it. Released when the guard drops (and by the OS if the
+    /// process dies, so a crashed run never leaves a stale lock).
+    pub fn lock(&self, lab: &str, command: &str) -> Result<LockGuard, StateError> {
+        let path = self.path.join("lock");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = if holder.trim().is_empty() {
+                    "another ocm-lab process holds its lock".to_owned()
+                } else {
+                    holder.trim().to_owned()
+                };
+                return Err(StateError::Locked {
+                    lab: lab.to_owned(),
+                    holder,
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+        }
+        file.set_len(0).map_err(io(&path))?;
+        let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        writeln!(
+            file,
+            "`ocm-lab {command}` (pid {}) has been running since {since}",
+            std::process::id()
+        )
+        .map_err(io(&path))?;
+        Ok(LockGuard { _file: file })
+    }
+}
+
+/// What a lab owns, recorded as it creates it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Owned {
+    /// kind clusters this lab created.
+    #[serde(default)]
+    pub clusters: Vec<String>,
+    /// Contexts this lab wrote into the user's kubeconfig.
+    #[serde(default)]
+    pub contexts: Vec<String>,
+}
+
+/// Holds a lab's lock while alive.
+#[derive(Debug)]
+pub struct LockGuard {
+    _file: File,
+}
+
+/// Sets Unix permissions (no-op elsewhere).
+pub fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
+}
+
+/// Writes a file holding secrets: mode 0600 from the start, atomically replaced.
+pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
+    {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let mut f = opts.open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+    }
+    restrict(&tmp, 0o600)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_is_refused_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        let guard = state.lock("lab", "up").unwrap();
+        match state.lock("lab", "down") {
+            Err(StateError::Locked { holder, .. }) => assert!(
+                holder.contains("`ocm-lab up`") && holder.contains("pid"),
+                "{holder}"
+            ),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        drop(guard);
+        state
+            .lock("lab", "down")
+            .expect("free again after the guard drops");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn secret_files_are_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/kubeconfig");
+        write_secret(&p, b"token: x").unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

@@ -1,0 +1,351 @@
+//! `ocm-lab status`: what the lab's clusters report now, read-only.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::backend::{Backends, ClusterApi, ObjectRef, condition_status};
+use crate::engine::RunCtx;
+use crate::topology::{Lab, Provider};
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub lab: String,
+    pub simulated: bool,
+    pub clusters: Vec<ClusterStatus>,
+    pub managed_clusters: Vec<ManagedClusterStatus>,
+    pub profiles: Vec<NamespaceProfiles>,
+    /// The last verification recorded in the state folder.
+    pub last_verification: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    pub name: String,
+    pub provider: &'static str,
+    /// For kind clusters: the control-plane container runs.
+    pub running: Option<bool>,
+    pub reachable: bool,
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterStatus {
+    pub name: String,
+    pub exists: bool,
+    pub joined: bool,
+    pub available: bool,
+    /// Addon name → Available.
+    pub addons: Vec<(String, bool)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceProfiles {
+    pub namespace: String,
+    pub profiles: Vec<ProfileStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileStatus {
+    pub name: String,
+    pub properties: usize,
+    pub access_providers: usize,
+    pub healthy: bool,
+}
+
+impl Status {
+    /// Everything fine: every cluster reachable, every ManagedCluster joined and available, every addon up.
+    pub fn healthy(&self) -> bool {
+        self.clusters.iter().all(|c| c.reachable)
+            && self
+                .managed_clusters
+                .iter()
+                .all(|m| m.joined && m.available && m.addons.iter().all(|(_, ok)| *ok))
+    }
+}
+
+/// Reads the lab's status through the backends.
+pub async fn collect(ctx: &RunCtx) -> Status {
+    let lab = &ctx.lab;
+    let mut clusters = Vec::new();
+    for c in lab.clusters() {
+        clusters.push(cluster_status(ctx, &ctx.backends, c).await);
+    }
+    let hub_ok = clusters.first().is_some_and(|c| c.reachable);
+    let hub = if hub_ok {
+        ctx.api(&lab.hub.cluster.name).await.ok()
+    } else {
+        None
+    };
+    let (managed_clusters, profiles) = match &hub {
+        Some(hub) => (
+            managed(lab, hub.as_ref()).await,
+            profiles(lab, hub.as_ref()).await,
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    let last_verification = std::fs::read_to_string(ctx.state.path.join("last-verification.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    Status {
+        lab: lab.name.clone(),
+        simulated: ctx.backends.simulated,
+        clusters,
+        managed_clusters,
+        profiles,
+        last_verification,
+    }
+}
+
+async fn cluster_status(
+    ctx: &RunCtx,
+    backends: &Backends,
+    c: &crate::topology::Cluster,
+) -> ClusterStatus {
+    let (provider, running) = match c.provider {
+        Provider::Kind => {
+            let nodes = backends
+                .docker
+                .node_containers(&c.name)
+                .await
+                .unwrap_or_default();
+            (
+                "kind",
+                Some(nodes.iter().any(|n| n.role == "control-plane" && n.running)),
+            )
+        }
+        Provider::Existing { .. } => ("existing", None),
+    };
+    let (reachable, version, error) = if running == Some(false) {
+        (
+            false,
+            None,
+            Some("no running control-plane container".to_owned()),
+        )
+    } else {
+        match ctx.api(&c.name).await {
+            Ok(api) => match api.version().await {
+                Ok(v) => (true, Some(v), None),
+                Err(e) => (false, None, Some(e.message)),
+            },
+            Err(e) => (false, None, Some(e.message)),
+        }
+    };
+    ClusterStatus {
+        name: c.name.clone(),
+        provider,
+        running,
+        reachable,
+        version,
+        error,
+    }
+}
+
+async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
+    let mut out = Vec::new();
+    let mut addons: Vec<&str> = Vec::new();
+    if lab.addons.cluster_proxy.is_some() {
+        addons.push("cluster-proxy");
+    }
+    if lab.addons.managed_serviceaccount.is_some() {
+        addons.push("managed-serviceaccount");
+    }
+    for m in &lab.managed_clusters {
+        let mc = hub
+            .get(&ObjectRef::new(
+                "cluster.open-cluster-management.io/v1",
+                "ManagedCluster",
+                None,
+                &m.name,
+            ))
+            .await
+            .ok()
+            .flatten();
+        let mut states = Vec::new();
+        for a in &addons {
+            let wanted = match *a {
+                "cluster-proxy" => lab
+                    .addons
+                    .cluster_proxy
+                    .as_ref()
+                    .is_some_and(|p| p.clusters.contains(&m.name)),
+                _ => lab
+                    .addons
+                    .managed_serviceaccount
+                    .as_ref()
+                    .is_some_and(|p| p.clusters.contains(&m.name)),
+            };
+            if !wanted {
+                continue;
+            }
+            let mca = hub
+                .get(&ObjectRef::new(
+                    "addon.open-cluster-management.io/v1alpha1",
+                    "ManagedClusterAddOn",
+                    Some(&m.name),
+                    a,
+                ))
+                .await
+                .ok()
+                .flatten();
+            states.push((
+                (*a).to_owned(),
+                mca.as_ref()
+                    .is_some_and(|o| condition_status(o, "Available") == Some("True")),
+            ));
+        }
+        out.push(ManagedClusterStatus {
+            name: m.name.clone(),
+            exists: mc.is_some(),
+            joined: mc
+                .as_ref()
+                .is_some_and(|o| condition_status(o, "ManagedClusterJoined") == Some("True")),
+            available: mc.as_ref().is_some_and(|o| {
+                condition_status(o, "ManagedClusterConditionAvailable") == Some("True")
+            }),
+            addons: states,
+        });
+    }
+    out
+}
+
+async fn profiles(lab: &Lab, hub: &dyn ClusterApi) -> Vec<NamespaceProfiles> {
+    let mut out = Vec::new();
+    if !hub
+        .served("multicluster.x-k8s.io/v1alpha1", "ClusterProfile")
+        .await
+        .unwrap_or(false)
+    {
+        return out;
+    }
+    for ns in &lab.namespaces {
+        let list = hub
+            .list(
+                "multicluster.x-k8s.io/v1alpha1",
+                "ClusterProfile",
+                Some(ns),
+                None,
+            )
+            .await
+            .unwrap_or_default();
+        let profiles = list
+            .iter()
+            .map(|p| ProfileStatus {
+                name: p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+                properties: p["status"]["properties"].as_array().map_or(0, Vec::len),
+                access_providers: p["status"]["accessProviders"]
+                    .as_array()
+                    .map_or(0, Vec::len),
+                healthy: condition_status(p, "ControlPlaneHealthy") == Some("True")
+                    && condition_status(p, "Joined") == Some("True"),
+            })
+            .collect();
+        out.push(NamespaceProfiles {
+            namespace: ns.clone(),
+            profiles,
+        });
+    }
+    out
+}
+
+/// The human form.
+pub fn render(s: &Status) -> String {
+    let mut out = String::new();
+    let sim = if s.simulated {
+        " (SIMULATED lab: a test double, not real clusters)"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "Lab `{}`{sim}", s.lab);
+    let _ = writeln!(out, "\nClusters:");
+    for c in &s.clusters {
+        let state = match (c.reachable, &c.error) {
+            (true, _) => format!(
+                "reachable, Kubernetes {}",
+                c.version.as_deref().unwrap_or("?")
+            ),
+            (false, Some(e)) => format!("NOT reachable: {e}"),
+            (false, None) => "NOT reachable".to_owned(),
+        };
+        let _ = writeln!(out, "  {:<16} {:<9} {state}", c.name, c.provider);
+    }
+    if !s.managed_clusters.is_empty() {
+        let _ = writeln!(out, "\nManaged clusters:");
+        for m in &s.managed_clusters {
+            let state = match (m.exists, m.joined, m.available) {
+                (false, _, _) => "not registered".to_owned(),
+                (true, false, _) => "registered, not joined".to_owned(),
+                (true, true, false) => "joined, NOT available".to_owned(),
+                (true, true, true) => "joined, available".to_owned(),
+            };
+            let addons: Vec<String> = m
+                .addons
+                .iter()
+                .map(|(a, ok)| format!("{a} {}", if *ok { "available" } else { "NOT available" }))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<16} {state}; {}",
+                m.name,
+                if addons.is_empty() {
+                    "no addons".to_owned()
+                } else {
+                    addons.join(", ")
+                }
+            );
+        }
+    }
+    if !s.profiles.is_empty() {
+        let _ = writeln!(out, "\nClusterProfiles:");
+        for ns in &s.profiles {
+            let list: Vec<String> = ns
+                .profiles
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} ({} properties, {} providers{})",
+                        p.name,
+                        p.properties,
+                        p.access_providers,
+                        if p.healthy { "" } else { ", UNHEALTHY" }
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<32} {}",
+                ns.namespace,
+                if list.is_empty() {
+                    "none".to_owned()
+                } else {
+                    list.join(", ")
+                }
+            );
+        }
+    }
+    match &s.last_verification {
+        Some(v) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: {} at {}",
+                if v["ok"] == true { "passed" } else { "FAILED" },
+                v["at"].as_str().unwrap_or("?")
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: none recorded (run `ocm-lab verify`)"
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,453 @@
+//! Verification: what "the lab works" means, evaluated from what the clusters report.
+//!
+//! The functions here are pure: they take the objects an action fetched and say which check passed, and
+//! when one failed, which hop of the chain broke (spoke ClusterProperty → ManagedCluster claim →
+//! ClusterProfile) and what to look at next. DESIGN.md "Verification"; OCM-FACTS §4–§7.
+
+pub mod report;
+
+use base64::Engine as _;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::backend::condition_status;
+use crate::topology::{Check, Property};
+
+/// The probe property's name: a dotted name (a `/` is rejected by the API server, OCM-FACTS §10).
+pub const PROBE_PROPERTY: &str = "probe.ocm-lab.open-cluster-management.io";
+/// The provider cluster-proxy writes (OCM-FACTS §6.1).
+pub const PROVIDER: &str = "open-cluster-management";
+/// The extension a ClusterProfile consumer passes to its exec plugin (OCM-FACTS §5).
+pub const EXEC_EXTENSION: &str = "client.authentication.k8s.io/exec";
+
+/// The result of one check for one spoke (in one namespace).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    pub check: Check,
+    pub spoke: String,
+    pub namespace: String,
+    pub ok: bool,
+    /// What was found, or what broke.
+    pub detail: String,
+    /// The broken hop, when a check failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hop: Option<Hop>,
+    /// What to run or look at next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    /// Time until every expected property was seen in the ClusterProfile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+}
+
+/// Where the chain broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hop {
+    /// The ClusterProperty CRD is not served on the spoke: the Klusterlet's `ClusterProperty` gate is off.
+    SpokeGateOff,
+    /// The property is not on the spoke.
+    PropertyMissingOnSpoke,
+    /// The spoke has not joined the hub, so its agent syncs nothing.
+    NotJoined,
+    /// The property is labelled `open-cluster-management.io/spoke-only`.
+    SpokeOnly,
+    /// More than 20 custom properties: OCM dropped it.
+    ClaimsTruncated,
+    /// A property value over 1024 characters blocks every claim update of the cluster.
+    ClaimsBlocked,
+    /// On the spoke but not in `ManagedCluster.status.clusterClaims` (agent not syncing).
+    NotInClaims,
+    /// No ClusterProfile CRD on the hub: the hub gate `ClusterProfile` is off.
+    HubGateOff,
+    /// No Bound ManagedClusterSetBinding for a set holding the cluster in that namespace.
+    NoBoundBinding,
+    /// The ClusterProfile does not exist although the gate and binding are there.
+    ProfileMissing,
+    /// In the claims, not (yet) in the ClusterProfile.
+    NotInProfile,
+    /// accessProviders: no `open-cluster-management` entry.
+    NoAccessProvider,
+    /// accessProviders: the entry is malformed (server, CA or extension).
+    BadAccessProvider,
+    /// reachable: the request through cluster-proxy failed (port-forward, TLS, authentication).
+    NotReachable,
+    /// reachable: something answered, but not that spoke.
+    WrongCluster,
+    /// credentials: the synced token Secret is missing or empty.
+    NoSyncedCredential,
+    /// conditions: ControlPlaneHealthy or Joined is not True.
+    ConditionFalse,
+}
+
+/// Everything known about one property's path, gathered by the action after a wait timed out.
+#[derive(Debug, Clone, Default)]
+pub struct PropertyEvidence<'a> {
+    /// Whether the ClusterProperty kind is served on the spoke.
+    pub spoke_crd_served: bool,
+    /// The spoke's ClusterProperty objects.
+    pub spoke_properties: &'a [Value],
+    pub managed_cluster: Option<&'a Value>,
+    /// Whether the ClusterProfile kind is served on the hub.
+    pub hub_crd_served: bool,
+    /// Whether a Bound binding for a set holding the cluster exists in the namespace.
+    pub bound: bool,
+    pub profile: Option<&'a Value>,
+}
+
+/// The `name → value` pairs a ClusterProfile lists in `status.properties`.
+pub fn profile_properties(profile: &Value) -> Vec<(String, String)> {
+    profile["status"]["properties"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["name"].as_str()?.to_owned(),
+                p["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Whether a profile lists every expected property with its value.
+pub fn has_properties(profile: &Value, expected: &[Property]) -> bool {
+    let have = profile_properties(profile);
+    expected
+        .iter()
+        .all(|p| have.iter().any(|(n, v)| *n == p.name && *v == p.value))
+}
+
+/// Says where the first missing property got lost.
+pub fn diagnose_properties(
+    spoke: &str,
+    namespace: &str,
+    expected: &[Property],
+    ev: &PropertyEvidence<'_>,
+) -> CheckResult {
+    let fail = |hop, detail: String, next: String| CheckResult {
+        check: Check::Properties,
+        spoke: spoke.to_owned(),
+        namespace: namespace.to_owned(),
+        ok: false,
+        detail,
+        hop: Some(hop),
+        next: Some(next),
+        latency_ms: None,
+    };
+    let profile_name = format!("ClusterProfile {namespace}/{spoke}");
+    if !ev.hub_crd_served {
+        return fail(Hop::HubGateOff, "the hub serves no ClusterProfile kind".into(), "enable the hub registration gate `ClusterProfile` on the ClusterManager (spec.hub.featureGates)".into());
+    }
+    if !ev.bound {
+        return fail(
+            Hop::NoBoundBinding,
+            format!(
+                "no Bound ManagedClusterSetBinding in `{namespace}` for a set holding `{spoke}`"
+            ),
+            format!(
+                "kubectl get managedclustersetbindings -n {namespace}; bind the spoke's set there"
+            ),
+        );
+    }
+    let Some(profile) = ev.profile else {
+        return fail(
+            Hop::ProfileMissing,
+            format!("{profile_name} does not exist"),
+            "check the hub's registration-controller logs (ClusterProfileLifecycleController)"
+                .into(),
+        );
+    };
+    let in_profile = profile_properties(profile);
+    let claims: Vec<(String, String)> = ev
+        .managed_cluster
+        .and_then(|mc| mc["status"]["clusterClaims"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            Some((
+                c["name"].as_str()?.to_owned(),
+                c["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    for p in expected {
+        if in_profile
+            .iter()
+            .any(|(n, v)| *n == p.name && *v == p.value)
+        {
+            continue;
+        }
+        let what = format!("property `{}={}`", p.name, truncate(&p.value));
+        if !ev.spoke_crd_served {
+            return fail(
+                Hop::SpokeGateOff,
+                format!("{what}: the spoke serves no ClusterProperty kind"),
+                format!("enable the registration gate `ClusterProperty` on {spoke}'s Klusterlet"),
+            );
+        }
+        let on_spoke = ev
+            .spoke_properties
+            .iter()
+            .find(|o| o["metadata"]["name"] == p.name.as_str());
+        let Some(on_spoke) = on_spoke.filter(|o| o["spec"]["value"] == p.value.as_str()) else {
+            return fail(
+                Hop::PropertyMissingOnSpoke,
+                format!("{what} is not on the spoke"),
+                format!("kubectl --context <{spoke}> get clusterproperties"),
+            );
+        };
+        let joined = ev
+            .managed_cluster
+            .is_some_and(|mc| condition_status(mc, "ManagedClusterJoined") == Some("True"));
+        if !joined {
+            return fail(
+                Hop::NotJoined,
+                format!("{what}: ManagedCluster `{spoke}` has not joined"),
+                format!(
+                    "kubectl get managedcluster {spoke} -o yaml; check the klusterlet on the spoke"
+                ),
+            );
+        }
+        if on_spoke["metadata"]["labels"]
+            .get("open-cluster-management.io/spoke-only")
+            .is_some()
+        {
+            return fail(
+                Hop::SpokeOnly,
+                format!(
+                    "{what} is labelled open-cluster-management.io/spoke-only: OCM never syncs it"
+                ),
+                "remove the label".into(),
+            );
+        }
+        if claims.iter().any(|(n, v)| *n == p.name && *v == p.value) {
+            return fail(
+                Hop::NotInProfile,
+                format!(
+                    "{what} is in ManagedCluster.status.clusterClaims but not in {profile_name}"
+                ),
+                "check the hub's registration-controller (ClusterProfileStatusController)".into(),
+            );
+        }
+        let too_long = ev.spoke_properties.iter().find(|o| {
+            o["spec"]["value"]
+                .as_str()
+                .is_some_and(|v| v.chars().count() > 1024)
+        });
+        if let Some(long) = too_long {
+            return fail(
+                Hop::ClaimsBlocked,
+                format!(
+                    "{what}: ClusterProperty `{}` has a value over 1024 characters, so the hub rejects every claim update of `{spoke}`",
+                    long["metadata"]["name"].as_str().unwrap_or("?")
+                ),
+                "shorten or delete that ClusterProperty".into(),
+            );
+        }
+        let custom: Vec<&str> = ev
+            .spoke_properties
+            .iter()
+            .filter(|o| {
+                o["metadata"]["labels"]
+                    .get("open-cluster-management.io/spoke-only")
+                    .is_none()
+            })
+            .filter_map(|o| o["metadata"]["name"].as_str())
+            .collect();
+        if custom.len() > 20 {
+            let mut sorted = custom.clone();
+            sorted.sort();
+            if sorted
+                .iter()
+                .position(|n| *n == p.name)
+                .is_some_and(|i| i >= 20)
+            {
+                return fail(
+                    Hop::ClaimsTruncated,
+                    format!(
+                        "{what}: {} custom properties on the spoke; OCM keeps the first 20 by name",
+                        custom.len()
+                    ),
+                    "remove properties, or raise maxCustomClusterClaims on the Klusterlet".into(),
+                );
+            }
+        }
+        return fail(
+            Hop::NotInClaims,
+            format!("{what} is on the spoke but not in ManagedCluster.status.clusterClaims"),
+            format!(
+                "check the registration agent on {spoke} (is the ClusterProperty gate on its Klusterlet?)"
+            ),
+        );
+    }
+    CheckResult {
+        check: Check::Properties,
+        spoke: spoke.into(),
+        namespace: namespace.into(),
+        ok: true,
+        detail: format!("{} properties", expected.len()),
+        hop: None,
+        next: None,
+        latency_ms: None,
+    }
+}
+
+fn truncate(v: &str) -> String {
+    if v.chars().count() > 40 {
+        format!("{}…", v.chars().take(40).collect::<String>())
+    } else {
+        v.to_owned()
+    }
+}
+
+/// The accessProviders check (OCM-FACTS §6.1).
+pub fn access_provider(
+    spoke: &str,
+    namespace: &str,
+    profile: Option<&Value>,
+    proxy_namespace: &str,
+) -> CheckResult {
+    let mut r = CheckResult {
+        check: Check::AccessProviders,
+        spoke: spoke.into(),
+        namespace: namespace.into(),
+        ok: false,
+        detail: String::new(),
+        hop: None,
+        next: None,
+        latency_ms: None,
+    };
+    let Some(profile) = profile else {
+        r.hop = Some(Hop::ProfileMissing);
+        r.detail = format!("ClusterProfile {namespace}/{spoke} does not exist");
+        return r;
+    };
+    let provider = profile["status"]["accessProviders"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == PROVIDER);
+    let Some(provider) = provider else {
+        r.hop = Some(Hop::NoAccessProvider);
+        r.detail = format!("no `{PROVIDER}` access provider");
+        r.next = Some("cluster-proxy fills it when its addon manager runs with the ClusterProfile gate (the chart value for that chart version) and Secret cluster-proxy-user-serving-cert exists".into());
+        return r;
+    };
+    let cluster = &provider["cluster"];
+    let expected = format!("https://cluster-proxy-addon-user.{proxy_namespace}:9092/{spoke}");
+    let mut problems = Vec::new();
+    if cluster["server"] != expected.as_str() {
+        problems.push(format!(
+            "server is {}, expected {expected}",
+            cluster["server"]
+        ));
+    }
+    match cluster["certificate-authority-data"]
+        .as_str()
+        .map(ca_certificates)
+    {
+        Some(Ok(n)) if n > 0 => {}
+        Some(Ok(_)) => problems.push("certificate-authority-data holds no certificate".into()),
+        Some(Err(e)) => problems.push(format!("certificate-authority-data does not parse: {e}")),
+        None => problems.push("no certificate-authority-data".into()),
+    }
+    let ext = cluster["extensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == EXEC_EXTENSION);
+    match ext {
+        Some(e) if e["extension"]["clusterName"] == spoke => {}
+        Some(e) => problems.push(format!(
+            "{EXEC_EXTENSION} extension names cluster {}",
+            e["extension"]["clusterName"]
+        )),
+        None => problems.push(format!("no {EXEC_EXTENSION} extension")),
+    }
+    if problems.is_empty() {
+        r.ok = true;
+        r.detail = expected;
+    } else {
+        r.hop = Some(Hop::BadAccessProvider);
+        r.detail = problems.join("; ");
+        r.next =
+            Some("check the cluster-proxy version and its chart values (`ocm-lab plan`)".into());
+    }
+    r
+}
+
+/// Counts the PEM certificates in base64 `certificate-authority-data`.
+pub fn ca_certificates(data: &str) -> Result<usize, String> {
+    let pem_text = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| format!("not base64: {e}"))?;
+    let blocks = pem::parse_many(&pem_text).map_err(|e| format!("not PEM: {e}"))?;
+    let certs: Vec<_> = blocks.iter().filter(|b| b.tag() == "CERTIFICATE").collect();
+    // A DER certificate is a SEQUENCE: anything else is not a certificate, whatever its PEM label says.
+    if let Some(bad) = certs.iter().find(|c| c.contents().first() != Some(&0x30)) {
+        return Err(format!(
+            "a CERTIFICATE block of {} bytes is not DER",
+            bad.contents().len()
+        ));
+    }
+    Ok(certs.len())
+}
+
+/// The credentials check: Secret `<spoke>-<msa>` with a non-empty token (OCM-FACTS §7).
+pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Value>) -> CheckResult {
+    let name = format!("{spoke}-{msa}");
+    let token_len = secret
+        .and_then(|s| s["data"]["token"].as_str())
+        .map(|t| t.len())
+        .unwrap_or(0);
+    let ok = token_len > 0;
+    CheckResult {
+        check: Check::Credentials,
+        spoke: spoke.into(),
+        namespace: namespace.into(),
+        ok,
+        // Never the token itself: only whether it is there.
+        detail: match (secret, ok) {
+            (_, true) => format!("Secret {namespace}/{name} holds a token"),
+            (Some(_), false) => format!("Secret {namespace}/{name} has no token"),
+            (None, false) => format!("no Secret {namespace}/{name}"),
+        },
+        hop: (!ok).then_some(Hop::NoSyncedCredential),
+        next: (!ok).then(|| format!("the managed-serviceaccount credential syncer copies it for MSAs labelled sync-to-clusterprofile; check ManagedServiceAccount {spoke}/{msa} and the addon manager's ClusterProfileCredSyncer gate")),
+        latency_ms: None,
+    }
+}
+
+/// The conditions check: `ControlPlaneHealthy` and `Joined` True (OCM-FACTS §4.1).
+pub fn conditions(spoke: &str, namespace: &str, profile: Option<&Value>) -> CheckResult {
+    let mut bad = Vec::new();
+    for c in ["ControlPlaneHealthy", "Joined"] {
+        let s = profile.and_then(|p| condition_status(p, c));
+        if s != Some("True") {
+            bad.push(format!("{c}={}", s.unwrap_or("missing")));
+        }
+    }
+    let ok = bad.is_empty() && profile.is_some();
+    CheckResult {
+        check: Check::Conditions,
+        spoke: spoke.into(),
+        namespace: namespace.into(),
+        ok,
+        detail: if profile.is_none() {
+            format!("ClusterProfile {namespace}/{spoke} does not exist")
+        } else if ok {
+            "ControlPlaneHealthy, Joined".into()
+        } else {
+            bad.join(", ")
+        },
+        hop: (!ok).then_some(if profile.is_none() {
+            Hop::ProfileMissing
+        } else {
+            Hop::ConditionFalse
+        }),
+        next: (!ok).then(|| format!("kubectl get managedcluster {spoke} -o yaml")),
+        latency_ms: None,
+    }
+}

@@ -1,0 +1,158 @@
+//! Verification reports: a table (spoke × check) for people, JUnit for CI (one test case per spoke,
+//! namespace and check). Built from [`super::CheckResult`]s, which never hold secrets.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+use super::CheckResult;
+use crate::topology::Check;
+
+/// The table: one row per spoke and namespace, one column per check that ran.
+pub fn table(results: &[CheckResult]) -> String {
+    let checks: Vec<Check> = Check::ALL
+        .into_iter()
+        .filter(|c| results.iter().any(|r| r.check == *c))
+        .collect();
+    let mut rows: BTreeMap<(String, String), BTreeMap<Check, Vec<&CheckResult>>> = BTreeMap::new();
+    for r in results {
+        rows.entry((r.spoke.clone(), r.namespace.clone()))
+            .or_default()
+            .entry(r.check)
+            .or_default()
+            .push(r);
+    }
+    let cell = |rs: Option<&Vec<&CheckResult>>| -> String {
+        match rs {
+            None => "-".into(),
+            Some(rs) if rs.iter().all(|r| r.ok) => {
+                match rs.iter().filter_map(|r| r.latency_ms).max() {
+                    Some(ms) => format!("✓ {ms}ms"),
+                    None => "✓".into(),
+                }
+            }
+            Some(_) => "✗".into(),
+        }
+    };
+    let mut out = String::new();
+    let _ = write!(out, "{:<34}", "spoke (namespace)");
+    for c in &checks {
+        let _ = write!(out, " {:<17}", c.as_str());
+    }
+    out.push('\n');
+    for ((spoke, ns), by_check) in &rows {
+        let _ = write!(out, "{:<34}", format!("{spoke} ({ns})"));
+        for c in &checks {
+            let _ = write!(out, " {:<17}", cell(by_check.get(c)));
+        }
+        out.push('\n');
+    }
+    let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
+    if !failed.is_empty() {
+        out.push('\n');
+        for r in failed {
+            let _ = writeln!(
+                out,
+                "✗ {} for {} in {}: {}",
+                r.check, r.spoke, r.namespace, r.detail
+            );
+            if let Some(next) = &r.next {
+                let _ = writeln!(out, "  next: {next}");
+            }
+        }
+    }
+    out
+}
+
+/// JUnit XML: one suite per namespace, one test case per spoke and check.
+pub fn junit(lab: &str, results: &[CheckResult]) -> String {
+    let mut report = Report::new(format!("ocm-lab verify {lab}"));
+    let mut suites: BTreeMap<&str, Vec<&CheckResult>> = BTreeMap::new();
+    for r in results {
+        suites.entry(r.namespace.as_str()).or_default().push(r);
+    }
+    for (ns, rs) in suites {
+        let mut suite = TestSuite::new(format!("{lab}/{ns}"));
+        for r in rs {
+            let status = if r.ok {
+                TestCaseStatus::success()
+            } else {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(r.detail.clone());
+                if let Some(hop) = r.hop {
+                    s.set_type(format!("{hop:?}"));
+                }
+                if let Some(next) = &r.next {
+                    s.set_description(format!("{}\nnext: {next}", r.detail));
+                }
+                s
+            };
+            let mut case = TestCase::new(format!("{}/{}", r.spoke, r.check), status);
+            case.set_classname(format!("{lab}.{ns}"));
+            if let Some(ms) = r.latency_ms {
+                case.set_time(Duration::from_millis(ms));
+            }
+            suite.add_test_case(case);
+        }
+        report.add_test_suite(suite);
+    }
+    report.to_string().expect("JUnit serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::Hop;
+
+    fn result(spoke: &str, check: Check, ok: bool) -> CheckResult {
+        CheckResult {
+            check,
+            spoke: spoke.into(),
+            namespace: "cluster-inventory".into(),
+            ok,
+            detail: if ok {
+                "fine".into()
+            } else {
+                "no Bound ManagedClusterSetBinding & <such>".into()
+            },
+            hop: (!ok).then_some(Hop::NoBoundBinding),
+            next: (!ok).then(|| "bind it".into()),
+            latency_ms: ok.then_some(46),
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_spoke_and_lists_failures_with_what_to_do() {
+        let t = table(&[
+            result("cluster1", Check::Properties, true),
+            result("cluster2", Check::Properties, false),
+        ]);
+        assert!(
+            t.contains("cluster1 (cluster-inventory)") && t.contains("✓ 46ms"),
+            "{t}"
+        );
+        assert!(
+            t.contains("✗ properties for cluster2") && t.contains("next: bind it"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn junit_has_one_case_per_spoke_and_check_and_escapes_text() {
+        let x = junit(
+            "sandbox",
+            &[
+                result("cluster1", Check::Properties, true),
+                result("cluster2", Check::Conditions, false),
+            ],
+        );
+        assert!(
+            x.contains("tests=\"2\"") && x.contains("failures=\"1\""),
+            "{x}"
+        );
+        assert!(x.contains("name=\"cluster2/conditions\""), "{x}");
+        assert!(x.contains("&amp; &lt;such&gt;"), "{x}");
+    }
+}
