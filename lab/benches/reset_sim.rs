@@ -1,0 +1,136 @@
+//! Benchmark: `reset` against `down` + `up` on the simulated lab, with latencies modelled on what CI runners
+//! show: a kind create takes about 60 s, an OCM rollout (cluster-manager, a klusterlet, an addon) about
+//! 60 s, a kind delete about 5 s; and from recorded real clusters (shared fixtures
+//! `recorded/3-propagation-timing`): a property reaches its ClusterProfile in about 46 ms. Every write to an
+//! API server is given 20 ms and every read 5 ms, a local kind API server's round trips under load. Time is Tokio's paused clock, so the numbers are the modelled wall
+//! time of the workflows (the critical path through the step graph), not this machine's speed.
+//!
+//! `cargo bench --bench reset_sim [-- TOPOLOGY]`
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ocm_lab::engine::events::Events;
+use ocm_lab::engine::{self, RunCtx, RunOptions};
+use ocm_lab::patch::PatchSet;
+use ocm_lab::sim::{Behaviour, Fault, SimLab};
+use ocm_lab::state::StateDir;
+use ocm_lab::topology::Lab;
+use ocm_lab::workflow::Sources;
+use tokio_util::sync::CancellationToken;
+
+fn model(sim: &SimLab) {
+    sim.set_fault(Behaviour::KindCreate, Fault::Delay(Duration::from_secs(60)));
+    sim.set_fault(Behaviour::KindDelete, Fault::Delay(Duration::from_secs(5)));
+    for b in [
+        Behaviour::HubOperator,
+        Behaviour::KlusterletOperator,
+        Behaviour::AddonInstall,
+    ] {
+        sim.set_fault(b, Fault::Delay(Duration::from_secs(60)));
+    }
+    for b in [Behaviour::Apply, Behaviour::MergePatch, Behaviour::Delete] {
+        sim.set_fault(b, Fault::Delay(Duration::from_millis(20)));
+    }
+    sim.set_fault(Behaviour::KubeRead, Fault::Delay(Duration::from_millis(5)));
+    sim.set_fault(
+        Behaviour::ClaimSync,
+        Fault::Delay(Duration::from_millis(46)),
+    );
+}
+
+async fn run(lab: &Lab, sim: &Arc<SimLab>, state: &StateDir, workflow: &str) -> Duration {
+    let patches = PatchSet::embedded().expect("patches");
+    let plan =
+        ocm_lab::workflow::plan::plan(lab, &Sources::embedded(), &patches, workflow).expect("plan");
+    let (events, mut rx) = Events::channel();
+    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let ctx = Arc::new(RunCtx::new(
+        lab.clone(),
+        sim.backends(),
+        state.clone(),
+        patches,
+        events,
+        CancellationToken::new(),
+    ));
+    let start = tokio::time::Instant::now();
+    let r = engine::run(&plan, ctx.clone(), &RunOptions::default())
+        .await
+        .expect("journal");
+    let took = start.elapsed();
+    drop(ctx);
+    let _ = drain.await;
+    assert!(r.ok, "{workflow} failed: {:?}", r.failed);
+    took
+}
+
+/// A workshop session's leftovers: a participant's binding and property, and a lab property changed.
+async fn dirty(lab: &Lab, sim: &Arc<SimLab>) {
+    let hub = sim.api(&lab.hub.cluster.name);
+    let spoke = sim.api(&lab.spokes[0].cluster.name);
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "participant"}});
+    hub.apply(&ns).await.expect("namespace");
+    let set = &lab.cluster_sets[0].name;
+    let binding = serde_json::json!({"apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+        "metadata": {"name": set, "namespace": "participant"}, "spec": {"clusterSet": set}});
+    hub.apply(&binding).await.expect("binding");
+    let prop = serde_json::json!({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty", "metadata": {"name": "mine.example.com"}, "spec": {"value": "x"}});
+    spoke.apply(&prop).await.expect("property");
+    if let Some(p) = lab.spokes[0].properties.first() {
+        let changed = serde_json::json!({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty", "metadata": {"name": p.name}, "spec": {"value": "changed-by-a-participant"}});
+        spoke.apply(&changed).await.expect("changed property");
+    }
+}
+
+fn main() {
+    let name = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_else(|| "default".into());
+    let lab = ocm_lab::topology::load_arg(Some(&name))
+        .expect("topology")
+        .lab;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    let (reset, down_up) = rt.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        let sim = SimLab::new();
+        model(&sim);
+        let first_up = run(&lab, &sim, &state, "up").await;
+        println!(
+            "first up:          {:>6.0} s (modelled)",
+            first_up.as_secs_f64()
+        );
+        dirty(&lab, &sim).await;
+        let prune = run(&lab, &sim, &state, "reset").await;
+        let restore = run(&lab, &sim, &state, "up").await;
+        println!(
+            "  prune {:.3} s, restore and verify {:.3} s",
+            prune.as_secs_f64(),
+            restore.as_secs_f64()
+        );
+        let reset = prune + restore;
+        dirty(&lab, &sim).await;
+        let down = run(&lab, &sim, &state, "down").await;
+        let up = run(&lab, &sim, &state, "up").await;
+        (reset, down + up)
+    });
+    println!(
+        "reset (prune + up): {:>6.1} s (modelled)",
+        reset.as_secs_f64()
+    );
+    println!(
+        "down + up:          {:>6.1} s (modelled)",
+        down_up.as_secs_f64()
+    );
+    println!(
+        "down + up / reset:  {:>6.0}x ({name})",
+        down_up.as_secs_f64() / reset.as_secs_f64().max(0.001)
+    );
+}

@@ -1,0 +1,219 @@
+//! The CLI end to end on the simulated lab: every command a user runs, as the user runs it.
+
+use serde_json::Value;
+
+use crate::common::{Output, ocm_lab_env};
+
+/// Runs `ocm-lab` with a private state folder.
+struct Cli {
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Cli {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", self.dir.path())])
+    }
+}
+
+#[test]
+fn up_simulate_passes_on_every_shipped_topology_and_reports_each_spokes_properties() {
+    for (name, _) in ocm_lab::embedded::TOPOLOGIES {
+        let cli = Cli::new();
+        let r = cli.run(&["up", "--simulate", "-t", name]);
+        assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("SIMULATED lab"),
+            "{name}: the output must say it is a simulation: {}",
+            r.stderr
+        );
+        let lab = crate::common::lab(name);
+        for spoke in &lab.spokes {
+            for ns in &lab.verify.namespaces {
+                let member = lab.bindings.iter().any(|b| {
+                    &b.namespace == ns
+                        && lab.cluster_sets.iter().any(|s| {
+                            s.name == b.cluster_set && s.members.contains(&spoke.cluster.name)
+                        })
+                });
+                if member {
+                    let line = format!("✓ properties        {} in {ns}", spoke.cluster.name);
+                    assert!(
+                        r.stderr.contains(&line),
+                        "{name}: no `{line}` in\n{}",
+                        r.stderr
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn output_json_prints_only_valid_json_lines() {
+    let cli = Cli::new();
+    let r = cli.run(&["up", "--simulate", "-t", "minimal", "--output", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(events.first().unwrap()["event"], "run-started");
+    assert_eq!(events.first().unwrap()["simulated"], true);
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["event"].as_str(), last["ok"].as_bool()),
+        (Some("run-finished"), Some(true))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "result" && e["check"] == "properties" && e["status"] == "pass")
+    );
+}
+
+#[test]
+fn successive_commands_see_the_same_simulated_lab() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
+    let r = cli.run(&["status", "--simulate", "--output", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(s["simulated"], true);
+    assert!(
+        s["managedClusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["joined"] == true && m["available"] == true),
+        "{s:#}"
+    );
+    assert_eq!(s["lastVerification"]["ok"], true);
+    let r = cli.run(&["verify", "--simulate", "--checks", "properties,conditions"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("cluster1 (cluster-inventory)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn status_and_verify_on_a_lab_that_is_not_up_say_so_and_fail() {
+    let cli = Cli::new();
+    let r = cli.run(&["status", "--simulate"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("NOT reachable"), "{}", r.stdout);
+    let r = cli.run(&["verify", "--simulate"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("not reachable") || r.stderr.contains("failed"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_second_run_on_a_busy_lab_is_refused_naming_the_holder() {
+    let cli = Cli::new();
+    let state = ocm_lab::state::StateDir {
+        path: cli.dir.path().join("sandbox"),
+    };
+    std::fs::create_dir_all(&state.path).unwrap();
+    let _held = state.lock("sandbox", "up").unwrap();
+    let r = cli.run(&["down", "--simulate"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("lab `sandbox` is busy") && r.stderr.contains("`ocm-lab up` (pid"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn down_twice_succeeds_and_forgets_the_lab() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate", "-t", "minimal"]).code, 0);
+    let r = cli.run(&["down", "--simulate", "-t", "minimal"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = cli.run(&["down", "--simulate", "-t", "minimal"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let left: Vec<String> = std::fs::read_dir(cli.dir.path().join("minimal"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        !left
+            .iter()
+            .any(|f| f == "journal.jsonl" || f == "sim-world.json" || f == "owned.json"),
+        "{left:?}"
+    );
+}
+
+#[test]
+fn verify_writes_junit_with_a_case_per_spoke_and_check() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
+    let junit = cli.dir.path().join("verify.xml");
+    let r = cli.run(&["verify", "--simulate", "--junit", junit.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    for case in [
+        "cluster1/properties",
+        "cluster2/access-providers",
+        "cluster1/credentials",
+        "cluster2/conditions",
+    ] {
+        assert!(
+            xml.contains(&format!("name=\"{case}\"")),
+            "{case} missing: {xml}"
+        );
+    }
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+}
+
+#[test]
+fn diagnose_writes_a_bundle_without_secrets() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
+    let out = cli.dir.path().join("bundle.tar.gz");
+    let r = cli.run(&["diagnose", "--simulate", "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut names = Vec::new();
+    let mut all = String::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&out).unwrap(),
+    ));
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        names.push(e.path().unwrap().display().to_string());
+        std::io::Read::read_to_string(&mut e, &mut all).unwrap();
+    }
+    for want in [
+        "journal.jsonl",
+        "topology.yaml",
+        "clusters/hub/ManagedCluster.json",
+        "clusters/hub/ClusterProfile.json",
+        "clusters/cluster1/ClusterProperty.json",
+    ] {
+        assert!(
+            names.iter().any(|n| n.ends_with(want)),
+            "{want} not in {names:?}"
+        );
+    }
+    // Every token the simulated lab minted, and every synced credential, must be absent.
+    let world = std::fs::read_to_string(cli.dir.path().join("sandbox/sim-world.json")).unwrap();
+    let tokens: Vec<&str> = world
+        .match_indices("sim-token-")
+        .map(|(i, _)| world[i..].split('"').next().unwrap())
+        .collect();
+    assert!(!tokens.is_empty(), "the simulated lab minted tokens");
+    for t in tokens {
+        assert!(!all.contains(t), "token {t} leaked into the bundle");
+    }
+}

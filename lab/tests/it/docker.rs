@@ -1,0 +1,715 @@
+//! The Docker backend against the real Docker engine of this machine.
+//!
+//! Without a reachable daemon a test prints a one-line notice and passes, unless `OCM_LAB_REQUIRE_DOCKER=1`,
+//! which makes it fail. Nothing is pulled (the engine may have no registry): the one image the tests run
+//! is imported from Debian's statically linked busybox (package `busybox-static`) and kept for later runs.
+//!
+//! Every test names what it creates `ocm-lab-test-<what>-<pid>-<n>`, so parallel tests and parallel runs
+//! never collide, and registers it with a [`Cleanup`] guard before creating it, so it is removed even when
+//! an assertion fails.
+
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
+    ListContainersOptionsBuilder, ListNetworksOptions, RemoveContainerOptionsBuilder,
+    StartContainerOptions,
+};
+use futures::StreamExt;
+use ocm_lab::backend::docker::{
+    CLUSTER_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE, Docker, ROLE_LABEL, SYSCTL_CONTAINER_PREFIX,
+};
+use ocm_lab::backend::{ContainerRuntime, Transience};
+
+/// The imported test image; the tag changes only if its content must.
+const TEST_IMAGE: &str = "ocm-lab-test/busybox:v1";
+
+fn require_docker() -> bool {
+    std::env::var("OCM_LAB_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
+}
+
+/// A connection to the machine's Docker, or `None` (after a notice) when there is none and it is not
+/// required.
+async fn docker_or_skip() -> Option<Docker> {
+    match Docker::connect().await {
+        Ok(d) => Some(d),
+        Err(e) if require_docker() => panic!(
+            "OCM_LAB_REQUIRE_DOCKER=1 but Docker is not reachable: {e}\n{}",
+            e.help.as_deref().unwrap_or_default()
+        ),
+        Err(e) => {
+            eprintln!("skipped: {e} (set OCM_LAB_REQUIRE_DOCKER=1 to require Docker)");
+            None
+        }
+    }
+}
+
+/// A name no other test, and no other run on this machine, uses.
+fn unique(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "ocm-lab-test-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The test image, imported on first use in this process (or found from an earlier run); `None`
+/// (after a notice) when busybox-static is not installed and Docker is not required.
+async fn test_image(d: &Docker) -> Option<String> {
+    static IMAGE: tokio::sync::OnceCell<Option<String>> = tokio::sync::OnceCell::const_new();
+    IMAGE.get_or_init(|| make_test_image(d)).await.clone()
+}
+
+async fn make_test_image(d: &Docker) -> Option<String> {
+    if d.client().inspect_image(TEST_IMAGE).await.is_ok() {
+        return Some(TEST_IMAGE.to_owned());
+    }
+    let Some(busybox) = static_busybox() else {
+        let msg = "no statically linked busybox at /bin/busybox or /usr/bin/busybox: install busybox-static (apt-get install busybox-static)";
+        if require_docker() {
+            panic!("OCM_LAB_REQUIRE_DOCKER=1 but {msg}");
+        }
+        eprintln!("skipped: {msg}");
+        return None;
+    };
+    // `docker import` of a root file system holding busybox, with the two applets the tests call.
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_mode(0o755);
+    dir.set_size(0);
+    tar.append_data(&mut dir, "bin/", std::io::empty())
+        .expect("tar dir");
+    let mut file = tar::Header::new_gnu();
+    file.set_mode(0o755);
+    file.set_size(busybox.len() as u64);
+    tar.append_data(&mut file, "bin/busybox", busybox.as_slice())
+        .expect("tar busybox");
+    for applet in ["sh", "sleep"] {
+        let mut link = tar::Header::new_gnu();
+        link.set_entry_type(tar::EntryType::Symlink);
+        link.set_mode(0o777);
+        link.set_size(0);
+        tar.append_link(&mut link, format!("bin/{applet}"), "busybox")
+            .expect("tar symlink");
+    }
+    let bytes = tar.into_inner().expect("tar");
+    let (repo, tag) = TEST_IMAGE.split_once(':').expect("image has a tag");
+    let mut progress = d.client().create_image(
+        Some(
+            CreateImageOptionsBuilder::default()
+                .from_src("-")
+                .repo(repo)
+                .tag(tag)
+                .build(),
+        ),
+        Some(bollard::body_full(bytes.into())),
+        None,
+    );
+    while let Some(p) = progress.next().await {
+        if let Err(e) = p {
+            panic!("docker import of {TEST_IMAGE} failed: {e}");
+        }
+    }
+    d.client()
+        .inspect_image(TEST_IMAGE)
+        .await
+        .unwrap_or_else(|e| panic!("{TEST_IMAGE} missing after import: {e}"));
+    Some(TEST_IMAGE.to_owned())
+}
+
+/// Debian's busybox binary, if it is the static one (the dynamic one cannot run in an empty image).
+fn static_busybox() -> Option<Vec<u8>> {
+    ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .find(|b| is_static_elf64(b))
+}
+
+/// An ELF64 little-endian executable without a PT_INTERP program header (no dynamic loader).
+fn is_static_elf64(b: &[u8]) -> bool {
+    let u16_at = |o: usize| {
+        b.get(o..o + 2)
+            .map(|s| u16::from_le_bytes([s[0], s[1]]) as usize)
+    };
+    let u64_at = |o: usize| {
+        b.get(o..o + 8)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map(|a| u64::from_le_bytes(a) as usize)
+    };
+    if b.get(0..6) != Some(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return false;
+    };
+    (0..phnum).all(|i| {
+        let at = phoff + i * phentsize;
+        b.get(at..at + 4) != Some(&3u32.to_le_bytes()[..])
+    })
+}
+
+/// Removes the containers and networks a test registered, when the test ends however it ends.
+struct Cleanup {
+    host: String,
+    containers: Vec<String>,
+    networks: Vec<String>,
+}
+
+impl Cleanup {
+    fn new(d: &Docker) -> Self {
+        Cleanup {
+            host: d.host().to_owned(),
+            containers: Vec::new(),
+            networks: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let host = self.host.clone();
+        let containers = std::mem::take(&mut self.containers);
+        let networks: HashSet<String> = std::mem::take(&mut self.networks).into_iter().collect();
+        // Its own thread and runtime: after a failed assertion the test's runtime is unwinding, and a task
+        // spawned on it would never run. Joining makes the test end only once its objects are gone.
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cleanup runtime");
+            rt.block_on(async move {
+                let client = match bollard::Docker::connect_with_host(&host) {
+                    Ok(c) => c,
+                    Err(e) => return eprintln!("cleanup: cannot reach Docker at {host}: {e}"),
+                };
+                for c in containers {
+                    let opts = RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build();
+                    match client.remove_container(&c, Some(opts)).await {
+                        Ok(()) => {}
+                        Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 404,
+                            ..
+                        }) => {}
+                        Err(e) => eprintln!("cleanup: container {c}: {e}"),
+                    }
+                }
+                // By id: an old daemon may hold two networks of one name, which a name cannot remove.
+                let all = client
+                    .list_networks(None::<ListNetworksOptions>)
+                    .await
+                    .unwrap_or_default();
+                for n in all {
+                    if n.name.as_ref().is_some_and(|name| networks.contains(name))
+                        && let Some(id) = n.id
+                        && let Err(e) = client.remove_network(&id).await
+                    {
+                        eprintln!("cleanup: network {id}: {e}");
+                    }
+                }
+            });
+        })
+        .join();
+        if done.is_err() {
+            eprintln!("cleanup thread panicked");
+        }
+    }
+}
+
+/// Creates (and, if `start`, starts) a `sleep 300` container of the test image, registered for cleanup.
+async fn sleeper(
+    d: &Docker,
+    cleanup: &mut Cleanup,
+    image: &str,
+    labels: &[(&str, &str)],
+    network: Option<&str>,
+    start: bool,
+) -> String {
+    let name = unique("ctr");
+    cleanup.containers.push(name.clone());
+    let body = ContainerCreateBody {
+        image: Some(image.to_owned()),
+        cmd: Some(vec!["/bin/sleep".into(), "300".into()]),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        host_config: Some(HostConfig {
+            network_mode: network.map(str::to_owned),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    d.client()
+        .create_container(
+            Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+            body,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    if start {
+        d.client()
+            .start_container(&name, None::<StartContainerOptions>)
+            .await
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    }
+    name
+}
+
+async fn exists(d: &Docker, container: &str) -> bool {
+    match d
+        .client()
+        .inspect_container(container, None::<InspectContainerOptions>)
+        .await
+    {
+        Ok(_) => true,
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => false,
+        Err(e) => panic!("inspect {container}: {e}"),
+    }
+}
+
+async fn networks_named(d: &Docker, name: &str) -> Vec<bollard::models::Network> {
+    d.client()
+        .list_networks(None::<ListNetworksOptions>)
+        .await
+        .expect("list networks")
+        .into_iter()
+        .filter(|n| n.name.as_deref() == Some(name))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_network_is_idempotent_and_exactly_one_racer_creates() {
+    let Some(d) = docker_or_skip().await else {
+        return;
+    };
+    let mut cleanup = Cleanup::new(&d);
+
+    let name = unique("net");
+    cleanup.networks.push(name.clone());
+    assert!(d.ensure_network(&name).await.expect("first ensure"));
+    assert!(!d.ensure_network(&name).await.expect("second ensure"));
+    let nets = networks_named(&d, &name).await;
+    assert_eq!(nets.len(), 1);
+    assert_eq!(nets[0].driver.as_deref(), Some("bridge"));
+    assert_eq!(
+        nets[0]
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(CREATED_BY_LABEL))
+            .map(String::as_str),
+        Some(CREATED_BY_VALUE)
+    );
+
+    // Several rounds, each with two separate connections as two processes would have: a lost race
+    // does not show every time.
+    for round in 0..5 {
+        let name = unique("race");
+        cleanup.networks.push(name.clone());
+        let a = Docker::connect_to(d.host()).await.expect("connection a");
+        let b = Docker::connect_to(d.host()).await.expect("connection b");
+        let (na, nb) = (name.clone(), name.clone());
+        let ta = tokio::spawn(async move { a.ensure_network(&na).await });
+        let tb = tokio::spawn(async move { b.ensure_network(&nb).await });
+        let ra = ta.await.expect("task a").expect("ensure a");
+        let rb = tb.await.expect("task b").expect("ensure b");
+        assert!(
+            ra ^ rb,
+            "round {round}: exactly one racer must create {name}: {ra} {rb}"
+        );
+        assert_eq!(
+            networks_named(&d, &name).await.len(),
+            1,
+            "round {round}: one network named {name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn node_containers_reports_roles_state_and_addresses_on_the_network() {
+    let Some(d) = docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = test_image(&d).await else {
+        return;
+    };
+    let mut cleanup = Cleanup::new(&d);
+    let net = unique("kindnet");
+    cleanup.networks.push(net.clone());
+    assert!(d.ensure_network(&net).await.expect("test network"));
+
+    let cluster = unique("cluster");
+    let node = |role| [(CLUSTER_LABEL, cluster.as_str()), (ROLE_LABEL, role)];
+    let cp = sleeper(
+        &d,
+        &mut cleanup,
+        &image,
+        &node("control-plane"),
+        Some(&net),
+        true,
+    )
+    .await;
+    let worker = sleeper(&d, &mut cleanup, &image, &node("worker"), Some(&net), true).await;
+    let stopped = sleeper(&d, &mut cleanup, &image, &node("worker"), Some(&net), false).await;
+
+    let nodes = d
+        .clone()
+        .with_network(net.clone())
+        .node_containers(&cluster)
+        .await
+        .expect("node_containers");
+    let by_name: HashMap<&str, _> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    let (c, w, s) = (
+        &by_name[cp.as_str()],
+        &by_name[worker.as_str()],
+        &by_name[stopped.as_str()],
+    );
+    assert_eq!((c.role.as_str(), c.running), ("control-plane", true));
+    assert_eq!((w.role.as_str(), w.running), ("worker", true));
+    assert_eq!((s.role.as_str(), s.running), ("worker", false));
+    let ip = |n: &ocm_lab::backend::NodeContainer| -> Ipv4Addr {
+        n.ip.as_deref()
+            .unwrap_or_else(|| panic!("{} has no address on {net}", n.name))
+            .parse()
+            .expect("an IPv4 address")
+    };
+    assert_ne!(ip(c), ip(w));
+    assert_eq!(
+        s.ip, None,
+        "a created, never started container has no address"
+    );
+    assert!(!c.id.is_empty() && c.id != c.name);
+
+    // The same containers seen through the default network (`kind`): they are not on it.
+    if d.network() != net {
+        let on_default = d.node_containers(&cluster).await.expect("node_containers");
+        assert_eq!(on_default.len(), 3);
+        assert!(on_default.iter().all(|n| n.ip.is_none()), "{on_default:#?}");
+    }
+    assert!(
+        d.node_containers(&unique("nobody"))
+            .await
+            .expect("node_containers")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn remove_cluster_containers_removes_exactly_the_clusters_containers() {
+    let Some(d) = docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = test_image(&d).await else {
+        return;
+    };
+    let mut cleanup = Cleanup::new(&d);
+    let a = unique("owned");
+    let b = unique("foreign");
+    let a_prefixed = format!("{a}-2");
+    let label = |cluster: &str, role: &str| {
+        [
+            (CLUSTER_LABEL, cluster.to_owned()),
+            (ROLE_LABEL, role.to_owned()),
+        ]
+    };
+    let mut owned = Vec::new();
+    for (role, start) in [("control-plane", true), ("worker", true), ("worker", false)] {
+        let l = label(&a, role);
+        let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        owned.push(sleeper(&d, &mut cleanup, &image, &l, None, start).await);
+    }
+    let mut survivors = Vec::new();
+    for cluster in [&b, &a_prefixed] {
+        let l = label(cluster, "control-plane");
+        let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        survivors.push(sleeper(&d, &mut cleanup, &image, &l, None, true).await);
+    }
+    survivors.push(sleeper(&d, &mut cleanup, &image, &[], None, true).await);
+
+    let removed = d.remove_cluster_containers(&a).await.expect("remove");
+    let mut gone = Vec::new();
+    for c in &owned {
+        gone.push(!exists(&d, c).await);
+    }
+    let mut kept = Vec::new();
+    for c in &survivors {
+        kept.push(exists(&d, c).await);
+    }
+    assert_eq!(removed, 3);
+    assert_eq!(gone, [true; 3], "cluster {a}'s containers are gone");
+    assert_eq!(
+        kept, [true; 3],
+        "the foreign cluster's, the look-alike's and the unlabelled container survive"
+    );
+    assert_eq!(d.remove_cluster_containers(&a).await.expect("again"), 0);
+    assert!(d.node_containers(&a).await.expect("nodes").is_empty());
+    assert_eq!(d.node_containers(&b).await.expect("nodes").len(), 1);
+    assert!(d.remove_cluster_containers("").await.is_err());
+}
+
+#[tokio::test]
+async fn connecting_to_a_missing_socket_says_to_start_docker() {
+    let e = Docker::connect_to("unix:///nonexistent.sock")
+        .await
+        .expect_err("no daemon there");
+    assert_eq!(e.transience, Transience::Permanent);
+    assert!(e.message.contains("/nonexistent.sock"), "{}", e.message);
+    assert!(e.message.contains("start Docker"), "{}", e.message);
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap_or_default()
+            .contains("DOCKER_HOST"),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn connecting_to_a_stale_socket_or_closed_port_says_to_start_docker() {
+    // A socket file nobody listens on, as a crashed daemon leaves behind.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("docker.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).expect("bind"));
+    let host = format!("unix://{}", path.display());
+    for host in [host.as_str(), "tcp://127.0.0.1:1"] {
+        let e = Docker::connect_to(host).await.expect_err("no daemon there");
+        assert_eq!(e.transience, Transience::Permanent, "{host}");
+        assert!(e.message.contains(host), "{}", e.message);
+        assert!(e.message.contains("start Docker"), "{}", e.message);
+    }
+}
+
+#[tokio::test]
+async fn unsupported_docker_hosts_say_which_forms_work() {
+    for host in ["ssh://me@example.invalid", "/var/run/docker.sock"] {
+        let e = Docker::connect_to(host).await.expect_err("unsupported");
+        assert_eq!(e.transience, Transience::Permanent);
+        assert!(e.message.contains(host), "{}", e.message);
+        assert!(
+            e.help.as_deref().unwrap_or_default().contains("unix://"),
+            "{e:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn read_sysctl_via_container_reads_inotify_limits_and_leaves_nothing() {
+    let Some(d) = docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = test_image(&d).await else {
+        return;
+    };
+    let keys = [
+        "fs.inotify.max_user_watches",
+        "fs/inotify/max_user_instances",
+        "fs.inotify.no_such_setting",
+    ];
+    let got = d
+        .read_sysctl_via_container(&image, &keys)
+        .await
+        .expect("read sysctls");
+    let leftovers = leftover_sysctl_containers(&d).await;
+
+    assert_eq!(got.len(), 2, "the missing key is left out: {got:?}");
+    assert_eq!(got[0].0, keys[0]);
+    assert_eq!(got[1].0, keys[1]);
+    let watches: u64 = got[0].1.parse().expect("a number");
+    let instances: u64 = got[1].1.parse().expect("a number");
+    assert!(watches > 0 && instances > 0);
+    let info = d.info().await.expect("info");
+    if !info.remote && !info.docker_desktop {
+        // The daemon shares this machine's kernel: the container must see the same limits.
+        let host =
+            std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches").expect("host sysctl");
+        assert_eq!(host.trim(), got[0].1);
+    }
+    assert!(
+        leftovers.is_empty(),
+        "containers left behind: {leftovers:?}"
+    );
+
+    let e = d
+        .read_sysctl_via_container("ocm-lab-test/not-here:none", &keys)
+        .await
+        .expect_err("image absent");
+    assert_eq!(e.transience, Transience::Permanent);
+    assert!(e.message.contains("not present"), "{}", e.message);
+    assert!(
+        d.read_sysctl_via_container(&image, &["fs.inotify;reboot"])
+            .await
+            .is_err()
+    );
+    assert!(leftover_sysctl_containers(&d).await.is_empty());
+
+    // A cancelled read (a caller's timeout) leaves nothing either. In this test, not a separate one:
+    // tests run in parallel and the leftover check looks at every sysctl container of this process.
+    // Cut the read off at different points: before, during and after the container's creation.
+    for ms in [1, 5, 20, 50, 100] {
+        let read = d.read_sysctl_via_container(&image, &["fs.inotify.max_user_watches"]);
+        let _ = tokio::time::timeout(Duration::from_millis(ms), read).await;
+    }
+    // The guard removes in a spawned task, the second time after 2 s (for a create that was still in
+    // flight): let both run before looking.
+    let cut_off = leftover_sysctl_containers(&d).await.len();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut left = leftover_sysctl_containers(&d).await;
+    while !left.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = leftover_sysctl_containers(&d).await;
+    }
+    assert!(
+        left.is_empty(),
+        "containers left behind by cancelled reads ({cut_off} right after): {left:?}"
+    );
+}
+
+/// This process's sysctl containers that still exist, running or not.
+async fn leftover_sysctl_containers(d: &Docker) -> Vec<String> {
+    let prefix = format!("/{SYSCTL_CONTAINER_PREFIX}{}-", std::process::id());
+    d.client()
+        .list_containers(Some(
+            ListContainersOptionsBuilder::default().all(true).build(),
+        ))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .flat_map(|c| c.names.unwrap_or_default())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+#[tokio::test]
+async fn ping_and_info_describe_the_engine() {
+    let Some(d) = docker_or_skip().await else {
+        return;
+    };
+    let version = d.ping().await.expect("ping");
+    let info = d.info().await.expect("info");
+    assert_eq!(info.server_version, version);
+    assert!(!info.kernel_version.is_empty() && !info.operating_system.is_empty());
+    assert_eq!(info.host, d.host());
+    assert_eq!(info.remote, !d.host().starts_with("unix://"));
+    assert!(!d.api_version().is_empty());
+}
+
+/// `ocm-lab down` on the real engine: the lab's own clusters' containers go, a foreign kind cluster's and an
+/// unlabelled container stay, and a second `down` succeeds. kind is not installed here, which also proves
+/// that `down` cleans up through Docker when kind cannot.
+#[tokio::test]
+async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_clusters() {
+    use std::sync::Arc;
+
+    use ocm_lab::backend::{BackendError, Backends, Unavailable};
+    use ocm_lab::engine::{self, RunCtx, RunOptions, events::Events};
+    use tokio_util::sync::CancellationToken;
+
+    let Some(d) = docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = test_image(&d).await else {
+        return;
+    };
+    let mut cleanup = Cleanup::new(&d);
+    let tag = format!("d{}x{}", std::process::id() % 100_000, rand_suffix());
+    let (hub, spoke, foreign) = (
+        format!("{tag}-hub"),
+        format!("{tag}-spoke"),
+        format!("{tag}-other"),
+    );
+    let node = |c: &str| {
+        [
+            (CLUSTER_LABEL, c.to_owned()),
+            (ROLE_LABEL, "control-plane".to_owned()),
+        ]
+    };
+    let mut containers = Vec::new();
+    for c in [&hub, &spoke, &foreign] {
+        let labels = node(c);
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        containers.push((
+            c.clone(),
+            sleeper(&d, &mut cleanup, &image, &labels, None, true).await,
+        ));
+    }
+    let unlabelled = sleeper(&d, &mut cleanup, &image, &[], None, true).await;
+
+    let text = format!(
+        "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: Topology\nmetadata: {{name: {tag}}}\nspec:\n  hub: {{name: {hub}, featureGates: [ClusterProfile]}}\n  spokes: [{{name: {spoke}}}]\n  clusterSets: [{{name: s, clusters: [{spoke}], bindTo: [inventory]}}]\n"
+    );
+    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+        .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
+        .lab;
+    let dir = tempfile::tempdir().unwrap();
+    let state = ocm_lab::state::StateDir {
+        path: dir.path().to_owned(),
+    };
+    state.own_cluster(&hub).unwrap();
+    state.own_cluster(&spoke).unwrap();
+    let missing = Arc::new(Unavailable(BackendError::permanent(
+        "kind is not installed on this machine",
+    )));
+    let backends = Backends {
+        docker: Arc::new(d.clone()),
+        kind: missing.clone(),
+        helm: missing,
+        kube: Arc::new(ocm_lab::backend::kube::KubeConnector::new()),
+        simulated: false,
+    };
+    let plan = crate::common::plan_workflow(&lab, "down");
+    let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
+
+    for round in 1..=2 {
+        let (events, _rx) = Events::channel();
+        let ctx = Arc::new(RunCtx::new(
+            lab.clone(),
+            backends.clone(),
+            state.clone(),
+            patches.clone(),
+            events,
+            CancellationToken::new(),
+        ));
+        let r = engine::run(&plan, ctx, &RunOptions::default())
+            .await
+            .unwrap();
+        assert!(r.ok, "down round {round} failed: {:?}", r.failed);
+    }
+    for (cluster, container) in &containers {
+        let alive = exists(&d, container).await;
+        assert_eq!(
+            alive,
+            *cluster == foreign,
+            "{cluster}'s container {container} alive={alive}"
+        );
+    }
+    assert!(
+        exists(&d, &unlabelled).await,
+        "an unlabelled container is never touched"
+    );
+    assert!(state.owned().unwrap().clusters.is_empty());
+}
+
+fn rand_suffix() -> u32 {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        % 1000)
+        + N.fetch_add(1, Ordering::Relaxed) as u32
+}

@@ -1,0 +1,16 @@
+//! Integration tests, compiled into one binary (one link instead of one per file).
+
+mod cli_sim;
+mod common;
+mod crdschema;
+mod docker;
+mod engine;
+mod kube_api;
+mod lifecycle;
+mod patch_files;
+mod plan;
+mod sim;
+mod tools;
+mod topology;
+mod up_hazards;
+mod workflow;
