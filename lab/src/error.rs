@@ -92,6 +92,13 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Tools(Box<crate::backend::tools::ToolError>),
+    #[error("lab `{lab}` is not up: {why}")]
+    #[diagnostic(code(ocm_lab::not_up), help("{help}"))]
+    NotUp {
+        lab: String,
+        why: String,
+        help: String,
+    },
     #[error("lab `{0}` is not healthy (see above)")]
     #[diagnostic(
         code(ocm_lab::unhealthy),
@@ -128,6 +135,7 @@ impl Error {
             | Error::SimLoad { .. }
             | Error::StepFailed { .. }
             | Error::Unhealthy(_)
+            | Error::NotUp { .. }
             | Error::Preflight(_)
             | Error::Tools(_)
             | Error::Runtime(_) => exit::FAILURE,

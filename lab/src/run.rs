@@ -47,7 +47,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 
 fn init_tracing(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // kube-client logs each failed request at ERROR; our own message already says it, with what to do.
+        0 => "warn,kube_client=off",
         1 => "ocm_lab=debug,info",
         _ => "trace",
     };
@@ -338,7 +339,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 fn doctor(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     let (loaded, _, _) = inputs(&args.lab)?;
     warn(&loaded);
-    let state = StateDir::for_lab(&loaded.lab.name)?;
+    let state = StateDir::for_run(&loaded.lab.name, args.simulate)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, args, &state, "doctor")?;
     let findings = doctor_findings(&rt, &loaded.lab, &opened, &state);
@@ -366,7 +367,7 @@ fn doctor(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
 fn diagnose(args: &crate::cli::DiagnoseArgs) -> Result<(), Error> {
     let (loaded, _, patches) = inputs(&args.run.lab)?;
     let lab = loaded.lab;
-    let state = StateDir::for_lab(&lab.name)?;
+    let state = StateDir::for_run(&lab.name, args.run.simulate)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, &args.run, &state, "diagnose")?;
     let out = args
@@ -403,7 +404,7 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     let (loaded, _, patches) = inputs(&args.lab)?;
     warn(&loaded);
     let lab = loaded.lab;
-    let state = StateDir::for_lab(&lab.name)?;
+    let state = StateDir::for_run(&lab.name, args.simulate)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, args, &state, "status")?;
     let status = rt.block_on(async {
@@ -442,8 +443,11 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
         lab.verify.checks = args.checks.iter().map(|c| (*c).into()).collect();
     }
     let plan = crate::workflow::plan::plan(&lab, &sources, &patches, workflow)?;
-    let state = StateDir::for_lab(&lab.name)?;
+    let state = StateDir::for_run(&lab.name, args.simulate)?;
     let _lock = state.lock(&lab.name, workflow)?;
+    if matches!(workflow, "verify" | "reset") {
+        ensure_up(&lab, &state, args)?;
+    }
     let runtime = runtime()?;
     let opened = open_backends(&runtime, args, &state, command_name(workflow))?;
     if workflow == "up" && opened.sim.is_none() {
@@ -514,6 +518,61 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
         }),
         None => Ok(()),
     }
+}
+
+/// `verify` and `reset` need a lab: say so, and what to run, when this machine never created it. A lab
+/// with an `existing` cluster is assumed up (someone else runs it); connecting then tells the truth.
+fn ensure_up(
+    lab: &crate::topology::Lab,
+    state: &StateDir,
+    args: &crate::cli::RunArgs,
+) -> Result<(), Error> {
+    use crate::topology::Provider;
+    let up_cmd = |simulate: bool| {
+        let mut cmd = String::from("ocm-lab up");
+        if let Some(t) = &args.lab.topology {
+            cmd.push_str(&format!(" -t {t}"));
+        }
+        if simulate {
+            cmd.push_str(" --simulate");
+        }
+        cmd
+    };
+    if args.simulate {
+        if state.sim_world().exists() {
+            return Ok(());
+        }
+        return Err(Error::NotUp {
+            lab: lab.name.clone(),
+            why: format!(
+                "no simulated lab was brought up (no {})",
+                state.sim_world().display()
+            ),
+            help: format!("run `{}` first", up_cmd(true)),
+        });
+    }
+    let any_known = lab.clusters().any(|c| {
+        matches!(c.provider, Provider::Existing { .. }) || state.kubeconfig(&c.name).exists()
+    });
+    if any_known {
+        return Ok(());
+    }
+    let simulated = StateDir {
+        path: state.path.join("simulated"),
+    };
+    let simulated_hint = if simulated.sim_world().exists() {
+        " (a simulated lab of this name exists: add `--simulate` to use it)"
+    } else {
+        ""
+    };
+    Err(Error::NotUp {
+        lab: lab.name.clone(),
+        why: format!(
+            "none of its clusters was created on this machine (no kubeconfig in {}){simulated_hint}",
+            state.path.join("kubeconfigs").display()
+        ),
+        help: format!("run `{}` first", up_cmd(false)),
+    })
 }
 
 fn command_name(workflow: &str) -> &'static str {

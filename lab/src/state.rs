@@ -70,6 +70,26 @@ impl StateDir {
         Ok(StateDir { path })
     }
 
+    /// The state folder of a command: the lab's own, or for `--simulate` its `simulated/` subfolder, so a
+    /// simulated run's journal, kubeconfigs and ownership records never mix with the real lab's (a real
+    /// `up` must not resume steps a simulation did).
+    pub fn for_run(lab: &str, simulated: bool) -> Result<Self, StateError> {
+        let real = Self::for_lab(lab)?;
+        if simulated {
+            real.simulated()
+        } else {
+            Ok(real)
+        }
+    }
+
+    /// The simulated lab's state folder beside this real one (created, mode 0700).
+    pub fn simulated(&self) -> Result<Self, StateError> {
+        let path = self.path.join("simulated");
+        std::fs::create_dir_all(&path).map_err(io(&path))?;
+        restrict(&path, 0o700).map_err(io(&path))?;
+        Ok(StateDir { path })
+    }
+
     pub fn journal(&self) -> PathBuf {
         self.path.join("journal.jsonl")
     }

@@ -10,7 +10,7 @@ pub mod events;
 pub mod journal;
 pub mod report;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -175,8 +175,29 @@ pub async fn run(
         .enumerate()
         .map(|(i, s)| (s.id.as_str(), i))
         .collect();
+    // Ready queue: each step counts the needs not yet done; finishing a step decrements its dependents.
+    // Ready steps start in plan order, so each scheduling decision costs O(log n), not a scan of the plan.
+    let mut waiting_on: Vec<usize> = plan.steps.iter().map(|s| s.needs.len()).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); plan.steps.len()];
+    for (i, s) in plan.steps.iter().enumerate() {
+        for n in &s.needs {
+            dependents[index[n.as_str()]].push(i);
+        }
+    }
+    // The roots that were not resumed; the rest become ready as their needs finish (or are resumed).
+    let mut ready: BTreeSet<usize> = (0..plan.steps.len())
+        .filter(|i| waiting_on[*i] == 0 && !carried.contains_key(&plan.steps[*i].id))
+        .collect();
     let mut done: HashSet<usize> = HashSet::new();
-    let mut started: HashSet<usize> = HashSet::new();
+    let mut mark_done = |i: usize, done: &mut HashSet<usize>, ready: &mut BTreeSet<usize>| {
+        done.insert(i);
+        for &d in &dependents[i] {
+            waiting_on[d] -= 1;
+            if waiting_on[d] == 0 {
+                ready.insert(d);
+            }
+        }
+    };
     let mut result = RunResult {
         ok: false,
         failed: None,
@@ -227,8 +248,7 @@ pub async fn run(
             outcome: Outcome::Resumed,
             elapsed_ms: 0,
         });
-        done.insert(i);
-        started.insert(i);
+        mark_done(i, &mut done, &mut ready);
         result.resumed += 1;
     }
 
@@ -240,18 +260,13 @@ pub async fn run(
             result.cancelled = true;
         }
         if !stopping {
-            for (i, s) in plan.steps.iter().enumerate() {
-                if running.len() >= opts.concurrency.max(1) {
-                    break;
+            while running.len() < opts.concurrency.max(1) {
+                let Some(i) = ready.pop_first() else { break };
+                if done.contains(&i) {
+                    continue; // resumed from the journal before its needs were
                 }
-                if started.contains(&i)
-                    || !s.needs.iter().all(|n| done.contains(&index[n.as_str()]))
-                {
-                    continue;
-                }
-                started.insert(i);
                 let ctx = ctx.clone();
-                let step = s.clone();
+                let step = plan.steps[i].clone();
                 running.spawn(async move { (i, run_step(&step, &ctx).await) });
             }
         }
@@ -285,7 +300,7 @@ pub async fn run(
                     Outcome::Changed => result.changed += 1,
                     _ => result.unchanged += 1,
                 }
-                done.insert(i);
+                mark_done(i, &mut done, &mut ready);
             }
             StepEnd::Failed(e) => {
                 journal
@@ -313,6 +328,7 @@ pub async fn run(
             ok: result.ok,
         })
         .map_err(jerr)?;
+    journal.sync().map_err(jerr)?;
     ctx.events.emit(Event::RunFinished {
         ok: result.ok,
         elapsed_ms: ctx.events.elapsed_ms(),

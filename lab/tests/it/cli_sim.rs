@@ -109,20 +109,50 @@ fn status_and_verify_on_a_lab_that_is_not_up_say_so_and_fail() {
     let r = cli.run(&["status", "--simulate"]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("NOT reachable"), "{}", r.stdout);
-    let r = cli.run(&["verify", "--simulate"]);
-    assert_eq!(r.code, 1);
+    for command in ["verify", "reset"] {
+        let r = cli.run(&[command, "--simulate", "-t", "minimal"]);
+        assert_eq!(r.code, 1, "{command}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("lab `minimal` is not up: no simulated lab was brought up"),
+            "{command}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr
+                .contains("run `ocm-lab up -t minimal --simulate` first"),
+            "{command}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn verify_on_a_real_lab_never_created_here_says_what_to_run() {
+    let cli = Cli::new();
+    // A simulated lab of the same name exists: the message points at `--simulate`.
+    assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
+    let r = cli.run(&["verify"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
-        r.stderr.contains("not reachable") || r.stderr.contains("failed"),
+        r.stderr
+            .contains("lab `sandbox` is not up: none of its clusters was created on this machine"),
         "{}",
         r.stderr
     );
+    assert!(
+        r.stderr.contains("add `--simulate` to use it"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("run `ocm-lab up` first"), "{}", r.stderr);
 }
 
 #[test]
 fn a_second_run_on_a_busy_lab_is_refused_naming_the_holder() {
     let cli = Cli::new();
     let state = ocm_lab::state::StateDir {
-        path: cli.dir.path().join("sandbox"),
+        path: cli.dir.path().join("sandbox/simulated"),
     };
     std::fs::create_dir_all(&state.path).unwrap();
     let _held = state.lock("sandbox", "up").unwrap();
@@ -143,7 +173,7 @@ fn down_twice_succeeds_and_forgets_the_lab() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = cli.run(&["down", "--simulate", "-t", "minimal"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let left: Vec<String> = std::fs::read_dir(cli.dir.path().join("minimal"))
+    let left: Vec<String> = std::fs::read_dir(cli.dir.path().join("minimal/simulated"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -207,7 +237,7 @@ fn diagnose_writes_a_bundle_without_secrets() {
         );
     }
     // Every token the simulated lab minted, and every synced credential, must be absent.
-    let world = std::fs::read_to_string(cli.dir.path().join("sandbox/sim-world.json")).unwrap();
+    let world = std::fs::read_to_string(cli.dir.path().join("sandbox/simulated/sim-world.json")).unwrap();
     let tokens: Vec<&str> = world
         .match_indices("sim-token-")
         .map(|(i, _)| world[i..].split('"').next().unwrap())
