@@ -501,7 +501,7 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
         for f in [
             state.journal(),
             state.sim_world(),
-            state.path.join("owned.json"),
+            state.owned_log(),
             state.path.join("last-verification.json"),
         ] {
             let _ = std::fs::remove_file(f);

@@ -3,6 +3,7 @@
 //! One folder per lab name under the XDG state directory (`$XDG_STATE_HOME/ocm-lab/<lab>`, by default
 //! `~/.local/state/ocm-lab/<lab>`); `OCM_LAB_STATE_DIR` overrides the parent folder (tests use it).
 
+use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -100,14 +101,37 @@ impl StateDir {
             .join(format!("{cluster}.yaml"))
     }
 
+    /// The ownership record: an append-only log of what the lab created (and later deleted).
+    pub fn owned_log(&self) -> PathBuf {
+        self.path.join("owned.jsonl")
+    }
+
     /// What the lab created and so may delete: kind clusters and kubeconfig contexts.
     pub fn owned(&self) -> Result<Owned, StateError> {
-        let path = self.path.join("owned.json");
-        match std::fs::read_to_string(&path) {
-            Ok(t) => serde_json::from_str(&t).map_err(|e| io(&path)(std::io::Error::other(e))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Owned::default()),
-            Err(e) => Err(io(&path)(e)),
+        let path = self.owned_log();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Owned::default()),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let (mut clusters, mut contexts) = (BTreeSet::new(), BTreeSet::new());
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            match serde_json::from_str::<OwnedChange>(line) {
+                Ok(change) => change.apply(&mut clusters, &mut contexts),
+                // A crash mid-append tears at most the last line; anything else is damage to report.
+                Err(_) if lines.peek().is_none() && !text.ends_with('\n') => {}
+                Err(e) => {
+                    return Err(io(&path)(std::io::Error::other(format!(
+                        "unreadable record `{line}`: {e}"
+                    ))));
+                }
+            }
         }
+        Ok(Owned {
+            clusters: clusters.into_iter().collect(),
+            contexts: contexts.into_iter().collect(),
+        })
     }
 
     /// Records one more owned cluster (idempotent).
@@ -115,13 +139,15 @@ impl StateDir {
         self.update_owned(|owned| {
             if !owned.clusters.iter().any(|c| c == cluster) {
                 owned.clusters.push(cluster.to_owned());
-                owned.clusters.sort();
             }
         })
     }
 
     /// Read-modify-write of the ownership record. Steps run concurrently in one process (the lab lock
-    /// keeps other processes out), so updates are serialized here.
+    /// keeps other processes out), so updates are serialized here. The difference is appended to the log
+    /// and synced before this returns, so a cluster is on record before it is created: nothing the lab made
+    /// is ever forgotten by a crash. Appending costs the same for the 500th cluster as for the first,
+    /// where rewriting a whole file per cluster grew with the lab.
     pub fn update_owned(&self, f: impl FnOnce(&mut Owned)) -> Result<(), StateError> {
         static OWNED: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _guard = OWNED
@@ -130,16 +156,26 @@ impl StateDir {
         let mut owned = self.owned()?;
         let before = owned.clone();
         f(&mut owned);
-        if owned != before {
-            self.save_owned(&owned)?;
+        let changes = OwnedChange::between(&before, &owned);
+        if changes.is_empty() {
+            return Ok(());
         }
-        Ok(())
-    }
-
-    pub fn save_owned(&self, owned: &Owned) -> Result<(), StateError> {
-        let path = self.path.join("owned.json");
-        let text = serde_json::to_string_pretty(owned).expect("serializes");
-        write_secret(&path, text.as_bytes()).map_err(io(&path))
+        let mut text = String::new();
+        for c in &changes {
+            text.push_str(&serde_json::to_string(c).expect("serializes"));
+            text.push('\n');
+        }
+        let path = self.owned_log();
+        let append = || -> std::io::Result<()> {
+            let mut opts = std::fs::OpenOptions::new();
+            opts.create(true).append(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+            let mut f = opts.open(&path)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_data()
+        };
+        append().map_err(io(&path))
     }
 
     pub fn sim_world(&self) -> PathBuf {
@@ -196,6 +232,52 @@ pub struct Owned {
     pub contexts: Vec<String>,
 }
 
+/// One line of the ownership log.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+enum OwnedChange {
+    AddCluster { name: String },
+    RemoveCluster { name: String },
+    AddContext { name: String },
+    RemoveContext { name: String },
+}
+
+impl OwnedChange {
+    fn apply(self, clusters: &mut BTreeSet<String>, contexts: &mut BTreeSet<String>) {
+        match self {
+            OwnedChange::AddCluster { name } => clusters.insert(name),
+            OwnedChange::RemoveCluster { name } => clusters.remove(&name),
+            OwnedChange::AddContext { name } => contexts.insert(name),
+            OwnedChange::RemoveContext { name } => contexts.remove(&name),
+        };
+    }
+
+    /// The changes that turn `before` into `after`.
+    fn between(before: &Owned, after: &Owned) -> Vec<OwnedChange> {
+        let diff =
+            |b: &[String], a: &[String], add: fn(String) -> Self, remove: fn(String) -> Self| {
+                let (bs, as_): (HashSet<&String>, HashSet<&String>) =
+                    (b.iter().collect(), a.iter().collect());
+                let removed = b.iter().filter(|n| !as_.contains(n)).cloned().map(remove);
+                let added = a.iter().filter(|n| !bs.contains(n)).cloned().map(add);
+                removed.chain(added).collect::<Vec<_>>()
+            };
+        let mut out = diff(
+            &before.clusters,
+            &after.clusters,
+            |name| OwnedChange::AddCluster { name },
+            |name| OwnedChange::RemoveCluster { name },
+        );
+        out.extend(diff(
+            &before.contexts,
+            &after.contexts,
+            |name| OwnedChange::AddContext { name },
+            |name| OwnedChange::RemoveContext { name },
+        ));
+        out
+    }
+}
+
 /// Holds a lab's lock while alive.
 #[derive(Debug)]
 pub struct LockGuard {
@@ -238,6 +320,67 @@ pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ownership_survives_reopening_and_forgets_what_was_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        for c in ["spoke-2", "hub", "spoke-1", "hub"] {
+            state.own_cluster(c).unwrap();
+        }
+        state
+            .update_owned(|o| o.contexts.push("kind-hub".into()))
+            .unwrap();
+        state
+            .update_owned(|o| o.clusters.retain(|c| c != "spoke-1"))
+            .unwrap();
+        let again = StateDir {
+            path: dir.path().to_owned(),
+        };
+        assert_eq!(
+            again.owned().unwrap(),
+            Owned {
+                clusters: vec!["hub".into(), "spoke-2".into()],
+                contexts: vec!["kind-hub".into()],
+            }
+        );
+        // Owning a cluster twice appends nothing.
+        let len = std::fs::metadata(state.owned_log()).unwrap().len();
+        state.own_cluster("hub").unwrap();
+        assert_eq!(std::fs::metadata(state.owned_log()).unwrap().len(), len);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(state.owned_log())
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn a_torn_last_ownership_line_is_ignored_but_damage_elsewhere_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        state.own_cluster("hub").unwrap();
+        let log = state.owned_log();
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str("{\"op\":\"add-clus");
+        std::fs::write(&log, &text).unwrap();
+        assert_eq!(state.owned().unwrap().clusters, vec!["hub".to_owned()]);
+        text.push_str("\n{\"op\":\"add-cluster\",\"name\":\"spoke\"}\n");
+        std::fs::write(&log, &text).unwrap();
+        let err = state.owned().unwrap_err().to_string();
+        assert!(
+            err.contains("owned.jsonl") && err.contains("unreadable record"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_second_lock_is_refused_naming_the_holder() {

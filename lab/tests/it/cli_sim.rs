@@ -180,7 +180,7 @@ fn down_twice_succeeds_and_forgets_the_lab() {
     assert!(
         !left
             .iter()
-            .any(|f| f == "journal.jsonl" || f == "sim-world.json" || f == "owned.json"),
+            .any(|f| f == "journal.jsonl" || f == "sim-world.json" || f == "owned.jsonl"),
         "{left:?}"
     );
 }
@@ -237,7 +237,8 @@ fn diagnose_writes_a_bundle_without_secrets() {
         );
     }
     // Every token the simulated lab minted, and every synced credential, must be absent.
-    let world = std::fs::read_to_string(cli.dir.path().join("sandbox/simulated/sim-world.json")).unwrap();
+    let world =
+        std::fs::read_to_string(cli.dir.path().join("sandbox/simulated/sim-world.json")).unwrap();
     let tokens: Vec<&str> = world
         .match_indices("sim-token-")
         .map(|(i, _)| world[i..].split('"').next().unwrap())

@@ -340,7 +340,7 @@ fn up_without_kind_and_helm_stops_in_preflight_before_creating_anything() {
     );
     let state = dir.path().join("minimal");
     assert!(
-        !state.join("journal.jsonl").exists() && !state.join("owned.json").exists(),
+        !state.join("journal.jsonl").exists() && !state.join("owned.jsonl").exists(),
         "nothing may be recorded as created"
     );
 }
