@@ -207,6 +207,29 @@ impl World {
         self.touched.insert(cluster.to_owned());
     }
 
+    /// The spoke's registration agent loses its hub credentials (its hub kubeconfig Secret and client
+    /// certificate are gone): it bootstraps again with a new CSR, which nobody has approved, so it is not
+    /// joined and syncs nothing, and the hub shows its ManagedCluster as not joined (OCM-FACTS §2.2, §2.3).
+    pub fn unjoin(&mut self, spoke: &str) {
+        let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) else {
+            return;
+        };
+        agent.joined = false;
+        agent.csr = None;
+        let (hub, name) = (agent.hub.clone(), agent.cluster_name.clone());
+        if let Some(mut mc) = self.get(&hub, gk::MANAGED_CLUSTER, "", &name).cloned() {
+            util::set_condition(
+                &mut mc,
+                "ManagedClusterJoined",
+                "False",
+                "ManagedClusterNotJoined",
+                "the registration agent has no hub credentials (simulated)",
+            );
+            self.put(&hub, mc);
+        }
+        self.touched.insert(spoke.to_owned());
+    }
+
     /// Writes an object straight into a cluster's store: no admission, no validation, `status` kept
     /// (for tests that set up states the API would not let a client make).
     pub fn put_object(&mut self, cluster: &str, obj: Value) -> Result<(), String> {

@@ -13,4 +13,5 @@ mod sim;
 mod tools;
 mod topology;
 mod up_hazards;
+mod verify_hops;
 mod workflow;
