@@ -34,6 +34,11 @@ fn property_object(name: &str, value: &str) -> Value {
     })
 }
 
+/// A simulated controller or call stops working for good.
+fn fail_always(h: &Harness, b: Behaviour) {
+    h.sim.set_fault(b, Fault::FailAlways("simulated".into()));
+}
+
 async fn up(h: &Harness) {
     let (r, _) = h.run("up").await;
     assert!(r.ok, "up: {}", failure(&r));
@@ -43,6 +48,11 @@ async fn up(h: &Harness) {
 async fn verify(h: &Harness) -> Vec<Value> {
     let (r, _) = h.run("verify").await;
     assert!(!r.ok, "verify passed although a hop is broken");
+    saved_results(h)
+}
+
+/// The results of the last verification, as `verify` saved them.
+fn saved_results(h: &Harness) -> Vec<Value> {
     let text = std::fs::read_to_string(h.state.path.join("last-verification.json"))
         .expect("verify saves its report");
     let report: Value = serde_json::from_str(&text).unwrap();
@@ -81,11 +91,7 @@ async fn hop_hub_gate_off() {
     let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
     let (r, _) = h.run("up").await;
     assert_eq!(r.failed.as_ref().map(|f| f.0.as_str()), Some("verify"));
-    let text = std::fs::read_to_string(h.state.path.join("last-verification.json")).unwrap();
-    let results: Vec<Value> = serde_json::from_str::<Value>(&text).unwrap()["results"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let results = saved_results(&h);
     assert_hop(
         &results,
         Check::Properties,
@@ -122,10 +128,7 @@ async fn hop_profile_missing() {
     let h = Harness::default_lab();
     up(&h).await;
     // The hub's profile controller stops working and cluster2's profile is gone.
-    h.sim.set_fault(
-        Behaviour::ProfileLifecycle,
-        Fault::FailAlways("simulated".into()),
-    );
+    fail_always(&h, Behaviour::ProfileLifecycle);
     assert!(h.sim.api("hub").delete(&profile("cluster2")).await.unwrap());
     let results = verify(&h).await;
     assert_hop(
@@ -245,8 +248,7 @@ async fn hop_not_in_claims() {
     let h = Harness::default_lab();
     up(&h).await;
     // The registration agents stop syncing claims: the probe never reaches a ManagedCluster.
-    h.sim
-        .set_fault(Behaviour::ClaimSync, Fault::FailAlways("simulated".into()));
+    fail_always(&h, Behaviour::ClaimSync);
     let results = verify(&h).await;
     assert_hop(
         &results,
@@ -262,10 +264,7 @@ async fn hop_not_in_profile() {
     let h = Harness::default_lab();
     up(&h).await;
     // The hub's profile status controller stops: the probe is claimed but never reaches a profile.
-    h.sim.set_fault(
-        Behaviour::ProfileStatus,
-        Fault::FailAlways("simulated".into()),
-    );
+    fail_always(&h, Behaviour::ProfileStatus);
     let results = verify(&h).await;
     assert_hop(
         &results,
@@ -297,10 +296,7 @@ async fn hop_no_access_provider() {
     let h = Harness::default_lab();
     up(&h).await;
     // cluster-proxy's serving cert is gone and cannot be made again: a new profile gets no provider.
-    h.sim.set_fault(
-        Behaviour::ProxyServingCert,
-        Fault::FailAlways("simulated".into()),
-    );
+    fail_always(&h, Behaviour::ProxyServingCert);
     let hub = h.sim.api("hub");
     let cert = ObjectRef::new(
         "v1",
@@ -325,10 +321,7 @@ async fn hop_bad_access_provider() {
     let h = Harness::default_lab();
     up(&h).await;
     // cluster2's provider points at the wrong namespace (as with a mismatched chart install).
-    h.sim.set_fault(
-        Behaviour::ProxyAccessProvider,
-        Fault::FailAlways("simulated".into()),
-    );
+    fail_always(&h, Behaviour::ProxyAccessProvider);
     h.sim.with_world(|w| {
         let mut p = w.get_object("hub", &profile("cluster2")).unwrap();
         for a in p["status"]["accessProviders"].as_array_mut().unwrap() {
@@ -352,10 +345,7 @@ async fn hop_not_reachable() {
     let h = Harness::default_lab();
     up(&h).await;
     // Requests through the user server fail (port-forward, TLS or the proxy path).
-    h.sim.set_fault(
-        Behaviour::ServiceRequest,
-        Fault::FailAlways("simulated".into()),
-    );
+    fail_always(&h, Behaviour::ServiceRequest);
     let results = verify(&h).await;
     assert_hop(
         &results,
@@ -371,10 +361,7 @@ async fn hop_no_synced_credential() {
     let h = Harness::default_lab();
     up(&h).await;
     // The credential syncer stops and cluster2's copied token is gone.
-    h.sim.set_fault(
-        Behaviour::MsaCredSync,
-        Fault::FailAlways("simulated".into()),
-    );
+    fail_always(&h, Behaviour::MsaCredSync);
     let secret = ObjectRef::new("v1", "Secret", Some(INVENTORY), "cluster2-inventory-reader");
     assert!(h.sim.api("hub").delete(&secret).await.unwrap());
     let results = verify(&h).await;
