@@ -554,26 +554,12 @@ impl ClusterApi for KubeApi {
         match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(WaitError::Backend(e)),
-            Err(_) => {
-                let name = matched
-                    .as_ref()
-                    .and_then(|m| m.pointer("/metadata/name"))
-                    .and_then(Value::as_str)
-                    .map_or_else(|| format!("*.{}", gvk.group), str::to_owned);
-                Err(WaitError::Timeout {
-                    object: ObjectRef::new(
-                        "apiextensions.k8s.io/v1",
-                        "CustomResourceDefinition",
-                        None,
-                        &name,
-                    ),
-                    condition: format!(
-                        "a CRD serving {kind} in {api_version} with condition Established=True"
-                    ),
-                    after: timeout,
-                    last: matched,
-                })
-            }
+            Err(_) => Err(WaitError::crd_not_established(
+                api_version,
+                kind,
+                timeout,
+                matched,
+            )),
         }
     }
 

@@ -235,6 +235,37 @@ pub enum WaitError {
     Backend(#[from] BackendError),
 }
 
+impl WaitError {
+    /// A wait for `kind` in `api_version` to be served ended before a CRD for it was Established. Names the
+    /// CRD when one was seen (`last`), else the pattern its name would have (`*.<group>`).
+    pub fn crd_not_established(
+        api_version: &str,
+        kind: &str,
+        after: Duration,
+        last: Option<Value>,
+    ) -> Self {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let name = last
+            .as_ref()
+            .and_then(|c| c.pointer("/metadata/name"))
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("*.{group}"), str::to_owned);
+        WaitError::Timeout {
+            object: ObjectRef::new(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                None,
+                &name,
+            ),
+            condition: format!(
+                "a CRD serving {kind} in {api_version} with condition Established=True"
+            ),
+            after,
+            last,
+        }
+    }
+}
+
 /// A short description of the last state a wait saw: its conditions, or that it did not exist.
 pub fn last_seen(last: &Option<Value>) -> String {
     match last {

@@ -564,22 +564,12 @@ impl ClusterApi for SimApi {
                     .list(&cluster, gk::CRD, None)
                     .find(|c| c["spec"]["group"] == group && c["spec"]["names"]["kind"] == kind)
                     .cloned();
-                let name = crd
-                    .as_ref()
-                    .map_or_else(|| format!("*.{group}"), |c| super::util::name(c).to_owned());
-                Err(WaitError::Timeout {
-                    object: ObjectRef::new(
-                        "apiextensions.k8s.io/v1",
-                        "CustomResourceDefinition",
-                        None,
-                        &name,
-                    ),
-                    condition: format!(
-                        "a CRD serving {kind} in {api_version} with condition Established=True"
-                    ),
-                    after: timeout,
-                    last: crd,
-                })
+                Err(WaitError::crd_not_established(
+                    api_version,
+                    kind,
+                    timeout,
+                    crd,
+                ))
             }
         };
         self.shared.log(
