@@ -557,10 +557,7 @@ fn ensure_up(
     if any_known {
         return Ok(());
     }
-    let simulated = StateDir {
-        path: state.path.join("simulated"),
-    };
-    let simulated_hint = if simulated.sim_world().exists() {
+    let simulated_hint = if state.simulated_dir().sim_world().exists() {
         " (a simulated lab of this name exists: add `--simulate` to use it)"
     } else {
         ""

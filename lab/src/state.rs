@@ -83,12 +83,19 @@ impl StateDir {
         }
     }
 
+    /// The simulated lab's state folder beside this real one (not created: for looking).
+    pub fn simulated_dir(&self) -> StateDir {
+        StateDir {
+            path: self.path.join("simulated"),
+        }
+    }
+
     /// The simulated lab's state folder beside this real one (created, mode 0700).
     pub fn simulated(&self) -> Result<Self, StateError> {
-        let path = self.path.join("simulated");
-        std::fs::create_dir_all(&path).map_err(io(&path))?;
-        restrict(&path, 0o700).map_err(io(&path))?;
-        Ok(StateDir { path })
+        let dir = self.simulated_dir();
+        std::fs::create_dir_all(&dir.path).map_err(io(&dir.path))?;
+        restrict(&dir.path, 0o700).map_err(io(&dir.path))?;
+        Ok(dir)
     }
 
     pub fn journal(&self) -> PathBuf {

@@ -152,15 +152,6 @@ impl Journal {
         }
         Ok(runs.pop().map(|(_, r)| r).unwrap_or_default())
     }
-
-    /// Forgets everything (after `down`).
-    pub fn clear(&self) -> std::io::Result<()> {
-        *self.file.lock().expect("not poisoned") = None;
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
-    }
 }
 
 #[cfg(test)]
