@@ -44,6 +44,14 @@ async fn up(h: &Harness) {
     assert!(r.ok, "up: {}", failure(&r));
 }
 
+/// Brings the default lab up, lets `break_it` break one link, and returns what `verify` then reports.
+async fn verify_after(break_it: impl AsyncFnOnce(&Harness)) -> Vec<Value> {
+    let h = Harness::default_lab();
+    up(&h).await;
+    break_it(&h).await;
+    verify(&h).await
+}
+
 /// Runs `verify` and returns the saved report's results.
 async fn verify(h: &Harness) -> Vec<Value> {
     let (r, _) = h.run("verify").await;
@@ -103,17 +111,17 @@ async fn hop_hub_gate_off() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_no_bound_binding() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // Someone unbinds the fleet from the inventory namespace: no profile there for any spoke.
-    let binding = ObjectRef::new(
-        "cluster.open-cluster-management.io/v1beta2",
-        "ManagedClusterSetBinding",
-        Some(INVENTORY),
-        "sandbox-fleet",
-    );
-    assert!(h.sim.api("hub").delete(&binding).await.unwrap());
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // Someone unbinds the fleet from the inventory namespace: no profile there for any spoke.
+        let binding = ObjectRef::new(
+            "cluster.open-cluster-management.io/v1beta2",
+            "ManagedClusterSetBinding",
+            Some(INVENTORY),
+            "sandbox-fleet",
+        );
+        assert!(h.sim.api("hub").delete(&binding).await.unwrap());
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -125,12 +133,12 @@ async fn hop_no_bound_binding() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_profile_missing() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // The hub's profile controller stops working and cluster2's profile is gone.
-    fail_always(&h, Behaviour::ProfileLifecycle);
-    assert!(h.sim.api("hub").delete(&profile("cluster2")).await.unwrap());
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // The hub's profile controller stops working and cluster2's profile is gone.
+        fail_always(h, Behaviour::ProfileLifecycle);
+        assert!(h.sim.api("hub").delete(&profile("cluster2")).await.unwrap());
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -166,16 +174,16 @@ async fn hop_spoke_gate_off() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_property_missing_on_spoke() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    assert!(
-        h.sim
-            .api("cluster2")
-            .delete(&property("region"))
-            .await
-            .unwrap()
-    );
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        assert!(
+            h.sim
+                .api("cluster2")
+                .delete(&property("region"))
+                .await
+                .unwrap()
+        );
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -187,12 +195,12 @@ async fn hop_property_missing_on_spoke() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_spoke_only() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    let mut p = property_object("region", "eu-west-1");
-    p["metadata"]["labels"] = json!({"open-cluster-management.io/spoke-only": ""});
-    h.sim.api("cluster2").apply(&p).await.unwrap();
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        let mut p = property_object("region", "eu-west-1");
+        p["metadata"]["labels"] = json!({"open-cluster-management.io/spoke-only": ""});
+        h.sim.api("cluster2").apply(&p).await.unwrap();
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -204,16 +212,16 @@ async fn hop_spoke_only() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_claims_truncated() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // 21 properties that sort before the lab's: OCM keeps the first 20 custom claims by name.
-    let api = h.sim.api("cluster2");
-    for i in 0..21 {
-        api.apply(&property_object(&format!("a{i:02}"), "x"))
-            .await
-            .unwrap();
-    }
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // 21 properties that sort before the lab's: OCM keeps the first 20 custom claims by name.
+        let api = h.sim.api("cluster2");
+        for i in 0..21 {
+            api.apply(&property_object(&format!("a{i:02}"), "x"))
+                .await
+                .unwrap();
+        }
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -225,15 +233,15 @@ async fn hop_claims_truncated() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_claims_blocked() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // One value over 1024 characters: the hub rejects every claim update of cluster2, the probe included.
-    h.sim
-        .api("cluster2")
-        .apply(&property_object("notes", &"n".repeat(1025)))
-        .await
-        .unwrap();
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // One value over 1024 characters: the hub rejects every claim update of cluster2, the probe included.
+        h.sim
+            .api("cluster2")
+            .apply(&property_object("notes", &"n".repeat(1025)))
+            .await
+            .unwrap();
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -245,11 +253,11 @@ async fn hop_claims_blocked() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_not_in_claims() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // The registration agents stop syncing claims: the probe never reaches a ManagedCluster.
-    fail_always(&h, Behaviour::ClaimSync);
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // The registration agents stop syncing claims: the probe never reaches a ManagedCluster.
+        fail_always(h, Behaviour::ClaimSync);
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -261,11 +269,11 @@ async fn hop_not_in_claims() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_not_in_profile() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // The hub's profile status controller stops: the probe is claimed but never reaches a profile.
-    fail_always(&h, Behaviour::ProfileStatus);
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // The hub's profile status controller stops: the probe is claimed but never reaches a profile.
+        fail_always(h, Behaviour::ProfileStatus);
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -277,11 +285,11 @@ async fn hop_not_in_profile() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_not_joined() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // cluster2's agent loses its hub credentials and re-bootstraps; nobody approves it again.
-    h.sim.with_world(|w| w.unjoin("cluster2"));
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // cluster2's agent loses its hub credentials and re-bootstraps; nobody approves it again.
+        h.sim.with_world(|w| w.unjoin("cluster2"));
+    })
+    .await;
     assert_hop(
         &results,
         Check::Properties,
@@ -293,20 +301,20 @@ async fn hop_not_joined() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_no_access_provider() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // cluster-proxy's serving cert is gone and cannot be made again: a new profile gets no provider.
-    fail_always(&h, Behaviour::ProxyServingCert);
-    let hub = h.sim.api("hub");
-    let cert = ObjectRef::new(
-        "v1",
-        "Secret",
-        Some("open-cluster-management-addon"),
-        "cluster-proxy-user-serving-cert",
-    );
-    assert!(hub.delete(&cert).await.unwrap());
-    assert!(hub.delete(&profile("cluster2")).await.unwrap());
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // cluster-proxy's serving cert is gone and cannot be made again: a new profile gets no provider.
+        fail_always(h, Behaviour::ProxyServingCert);
+        let hub = h.sim.api("hub");
+        let cert = ObjectRef::new(
+            "v1",
+            "Secret",
+            Some("open-cluster-management-addon"),
+            "cluster-proxy-user-serving-cert",
+        );
+        assert!(hub.delete(&cert).await.unwrap());
+        assert!(hub.delete(&profile("cluster2")).await.unwrap());
+    })
+    .await;
     assert_hop(
         &results,
         Check::AccessProviders,
@@ -318,19 +326,19 @@ async fn hop_no_access_provider() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_bad_access_provider() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // cluster2's provider points at the wrong namespace (as with a mismatched chart install).
-    fail_always(&h, Behaviour::ProxyAccessProvider);
-    h.sim.with_world(|w| {
-        let mut p = w.get_object("hub", &profile("cluster2")).unwrap();
-        for a in p["status"]["accessProviders"].as_array_mut().unwrap() {
-            a["cluster"]["server"] =
-                json!("https://cluster-proxy-addon-user.elsewhere:9092/cluster2");
-        }
-        w.put_object("hub", p).unwrap();
-    });
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // cluster2's provider points at the wrong namespace (as with a mismatched chart install).
+        fail_always(h, Behaviour::ProxyAccessProvider);
+        h.sim.with_world(|w| {
+            let mut p = w.get_object("hub", &profile("cluster2")).unwrap();
+            for a in p["status"]["accessProviders"].as_array_mut().unwrap() {
+                a["cluster"]["server"] =
+                    json!("https://cluster-proxy-addon-user.elsewhere:9092/cluster2");
+            }
+            w.put_object("hub", p).unwrap();
+        });
+    })
+    .await;
     assert_hop(
         &results,
         Check::AccessProviders,
@@ -342,11 +350,11 @@ async fn hop_bad_access_provider() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_not_reachable() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // Requests through the user server fail (port-forward, TLS or the proxy path).
-    fail_always(&h, Behaviour::ServiceRequest);
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // Requests through the user server fail (port-forward, TLS or the proxy path).
+        fail_always(h, Behaviour::ServiceRequest);
+    })
+    .await;
     assert_hop(
         &results,
         Check::Reachable,
@@ -358,13 +366,13 @@ async fn hop_not_reachable() {
 
 #[tokio::test(start_paused = true)]
 async fn hop_no_synced_credential() {
-    let h = Harness::default_lab();
-    up(&h).await;
-    // The credential syncer stops and cluster2's copied token is gone.
-    fail_always(&h, Behaviour::MsaCredSync);
-    let secret = ObjectRef::new("v1", "Secret", Some(INVENTORY), "cluster2-inventory-reader");
-    assert!(h.sim.api("hub").delete(&secret).await.unwrap());
-    let results = verify(&h).await;
+    let results = verify_after(async |h| {
+        // The credential syncer stops and cluster2's copied token is gone.
+        fail_always(h, Behaviour::MsaCredSync);
+        let secret = ObjectRef::new("v1", "Secret", Some(INVENTORY), "cluster2-inventory-reader");
+        assert!(h.sim.api("hub").delete(&secret).await.unwrap());
+    })
+    .await;
     assert_hop(
         &results,
         Check::Credentials,
