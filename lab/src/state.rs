@@ -35,6 +35,18 @@ pub enum StateError {
         )
     )]
     Locked { lab: String, holder: String },
+    #[error("the ownership record {path} is damaged at line {line}: {reason}")]
+    #[diagnostic(
+        code(ocm_lab::state::damaged),
+        help(
+            "fix or delete that line: the file lists what this lab created, so `down` knows what to delete (`kind get clusters` shows the clusters that exist)"
+        )
+    )]
+    Damaged {
+        path: String,
+        line: usize,
+        reason: String,
+    },
     #[error("cannot find a state folder: neither XDG_STATE_HOME nor HOME is set")]
     #[diagnostic(
         code(ocm_lab::state::home),
@@ -122,16 +134,18 @@ impl StateDir {
             Err(e) => return Err(io(&path)(e)),
         };
         let (mut clusters, mut contexts) = (BTreeSet::new(), BTreeSet::new());
-        let mut lines = text.lines().peekable();
-        while let Some(line) = lines.next() {
+        let mut lines = text.lines().enumerate().peekable();
+        while let Some((i, line)) = lines.next() {
             match serde_json::from_str::<OwnedChange>(line) {
                 Ok(change) => change.apply(&mut clusters, &mut contexts),
                 // A crash mid-append tears at most the last line; anything else is damage to report.
                 Err(_) if lines.peek().is_none() && !text.ends_with('\n') => {}
                 Err(e) => {
-                    return Err(io(&path)(std::io::Error::other(format!(
-                        "unreadable record `{line}`: {e}"
-                    ))));
+                    return Err(StateError::Damaged {
+                        path: path.display().to_string(),
+                        line: i + 1,
+                        reason: format!("{e} in `{line}`"),
+                    });
                 }
             }
         }
@@ -384,7 +398,7 @@ mod tests {
         std::fs::write(&log, &text).unwrap();
         let err = state.owned().unwrap_err().to_string();
         assert!(
-            err.contains("owned.jsonl") && err.contains("unreadable record"),
+            err.contains("owned.jsonl") && err.contains("damaged at line 2"),
             "{err}"
         );
     }
