@@ -155,34 +155,35 @@ impl StateDir {
         })
     }
 
-    /// Records one more owned cluster (idempotent).
+    /// Records one more owned cluster (idempotent). Appends without reading the log: replaying an
+    /// `add-cluster` for a cluster already on record changes nothing, and the 500th cluster of a lab
+    /// costs the same as the first.
     pub fn own_cluster(&self, cluster: &str) -> Result<(), StateError> {
-        self.update_owned(|owned| {
-            if !owned.clusters.iter().any(|c| c == cluster) {
-                owned.clusters.push(cluster.to_owned());
-            }
-        })
+        let _guard = owned_guard();
+        self.append_owned(&[OwnedChange::AddCluster {
+            name: cluster.to_owned(),
+        }])
     }
 
     /// Read-modify-write of the ownership record. Steps run concurrently in one process (the lab lock
     /// keeps other processes out), so updates are serialized here. The difference is appended to the log
     /// and synced before this returns, so a cluster is on record before it is created: nothing the lab made
-    /// is ever forgotten by a crash. Appending costs the same for the 500th cluster as for the first,
-    /// where rewriting a whole file per cluster grew with the lab.
+    /// is ever forgotten by a crash.
     pub fn update_owned(&self, f: impl FnOnce(&mut Owned)) -> Result<(), StateError> {
-        static OWNED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _guard = OWNED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _guard = owned_guard();
         let mut owned = self.owned()?;
         let before = owned.clone();
         f(&mut owned);
-        let changes = OwnedChange::between(&before, &owned);
+        self.append_owned(&OwnedChange::between(&before, &owned))
+    }
+
+    /// Appends changes to the ownership log and syncs them (nothing to do for none).
+    fn append_owned(&self, changes: &[OwnedChange]) -> Result<(), StateError> {
         if changes.is_empty() {
             return Ok(());
         }
         let mut text = String::new();
-        for c in &changes {
+        for c in changes {
             text.push_str(&serde_json::to_string(c).expect("serializes"));
             text.push('\n');
         }
@@ -251,6 +252,14 @@ pub struct Owned {
     /// Contexts this lab wrote into the user's kubeconfig.
     #[serde(default)]
     pub contexts: Vec<String>,
+}
+
+/// Serializes changes to the ownership log within this process.
+fn owned_guard() -> std::sync::MutexGuard<'static, ()> {
+    static OWNED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    OWNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One line of the ownership log.
@@ -367,10 +376,12 @@ mod tests {
                 contexts: vec!["kind-hub".into()],
             }
         );
-        // Owning a cluster twice appends nothing.
-        let len = std::fs::metadata(state.owned_log()).unwrap().len();
+        // Owning a cluster again keeps one record of it.
         state.own_cluster("hub").unwrap();
-        assert_eq!(std::fs::metadata(state.owned_log()).unwrap().len(), len);
+        assert_eq!(
+            again.owned().unwrap().clusters,
+            vec!["hub".to_owned(), "spoke-2".to_owned()]
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
