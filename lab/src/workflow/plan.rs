@@ -219,7 +219,7 @@ pub fn plan(
     let globals = Globals::new(lab);
     let mut out: Vec<PlannedStep> = Vec::new();
     // Per step: every item id of its collection (before `if`), to tell a skipped need from a wrong one.
-    let mut all_items: HashMap<String, Option<Vec<String>>> = HashMap::new();
+    let mut all_items: HashMap<String, Option<BTreeSet<String>>> = HashMap::new();
     let mut raw_needs: Vec<Vec<(String, Location)>> = Vec::new();
 
     for step in &wf.steps {
@@ -296,12 +296,16 @@ pub fn plan(
             };
             match (item, items) {
                 (None, None) => s.needs.extend(present.contains(&base).then_some(base)),
-                (None, Some(_)) => s.needs.extend(
-                    present
-                        .iter()
-                        .filter(|id| id.starts_with(&format!("{base}[")))
-                        .cloned(),
-                ),
+                (None, Some(_)) => {
+                    // Every item of `base`: a range of the sorted ids, not a scan of all of them.
+                    let prefix = format!("{base}[");
+                    s.needs.extend(
+                        present
+                            .range(prefix.clone()..)
+                            .take_while(|id| id.starts_with(&prefix))
+                            .cloned(),
+                    );
+                }
                 (Some(it), Some(all)) if all.contains(&it) => {
                     let id = format!("{base}[{it}]");
                     // An item skipped by `if` has nothing to wait for.
@@ -313,7 +317,13 @@ pub fn plan(
                         format!("steps.{}.needs", s.step),
                         format!("`{need}`: step `{base}` has no item `{it}`"),
                     )
-                    .help(format!("its items: {}", all.join(", ")));
+                    .help(format!(
+                        "its items: {}",
+                        all.iter()
+                            .map(String::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
                 }
                 (Some(_), None) => {
                     c.error(
