@@ -236,12 +236,21 @@ impl Store {
         if gk == self::gk::CRD {
             self.index_crd(&obj);
         }
-        self.objects
-            .entry(gk.to_owned())
-            .or_default()
-            .entry(ns.to_owned())
-            .or_default()
-            .insert(name.to_owned(), obj);
+        // Keys are allocated only when new: most writes replace an object that exists.
+        if !self.objects.contains_key(gk) {
+            self.objects.insert(gk.to_owned(), BTreeMap::new());
+        }
+        let by_ns = self.objects.get_mut(gk).expect("inserted above");
+        if !by_ns.contains_key(ns) {
+            by_ns.insert(ns.to_owned(), BTreeMap::new());
+        }
+        let by_name = by_ns.get_mut(ns).expect("inserted above");
+        match by_name.get_mut(name) {
+            Some(slot) => *slot = obj,
+            None => {
+                by_name.insert(name.to_owned(), obj);
+            }
+        }
     }
 
     pub fn remove(&mut self, gk: &str, ns: &str, name: &str) -> Option<Value> {

@@ -22,6 +22,7 @@ use crate::topology::Cluster;
 
 /// What every backend call goes through: its fault (delay, transient or permanent failure), the
 /// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
+/// The world's lock is taken once before any delay and once for the work and its log entry.
 async fn call<T>(
     shared: &Arc<Shared>,
     b: Behaviour,
@@ -31,29 +32,41 @@ async fn call<T>(
     mutating: bool,
     f: impl FnOnce(&mut State) -> Result<T>,
 ) -> Result<T> {
-    if mutating {
-        shared.lock().mutations += 1;
-    }
-    let result = match shared.call_fault(b) {
-        Err(e) => Err(e),
-        Ok(delay) => {
-            if let Some(d) = delay {
-                tokio::time::sleep(d).await;
-            }
-            if mutating {
-                shared.mutate(f)
-            } else {
-                f(&mut shared.lock())
-            }
+    let fault = {
+        let mut st = shared.lock();
+        if mutating {
+            st.mutations += 1;
         }
+        let fault = st.call_fault(b);
+        if let Err(e) = &fault {
+            shared.log_locked(
+                &mut st,
+                cluster,
+                verb,
+                object.clone(),
+                Err(e.message.clone()),
+            );
+        }
+        fault
     };
-    shared.log(
-        cluster,
-        verb,
-        object,
-        result.as_ref().map(|_| ()).map_err(|e| e.message.clone()),
-    );
-    result
+    if let Some(d) = fault? {
+        tokio::time::sleep(d).await;
+    }
+    let logged = |st: &mut State, result: Result<T>| {
+        let outcome = result.as_ref().map(|_| ()).map_err(|e| e.message.clone());
+        shared.log_locked(st, cluster, verb, object, outcome);
+        result
+    };
+    if mutating {
+        shared.mutate(|st| {
+            let result = f(st);
+            logged(st, result)
+        })
+    } else {
+        let mut st = shared.lock();
+        let result = f(&mut st);
+        logged(&mut st, result)
+    }
 }
 
 /// Writes a file holding a secret (a kubeconfig): mode 0600, parent directories created.
@@ -459,7 +472,10 @@ impl ClusterApi for SimApi {
             ObjectRef::of(obj).map_or_else(|| "(invalid object)".to_owned(), |r| r.to_string());
         self.call(Behaviour::Apply, "kube.apply", desc, true, move |st| {
             apiserver::apply(&mut st.world, &c, obj)?;
-            st.applied.entry(c).or_default().push(obj.clone());
+            st.applied
+                .entry(c)
+                .or_default()
+                .push(obj.to_string().into_boxed_str());
             Ok(())
         })
         .await

@@ -6,7 +6,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -27,8 +26,25 @@ pub(crate) struct State {
     /// Work that failed once in the current reconcile (it retries on the next one).
     pub backoff: HashSet<(Behaviour, Work)>,
     pub calls: Vec<Call>,
-    pub applied: HashMap<String, Vec<Value>>,
+    /// Objects applied per cluster, as compact JSON text (several times smaller than `Value`s; only
+    /// tests read it).
+    pub applied: HashMap<String, Vec<Box<str>>>,
     pub mutations: u64,
+}
+
+impl State {
+    /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
+    pub fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, BackendError> {
+        match self.faults.get(&b).cloned() {
+            None => Ok(None),
+            Some(Fault::Delay(d)) => Ok(Some(d)),
+            Some(Fault::FailOnce(msg)) => {
+                self.faults.remove(&b);
+                Err(BackendError::transient(msg))
+            }
+            Some(Fault::FailAlways(msg)) => Err(BackendError::permanent(msg)),
+        }
+    }
 }
 
 pub(crate) struct Shared {
@@ -227,23 +243,21 @@ impl Shared {
         });
     }
 
-    /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
-    pub fn call_fault(&self, b: Behaviour) -> Result<Option<Duration>, BackendError> {
-        let mut st = self.lock();
-        match st.faults.get(&b).cloned() {
-            None => Ok(None),
-            Some(Fault::Delay(d)) => Ok(Some(d)),
-            Some(Fault::FailOnce(msg)) => {
-                st.faults.remove(&b);
-                Err(BackendError::transient(msg))
-            }
-            Some(Fault::FailAlways(msg)) => Err(BackendError::permanent(msg)),
-        }
+    pub fn log(&self, cluster: &str, verb: &str, object: String, outcome: Result<(), String>) {
+        self.log_locked(&mut self.lock(), cluster, verb, object, outcome);
     }
 
-    pub fn log(&self, cluster: &str, verb: &str, object: String, outcome: Result<(), String>) {
+    /// [`Shared::log`] with the lock already held.
+    pub fn log_locked(
+        &self,
+        st: &mut State,
+        cluster: &str,
+        verb: &str,
+        object: String,
+        outcome: Result<(), String>,
+    ) {
         let at = Instant::now().saturating_duration_since(self.start);
-        self.lock().calls.push(Call {
+        st.calls.push(Call {
             at,
             cluster: cluster.to_owned(),
             verb: verb.to_owned(),

@@ -193,7 +193,12 @@ impl SimLab {
             .lock()
             .applied
             .get(cluster)
-            .cloned()
+            .map(|objects| {
+                objects
+                    .iter()
+                    .map(|text| serde_json::from_str(text).expect("written by serde_json"))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

@@ -155,6 +155,9 @@ pub struct World {
     /// costs O(log n), not a recount (not saved: rebuilt by a full count when missing).
     #[serde(skip)]
     pub(crate) set_index: std::collections::HashMap<String, BTreeSet<String>>,
+    /// Bootstrap kubeconfigs the simulated agents have parsed (not saved).
+    #[serde(skip)]
+    pub(crate) kubeconfigs: util::ParseCache<(String, String)>,
 }
 
 impl World {
@@ -324,14 +327,26 @@ impl World {
 
     /// A next free address on the `kind` network: 172.18.0.2, 172.18.0.3, …
     fn next_ip(&self) -> String {
-        let used: BTreeSet<&String> = self
+        let ip = |i: u32| format!("172.18.{}.{}", i / 254, i % 254 + u32::from(i / 254 > 0));
+        // Addresses in use as indexes (one pass, no formatting per candidate).
+        let index = |addr: &str| -> Option<u32> {
+            let mut parts = addr.strip_prefix("172.18.")?.split('.');
+            let (hi, lo): (u32, u32) = (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
+            let i = hi
+                .checked_mul(254)?
+                .checked_add(lo)?
+                .checked_sub(u32::from(hi > 0))?;
+            (ip(i) == addr).then_some(i)
+        };
+        let used: std::collections::HashSet<u32> = self
             .containers
             .values()
             .filter_map(|c| c.networks.get(KIND_NETWORK))
+            .filter_map(|a| index(a))
             .collect();
         (2u32..)
-            .map(|i| format!("172.18.{}.{}", i / 254, i % 254 + u32::from(i / 254 > 0)))
-            .find(|ip| !used.contains(ip))
+            .find(|i| !used.contains(i))
+            .map(ip)
             .expect("an address is free")
     }
 
@@ -497,28 +512,30 @@ impl World {
     /// resourceVersion, generation). Returns whether anything changed.
     pub(crate) fn put(&mut self, cluster: &str, mut obj: Value) -> bool {
         let key = gk::of_obj(&obj);
-        let ns = util::namespace(&obj).to_owned();
-        let name = util::name(&obj).to_owned();
         let Some(c) = self.clusters.get(cluster) else {
             return false;
         };
+        // Compared in place: no copy of the stored object, and nothing allocated for a write that
+        // changes nothing (most controller writes).
+        let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
+        if old.is_some_and(|old| same_ignoring_server_fields(old, &obj)) {
+            return false;
+        }
+        let ns = util::namespace(&obj).to_owned();
+        let name = util::name(&obj).to_owned();
         let tracks_generation = gk::tracks_generation(&key);
         let mut prev_labels = None;
-        // Compared in place: no copy of the stored object.
-        let updated = match c.api.get(&key, &ns, &name) {
+        let updated = match old {
             None => None,
             Some(old) => {
                 {
                     let meta = util::obj_at(&mut obj, &["metadata"]);
-                    for k in ["uid", "creationTimestamp", "resourceVersion", "generation"] {
+                    for k in SERVER_FIELDS {
                         match old["metadata"].get(k) {
                             Some(v) => meta.insert(k.to_owned(), v.clone()),
                             None => meta.remove(k),
                         };
                     }
-                }
-                if &obj == old {
-                    return false;
                 }
                 let spec = !same_outside_meta_status(&obj, old);
                 if spec && tracks_generation {
@@ -636,6 +653,36 @@ impl World {
 
 pub(crate) fn control_plane(cluster: &str) -> String {
     format!("{cluster}-control-plane")
+}
+
+/// The metadata the API server manages: a client's value is replaced by the stored one.
+const SERVER_FIELDS: [&str; 4] = ["uid", "creationTimestamp", "resourceVersion", "generation"];
+
+/// Equal once the server-managed metadata of `old` is copied into `new` (what [`World::put`] does).
+pub(crate) fn same_ignoring_server_fields(old: &Value, new: &Value) -> bool {
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return old == new;
+    };
+    if o.len() != n.len() {
+        return false;
+    }
+    o.iter().all(|(k, ov)| {
+        let Some(nv) = n.get(k) else { return false };
+        if k != "metadata" {
+            return ov == nv;
+        }
+        let (Some(om), Some(nm)) = (ov.as_object(), nv.as_object()) else {
+            return ov == nv;
+        };
+        let client = |k: &String| !SERVER_FIELDS.contains(&k.as_str());
+        om.iter()
+            .filter(|(k, _)| client(k))
+            .all(|(k, v)| nm.get(k) == Some(v))
+            && nm
+                .iter()
+                .filter(|(k, _)| client(k))
+                .all(|(k, v)| om.get(k) == Some(v))
+    })
 }
 
 /// Whether two objects agree on everything but `metadata` and `status` (what bumps `generation`).

@@ -210,7 +210,7 @@ impl Op {
                 .is_none(),
             Op::Put(c, v) => match w.get(c, &gk::of_obj(v), util::namespace(v), util::name(v)) {
                 None => true,
-                Some(old) => !same_ignoring_server_fields(old, v),
+                Some(old) => !super::world::same_ignoring_server_fields(old, v),
             },
             Op::Delete {
                 cluster,
@@ -284,36 +284,6 @@ impl Op {
             }
         }
     }
-}
-
-/// Equal once the server-managed metadata of `old` is copied into `new` (what `World::put` does).
-fn same_ignoring_server_fields(old: &Value, new: &Value) -> bool {
-    let server = ["uid", "creationTimestamp", "resourceVersion", "generation"];
-    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
-        return old == new;
-    };
-    if o.len() != n.len() {
-        return false;
-    }
-    for (k, ov) in o {
-        let Some(nv) = n.get(k) else { return false };
-        if k == "metadata" {
-            let (Some(om), Some(nm)) = (ov.as_object(), nv.as_object()) else {
-                return ov == nv;
-            };
-            let keys: BTreeSet<&String> = om
-                .keys()
-                .chain(nm.keys())
-                .filter(|k| !server.contains(&k.as_str()))
-                .collect();
-            if keys.iter().any(|k| om.get(*k) != nm.get(*k)) {
-                return false;
-            }
-        } else if ov != nv {
-            return false;
-        }
-    }
-    true
 }
 
 /// Runs one work item: the writes it wants (empty when it has nothing to do).
@@ -650,10 +620,14 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
     let hub = || s(c);
     match ch.gk.as_str() {
         gk::CRD => {
-            out.insert(Work::CrdEstablish {
-                cluster: hub(),
-                name: ch.name.clone(),
-            });
+            // Status-only changes below are mostly a controller's own status write: the controller that
+            // wrote it has nothing more to do, and what it computes does not depend on that status.
+            if !ch.kind.status_only() {
+                out.insert(Work::CrdEstablish {
+                    cluster: hub(),
+                    name: ch.name.clone(),
+                });
+            }
             out.insert(Work::HubOperator { cluster: hub() });
             out.insert(Work::ClaimSync { spoke: hub() });
             if ch.name == super::charts::CLUSTER_PROFILE_CRD {
@@ -664,11 +638,13 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
             }
         }
         gk::DEPLOYMENT => {
-            out.insert(Work::Rollout {
-                cluster: hub(),
-                ns: ch.ns.clone(),
-                name: ch.name.clone(),
-            });
+            if !ch.kind.status_only() {
+                out.insert(Work::Rollout {
+                    cluster: hub(),
+                    ns: ch.ns.clone(),
+                    name: ch.name.clone(),
+                });
+            }
             match ch.name.as_str() {
                 "cluster-manager" => {
                     out.insert(Work::HubOperator { cluster: hub() });
@@ -763,10 +739,13 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
         }
         gk::MANAGED_CLUSTER => {
             let mc = ch.name.clone();
-            out.insert(Work::HubAccept {
-                hub: hub(),
-                mc: mc.clone(),
-            });
+            // Accepting reads the spec, the agent and its CSR (whose changes queue it), not the status.
+            if !ch.kind.status_only() {
+                out.insert(Work::HubAccept {
+                    hub: hub(),
+                    mc: mc.clone(),
+                });
+            }
             out.insert(Work::ProfileStatus {
                 hub: hub(),
                 mc: mc.clone(),
@@ -841,6 +820,8 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
             });
             all_placements(w, c, Some(&ch.ns), out);
         }
+        // The profile controllers read a ClusterProfile's labels, spec and uid, never its status.
+        gk::CLUSTER_PROFILE if ch.kind.status_only() => {}
         gk::CLUSTER_PROFILE => {
             out.insert(Work::ProfileStatus {
                 hub: hub(),
@@ -874,11 +855,13 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
             addon_statuses(w, c, &ch.name, out);
         }
         gk::MCA => {
-            out.insert(Work::AddonStatus {
-                hub: hub(),
-                mc: ch.ns.clone(),
-                addon: ch.name.clone(),
-            });
+            if !ch.kind.status_only() {
+                out.insert(Work::AddonStatus {
+                    hub: hub(),
+                    mc: ch.ns.clone(),
+                    addon: ch.name.clone(),
+                });
+            }
             if ch.name == "managed-serviceaccount" {
                 all_msas(w, c, Some(&ch.ns), out);
             }

@@ -338,19 +338,9 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
 /// use it (OCM-FACTS §1, §2.2, §9.1).
 fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
     let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
-    let text = util::b64_decode(data)
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
-    let cfg: Value = serde_saphyr::from_str(&text)
-        .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
-    let server = cfg
-        .at("/clusters/0/cluster/server")
-        .and_then(Value::as_str)
-        .ok_or("the bootstrap kubeconfig has no clusters[0].cluster.server")?;
-    let token = cfg
-        .at("/users/0/user/token")
-        .and_then(Value::as_str)
-        .ok_or("the bootstrap kubeconfig has no users[0].user.token")?;
+    // Parsed once per distinct Secret content: the agent looks at it on every change of its cluster.
+    let (server, token) = w.kubeconfigs.get_or_parse(data, parse_bootstrap)?;
+    let (server, token) = (server.as_str(), token.as_str());
     let host = server
         .trim_end_matches('/')
         .strip_prefix("https://")
@@ -383,6 +373,31 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
         ));
     }
     Ok(hub.to_owned())
+}
+
+/// The hub server and token of a base64-encoded bootstrap kubeconfig.
+fn parse_bootstrap(data: &str) -> Result<(String, String), String> {
+    let text = util::b64_decode(data)
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
+    let cfg: Value = serde_saphyr::from_str(&text)
+        .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
+    let field = |path: &str, missing: &str| {
+        cfg.at(path)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| missing.to_owned())
+    };
+    Ok((
+        field(
+            "/clusters/0/cluster/server",
+            "the bootstrap kubeconfig has no clusters[0].cluster.server",
+        )?,
+        field(
+            "/users/0/user/token",
+            "the bootstrap kubeconfig has no users[0].user.token",
+        )?,
+    ))
 }
 
 fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Op {
