@@ -147,7 +147,10 @@ fn sample_in_child(n: usize) -> Sample {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(i) = args.iter().position(|a| a == "--one") {
-        let n = args[i + 1].parse().expect("--one N");
+        let n = args
+            .get(i + 1)
+            .and_then(|a| a.parse().ok())
+            .expect("--one needs a number of spokes");
         let (plan, run, steps) = up_once(n);
         println!(
             "{} {} {steps} {}",

@@ -612,6 +612,11 @@ fn s(x: &str) -> String {
 }
 
 /// Queues the work a change makes necessary.
+///
+/// A status-only change is mostly a controller's own status write. The controller that wrote it is not
+/// queued again for it: what it computes never depends on that status (CRD establishment, rollouts,
+/// addon status, hub accept, the ClusterProfile controllers). Controllers that do read another's status
+/// (a ManagedCluster's conditions and claims, a CRD's Established) still are.
 pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
     let c = ch.cluster.as_str();
     if !w.clusters.contains_key(c) {
@@ -620,8 +625,6 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
     let hub = || s(c);
     match ch.gk.as_str() {
         gk::CRD => {
-            // Status-only changes below are mostly a controller's own status write: the controller that
-            // wrote it has nothing more to do, and what it computes does not depend on that status.
             if !ch.kind.status_only() {
                 out.insert(Work::CrdEstablish {
                     cluster: hub(),
