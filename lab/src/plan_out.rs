@@ -53,7 +53,7 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path) -> Result<usize, Error> {
     let mut chart_index = Vec::new();
     for (n, s) in plan.steps.iter().enumerate() {
         let mut v = json!({"id": s.id, "uses": s.uses, "needs": s.needs, "with": s.with, "timeout": humantime::format_duration(s.timeout).to_string()});
-        if s.retry.attempts > 1 {
+        if s.retry.attempts.is_some_and(|a| a > 1) {
             v["retry"] = json!(s.retry);
         }
         if let Some(d) = &s.description {

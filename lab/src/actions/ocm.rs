@@ -31,26 +31,121 @@ fn joined(mc: &Value) -> bool {
         && condition_status(mc, "ManagedClusterConditionAvailable") == Some("True")
 }
 
-/// `ocm.hub-ready`: the registration controller runs, the bootstrap identity exists, and with the gate on
-/// the ClusterProfile CRD is served (OCM-FACTS §4.1: the operator installs it only then).
+/// The hub Deployments the cluster-manager operator runs with the chart's values, webhooks included
+/// (FACTS-OCM-ROUND2 §1.1).
+pub const HUB_DEPLOYMENTS: &[&str] = &[
+    "cluster-manager-registration-controller",
+    "cluster-manager-registration-webhook",
+    "cluster-manager-work-webhook",
+    "cluster-manager-placement-controller",
+    "cluster-manager-addon-manager-controller",
+    "cluster-manager-addon-webhook",
+];
+const HUB_NAMESPACE: &str = "open-cluster-management-hub";
+/// The validating webhook every ManagedClusterSetBinding goes through (FACTS-OCM-ROUND2 §1.3).
+const BINDING_WEBHOOK: &str =
+    "managedclustersetbindingvalidators.admission.cluster.open-cluster-management.io";
+
+/// Whether a ClusterManager says the hub is fully ready for bindings and addon objects
+/// (FACTS-OCM-ROUND2 §1.6): `observedGeneration` current, `Applied=True`, `Progressing=False` with reason
+/// `ClusterManagerUpToDate`, `HubRegistrationDegraded=False`, `HubPlacementDegraded=False`. `Applied=True`
+/// alone comes before the webhooks exist (§1.5). `ValidFeatureGates=False` is caught by
+/// [`invalid_feature_gates`] instead.
+pub fn cluster_manager_ready(cm: &Value) -> bool {
+    let generation = &cm["metadata"]["generation"];
+    let condition = |kind: &str| {
+        cm.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+    };
+    let is = |kind: &str, status: &str| condition(kind).is_some_and(|c| c["status"] == status);
+    (generation.is_null() || cm["status"]["observedGeneration"] == *generation)
+        && is("Applied", "True")
+        && condition("Progressing")
+            .is_some_and(|c| c["status"] == "False" && c["reason"] == "ClusterManagerUpToDate")
+        && is("HubRegistrationDegraded", "False")
+        && is("HubPlacementDegraded", "False")
+}
+
+/// The message of `ValidFeatureGates=False`: a gate the operator does not know (FACTS-OCM-ROUND2 §1.5).
+/// Waiting cannot fix it. An operator that does not set the condition is not held against the hub.
+pub fn invalid_feature_gates(cm: &Value) -> Option<String> {
+    cm.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "ValidFeatureGates" && c["status"] == "False")
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+}
+
+/// `ocm.hub-ready`: the hub takes ManagedClusterSetBindings, ManagedClusters and addon objects. That is
+/// FACTS-OCM-ROUND2 §1.6: the ClusterManager reports every hub Deployment ready and its webhooks
+/// registered, then (the direct equivalents, so a stale status cannot pass) the six Deployments are
+/// Available, among them `cluster-manager-registration-webhook` and the addon conversion webhook
+/// `cluster-manager-addon-webhook` that v1beta1 addon objects go through, and the binding webhook is
+/// registered. Also the bootstrap identity exists and, with the gate on, the ClusterProfile CRD is
+/// served (OCM-FACTS §4.1: the operator installs it only then).
 pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
     let api = ctx.run.api(ctx.input("cluster")?).await?;
-    let waits = vec![
-        (
-            deployment(
-                "open-cluster-management-hub",
-                "cluster-manager-registration-controller",
-            ),
-            Condition::status_true("Available"),
+    let cm_ref = ObjectRef::new(
+        "operator.open-cluster-management.io/v1",
+        "ClusterManager",
+        None,
+        "cluster-manager",
+    );
+    let cm_condition = Condition::new(
+        "observedGeneration current, Applied=True, Progressing=False (ClusterManagerUpToDate), \
+         HubRegistrationDegraded=False, HubPlacementDegraded=False",
+        |o| o.is_some_and(|cm| cluster_manager_ready(cm) || invalid_feature_gates(cm).is_some()),
+    );
+    let rollout_hint = "the cluster-manager operator reports its progress on ClusterManager \
+                        cluster-manager: Progressing=True names the hub Deployments still rolling \
+                        (`kubectl -n open-cluster-management-hub get deploy,pods`)";
+    wait_all(
+        ctx,
+        api.as_ref(),
+        &[(cm_ref.clone(), cm_condition, Some(rollout_hint))],
+    )
+    .await?;
+    if let Some(cm) = api.get(&cm_ref).await?
+        && let Some(why) = invalid_feature_gates(&cm)
+    {
+        return Err(BackendError::permanent(format!(
+            "the cluster-manager operator rejects the hub's feature gates (ValidFeatureGates=False, {why})"
+        ))
+        .with_help("fix the gate names in the topology's `hub.featureGates`; waiting cannot help"));
+    }
+    let mut waits: Vec<(ObjectRef, Condition, Option<&str>)> = HUB_DEPLOYMENTS
+        .iter()
+        .map(|name| {
+            (
+                deployment(HUB_NAMESPACE, name),
+                Condition::status_true("Available"),
+                Some(rollout_hint),
+            )
+        })
+        .collect();
+    waits.push((
+        ObjectRef::new(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
             None,
+            BINDING_WEBHOOK,
         ),
-        (
-            ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA),
-            Condition::exists(),
-            Some("the cluster-manager chart creates it with `createBootstrapSA: true`"),
-        ),
-    ];
+        Condition::exists(),
+        Some("the cluster-manager operator registers the hub webhooks once every hub Deployment is ready"),
+    ));
+    waits.push((
+        ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA),
+        Condition::exists(),
+        Some("the cluster-manager chart creates it with `createBootstrapSA: true`"),
+    ));
     wait_all(ctx, api.as_ref(), &waits).await?;
     ensure_served(
         ctx,

@@ -346,23 +346,34 @@ pub async fn run(
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
 
 /// One step instance: attempts with deadline and backoff, cancellable.
+///
+/// Transient errors are retried per the step's [`crate::workflow::Retry`]: by default until the step's
+/// deadline (every attempt shares it), with `attempts: N` up to N attempts of a whole timeout each.
+/// Permanent errors end the step at once.
 async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
     let start = tokio::time::Instant::now();
+    let step_deadline = start + step.timeout;
     let elapsed = || start.elapsed().as_millis() as u64;
     let mut backoff = step.retry.backoff;
-    for attempt in 1..=step.retry.attempts.max(1) {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
         ctx.events.emit(Event::StepStarted {
             step: step.id.clone(),
             uses: step.uses.clone(),
             attempt,
         });
+        let deadline = match step.retry.attempts {
+            Some(_) => tokio::time::Instant::now() + step.timeout,
+            None => step_deadline,
+        };
         let sctx = StepCtx {
             step,
             run: ctx,
-            deadline: tokio::time::Instant::now() + step.timeout,
+            deadline,
         };
         let outcome = tokio::select! {
-            r = tokio::time::timeout(step.timeout + DEADLINE_GRACE, actions::run(&sctx)) => r,
+            r = tokio::time::timeout_at(deadline + DEADLINE_GRACE, actions::run(&sctx)) => r,
             () = ctx.cancel.cancelled() => {
                 ctx.events.emit(Event::StepCancelled { step: step.id.clone() });
                 return StepEnd::Cancelled;
@@ -378,7 +389,12 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
             Err(_) => BackendError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
                 .with_help("raise the matching `spec.timeouts` value in the topology if the machine is just slow"),
         };
-        if err.is_transient() && attempt < step.retry.attempts {
+        let may_retry = err.is_transient()
+            && match step.retry.attempts {
+                Some(n) => attempt < n,
+                None => tokio::time::Instant::now() + backoff < step_deadline,
+            };
+        if may_retry {
             ctx.events.emit(Event::StepRetrying {
                 step: step.id.clone(),
                 attempt,
@@ -392,9 +408,17 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
                     return StepEnd::Cancelled;
                 }
             }
-            backoff = (backoff * 2).min(Duration::from_secs(60));
+            backoff = (backoff * 2).min(crate::workflow::Retry::MAX_BACKOFF);
             continue;
         }
+        let err = if err.is_transient() && attempt > 1 {
+            BackendError {
+                message: format!("{} (after {attempt} attempts)", err.message),
+                ..err
+            }
+        } else {
+            err
+        };
         ctx.events.emit(Event::StepFailed {
             step: step.id.clone(),
             error: err.message.clone(),
@@ -403,5 +427,4 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
         });
         return StepEnd::Failed(err);
     }
-    unreachable!("the loop returns on its last attempt")
 }

@@ -42,6 +42,9 @@ pub mod gk {
     pub const MCA: &str = "ManagedClusterAddOn.addon.open-cluster-management.io";
     pub const MPC: &str = "ManagedProxyConfiguration.proxy.open-cluster-management.io";
     pub const MSA: &str = "ManagedServiceAccount.authentication.open-cluster-management.io";
+    pub const VALIDATING_WEBHOOK: &str =
+        "ValidatingWebhookConfiguration.admissionregistration.k8s.io";
+    pub const MUTATING_WEBHOOK: &str = "MutatingWebhookConfiguration.admissionregistration.k8s.io";
 
     pub fn make(group: &str, kind: &str) -> String {
         if group.is_empty() {
@@ -134,6 +137,20 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
         false,
     ),
     ("coordination.k8s.io", "v1", "Lease", "leases", true),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        false,
+    ),
 ];
 
 pub(crate) fn builtin_gk(key: &str) -> bool {
@@ -597,15 +614,176 @@ fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(),
     ))
 }
 
-/// Whether OCM's hub webhooks run on the cluster (the cluster-manager operator deployed them).
-pub(crate) fn hub_webhooks(w: &World, cluster: &str) -> bool {
-    w.get(
-        cluster,
-        gk::DEPLOYMENT,
-        "open-cluster-management-hub",
-        "cluster-manager-registration-webhook",
-    )
-    .is_some()
+/// A hub webhook a request goes through, as the cluster-manager operator sets them up
+/// (FACTS-OCM-ROUND2 §1.3): admission webhooks served by `cluster-manager-registration-webhook`, registered
+/// only once every hub Deployment is ready (§1.4), and the addon CRDs' conversion webhook served by
+/// `cluster-manager-addon-webhook`, which v1beta1 addon requests need from the moment the CRDs exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HubWebhook {
+    /// The webhook's name (as in its configuration), or the CRD for a conversion webhook.
+    pub name: &'static str,
+    /// The Service and Deployment in `open-cluster-management-hub` that serve it.
+    pub service: &'static str,
+    pub path: &'static str,
+    pub conversion: bool,
+}
+
+const HUB_NS: &str = "open-cluster-management-hub";
+
+/// The ManagedCluster mutating webhook: registered means it defaults the cluster set label.
+pub(crate) const MC_MUTATOR: HubWebhook = HubWebhook {
+    name: "managedclustermutators.admission.cluster.open-cluster-management.io",
+    service: "cluster-manager-registration-webhook",
+    path: "/mutate-cluster-open-cluster-management-io-v1-managedcluster",
+    conversion: false,
+};
+pub(crate) const MC_VALIDATOR: HubWebhook = HubWebhook {
+    name: "managedclustervalidators.admission.cluster.open-cluster-management.io",
+    service: "cluster-manager-registration-webhook",
+    path: "/validate-cluster-open-cluster-management-io-v1-managedcluster",
+    conversion: false,
+};
+pub(crate) const BINDING_VALIDATOR: HubWebhook = HubWebhook {
+    name: "managedclustersetbindingvalidators.admission.cluster.open-cluster-management.io",
+    service: "cluster-manager-registration-webhook",
+    path: "/validate-cluster-open-cluster-management-io-v1beta2-managedclustersetbinding",
+    conversion: false,
+};
+pub(crate) const WORK_VALIDATOR: HubWebhook = HubWebhook {
+    name: "manifestworkvalidators.admission.work.open-cluster-management.io",
+    service: "cluster-manager-work-webhook",
+    path: "/validate-work-open-cluster-management-io-v1-manifestwork",
+    conversion: false,
+};
+/// The admission webhook configurations the operator registers: (kind gk, webhook).
+pub(crate) const HUB_ADMISSION_WEBHOOKS: &[(&str, HubWebhook)] = &[
+    (gk::MUTATING_WEBHOOK, MC_MUTATOR),
+    (gk::VALIDATING_WEBHOOK, MC_VALIDATOR),
+    (gk::VALIDATING_WEBHOOK, BINDING_VALIDATOR),
+    (gk::VALIDATING_WEBHOOK, WORK_VALIDATOR),
+];
+/// The service of the addon CRDs' conversion webhook (`strategy: Webhook`, `path: /convert`).
+pub(crate) const ADDON_WEBHOOK_SERVICE: &str = "cluster-manager-addon-webhook";
+
+impl HubWebhook {
+    fn url(&self) -> String {
+        format!(
+            "https://{}.{HUB_NS}.svc:9443{}?timeout={}s",
+            self.service,
+            self.path,
+            if self.conversion { 30 } else { 10 }
+        )
+    }
+
+    /// What the API server answers while the webhook cannot be called (`failurePolicy: Fail`): HTTP 500,
+    /// worded and classified (transient) like the real backend's `classify_status`.
+    pub(crate) fn failure(&self, api_version: &str, kind: &str, why: &str) -> BackendError {
+        let msg = if self.conversion {
+            format!(
+                "conversion webhook for {api_version}, Kind={kind} failed: Post \"{}\": {why}",
+                self.url()
+            )
+        } else {
+            format!(
+                "Internal error occurred: failed calling webhook \"{}\": failed to call webhook: Post \"{}\": {why}",
+                self.name,
+                self.url()
+            )
+        };
+        BackendError::transient(format!("the API server failed (HTTP 500): {msg}"))
+    }
+
+    /// The failure while no ready Pod serves the webhook.
+    pub(crate) fn unready(&self, api_version: &str, kind: &str) -> BackendError {
+        self.failure(
+            api_version,
+            kind,
+            &format!(
+                "dial tcp 10.96.0.{}:9443: connect: connection refused (simulated: Deployment {HUB_NS}/{} is not ready)",
+                if self.conversion { 41 } else { 40 },
+                self.service
+            ),
+        )
+    }
+}
+
+fn webhook_registered(w: &World, cluster: &str, hook: &HubWebhook) -> bool {
+    HUB_ADMISSION_WEBHOOKS
+        .iter()
+        .filter(|(_, h)| h == hook)
+        .any(|(key, h)| w.get(cluster, key, "", h.name).is_some())
+}
+
+/// Whether a Deployment in `open-cluster-management-hub` has a ready Pod.
+fn hub_deployment_ready(w: &World, cluster: &str, name: &str) -> bool {
+    w.get(cluster, gk::DEPLOYMENT, HUB_NS, name)
+        .is_some_and(|d| util::condition_is(d, "Available", "True"))
+}
+
+/// The hub webhooks a write of `key` at `api_version` goes through on `cluster`: registered admission
+/// webhooks, and the conversion webhook of an addon CRD for a version other than its storage version.
+pub(crate) fn hub_webhooks_for(
+    w: &World,
+    cluster: &str,
+    key: &str,
+    api_version: &str,
+) -> Vec<HubWebhook> {
+    let mut out: Vec<HubWebhook> = match key {
+        gk::MANAGED_CLUSTER => vec![MC_MUTATOR, MC_VALIDATOR],
+        gk::SET_BINDING => vec![BINDING_VALIDATOR],
+        _ => Vec::new(),
+    };
+    out.retain(|h| webhook_registered(w, cluster, h));
+    if let Some(hook) = conversion_webhook(w, cluster, key, api_version) {
+        out.push(hook);
+    }
+    out
+}
+
+/// The conversion webhook a request at `api_version` needs: the kind's CRD converts by webhook and
+/// `api_version` is not its storage version.
+fn conversion_webhook(
+    w: &World,
+    cluster: &str,
+    key: &str,
+    api_version: &str,
+) -> Option<HubWebhook> {
+    let crd = w
+        .list(cluster, gk::CRD, None)
+        .find(|c| gk::of_crd(c).as_deref() == Some(key))?;
+    if crd.at("/spec/conversion/strategy").and_then(Value::as_str) != Some("Webhook") {
+        return None;
+    }
+    let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+    let storage = crd
+        .at("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
+        .and_then(|v| v["name"].as_str());
+    if storage == Some(version) {
+        return None;
+    }
+    let service = crd
+        .at("/spec/conversion/webhook/clientConfig/service/name")
+        .and_then(Value::as_str)?;
+    (service == ADDON_WEBHOOK_SERVICE).then_some(HubWebhook {
+        name: "conversion",
+        service: ADDON_WEBHOOK_SERVICE,
+        path: "/convert",
+        conversion: true,
+    })
+}
+
+/// Calls the hub webhooks a write goes through: each must have a ready Pod behind it.
+fn call_hub_webhooks(w: &World, cluster: &str, key: &str, obj: &Value) -> Result<(), BackendError> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    for hook in hub_webhooks_for(w, cluster, key, api_version) {
+        if !hub_deployment_ready(w, cluster, hook.service) {
+            let kind = obj["kind"].as_str().unwrap_or_default();
+            return Err(hook.unready(api_version, kind));
+        }
+    }
+    Ok(())
 }
 
 /// Whether a hub registration feature gate is on: listed with mode Enable, or on by default
@@ -628,24 +806,24 @@ pub(crate) fn gate_on(list: Option<&Value>, gate: &str, default: bool) -> bool {
         .map_or(default, |g| g["mode"] == "Enable")
 }
 
-/// OCM's hub admission webhooks where they matter (OCM-FACTS §2.2, §9.10): the ManagedCluster default
-/// cluster set label, and a binding's name equal to its set.
+/// OCM's hub webhooks where they matter (OCM-FACTS §2.2, §9.10): each must answer (a ready Pod behind
+/// it, FACTS-OCM-ROUND2 §1.3-1.4), then the ManagedCluster default cluster set label, and a binding's
+/// name equal to its set. Before the operator registers the admission webhooks nothing is validated.
 pub(crate) fn admit(
     w: &World,
     cluster: &str,
     key: &str,
     obj: &mut Value,
 ) -> Result<(), BackendError> {
-    if !hub_webhooks(w, cluster) {
-        return Ok(());
-    }
+    call_hub_webhooks(w, cluster, key, obj)?;
     if key == gk::MANAGED_CLUSTER
+        && webhook_registered(w, cluster, &MC_MUTATOR)
         && hub_gate(w, cluster, "DefaultClusterSet")
         && util::label(obj, crate::topology::CLUSTERSET_LABEL).is_none()
     {
         util::set_label(obj, crate::topology::CLUSTERSET_LABEL, "default");
     }
-    if key == gk::SET_BINDING {
+    if key == gk::SET_BINDING && webhook_registered(w, cluster, &BINDING_VALIDATOR) {
         let set = obj.at("/spec/clusterSet").and_then(Value::as_str);
         if set != Some(util::name(obj)) {
             return Err(rejected(

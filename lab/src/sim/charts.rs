@@ -186,7 +186,7 @@ pub(crate) fn crd(name: &str) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": name},
@@ -201,8 +201,31 @@ pub(crate) fn crd(name: &str) -> Value {
             "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
             "versions": versions,
         },
-    })
+    });
+    if ADDON_CONVERSION_CRDS.contains(&name) {
+        // v1alpha1 stored, v1beta1 converted by the hub's addon webhook (FACTS-OCM-ROUND2 §1.3).
+        crd["spec"]["conversion"] = json!({
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {"service": {
+                    "name": "cluster-manager-addon-webhook",
+                    "namespace": "open-cluster-management-hub",
+                    "path": "/convert",
+                    "port": 9443,
+                }},
+                "conversionReviewVersions": ["v1", "v1beta1"],
+            },
+        });
+    }
+    crd
 }
+
+/// The addon CRDs whose versions the hub's `cluster-manager-addon-webhook` converts
+/// (ocm@v1.3.1 manifests/cluster-manager/hub/crds/0000_01_addon…crd.yaml `strategy: Webhook`).
+const ADDON_CONVERSION_CRDS: &[&str] = &[
+    "managedclusteraddons.addon.open-cluster-management.io",
+    "clustermanagementaddons.addon.open-cluster-management.io",
+];
 
 /// The hub CRDs the cluster-manager operator installs (OCM-FACTS §3, §4.1; the ClusterProfile CRD is
 /// added only with the gate).

@@ -57,19 +57,32 @@ impl PlannedStep {
     }
 }
 
+/// How a step retries errors a backend marks transient; permanent errors fail the step at once.
+///
+/// The default (no `attempts`) retries until the step's deadline: one deadline for all attempts, backoff
+/// 2 s doubling to [`Retry::MAX_BACKOFF`]. So every step that talks to an API rides out a webhook or
+/// controller that is not ready yet, a conflict or a restarting API server, without a `retry:` of its own.
+/// `attempts: N` gives N attempts, each with the step's whole timeout (`cluster.create`: a failed
+/// `kind create` is worth a fresh try with a full clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Retry {
-    /// Total attempts, the first included.
-    pub attempts: u32,
+    /// Total attempts, the first included; `None`: until the step's deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
     #[serde(with = "duration_text")]
     pub backoff: Duration,
+}
+
+impl Retry {
+    /// The longest wait between two attempts.
+    pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 }
 
 impl Default for Retry {
     fn default() -> Self {
         Retry {
-            attempts: 1,
+            attempts: None,
             backoff: Duration::from_secs(2),
         }
     }
@@ -431,7 +444,7 @@ fn instance(
     let retry = match &step.retry {
         None => Retry::default(),
         Some(r) => Retry {
-            attempts: r.attempts.value,
+            attempts: r.attempts.as_ref().map(|a| a.value),
             backoff: match &r.backoff {
                 None => Retry::default().backoff,
                 Some(b) => humantime::parse_duration(&b.value).unwrap_or_else(|e| {

@@ -70,9 +70,11 @@ pub struct Step {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetrySpec {
-    /// Total attempts, including the first.
-    pub attempts: Spanned<u32>,
-    /// Delay before the first retry; doubled after each.
+    /// Total attempts, including the first, each with the step's whole timeout. Absent: the default
+    /// policy, transient errors retried until the step's deadline (see [`crate::workflow::Retry`]).
+    #[serde(default)]
+    pub attempts: Option<Spanned<u32>>,
+    /// Delay before the first retry; doubled after each, up to 30 s.
     #[serde(default)]
     pub backoff: Option<Spanned<String>>,
 }
@@ -313,11 +315,11 @@ fn check(w: &WorkflowFile, c: &mut Collector<'_>) {
                 None => issue.help(format!("collections: {}", FOREACH.join(", "))),
             };
         }
-        if let Some(r) = &s.retry
-            && r.attempts.value == 0
+        if let Some(a) = s.retry.as_ref().and_then(|r| r.attempts.as_ref())
+            && a.value == 0
         {
             c.error(
-                Some(&r.attempts.referenced),
+                Some(&a.referenced),
                 format!("{field}.retry.attempts"),
                 "attempts counts the first try too: use 1 or more",
             );

@@ -109,7 +109,7 @@ fn up_follows_the_order_ocm_needs() {
         plan.step("create[hub]").unwrap().timeout,
         std::time::Duration::from_secs(600)
     );
-    assert_eq!(plan.step("create[hub]").unwrap().retry.attempts, 3);
+    assert_eq!(plan.step("create[hub]").unwrap().retry.attempts, Some(3));
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! | HTTP 500 "field not declared in schema" (SSA unknown field) | permanent  |
 //! | HTTP 409, 410, 429, other 5xx                               | transient  |
 //! | HTTP 403 "… because it is being terminated"                 | transient  |
+//! | HTTP 403 from the ManagedCluster webhook: `cluster namespace "<c>" is terminating` | transient |
 //! | other HTTP 4xx (400, 401, 403, 404, 422, …)                 | permanent  |
 //! | connection refused or reset, timeouts, broken streams       | transient  |
 //! | TLS certificate verification, auth plugins, bad requests    | permanent  |
@@ -111,12 +112,33 @@ pub fn classify_status(s: &Status) -> BackendError {
         403 if msg.contains("because it is being terminated") => {
             BackendError::transient(format!("forbidden (HTTP 403): {msg}"))
         }
+        403 if cluster_namespace_terminating(s) => BackendError::transient(format!(
+            "forbidden while the cluster's hub namespace is still being deleted (HTTP 403): {msg}"
+        ))
+        .with_help(
+            "a `reset` or `down` left the cluster's namespace on the hub Terminating; the accept \
+             passes once it is gone",
+        ),
         403 => BackendError::permanent(format!("forbidden (HTTP 403): {msg}"))
             .with_help("the kubeconfig's user lacks the RBAC permission for this request"),
         404 => BackendError::permanent(format!("not found (HTTP 404): {msg}")),
         0 => BackendError::permanent(msg),
         _ => BackendError::permanent(format!("rejected (HTTP {code}): {msg}")),
     }
+}
+
+/// The ManagedCluster validating webhook's answer to an accept (`hubAcceptsClient: true`) while namespace
+/// `<cluster>` on the hub is Terminating, after a `reset` or `down`: reason `Forbidden`, message
+/// `admission webhook "managedclustervalidators…" denied the request: cluster namespace "<c>" is
+/// terminating` (FACTS-OCM-ROUND2 §7.5, ocm@v1.3.1:pkg/registration/webhook/v1/managedcluster_validating.go).
+/// It passes once the namespace is gone, unlike an RBAC 403, whose message says
+/// `User "…" cannot <verb> resource …`.
+fn cluster_namespace_terminating(s: &Status) -> bool {
+    let reason_ok = s.reason.is_empty() || s.reason == "Forbidden";
+    reason_ok
+        && s.message.contains("cluster namespace")
+        && s.message.contains("is terminating")
+        && !s.message.contains(" cannot ")
 }
 
 /// An error below HTTP: the server could not be reached, or the connection broke.
@@ -215,6 +237,63 @@ mod tests {
             "namespaces \"x\" is forbidden: unable to create new content in namespace x because it is being terminated",
         );
         assert!(classify_status(&terminating).is_transient());
+    }
+
+    fn forbidden(message: &str) -> Status {
+        Status::failure(message, "Forbidden").with_code(403)
+    }
+
+    #[test]
+    fn the_managedcluster_webhook_403_for_a_terminating_namespace_is_transient() {
+        // FACTS-OCM-ROUND2 §7.5: the accept is denied until the old cluster namespace is gone.
+        let e = classify_status(&forbidden(
+            "admission webhook \"managedclustervalidators.admission.cluster.open-cluster-management.io\" \
+             denied the request: cluster namespace \"cluster1\" is terminating",
+        ));
+        assert!(e.is_transient(), "{e:?}");
+        assert!(
+            e.message
+                .contains("cluster namespace \"cluster1\" is terminating")
+        );
+        assert!(e.help.is_some_and(|h| h.contains("Terminating")));
+    }
+
+    #[test]
+    fn an_rbac_403_stays_permanent() {
+        for m in [
+            "managedclusters.register.open-cluster-management.io \"cluster1\" is forbidden: User \
+             \"system:serviceaccount:default:lab\" cannot update resource \"managedclusters/accept\" in API \
+             group \"register.open-cluster-management.io\" at the cluster scope",
+            // A webhook that denies for another reason is not waited out either.
+            "admission webhook \"managedclustervalidators.admission.cluster.open-cluster-management.io\" \
+             denied the request: user \"lab\" cannot update the HubAcceptsClient field",
+        ] {
+            let e = classify_status(&forbidden(m));
+            assert!(!e.is_transient(), "{m}");
+            assert!(e.help.is_some_and(|h| h.contains("RBAC")), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_webhook_not_ready_yet_is_transient_and_a_422_is_not() {
+        // What the API server answers while the webhook's Deployment has no ready endpoint (failurePolicy: Fail).
+        let unready = Status::failure(
+            "Internal error occurred: failed calling webhook \
+             \"managedclustersetbindingvalidators.admission.cluster.open-cluster-management.io\": failed to \
+             call webhook: Post \"https://cluster-manager-registration-webhook.open-cluster-management-hub.svc:9443/\
+             validate-cluster-open-cluster-management-io-v1beta2-managedclustersetbinding?timeout=10s\": dial tcp \
+             10.96.1.2:9443: connect: connection refused",
+            "InternalError",
+        )
+        .with_code(500);
+        assert!(classify_status(&unready).is_transient());
+        let invalid = Status::failure(
+            "ManagedClusterSetBinding.cluster.open-cluster-management.io \"x\" is invalid: spec.clusterSet: \
+             Invalid value: \"y\": must match the name",
+            "Invalid",
+        )
+        .with_code(422);
+        assert!(!classify_status(&invalid).is_transient());
     }
 
     #[test]

@@ -648,6 +648,10 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
                     name: ch.name.clone(),
                 });
             }
+            if ch.ns == ocm::HUB_NAMESPACE {
+                // The operator watches its Deployments' rollout (FACTS-OCM-ROUND2 §1.5).
+                out.insert(Work::HubOperator { cluster: hub() });
+            }
             match ch.name.as_str() {
                 "cluster-manager" => {
                     out.insert(Work::HubOperator { cluster: hub() });

@@ -131,8 +131,8 @@ pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     vec![Op::Put(s(c), n)]
 }
 
-/// The hub Deployments the cluster-manager operator runs in `open-cluster-management-hub`:
-/// (name, label `app`, ClusterManager image field).
+/// The six hub Deployments the cluster-manager operator runs in `open-cluster-management-hub` with the
+/// chart's values (FACTS-OCM-ROUND2 §1.1): (name, label `app`, ClusterManager image field).
 const HUB_DEPLOYMENTS: &[(&str, &str, &str)] = &[
     (
         "cluster-manager-registration-controller",
@@ -157,6 +157,11 @@ const HUB_DEPLOYMENTS: &[(&str, &str, &str)] = &[
     (
         "cluster-manager-addon-manager-controller",
         "clustermanager-addon-manager-controller",
+        "addOnManagerImagePullSpec",
+    ),
+    (
+        "cluster-manager-addon-webhook",
+        "cluster-manager-addon-webhook",
         "addOnManagerImagePullSpec",
     ),
 ];
@@ -218,6 +223,17 @@ pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
             }),
         ));
     }
+    // FACTS-OCM-ROUND2 §1.4-1.5: `Applied` comes with the first pass; `Progressing` stays True until every
+    // Deployment is ready, and only then are the webhook configurations registered.
+    let ready = |name: &str| {
+        w.get(c, gk::DEPLOYMENT, HUB_NAMESPACE, name)
+            .is_some_and(super::available)
+    };
+    let rolling: Vec<&str> = HUB_DEPLOYMENTS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .filter(|name| !ready(name))
+        .collect();
     let mut n = cm.clone();
     n["status"]["observedGeneration"] = cm["metadata"]["generation"].clone();
     set_condition(
@@ -229,20 +245,96 @@ pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
     );
     set_condition(
         &mut n,
-        "HubRegistrationDegraded",
-        "False",
-        "RegistrationFunctional",
-        "Registration is managing credentials",
+        "ValidFeatureGates",
+        "True",
+        "FeatureGatesAllValid",
+        "Feature gates are all valid",
     );
-    set_condition(
+    let degraded =
+        |n: &mut Value, kind: &str, pods: &[&str], fine: (&str, &str), bad: &str, what: &str| {
+            let down: Vec<&str> = pods.iter().copied().filter(|p| !ready(p)).collect();
+            if down.is_empty() {
+                set_condition(n, kind, "False", fine.0, fine.1);
+            } else {
+                set_condition(
+                    n,
+                    kind,
+                    "True",
+                    bad,
+                    &format!("{} pods are unavailable: {}", what, down.join(", ")),
+                );
+            }
+        };
+    degraded(
         &mut n,
-        "Progressing",
-        "False",
-        "ClusterManagerUpToDate",
-        "Components of cluster manager are up to date",
+        "HubRegistrationDegraded",
+        &[
+            "cluster-manager-registration-controller",
+            "cluster-manager-registration-webhook",
+        ],
+        (
+            "RegistrationFunctional",
+            "Registration is managing credentials",
+        ),
+        "UnavailableRegistrationPod",
+        "Registration",
     );
+    degraded(
+        &mut n,
+        "HubPlacementDegraded",
+        &["cluster-manager-placement-controller"],
+        (
+            "PlacementFunctional",
+            "Placement is scheduling placement decisions",
+        ),
+        "UnavailablePlacementPod",
+        "Placement",
+    );
+    if rolling.is_empty() {
+        set_condition(
+            &mut n,
+            "Progressing",
+            "False",
+            "ClusterManagerUpToDate",
+            "Components of cluster manager are up to date",
+        );
+        for (key, hook) in apiserver::HUB_ADMISSION_WEBHOOKS {
+            ops.push(Op::Create(s(c), webhook_configuration(key, hook)));
+        }
+    } else {
+        set_condition(
+            &mut n,
+            "Progressing",
+            "True",
+            "ClusterManagerDeploymentRolling",
+            &format!("Deployments {} is still rolling", rolling.join(", ")),
+        );
+    }
     ops.push(Op::Put(s(c), n));
     ops
+}
+
+/// A webhook configuration as the operator registers it (`failurePolicy: Fail`, port 9443).
+fn webhook_configuration(key: &str, hook: &apiserver::HubWebhook) -> Value {
+    let kind = key.split_once('.').map_or(key, |(k, _)| k);
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": hook.name},
+        "webhooks": [{
+            "name": hook.name,
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            "admissionReviewVersions": ["v1beta1", "v1"],
+            "sideEffects": "None",
+            "clientConfig": {"service": {
+                "namespace": HUB_NAMESPACE,
+                "name": hook.service,
+                "path": hook.path,
+                "port": 9443,
+            }},
+        }],
+    })
 }
 
 /// The first Klusterlet on a cluster (the chart names it `klusterlet`).
