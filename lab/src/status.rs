@@ -41,6 +41,9 @@ pub struct ManagedClusterStatus {
     pub exists: bool,
     pub joined: bool,
     pub available: bool,
+    /// The registration agent stopped renewing its lease: `ManagedClusterConditionAvailable` is Unknown
+    /// with reason `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.3).
+    pub agent_stopped: bool,
     /// Addon name → Available.
     pub addons: Vec<(String, bool)>,
 }
@@ -211,6 +214,9 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
             available: mc.as_ref().is_some_and(|o| {
                 condition_status(o, "ManagedClusterConditionAvailable") == Some("True")
             }),
+            agent_stopped: mc.as_ref().is_some_and(|o| {
+                crate::verify::agent_stopped(o, "ManagedClusterConditionAvailable")
+            }),
             addons: states,
         });
     }
@@ -283,6 +289,9 @@ pub fn render(s: &Status) -> String {
             let state = match (m.exists, m.joined, m.available) {
                 (false, _, _) => "not registered".to_owned(),
                 (true, false, _) => "registered, not joined".to_owned(),
+                (true, true, false) if m.agent_stopped => {
+                    "joined, NOT available: its registration agent stopped updating its lease (ManagedClusterLeaseUpdateStopped)".to_owned()
+                }
                 (true, true, false) => "joined, NOT available".to_owned(),
                 (true, true, true) => "joined, available".to_owned(),
             };

@@ -36,8 +36,29 @@ fn profile_ref(ns: &str, spoke: &str) -> ObjectRef {
     ObjectRef::new(CLUSTER_PROFILE.0, CLUSTER_PROFILE.1, Some(ns), spoke)
 }
 
+/// How often a check that waits looks at the whole chain again, to end at once when the diagnosis
+/// turned permanent (waiting for the profile itself is a watch, not this poll).
+const RECHECK: Duration = Duration::from_secs(5);
+/// The first and the longest pause between two `reachable` requests.
+const REACH_BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(5));
+
+/// What one spoke's checks share: the step, the hub, what to check and the spoke's own clock.
+struct SpokeRun<'a, 'c> {
+    ctx: &'a StepCtx<'c>,
+    hub: &'a dyn ClusterApi,
+    hub_served: bool,
+    checks: &'a [Check],
+    spoke: &'a str,
+    /// When this spoke's checks must end: its own start plus the verify timeout.
+    deadline: tokio::time::Instant,
+}
+
 /// Runs the lab's checks. With input `probe: "false"` no probe property is written (`up` uses that: its own
 /// ClusterProperty objects were just written, and a second `up` must change nothing).
+///
+/// Spokes are checked concurrently, each with its own clock: a spoke's deadline and latencies start when
+/// its own checks start, so a slow or failing spoke never shows in another's numbers. A check whose
+/// diagnosis cannot change by waiting (`CheckResult::permanent`) ends at once.
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
     let probe = ctx
@@ -60,135 +81,66 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         None => lab.verify.checks.clone(),
     };
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
-    let deadline = tokio::time::Instant::now() + lab.verify.timeout.min(ctx.timeout());
+    let budget = lab.verify.timeout.min(ctx.timeout());
     let pairs = expected_profiles(lab);
-    let mut results: Vec<CheckResult> = Vec::new();
     let probe_value = format!("run-{}", ctx.run.run_id);
-
-    if checks.contains(&Check::Properties) {
-        let mut probed = Vec::new();
-        if probe {
-            for s in &lab.spokes {
-                let api = ctx.run.api(&s.cluster.name).await?;
-                if api.served(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1).await? {
-                    api.apply(&probe_object(&lab.name, &probe_value)).await?;
-                    probed.push(s.cluster.name.clone());
-                }
-            }
-        }
-        let started = tokio::time::Instant::now();
-        for (spoke, ns) in &pairs {
-            let mut expected: Vec<Property> = lab
-                .spoke(spoke)
-                .map(|s| s.properties.clone())
-                .unwrap_or_default();
-            if probed.contains(spoke) {
-                expected.push(Property {
-                    name: PROBE_PROPERTY.into(),
-                    value: probe_value.clone(),
-                });
-            }
-            let r = properties(
-                ctx,
-                hub.as_ref(),
-                spoke,
-                ns,
-                &expected,
-                deadline,
-                started,
-                probe,
-            )
-            .await?;
-            emit(ctx, &r);
-            results.push(r);
-        }
-        for spoke in &probed {
-            let api = ctx.run.api(spoke).await?;
-            api.delete(&ObjectRef::new(
-                CLUSTER_PROPERTY.0,
-                CLUSTER_PROPERTY.1,
-                None,
-                PROBE_PROPERTY,
-            ))
-            .await?;
+    let hub_served = hub.served(CLUSTER_PROFILE.0, CLUSTER_PROFILE.1).await?;
+    // Spokes in topology order, each with the namespaces it should have a profile in.
+    let mut spokes: Vec<(&str, Vec<&str>)> = Vec::new();
+    for s in &lab.spokes {
+        let nss: Vec<&str> = pairs
+            .iter()
+            .filter(|(sp, _)| *sp == s.cluster.name)
+            .map(|(_, ns)| ns.as_str())
+            .collect();
+        if !nss.is_empty() {
+            spokes.push((s.cluster.name.as_str(), nss));
         }
     }
-    let hub_served = hub.served(CLUSTER_PROFILE.0, CLUSTER_PROFILE.1).await?;
-    for (spoke, ns) in &pairs {
-        let profile = if hub_served {
-            hub.get(&profile_ref(ns, spoke)).await?
-        } else {
-            None
+    let outcomes = futures::future::join_all(spokes.iter().map(|(spoke, nss)| {
+        let run = SpokeRun {
+            ctx,
+            hub: hub.as_ref(),
+            hub_served,
+            checks: &checks,
+            spoke,
+            deadline: tokio::time::Instant::now() + budget,
         };
-        if checks.contains(&Check::AccessProviders) {
-            // cluster-proxy requeues every minute while its serving cert is missing (OCM-FACTS §6.1): wait.
-            let profile = match &profile {
-                Some(_) => wait_quietly(
-                    hub.as_ref(),
-                    &profile_ref(ns, spoke),
-                    has_provider(),
-                    deadline,
-                )
-                .await?
-                .or(profile.clone()),
-                None => None,
-            };
-            let proxy_ns = lab
-                .addons
-                .cluster_proxy
-                .as_ref()
-                .map_or("", |p| p.namespace.as_str());
-            let r = verify::access_provider(spoke, ns, profile.as_ref(), proxy_ns);
-            emit(ctx, &r);
-            results.push(r);
-        }
-        if checks.contains(&Check::Reachable) {
-            let r = reachable(ctx, hub.as_ref(), spoke, ns, profile.as_ref()).await?;
-            emit(ctx, &r);
-            results.push(r);
-        }
-        if checks.contains(&Check::Credentials) {
-            for sa in lab
-                .service_accounts
-                .iter()
-                .filter(|a| a.cluster == *spoke && a.sync_to_cluster_profile)
-            {
-                let secret =
-                    ObjectRef::new("v1", "Secret", Some(ns), &format!("{spoke}-{}", sa.name));
-                let token = Condition::new("a Secret with a token", |o| {
-                    o.is_some_and(|s| s["data"]["token"].as_str().is_some_and(|t| !t.is_empty()))
-                });
-                let found = wait_quietly(hub.as_ref(), &secret, token, deadline).await?;
-                let r = verify::credential(spoke, ns, &sa.name, found.as_ref());
-                emit(ctx, &r);
-                results.push(r);
+        let probe_value = probe_value.as_str();
+        async move { run.all(nss, probe.then_some(probe_value)).await }
+    }))
+    .await;
+    let mut results: Vec<CheckResult> = Vec::new();
+    let mut probed = 0;
+    let mut first_error = None;
+    for o in outcomes {
+        match o {
+            Ok((rs, wrote)) => {
+                results.extend(rs);
+                probed += usize::from(wrote);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
             }
         }
-        if checks.contains(&Check::Conditions) {
-            let healthy = Condition::new("ControlPlaneHealthy and Joined True", |o| {
-                o.is_some_and(|p| {
-                    condition_status(p, "ControlPlaneHealthy") == Some("True")
-                        && condition_status(p, "Joined") == Some("True")
-                })
-            });
-            let profile = match &profile {
-                Some(_) => wait_quietly(hub.as_ref(), &profile_ref(ns, spoke), healthy, deadline)
-                    .await?
-                    .or(profile.clone()),
-                None => None,
-            };
-            let r = verify::conditions(spoke, ns, profile.as_ref());
-            emit(ctx, &r);
-            results.push(r);
-        }
+    }
+    if let Some(e) = first_error {
+        save_report(ctx, &results);
+        return Err(e);
     }
     save_report(ctx, &results);
     let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
     if let Some(first) = failed.first() {
+        let permanent = failed.iter().filter(|r| r.permanent).count();
         let mut err = BackendError::permanent(format!(
-            "{} of {} checks failed; first: {} for {} in {}: {}",
+            "{} of {} checks failed{}; first: {} for {} in {}: {}",
             failed.len(),
             results.len(),
+            if permanent > 0 {
+                format!(" ({permanent} permanently: not waited for)")
+            } else {
+                String::new()
+            },
             first.check,
             first.spoke,
             first.namespace,
@@ -199,7 +151,364 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         }
         return Err(err);
     }
-    Ok((false, outputs([("checks", json!(results.len()))])))
+    // Writing and deleting the probe is a change, even though the lab ends as it was.
+    Ok((
+        probed > 0,
+        outputs([("checks", json!(results.len())), ("probes", json!(probed))]),
+    ))
+}
+
+impl SpokeRun<'_, '_> {
+    fn lab(&self) -> &Lab {
+        &self.ctx.run.lab
+    }
+
+    fn spoke_context(&self) -> &str {
+        self.lab()
+            .cluster(self.spoke)
+            .map_or("", |c| c.context.as_str())
+    }
+
+    fn hub_context(&self) -> &str {
+        self.lab().hub.cluster.context.as_str()
+    }
+
+    /// Every check of this spoke in every namespace; `Ok((results, whether a probe was written))`. The
+    /// probe is removed again whatever the checks found.
+    async fn all(
+        &self,
+        namespaces: &[&str],
+        probe_value: Option<&str>,
+    ) -> Result<(Vec<CheckResult>, bool), BackendError> {
+        let mut probed = false;
+        if self.checks.contains(&Check::Properties)
+            && let Some(value) = probe_value
+        {
+            let api = self.ctx.run.api(self.spoke).await?;
+            if api.served(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1).await? {
+                api.apply(&probe_object(&self.lab().name, value)).await?;
+                probed = true;
+            }
+        }
+        // The spoke's clock starts once its probe is written: latencies are the time to see it.
+        let clock = tokio::time::Instant::now();
+        let mut results = Vec::new();
+        let checked = async {
+            for ns in namespaces {
+                self.namespace(
+                    ns,
+                    probed.then_some(probe_value).flatten(),
+                    clock,
+                    &mut results,
+                )
+                .await?;
+            }
+            Ok::<(), BackendError>(())
+        }
+        .await;
+        if probed {
+            let api = self.ctx.run.api(self.spoke).await?;
+            api.delete(&ObjectRef::new(
+                CLUSTER_PROPERTY.0,
+                CLUSTER_PROPERTY.1,
+                None,
+                PROBE_PROPERTY,
+            ))
+            .await?;
+        }
+        checked?;
+        Ok((results, probed))
+    }
+
+    fn emit_push(&self, results: &mut Vec<CheckResult>, r: CheckResult) {
+        emit(self.ctx, &r);
+        results.push(r);
+    }
+
+    /// The checks of one (spoke, namespace) pair.
+    async fn namespace(
+        &self,
+        ns: &str,
+        probe_value: Option<&str>,
+        clock: tokio::time::Instant,
+        results: &mut Vec<CheckResult>,
+    ) -> Result<(), BackendError> {
+        let spoke = self.spoke;
+        let hub = self.hub;
+        if self.checks.contains(&Check::Properties) {
+            let mut expected: Vec<Property> = self
+                .lab()
+                .spoke(spoke)
+                .map(|s| s.properties.clone())
+                .unwrap_or_default();
+            if let Some(v) = probe_value {
+                expected.push(Property {
+                    name: PROBE_PROPERTY.into(),
+                    value: v.to_owned(),
+                });
+            }
+            let r = self
+                .properties(ns, &expected, clock, probe_value.is_some())
+                .await?;
+            self.emit_push(results, r);
+        }
+        // When no ClusterProfile can appear at all, the checks that read one fail at once, saying why.
+        let blocker = self.profile_blocker(ns).await?;
+        let blocked = |check: Check| {
+            blocker.as_ref().map(|(hop, why, next)| {
+                CheckResult::failed(
+                    check,
+                    spoke,
+                    ns,
+                    *hop,
+                    format!("ClusterProfile {ns}/{spoke} cannot appear: {why}"),
+                    Some(next.clone()),
+                )
+                .permanent()
+            })
+        };
+        let profile = if self.hub_served {
+            hub.get(&profile_ref(ns, spoke)).await?
+        } else {
+            None
+        };
+        if self.checks.contains(&Check::AccessProviders) {
+            let r = match blocked(Check::AccessProviders) {
+                Some(r) => r,
+                None => {
+                    // cluster-proxy requeues every minute while its serving cert is missing (OCM-FACTS §6.1): wait.
+                    let profile = match &profile {
+                        Some(_) => wait_quietly(
+                            hub,
+                            &profile_ref(ns, spoke),
+                            has_provider(),
+                            self.deadline,
+                        )
+                        .await?
+                        .or(profile.clone()),
+                        None => None,
+                    };
+                    let proxy_ns = self
+                        .lab()
+                        .addons
+                        .cluster_proxy
+                        .as_ref()
+                        .map_or("", |p| p.namespace.as_str());
+                    verify::access_provider(spoke, ns, profile.as_ref(), proxy_ns)
+                }
+            };
+            self.emit_push(results, r);
+        }
+        let profile = if self.hub_served && profile.is_some() {
+            hub.get(&profile_ref(ns, spoke)).await?.or(profile)
+        } else {
+            profile
+        };
+        if self.checks.contains(&Check::Reachable) {
+            let r = match blocked(Check::Reachable) {
+                Some(r) => r,
+                None => self.reachable(ns, profile.as_ref()).await?,
+            };
+            self.emit_push(results, r);
+        }
+        if self.checks.contains(&Check::Credentials) {
+            let accounts: Vec<&str> = self
+                .lab()
+                .service_accounts
+                .iter()
+                .filter(|a| a.cluster == spoke && a.sync_to_cluster_profile)
+                .map(|a| a.name.as_str())
+                .collect();
+            for sa in accounts {
+                let r = match blocked(Check::Credentials) {
+                    Some(r) => r,
+                    None => {
+                        let secret =
+                            ObjectRef::new("v1", "Secret", Some(ns), &format!("{spoke}-{sa}"));
+                        let token = Condition::new("a Secret with a token", |o| {
+                            o.is_some_and(|s| {
+                                s["data"]["token"].as_str().is_some_and(|t| !t.is_empty())
+                            })
+                        });
+                        let found = wait_quietly(hub, &secret, token, self.deadline).await?;
+                        verify::credential(spoke, ns, sa, found.as_ref())
+                    }
+                };
+                self.emit_push(results, r);
+            }
+        }
+        if self.checks.contains(&Check::Conditions) {
+            let r = match blocked(Check::Conditions) {
+                Some(r) => r,
+                None => {
+                    let healthy = Condition::new("ControlPlaneHealthy and Joined True", |o| {
+                        o.is_some_and(|p| {
+                            condition_status(p, "ControlPlaneHealthy") == Some("True")
+                                && condition_status(p, "Joined") == Some("True")
+                        })
+                    });
+                    let profile = match &profile {
+                        Some(_) => {
+                            wait_quietly(hub, &profile_ref(ns, spoke), healthy, self.deadline)
+                                .await?
+                                .or(profile.clone())
+                        }
+                        None => None,
+                    };
+                    verify::conditions(
+                        spoke,
+                        ns,
+                        profile.as_ref(),
+                        self.hub_context(),
+                        self.spoke_context(),
+                    )
+                }
+            };
+            self.emit_push(results, r);
+        }
+        Ok(())
+    }
+
+    /// Why no ClusterProfile for this spoke can ever appear in `ns`, when that is so: the hub gate is
+    /// off, or no binding for a set holding the spoke exists there (OCM-FACTS §4.1).
+    async fn profile_blocker(
+        &self,
+        ns: &str,
+    ) -> Result<Option<(verify::Hop, String, String)>, BackendError> {
+        if !self.hub_served {
+            return Ok(Some((
+                verify::Hop::HubGateOff,
+                "the hub serves no ClusterProfile kind".into(),
+                "enable the hub registration gate `ClusterProfile` on the ClusterManager (spec.hub.featureGates)".into(),
+            )));
+        }
+        let (bound, exists) = binding_state(self.hub, self.lab(), self.spoke, ns).await?;
+        if !bound && !exists {
+            return Ok(Some((
+                verify::Hop::NoBoundBinding,
+                format!(
+                    "no ManagedClusterSetBinding in `{ns}` for a set holding `{}`",
+                    self.spoke
+                ),
+                format!(
+                    "{} get managedclustersetbindings -n {ns}; bind the spoke's set there",
+                    verify::kubectl(self.hub_context())
+                ),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// The properties check: waits (a watch) until the profile lists every expected property, looking at
+    /// the whole chain every [`RECHECK`] so that a permanent diagnosis ends the check at once.
+    async fn properties(
+        &self,
+        ns: &str,
+        expected: &[Property],
+        clock: tokio::time::Instant,
+        probe_included: bool,
+    ) -> Result<CheckResult, BackendError> {
+        let (hub, spoke) = (self.hub, self.spoke);
+        let pass = || {
+            let latency = clock.elapsed().as_millis() as u64;
+            CheckResult {
+                check: Check::Properties,
+                spoke: spoke.into(),
+                namespace: ns.into(),
+                ok: true,
+                detail: format!(
+                    "{} properties{}",
+                    expected.len(),
+                    if probe_included {
+                        ", probe included"
+                    } else {
+                        ""
+                    }
+                ),
+                hop: None,
+                next: None,
+                latency_ms: Some(latency),
+                permanent: false,
+            }
+        };
+        let want = expected.to_vec();
+        let cond = Condition::new(
+            format!("{} properties in status.properties", want.len()),
+            move |o| o.is_some_and(|p| verify::has_properties(p, &want)),
+        );
+        loop {
+            if self.hub_served
+                && hub
+                    .get(&profile_ref(ns, spoke))
+                    .await?
+                    .is_some_and(|p| verify::has_properties(&p, expected))
+            {
+                return Ok(pass());
+            }
+            let r = self.diagnose_properties(ns, expected).await?;
+            if r.ok {
+                return Ok(pass());
+            }
+            let now = tokio::time::Instant::now();
+            if r.permanent || now >= self.deadline {
+                return Ok(r);
+            }
+            let slice = RECHECK.min(self.deadline - now);
+            if hub
+                .wait(&profile_ref(ns, spoke), &cond, slice)
+                .await
+                .is_ok()
+            {
+                return Ok(pass());
+            }
+        }
+    }
+
+    /// Gathers the evidence along the chain and says which hop broke.
+    async fn diagnose_properties(
+        &self,
+        ns: &str,
+        expected: &[Property],
+    ) -> Result<CheckResult, BackendError> {
+        let (hub, spoke) = (self.hub, self.spoke);
+        let spoke_api = self.ctx.run.api(spoke).await?;
+        let spoke_served = spoke_api
+            .served(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1)
+            .await?;
+        let spoke_props = if spoke_served {
+            spoke_api
+                .list(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1, None, None)
+                .await?
+        } else {
+            Vec::new()
+        };
+        let mc = hub
+            .get(&ObjectRef::new(
+                "cluster.open-cluster-management.io/v1",
+                "ManagedCluster",
+                None,
+                spoke,
+            ))
+            .await?;
+        let (bound, binding_exists) = binding_state(hub, self.lab(), spoke, ns).await?;
+        let profile = if self.hub_served {
+            hub.get(&profile_ref(ns, spoke)).await?
+        } else {
+            None
+        };
+        let ev = PropertyEvidence {
+            spoke_context: self.spoke_context(),
+            hub_context: self.hub_context(),
+            spoke_crd_served: spoke_served,
+            spoke_properties: &spoke_props,
+            managed_cluster: mc.as_ref(),
+            hub_crd_served: self.hub_served,
+            bound,
+            binding_exists,
+            profile: profile.as_ref(),
+        };
+        Ok(verify::diagnose_properties(spoke, ns, expected, &ev))
+    }
 }
 
 fn probe_object(lab: &str, value: &str) -> Value {
@@ -238,95 +547,17 @@ async fn wait_quietly(
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one check, its inputs and its clock"
-)]
-async fn properties(
-    ctx: &StepCtx<'_>,
-    hub: &dyn ClusterApi,
-    spoke: &str,
-    ns: &str,
-    expected: &[Property],
-    deadline: tokio::time::Instant,
-    started: tokio::time::Instant,
-    probe: bool,
-) -> Result<CheckResult, BackendError> {
-    let lab = &ctx.run.lab;
-    let hub_served = hub.served(CLUSTER_PROFILE.0, CLUSTER_PROFILE.1).await?;
-    if hub_served {
-        let want = expected.to_vec();
-        let cond = Condition::new(
-            format!("{} properties in status.properties", want.len()),
-            move |o| o.is_some_and(|p| verify::has_properties(p, &want)),
-        );
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if hub.wait(&profile_ref(ns, spoke), &cond, left).await.is_ok() {
-            let latency = started.elapsed().as_millis() as u64;
-            let detail = format!(
-                "{} properties{}",
-                expected.len(),
-                if probe { ", probe included" } else { "" }
-            );
-            return Ok(CheckResult {
-                check: Check::Properties,
-                spoke: spoke.into(),
-                namespace: ns.into(),
-                ok: true,
-                detail,
-                hop: None,
-                next: None,
-                latency_ms: Some(latency),
-            });
-        }
-    }
-    // Gather the evidence along the chain to say which hop broke.
-    let spoke_api = ctx.run.api(spoke).await?;
-    let spoke_served = spoke_api
-        .served(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1)
-        .await?;
-    let spoke_props = if spoke_served {
-        spoke_api
-            .list(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1, None, None)
-            .await?
-    } else {
-        Vec::new()
-    };
-    let mc = hub
-        .get(&ObjectRef::new(
-            "cluster.open-cluster-management.io/v1",
-            "ManagedCluster",
-            None,
-            spoke,
-        ))
-        .await?;
-    let bound = bound_for(hub, lab, spoke, ns).await?;
-    let profile = if hub_served {
-        hub.get(&profile_ref(ns, spoke)).await?
-    } else {
-        None
-    };
-    let ev = PropertyEvidence {
-        spoke_crd_served: spoke_served,
-        spoke_properties: &spoke_props,
-        managed_cluster: mc.as_ref(),
-        hub_crd_served: hub_served,
-        bound,
-        profile: profile.as_ref(),
-    };
-    Ok(verify::diagnose_properties(spoke, ns, expected, &ev))
-}
-
-/// Whether a Bound binding for a set holding `spoke` exists in `ns` (read from the hub, not the topology).
-async fn bound_for(
+/// `(bound, exists)`: whether a Bound binding, and whether any binding, for a set holding `spoke` exists in
+/// `ns` (read from the hub, not the topology).
+async fn binding_state(
     hub: &dyn ClusterApi,
     lab: &Lab,
     spoke: &str,
     ns: &str,
-) -> Result<bool, BackendError> {
+) -> Result<(bool, bool), BackendError> {
     let api = "cluster.open-cluster-management.io/v1beta2";
     if !hub.served(api, "ManagedClusterSetBinding").await? {
-        return Ok(false);
+        return Ok((false, false));
     }
     let bindings = hub
         .list(api, "ManagedClusterSetBinding", Some(ns), None)
@@ -337,12 +568,20 @@ async fn bound_for(
         .filter(|s| s.members.iter().any(|m| m == spoke))
         .map(|s| s.name.as_str())
         .collect();
-    Ok(bindings.iter().any(|b| {
-        condition_status(b, "Bound") == Some("True")
-            && b["spec"]["clusterSet"]
+    let for_spoke: Vec<&Value> = bindings
+        .iter()
+        .filter(|b| {
+            b["spec"]["clusterSet"]
                 .as_str()
                 .is_some_and(|s| sets_of_spoke.contains(&s) || s == "global")
-    }))
+        })
+        .collect();
+    Ok((
+        for_spoke
+            .iter()
+            .any(|b| condition_status(b, "Bound") == Some("True")),
+        !for_spoke.is_empty(),
+    ))
 }
 
 fn emit(ctx: &StepCtx<'_>, r: &CheckResult) {
@@ -363,6 +602,8 @@ fn emit(ctx: &StepCtx<'_>, r: &CheckResult) {
             ResultStatus::Fail
         },
         detail,
+        hop: r.hop.map(verify::Hop::name),
+        permanent: r.permanent,
     });
 }
 
@@ -384,138 +625,200 @@ fn save_report(ctx: &StepCtx<'_>, results: &[CheckResult]) {
     }
 }
 
-/// The reachable check: a request through the access provider really reaches the spoke. The provider's
-/// server resolves only inside the hub, so its Service is port-forwarded and the request goes to
-/// `localhost` (a SAN of the serving certificate), verified with the provider's CA, authenticated with the
-/// spoke's synced ManagedServiceAccount token; `GET /<spoke>/version` must answer what the spoke's own
-/// `/version` answers (OCM-FACTS §6.1, §6.2).
-async fn reachable(
-    ctx: &StepCtx<'_>,
-    hub: &dyn ClusterApi,
-    spoke: &str,
-    ns: &str,
-    profile: Option<&Value>,
-) -> Result<CheckResult, BackendError> {
-    use base64::Engine as _;
-    let lab = &ctx.run.lab;
-    let mut r = CheckResult {
-        check: Check::Reachable,
-        spoke: spoke.into(),
-        namespace: ns.into(),
-        ok: false,
-        detail: String::new(),
-        hop: None,
-        next: None,
-        latency_ms: None,
-    };
-    let provider = profile
-        .and_then(|p| p["status"]["accessProviders"].as_array())
-        .and_then(|a| a.iter().find(|e| e["name"] == verify::PROVIDER))
-        .map(|e| &e["cluster"]);
-    let Some(provider) = provider else {
-        r.hop = Some(verify::Hop::NoAccessProvider);
-        r.detail = "no access provider to go through".into();
-        return Ok(r);
-    };
-    let server = provider["server"].as_str().unwrap_or_default();
-    // https://cluster-proxy-addon-user.<namespace>:9092/<spoke>
-    let Some((service, namespace, port, prefix)) = parse_user_server(server) else {
-        r.hop = Some(verify::Hop::BadAccessProvider);
-        r.detail = format!("cannot read the user server's Service from {server}");
-        return Ok(r);
-    };
-    let ca = provider["certificate-authority-data"]
-        .as_str()
-        .and_then(|d| {
-            base64::engine::general_purpose::STANDARD
-                .decode(d.trim())
-                .ok()
-        })
-        .unwrap_or_default();
-    let account = lab
-        .service_accounts
-        .iter()
-        .find(|a| a.cluster == spoke && a.sync_to_cluster_profile);
-    let secret = match account {
-        Some(a) => {
-            hub.get(&ObjectRef::new(
-                "v1",
-                "Secret",
-                Some(ns),
-                &format!("{spoke}-{}", a.name),
-            ))
-            .await?
-        }
-        None => None,
-    };
-    let token = secret
-        .as_ref()
-        .and_then(|s| s["data"]["token"].as_str())
-        .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
-        .and_then(|t| String::from_utf8(t).ok())
-        .filter(|t| !t.is_empty())
-        .map(crate::backend::Secret::new);
-    let Some(token) = token else {
-        r.hop = Some(verify::Hop::NoSyncedCredential);
-        r.detail = format!("no synced token in `{ns}` to authenticate with");
-        r.next = Some("the credentials check says why".into());
-        return Ok(r);
-    };
-    let started = tokio::time::Instant::now();
-    let path = format!("{prefix}/version");
-    let answer = hub
-        .get_via_service(&namespace, &service, port, &path, &ca, &token)
-        .await;
-    let latency = started.elapsed().as_millis() as u64;
-    let expected = ctx.run.api(spoke).await?.version().await?;
-    match answer {
-        Ok((200, body)) => {
-            let got = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["gitVersion"].as_str().map(str::to_owned));
-            if got.as_deref() == Some(expected.as_str()) {
-                r.ok = true;
-                r.latency_ms = Some(latency);
-                r.detail = format!(
-                    "GET {path} through cluster-proxy answered {expected}, as {spoke} does"
-                );
-            } else {
-                r.hop = Some(verify::Hop::WrongCluster);
-                r.detail = format!(
-                    "GET {path} answered {}, but {spoke} is {expected}",
-                    got.unwrap_or_else(|| "something that is not a version".into())
-                );
-                r.next = Some(
-                    "check the ManagedProxyServiceResolver and cluster names on the hub".into(),
-                );
+impl SpokeRun<'_, '_> {
+    /// The reachable check: a request through the access provider really reaches the spoke. The provider's
+    /// server resolves only inside the hub, so its Service is port-forwarded and the request goes to
+    /// `localhost` (a SAN of the serving certificate), verified with the provider's CA, authenticated with
+    /// the spoke's synced ManagedServiceAccount token; `GET /<spoke>/version` must answer what the spoke's
+    /// own `/version` answers (OCM-FACTS §6.1, §6.2).
+    ///
+    /// The addon's `Available` does not mean the tunnel is up (FACTS-OCM-ROUND2 §4.3), so a 400 (the user
+    /// server cannot open its tunnel to the proxy server), a 502 (`No agent available`: the spoke's proxy
+    /// agent is not connected yet), a 503/504 and a transient error are retried with backoff until the
+    /// spoke's deadline; giving up reports the last status and body (§4.4).
+    async fn reachable(
+        &self,
+        ns: &str,
+        profile: Option<&Value>,
+    ) -> Result<CheckResult, BackendError> {
+        use base64::Engine as _;
+        let (hub, spoke) = (self.hub, self.spoke);
+        let lab = self.lab();
+        let fail = |hop, detail: String, next: Option<String>| {
+            CheckResult::failed(Check::Reachable, spoke, ns, hop, detail, next)
+        };
+        let provider = profile
+            .and_then(|p| p["status"]["accessProviders"].as_array())
+            .and_then(|a| a.iter().find(|e| e["name"] == verify::PROVIDER))
+            .map(|e| &e["cluster"]);
+        let Some(provider) = provider else {
+            return Ok(fail(
+                verify::Hop::NoAccessProvider,
+                "no access provider to go through".into(),
+                None,
+            ));
+        };
+        let server = provider["server"].as_str().unwrap_or_default();
+        // https://cluster-proxy-addon-user.<namespace>:9092/<spoke>
+        let Some((service, namespace, port, prefix)) = parse_user_server(server) else {
+            return Ok(fail(
+                verify::Hop::BadAccessProvider,
+                format!("cannot read the user server's Service from {server}"),
+                None,
+            ));
+        };
+        let ca = provider["certificate-authority-data"]
+            .as_str()
+            .and_then(|d| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(d.trim())
+                    .ok()
+            })
+            .unwrap_or_default();
+        let account = lab
+            .service_accounts
+            .iter()
+            .find(|a| a.cluster == spoke && a.sync_to_cluster_profile);
+        let secret = match account {
+            Some(a) => {
+                hub.get(&ObjectRef::new(
+                    "v1",
+                    "Secret",
+                    Some(ns),
+                    &format!("{spoke}-{}", a.name),
+                ))
+                .await?
             }
-        }
-        Ok((401, _)) | Ok((403, _)) => {
-            r.hop = Some(verify::Hop::NotReachable);
-            r.detail = format!(
-                "GET {path} was refused (unauthorized) with the synced ManagedServiceAccount token"
-            );
-            r.next = Some(format!(
-                "check that the token in Secret {ns}/{spoke}-<msa> is current and the service proxy on {spoke} runs"
+            None => None,
+        };
+        let token = secret
+            .as_ref()
+            .and_then(|s| s["data"]["token"].as_str())
+            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
+            .and_then(|t| String::from_utf8(t).ok())
+            .filter(|t| !t.is_empty())
+            .map(crate::backend::Secret::new);
+        let Some(token) = token else {
+            return Ok(fail(
+                verify::Hop::NoSyncedCredential,
+                format!("no synced token in `{ns}` to authenticate with"),
+                Some("the credentials check says why".into()),
             ));
-        }
-        Ok((status, body)) => {
-            r.hop = Some(verify::Hop::NotReachable);
-            let body: String = body.chars().take(200).collect();
-            r.detail = format!("GET {path} answered HTTP {status}: {body}");
-            r.next = Some(format!(
-                "check the cluster-proxy agent on {spoke} (namespace open-cluster-management-cluster-proxy) and the proxy server on the hub"
-            ));
-        }
-        Err(e) => {
-            r.hop = Some(verify::Hop::NotReachable);
-            r.detail = format!("the request did not get through: {}", e.message);
-            r.next = Some(format!(
-                "kubectl -n {namespace} get pods,svc; the user server needs its serving cert and enableServiceProxy"
-            ));
-        }
+        };
+        let expected = self.ctx.run.api(spoke).await?.version().await?;
+        let path = format!("{prefix}/version");
+        let first = tokio::time::Instant::now();
+        let mut backoff = REACH_BACKOFF.0;
+        let mut attempts = 0u32;
+        let (answer, latency) = loop {
+            attempts += 1;
+            let started = tokio::time::Instant::now();
+            let answer = hub
+                .get_via_service(&namespace, &service, port, &path, &ca, &token)
+                .await;
+            let latency = started.elapsed().as_millis() as u64;
+            let again = match &answer {
+                Ok((status, _)) => matches!(status, 400 | 502..=504),
+                Err(e) => e.is_transient(),
+            };
+            let now = tokio::time::Instant::now();
+            if !again || now + backoff > self.deadline {
+                break (answer, latency);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(REACH_BACKOFF.1);
+        };
+        let tried = if attempts > 1 {
+            format!(
+                " (after {attempts} attempts over {}s)",
+                first.elapsed().as_secs()
+            )
+        } else {
+            String::new()
+        };
+        let body_of = |body: &str| -> String { body.trim().chars().take(200).collect() };
+        let spoke_ctx = verify::kubectl(self.spoke_context());
+        let hub_ctx = verify::kubectl(self.hub_context());
+        Ok(match answer {
+            Ok((200, body)) => {
+                let got = serde_json::from_str::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v["gitVersion"].as_str().map(str::to_owned));
+                if got.as_deref() == Some(expected.as_str()) {
+                    CheckResult {
+                        check: Check::Reachable,
+                        spoke: spoke.into(),
+                        namespace: ns.into(),
+                        ok: true,
+                        detail: format!(
+                            "GET {path} through cluster-proxy answered {expected}, as {spoke} does{tried}"
+                        ),
+                        hop: None,
+                        next: None,
+                        latency_ms: Some(latency),
+                        permanent: false,
+                    }
+                } else {
+                    fail(
+                        verify::Hop::WrongCluster,
+                        format!(
+                            "GET {path} answered {}, but {spoke} is {expected}",
+                            got.unwrap_or_else(|| "something that is not a version".into())
+                        ),
+                        Some(format!(
+                            "check the ManagedProxyServiceResolver and cluster names on the hub: {hub_ctx} get managedproxyserviceresolvers"
+                        )),
+                    )
+                }
+            }
+            Ok((401, _)) | Ok((403, _)) => fail(
+                verify::Hop::NotReachable,
+                format!(
+                    "GET {path} was refused (unauthorized) with the synced ManagedServiceAccount token"
+                ),
+                Some(format!(
+                    "check that the token in Secret {ns}/{spoke}-<msa> is current and the service proxy on {spoke} runs"
+                )),
+            ),
+            Ok((502, body)) => fail(
+                verify::Hop::ProxyAgentNotConnected,
+                format!(
+                    "GET {path} still answered HTTP 502{tried}: {}: the cluster-proxy agent on {spoke} holds no tunnel to the hub's proxy server",
+                    body_of(&body)
+                ),
+                Some(format!(
+                    "{spoke_ctx} -n open-cluster-management-cluster-proxy get pods; look at the proxy-agent container's logs (it dials the hub's proxy-server entrypoint)"
+                )),
+            ),
+            Ok((400, body)) => fail(
+                verify::Hop::ProxyServerUnreachable,
+                format!(
+                    "GET {path} still answered HTTP 400{tried}: {}: the user server cannot reach the proxy server on the hub",
+                    body_of(&body)
+                ),
+                Some(format!(
+                    "{hub_ctx} -n {namespace} get pods; check the cluster-proxy proxy-server and the user server's logs"
+                )),
+            ),
+            Ok((status, body)) => fail(
+                verify::Hop::NotReachable,
+                format!(
+                    "GET {path} answered HTTP {status}{tried}: {}",
+                    body_of(&body)
+                ),
+                Some(format!(
+                    "check the cluster-proxy agent on {spoke} ({spoke_ctx} -n open-cluster-management-cluster-proxy get pods) and the proxy server on the hub"
+                )),
+            ),
+            Err(e) => fail(
+                verify::Hop::NotReachable,
+                format!("the request did not get through{tried}: {}", e.message),
+                Some(format!(
+                    "{hub_ctx} -n {namespace} get pods,svc; the user server needs its serving cert and enableServiceProxy"
+                )),
+            ),
+        })
     }
-    Ok(r)
 }
 
 /// `(service, namespace, port, path prefix)` from a user server URL.

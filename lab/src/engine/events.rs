@@ -70,6 +70,12 @@ pub enum Event {
         subject: String,
         status: ResultStatus,
         detail: String,
+        /// Where the chain broke, for a failed verification check (`verify::Hop`, kebab-case).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hop: Option<String>,
+        /// The failure cannot change by waiting, so the check ended at once.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        permanent: bool,
     },
     RunFinished {
         ok: bool,

@@ -165,13 +165,23 @@ impl Human {
                 subject,
                 status,
                 detail,
+                hop,
+                permanent,
             } => {
                 let mark = match status {
                     ResultStatus::Pass => "✓",
                     ResultStatus::Fail => "✗",
                     ResultStatus::Skip => "-",
                 };
-                self.line(format!("  {mark} {check:<17} {subject:<32} {detail}"));
+                let hop = hop.as_ref().map(|h| format!("[{h}] ")).unwrap_or_default();
+                let permanent = if *permanent {
+                    " (permanent: not waited for)"
+                } else {
+                    ""
+                };
+                self.line(format!(
+                    "  {mark} {check:<17} {subject:<32} {hop}{detail}{permanent}"
+                ));
             }
             Event::RunFinished {
                 ok,

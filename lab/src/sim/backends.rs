@@ -636,8 +636,18 @@ impl ClusterApi for SimApi {
                 if !st.world.reachable(&c) {
                     return Err(apiserver::unreachable(&c));
                 }
+                // The hub's proxy server, as the user server's tunnel sees it (FACTS-OCM-ROUND2 §4.4).
+                let proxy_server = match st.faults.get(&Behaviour::ProxyServer).cloned() {
+                    Some(super::Fault::FailAlways(m)) => Err(m),
+                    Some(super::Fault::FailOnce(m)) => {
+                        st.faults.remove(&Behaviour::ProxyServer);
+                        Err(m)
+                    }
+                    _ => Ok(()),
+                };
                 super::userserver::get(
                     &st.world,
+                    proxy_server,
                     &c,
                     namespace,
                     service,

@@ -70,6 +70,14 @@ pub enum Behaviour {
     MsaToken,
     /// managed-serviceaccount copies tokens next to ClusterProfiles (§7).
     MsaCredSync,
+    /// The spoke's cluster-proxy agent connects its tunnel to the hub's proxy server, some time after the
+    /// addon is `Available` (FACTS-OCM-ROUND2 §4.3: no status reports it). Delayed, the user server answers
+    /// 502 `No agent available` meanwhile; failing always, it never connects.
+    ProxyTunnel,
+    /// The hub's proxy server accepts the user server's tunnel (FACTS-OCM-ROUND2 §4.4). Failing (once or
+    /// always), the user server answers 400 with the gRPC error. Checked on every request through the user
+    /// server.
+    ProxyServer,
 }
 
 impl Behaviour {

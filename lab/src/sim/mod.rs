@@ -177,6 +177,37 @@ impl SimLab {
         self.shared.resync();
     }
 
+    /// Stops `spoke`'s registration agent; after the hub's grace period (5 × leaseDurationSeconds, 300 s
+    /// by default, in Tokio time) the hub marks its ManagedCluster `Available=Unknown`
+    /// (`ManagedClusterLeaseUpdateStopped`) and the ClusterProfiles copy it as `ControlPlaneHealthy`
+    /// (FACTS-OCM-ROUND2 §5.3, fixtures/recorded/8-access-providers-and-agent-loss). Needs a Tokio runtime
+    /// for the timer. `false` when no agent runs there.
+    pub fn stop_agent(self: &Arc<Self>, spoke: &str) -> bool {
+        let Some((seq, grace)) = self.with_world(|w| w.stop_agent(spoke)) else {
+            return false;
+        };
+        let me = Arc::downgrade(&self.shared);
+        let spoke = spoke.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(shared) = me.upgrade() {
+                let work = {
+                    let mut st = shared.lock();
+                    st.world.expire_lease(&spoke, seq)
+                };
+                if let Some((hub, mc)) = work {
+                    shared.mutate_with(vec![controllers::Work::HubAccept { hub, mc }], |_| ());
+                }
+            }
+        });
+        true
+    }
+
+    /// Starts a stopped registration agent again (see [`SimLab::stop_agent`]).
+    pub fn start_agent(&self, spoke: &str) {
+        self.with_world(|w| w.start_agent(spoke));
+    }
+
     /// Mutating backend calls received so far, whether or not they changed anything.
     pub fn mutations(&self) -> u64 {
         self.shared.lock().mutations

@@ -41,6 +41,7 @@ fn status(code: u16, reason: &str, message: &str) -> (u16, String) {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn get(
     w: &World,
+    proxy_server: Result<(), String>,
     hub: &str,
     namespace: &str,
     service: &str,
@@ -123,7 +124,7 @@ pub(crate) fn get(
             "GET {url} failed: io: invalid peer certificate: UnknownIssuer"
         )));
     }
-    user_server(w, hub, path, token)
+    user_server(w, proxy_server, hub, path, token)
 }
 
 /// The user server: `/<cluster>/<path>` goes through the proxy to the managed cluster's service-proxy,
@@ -131,6 +132,7 @@ pub(crate) fn get(
 /// (impersonation); `GET /version` is allowed to anyone authenticated (OCM-FACTS §6.2).
 fn user_server(
     w: &World,
+    proxy_server: Result<(), String>,
     hub: &str,
     path: &str,
     token: &str,
@@ -138,7 +140,18 @@ fn user_server(
     let trimmed = path.trim_start_matches('/');
     let (cluster, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
     if cluster.is_empty() {
-        return Ok(status(404, "NotFound", "the path names no cluster"));
+        // A malformed path is a 400 upstream (FACTS-OCM-ROUND2 §4.4).
+        return Ok((400, "the path names no cluster".to_owned()));
+    }
+    // The user server opens a gRPC tunnel to the hub's proxy server first: failing, 400 with the gRPC
+    // error text (FACTS-OCM-ROUND2 §4.4, `http.Error(wr, err.Error(), http.StatusBadRequest)`).
+    if let Err(why) = proxy_server {
+        return Ok((
+            400,
+            format!(
+                "rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: simulated: {why}\"\n"
+            ),
+        ));
     }
     let addon = w.get(hub, gk::MCA, cluster, "cluster-proxy");
     let service_proxy = controllers::available_deployment(w, hub, "cluster-proxy-addon-manager")
@@ -146,17 +159,21 @@ fn user_server(
         .and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(|x| x == "--enable-service-proxy=true"));
     let spoke = w.spoke_of(hub, cluster).filter(|s| w.reachable(s));
+    // The proxy server has no agent for the cluster until its proxy-agent's tunnel is up: the dial fails
+    // with ANP's `No agent available`, which the user server returns as 502 (FACTS-OCM-ROUND2 §4.4).
+    let no_agent = || {
+        Ok((
+            502,
+            "proxy to anp-proxy-server failed because No agent available\n".to_owned(),
+        ))
+    };
+    let connected = w.tunnels.contains(&format!("{hub}/{cluster}"));
     let (Some(spoke), true, true) = (
         spoke,
-        addon.is_some_and(|a| util::condition_is(a, "Available", "True")),
+        connected && addon.is_some_and(|a| util::condition_is(a, "Available", "True")),
         service_proxy,
     ) else {
-        return Ok((
-            502,
-            format!(
-                "failed to reach cluster {cluster} through the proxy: no agent available (the cluster-proxy addon must be Available on it and enableServiceProxy on)"
-            ),
-        ));
+        return no_agent();
     };
     let known = w
         .tokens

@@ -77,6 +77,14 @@ pub struct Agent {
     /// The hub's last rejection of its claims update (OCM-FACTS §10: a value over 1024 characters
     /// blocks every later update); only the agent log shows this in reality.
     pub claim_error: Option<String>,
+    /// The agent was stopped (its Deployment scaled down, its pod gone): it renews no lease and syncs
+    /// nothing. The number tells one stop from the next, so a lease timer of an earlier stop is ignored.
+    #[serde(default)]
+    pub stopped: Option<u64>,
+    /// The hub's lease controller found the lease of the stopped agent expired (5 × leaseDurationSeconds
+    /// after its last renewal, FACTS-OCM-ROUND2 §5.3).
+    #[serde(default)]
+    pub lease_expired: bool,
 }
 
 /// A token a cluster minted with a TokenRequest (or for a ManagedServiceAccount).
@@ -142,6 +150,10 @@ pub struct World {
     pub(crate) tokens: BTreeMap<String, TokenInfo>,
     /// `<hub>/<ManagedCluster name>` → the lab cluster whose agent registered it.
     pub(crate) agents: BTreeMap<String, String>,
+    /// `<hub>/<managed cluster>` whose cluster-proxy agent holds a tunnel to the hub's proxy server
+    /// (FACTS-OCM-ROUND2 §4.3).
+    #[serde(default)]
+    pub(crate) tunnels: BTreeSet<String>,
     /// Counter for tokens, ports and addresses.
     pub(crate) seq: u64,
     /// Generator state for uids and ids.
@@ -231,6 +243,46 @@ impl World {
             self.put(&hub, mc);
         }
         self.touched.insert(spoke.to_owned());
+    }
+
+    /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): it stops renewing its
+    /// lease and syncing claims. Returns the stop's number and the hub's grace period, 5 ×
+    /// `spec.leaseDurationSeconds` of its ManagedCluster (60 s when unset, FACTS-OCM-ROUND2 §5.3); use
+    /// [`crate::sim::SimLab::stop_agent`], which also runs the hub's lease timer.
+    pub fn stop_agent(&mut self, spoke: &str) -> Option<(u64, std::time::Duration)> {
+        let seq = self.next_seq();
+        let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
+        agent.stopped = Some(seq);
+        agent.lease_expired = false;
+        let (hub, name) = (agent.hub.clone(), agent.cluster_name.clone());
+        let lease_seconds = self
+            .get(&hub, gk::MANAGED_CLUSTER, "", &name)
+            .and_then(|mc| mc["spec"]["leaseDurationSeconds"].as_u64())
+            .filter(|s| *s > 0)
+            .unwrap_or(60);
+        self.touched.insert(spoke.to_owned());
+        Some((seq, std::time::Duration::from_secs(5 * lease_seconds)))
+    }
+
+    /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
+    /// cluster Available again (FACTS-OCM-ROUND2 §5; recorded: Available again 0.5 s after a restart).
+    pub fn start_agent(&mut self, spoke: &str) {
+        if let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) {
+            agent.stopped = None;
+            agent.lease_expired = false;
+        }
+        self.touched.insert(spoke.to_owned());
+    }
+
+    /// The hub's lease controller: the lease of stop `seq` expired (no-op if the agent was started or
+    /// stopped again since).
+    pub(crate) fn expire_lease(&mut self, spoke: &str, seq: u64) -> Option<(String, String)> {
+        let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
+        if agent.stopped != Some(seq) {
+            return None;
+        }
+        agent.lease_expired = true;
+        Some((agent.hub.clone(), agent.cluster_name.clone()))
     }
 
     /// Writes an object straight into a cluster's store: no admission, no validation, `status` kept

@@ -39,6 +39,40 @@ pub struct CheckResult {
     /// Time until every expected property was seen in the ClusterProfile.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
+    /// The diagnosis cannot change by waiting (the topology or the lab's setup itself cannot pass), so the
+    /// check ended at once instead of waiting out the verify deadline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub permanent: bool,
+}
+
+impl CheckResult {
+    /// A failed check at `hop`.
+    pub fn failed(
+        check: Check,
+        spoke: &str,
+        namespace: &str,
+        hop: Hop,
+        detail: String,
+        next: Option<String>,
+    ) -> Self {
+        CheckResult {
+            check,
+            spoke: spoke.to_owned(),
+            namespace: namespace.to_owned(),
+            ok: false,
+            detail,
+            hop: Some(hop),
+            next,
+            latency_ms: None,
+            permanent: false,
+        }
+    }
+
+    /// Marks the diagnosis as one waiting cannot change.
+    pub fn permanent(mut self) -> Self {
+        self.permanent = true;
+        self
+    }
 }
 
 /// Where the chain broke.
@@ -53,6 +87,10 @@ pub enum Hop {
     NotJoined,
     /// The property is labelled `open-cluster-management.io/spoke-only`.
     SpokeOnly,
+    /// The spoke's registration agent stopped renewing its lease: the hub set
+    /// `ManagedClusterConditionAvailable` to Unknown (`ManagedClusterLeaseUpdateStopped`, FACTS-OCM-ROUND2 §5.3),
+    /// so nothing on the spoke reaches the hub any more.
+    AgentStopped,
     /// More than 20 custom properties: OCM dropped it.
     ClaimsTruncated,
     /// A property value over 1024 characters blocks every claim update of the cluster.
@@ -73,6 +111,12 @@ pub enum Hop {
     BadAccessProvider,
     /// reachable: the request through cluster-proxy failed (port-forward, TLS, authentication).
     NotReachable,
+    /// reachable: the user server answered 502 "No agent available": the spoke's cluster-proxy agent holds
+    /// no tunnel to the hub's proxy server (FACTS-OCM-ROUND2 §4.4).
+    ProxyAgentNotConnected,
+    /// reachable: the user server answered 400: it cannot open its tunnel to the hub's proxy server
+    /// (FACTS-OCM-ROUND2 §4.4).
+    ProxyServerUnreachable,
     /// reachable: something answered, but not that spoke.
     WrongCluster,
     /// credentials: the synced token Secret is missing or empty.
@@ -81,9 +125,23 @@ pub enum Hop {
     ConditionFalse,
 }
 
-/// Everything known about one property's path, gathered by the action after a wait timed out.
+impl Hop {
+    /// The kebab-case name reports and JSON events use (`hub-gate-off`, `agent-stopped`, ...).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+/// Everything known about one property's path, gathered by the action while it waits.
 #[derive(Debug, Clone, Default)]
 pub struct PropertyEvidence<'a> {
+    /// The spoke's kube context (as the topology names it), for the hints.
+    pub spoke_context: &'a str,
+    /// The hub's kube context.
+    pub hub_context: &'a str,
     /// Whether the ClusterProperty kind is served on the spoke.
     pub spoke_crd_served: bool,
     /// The spoke's ClusterProperty objects.
@@ -93,6 +151,8 @@ pub struct PropertyEvidence<'a> {
     pub hub_crd_served: bool,
     /// Whether a Bound binding for a set holding the cluster exists in the namespace.
     pub bound: bool,
+    /// Whether any binding for a set holding the cluster exists in the namespace (Bound or not yet).
+    pub binding_exists: bool,
     pub profile: Option<&'a Value>,
 }
 
@@ -119,37 +179,72 @@ pub fn has_properties(profile: &Value, expected: &[Property]) -> bool {
         .all(|p| have.iter().any(|(n, v)| *n == p.name && *v == p.value))
 }
 
-/// Says where the first missing property got lost.
+/// Whether a ManagedCluster (or a ClusterProfile, which copies its conditions) shows that the registration
+/// agent stopped renewing its lease: Available/ControlPlaneHealthy Unknown with reason
+/// `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.1, §5.3).
+pub fn agent_stopped(obj: &Value, condition: &str) -> bool {
+    obj["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c["type"] == condition
+                && c["status"] == "Unknown"
+                && c["reason"] == "ManagedClusterLeaseUpdateStopped"
+        })
+}
+
+/// `kubectl --context <context>`, or plain `kubectl` when the context is not known.
+pub fn kubectl(context: &str) -> String {
+    if context.is_empty() {
+        "kubectl".to_owned()
+    } else {
+        format!("kubectl --context {context}")
+    }
+}
+
+/// What the registration agent's stop looks like to a user, and where to look.
+fn agent_stopped_hint(spoke: &str, spoke_context: &str) -> String {
+    format!(
+        "is {spoke} up? then start its klusterlet registration agent again: {} -n open-cluster-management-agent get pods",
+        kubectl(spoke_context)
+    )
+}
+
+/// Says where the first missing property got lost. The result is `permanent` when waiting cannot change
+/// it: the hub gate off, no binding at all, the spoke gate off, a `spoke-only` property, a value over 1024
+/// characters, more than 20 custom properties.
 pub fn diagnose_properties(
     spoke: &str,
     namespace: &str,
     expected: &[Property],
     ev: &PropertyEvidence<'_>,
 ) -> CheckResult {
-    let fail = |hop, detail: String, next: String| CheckResult {
-        check: Check::Properties,
-        spoke: spoke.to_owned(),
-        namespace: namespace.to_owned(),
-        ok: false,
-        detail,
-        hop: Some(hop),
-        next: Some(next),
-        latency_ms: None,
+    let fail = |hop, detail: String, next: String| {
+        CheckResult::failed(Check::Properties, spoke, namespace, hop, detail, Some(next))
     };
+    let hub = kubectl(ev.hub_context);
+    let on_spoke_cmd = kubectl(ev.spoke_context);
     let profile_name = format!("ClusterProfile {namespace}/{spoke}");
     if !ev.hub_crd_served {
-        return fail(Hop::HubGateOff, "the hub serves no ClusterProfile kind".into(), "enable the hub registration gate `ClusterProfile` on the ClusterManager (spec.hub.featureGates)".into());
+        return fail(Hop::HubGateOff, "the hub serves no ClusterProfile kind".into(), "enable the hub registration gate `ClusterProfile` on the ClusterManager (spec.hub.featureGates)".into()).permanent();
     }
     if !ev.bound {
-        return fail(
+        let r = fail(
             Hop::NoBoundBinding,
             format!(
-                "no Bound ManagedClusterSetBinding in `{namespace}` for a set holding `{spoke}`"
+                "no Bound ManagedClusterSetBinding in `{namespace}` for a set holding `{spoke}`{}",
+                if ev.binding_exists {
+                    " (one exists, not Bound yet)"
+                } else {
+                    ""
+                }
             ),
             format!(
-                "kubectl get managedclustersetbindings -n {namespace}; bind the spoke's set there"
+                "{hub} get managedclustersetbindings -n {namespace}; bind the spoke's set there"
             ),
         );
+        return if ev.binding_exists { r } else { r.permanent() };
     }
     let Some(profile) = ev.profile else {
         return fail(
@@ -185,7 +280,8 @@ pub fn diagnose_properties(
                 Hop::SpokeGateOff,
                 format!("{what}: the spoke serves no ClusterProperty kind"),
                 format!("enable the registration gate `ClusterProperty` on {spoke}'s Klusterlet"),
-            );
+            )
+            .permanent();
         }
         let on_spoke = ev
             .spoke_properties
@@ -195,7 +291,7 @@ pub fn diagnose_properties(
             return fail(
                 Hop::PropertyMissingOnSpoke,
                 format!("{what} is not on the spoke"),
-                format!("kubectl --context <{spoke}> get clusterproperties"),
+                format!("{on_spoke_cmd} get clusterproperties"),
             );
         };
         let joined = ev
@@ -206,7 +302,7 @@ pub fn diagnose_properties(
                 Hop::NotJoined,
                 format!("{what}: ManagedCluster `{spoke}` has not joined"),
                 format!(
-                    "kubectl get managedcluster {spoke} -o yaml; check the klusterlet on the spoke"
+                    "{hub} get managedcluster {spoke} -o yaml; check the klusterlet on the spoke"
                 ),
             );
         }
@@ -220,7 +316,8 @@ pub fn diagnose_properties(
                     "{what} is labelled open-cluster-management.io/spoke-only: OCM never syncs it"
                 ),
                 "remove the label".into(),
-            );
+            )
+            .permanent();
         }
         if claims.iter().any(|(n, v)| *n == p.name && *v == p.value) {
             return fail(
@@ -244,7 +341,8 @@ pub fn diagnose_properties(
                     long["metadata"]["name"].as_str().unwrap_or("?")
                 ),
                 "shorten or delete that ClusterProperty".into(),
-            );
+            )
+            .permanent();
         }
         let custom: Vec<&str> = ev
             .spoke_properties
@@ -271,14 +369,27 @@ pub fn diagnose_properties(
                         custom.len()
                     ),
                     "remove properties, or raise maxCustomClusterClaims on the Klusterlet".into(),
-                );
+                )
+                .permanent();
             }
+        }
+        if ev
+            .managed_cluster
+            .is_some_and(|mc| agent_stopped(mc, "ManagedClusterConditionAvailable"))
+        {
+            return fail(
+                Hop::AgentStopped,
+                format!(
+                    "{what} is on the spoke, but the registration agent on {spoke} stopped updating its lease (ManagedClusterConditionAvailable is Unknown): it syncs nothing to the hub"
+                ),
+                agent_stopped_hint(spoke, ev.spoke_context),
+            );
         }
         return fail(
             Hop::NotInClaims,
             format!("{what} is on the spoke but not in ManagedCluster.status.clusterClaims"),
             format!(
-                "check the registration agent on {spoke} (is the ClusterProperty gate on its Klusterlet?)"
+                "check the registration agent on {spoke} (is the ClusterProperty gate on its Klusterlet?): {on_spoke_cmd} -n open-cluster-management-agent logs deploy/klusterlet-registration-agent"
             ),
         );
     }
@@ -291,6 +402,7 @@ pub fn diagnose_properties(
         hop: None,
         next: None,
         latency_ms: None,
+        permanent: false,
     }
 }
 
@@ -318,6 +430,7 @@ pub fn access_provider(
         hop: None,
         next: None,
         latency_ms: None,
+        permanent: false,
     };
     let Some(profile) = profile else {
         r.hop = Some(Hop::ProfileMissing);
@@ -417,11 +530,20 @@ pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Value
         hop: (!ok).then_some(Hop::NoSyncedCredential),
         next: (!ok).then(|| format!("the managed-serviceaccount credential syncer copies it for MSAs labelled sync-to-clusterprofile; check ManagedServiceAccount {spoke}/{msa} and the addon manager's ClusterProfileCredSyncer gate")),
         latency_ms: None,
+        permanent: false,
     }
 }
 
-/// The conditions check: `ControlPlaneHealthy` and `Joined` True (OCM-FACTS §4.1).
-pub fn conditions(spoke: &str, namespace: &str, profile: Option<&Value>) -> CheckResult {
+/// The conditions check: `ControlPlaneHealthy` and `Joined` True (OCM-FACTS §4.1). A `ControlPlaneHealthy`
+/// Unknown because the registration agent's lease expired is reported as hop `agent-stopped`
+/// (FACTS-OCM-ROUND2 §5.3: `Joined` stays True then).
+pub fn conditions(
+    spoke: &str,
+    namespace: &str,
+    profile: Option<&Value>,
+    hub_context: &str,
+    spoke_context: &str,
+) -> CheckResult {
     let mut bad = Vec::new();
     for c in ["ControlPlaneHealthy", "Joined"] {
         let s = profile.and_then(|p| condition_status(p, c));
@@ -430,6 +552,7 @@ pub fn conditions(spoke: &str, namespace: &str, profile: Option<&Value>) -> Chec
         }
     }
     let ok = bad.is_empty() && profile.is_some();
+    let stopped = profile.is_some_and(|p| agent_stopped(p, "ControlPlaneHealthy"));
     CheckResult {
         check: Check::Conditions,
         spoke: spoke.into(),
@@ -439,15 +562,32 @@ pub fn conditions(spoke: &str, namespace: &str, profile: Option<&Value>) -> Chec
             format!("ClusterProfile {namespace}/{spoke} does not exist")
         } else if ok {
             "ControlPlaneHealthy, Joined".into()
+        } else if stopped {
+            format!(
+                "{} (ManagedClusterLeaseUpdateStopped): the registration agent on {spoke} stopped updating its lease (the agent, or the whole cluster, is down)",
+                bad.join(", ")
+            )
         } else {
             bad.join(", ")
         },
         hop: (!ok).then_some(if profile.is_none() {
             Hop::ProfileMissing
+        } else if stopped {
+            Hop::AgentStopped
         } else {
             Hop::ConditionFalse
         }),
-        next: (!ok).then(|| format!("kubectl get managedcluster {spoke} -o yaml")),
+        next: (!ok).then(|| {
+            if stopped {
+                agent_stopped_hint(spoke, spoke_context)
+            } else {
+                format!(
+                    "{} get managedcluster {spoke} -o yaml",
+                    kubectl(hub_context)
+                )
+            }
+        }),
         latency_ms: None,
+        permanent: false,
     }
 }

@@ -53,9 +53,18 @@ pub fn table(results: &[CheckResult]) -> String {
     if !failed.is_empty() {
         out.push('\n');
         for r in failed {
+            let hop = r
+                .hop
+                .map(|h| format!(" [{}]", h.name()))
+                .unwrap_or_default();
+            let permanent = if r.permanent {
+                " (permanent: not waited for)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "✗ {} for {} in {}: {}",
+                "✗ {} for {} in {}{hop}: {}{permanent}",
                 r.check, r.spoke, r.namespace, r.detail
             );
             if let Some(next) = &r.next {
@@ -120,6 +129,7 @@ mod tests {
             hop: (!ok).then_some(Hop::NoBoundBinding),
             next: (!ok).then(|| "bind it".into()),
             latency_ms: ok.then_some(46),
+            permanent: false,
         }
     }
 

@@ -14,4 +14,5 @@ mod tools;
 mod topology;
 mod up_hazards;
 mod verify_hops;
+mod verify_run;
 mod workflow;

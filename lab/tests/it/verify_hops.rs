@@ -386,8 +386,9 @@ async fn hop_no_synced_credential() {
 async fn hop_condition_false() {
     let h = Harness::default_lab();
     up(&h).await;
-    // cluster2's node stops; after its lease expires the hub marks it unavailable (OCM-FACTS §9.5), and
-    // the profile controller copies that into the profile's conditions.
+    // cluster2's API server stops answering its agent's health checks: the agent marks the cluster
+    // unavailable (FACTS-OCM-ROUND2 §5.2), and the profile controller copies that into the profile's
+    // conditions. (A lease that expired instead is hop `agent-stopped`: verify_run.rs.)
     h.sim.with_world(|w| {
         w.set_running("cluster2", false);
         let mc_ref = ObjectRef::new(
@@ -399,8 +400,8 @@ async fn hop_condition_false() {
         let mut mc = w.get_object("hub", &mc_ref).unwrap();
         for c in mc["status"]["conditions"].as_array_mut().unwrap() {
             if c["type"] == "ManagedClusterConditionAvailable" {
-                c["status"] = json!("Unknown");
-                c["reason"] = json!("ManagedClusterLeaseUpdateStopped");
+                c["status"] = json!("False");
+                c["reason"] = json!("ManagedClusterKubeAPIServerUnavailable");
             }
         }
         w.put_object("hub", mc).unwrap();
@@ -413,7 +414,7 @@ async fn hop_condition_false() {
         &results,
         Check::Conditions,
         "condition-false",
-        "ControlPlaneHealthy=Unknown",
+        "ControlPlaneHealthy=False",
         false,
     );
 }

@@ -480,3 +480,16 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     }
     ops
 }
+
+/// The spoke's cluster-proxy `proxy-agent` dials the hub's proxy server and holds a tunnel while the addon
+/// runs there (FACTS-OCM-ROUND2 §4.3): connected when the cluster-proxy ManagedClusterAddOn is
+/// `Available` and the spoke runs. `Available` alone does not mean connected in reality (the lease is
+/// renewed by another container), which a delay on [`crate::sim::Behaviour::ProxyTunnel`] models.
+pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
+    let key = format!("{hub}/{mc}");
+    let available = w
+        .get(hub, gk::MCA, mc, PROXY_ADDON)
+        .is_some_and(|a| util::condition_is(a, "Available", "True"));
+    let spoke_runs = w.spoke_of(hub, mc).is_some_and(|s| w.reachable(s));
+    vec![Op::Tunnel(key, available && spoke_runs)]
+}

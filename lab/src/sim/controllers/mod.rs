@@ -112,6 +112,10 @@ pub(crate) enum Work {
         ns: String,
         name: String,
     },
+    ProxyTunnel {
+        hub: String,
+        mc: String,
+    },
 }
 
 impl Work {
@@ -138,6 +142,7 @@ impl Work {
             Work::ProxyProfile { .. } | Work::ProxyAll { .. } => Behaviour::ProxyAccessProvider,
             Work::MsaToken { .. } => Behaviour::MsaToken,
             Work::MsaSync { .. } => Behaviour::MsaCredSync,
+            Work::ProxyTunnel { .. } => Behaviour::ProxyTunnel,
         }
     }
 
@@ -165,7 +170,8 @@ impl Work {
             | Work::ProxyProfile { hub, .. }
             | Work::ProxyAll { hub }
             | Work::MsaToken { hub, .. }
-            | Work::MsaSync { hub, .. } => hub,
+            | Work::MsaSync { hub, .. }
+            | Work::ProxyTunnel { hub, .. } => hub,
         }
     }
 }
@@ -197,6 +203,8 @@ pub(crate) enum Op {
         mc: String,
         member: bool,
     },
+    /// A cluster-proxy tunnel (`<hub>/<managed cluster>`) connected or not.
+    Tunnel(String, bool),
     /// Queue more work (not a change by itself).
     Enqueue(Work),
 }
@@ -226,6 +234,7 @@ impl Op {
                 .set_index
                 .get(key)
                 .is_some_and(|i| i.contains(mc) != *member),
+            Op::Tunnel(k, up) => w.tunnels.contains(k) != *up,
             Op::Enqueue(_) => false,
         }
     }
@@ -279,6 +288,19 @@ impl Op {
                     }
                 }
             }
+            Op::Tunnel(k, up) => {
+                // Nothing in the API changes (no status reports a tunnel): the hub's waiters are woken
+                // so a request that retries sees it.
+                let hub = k.split_once('/').map_or(k.as_str(), |(h, _)| h).to_owned();
+                let changed = if up {
+                    w.tunnels.insert(k)
+                } else {
+                    w.tunnels.remove(&k)
+                };
+                if changed {
+                    w.touched.insert(hub);
+                }
+            }
             Op::Enqueue(work) => {
                 queue.insert(work);
             }
@@ -315,6 +337,7 @@ pub(crate) fn run(w: &World, work: &Work) -> Vec<Op> {
         Work::ProxyAll { hub } => addons::proxy_profiles(w, hub, None),
         Work::MsaToken { hub, ns, name } => addons::msa_token(w, hub, ns, name),
         Work::MsaSync { hub, ns, name } => addons::msa_sync(w, hub, ns, name),
+        Work::ProxyTunnel { hub, mc } => addons::proxy_tunnel(w, hub, mc),
     }
 }
 
@@ -525,6 +548,8 @@ pub(crate) fn fail(w: &World, work: &Work, msg: &str) -> Vec<Op> {
             "False",
             &msg,
         ),
+        // No status reports a tunnel (FACTS-OCM-ROUND2 §4.3): only the user server's answers show it.
+        Work::ProxyTunnel { .. } => Vec::new(),
     }
 }
 
@@ -872,6 +897,12 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
             if ch.name == "managed-serviceaccount" {
                 all_msas(w, c, Some(&ch.ns), out);
             }
+            if ch.name == "cluster-proxy" {
+                out.insert(Work::ProxyTunnel {
+                    hub: hub(),
+                    mc: ch.ns.clone(),
+                });
+            }
             if ch.kind == ChangeKind::Deleted {
                 out.insert(Work::AddonInstall {
                     hub: hub(),
@@ -1040,6 +1071,12 @@ fn resync_hub(w: &World, c: &str, out: &mut BTreeSet<Work>) {
     all_placements(w, c, None, out);
     all_addons(w, c, out);
     for a in w.list(c, gk::MCA, None) {
+        if util::name(a) == "cluster-proxy" {
+            out.insert(Work::ProxyTunnel {
+                hub: s(c),
+                mc: s(util::namespace(a)),
+            });
+        }
         out.insert(Work::AddonStatus {
             hub: s(c),
             mc: s(util::namespace(a)),

@@ -505,6 +505,10 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, spoke) else {
         return Vec::new();
     };
+    if w.agent(spoke).is_some_and(|a| a.stopped.is_some()) {
+        // A stopped agent does nothing (FACTS-OCM-ROUND2 §5.3).
+        return Vec::new();
+    }
     if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")
         .is_none()
     {
@@ -553,6 +557,8 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
             csr: None,
             joined: false,
             claim_error: None,
+            stopped: None,
+            lease_expired: false,
         },
     };
     let mut ops = vec![Op::AgentIndex(format!("{hub}/{cluster_name}"), s(spoke))];
@@ -725,7 +731,20 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
                 w.get(hub, gk::CSR, "", c)
                     .is_some_and(|o| o.at("/status/certificate").is_some())
             });
-        if accepted && signed {
+        if accepted && signed && agent.stopped.is_some() {
+            // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
+            // past the grace period the hub's lease controller sets Available Unknown. Joined stays
+            // True: no hub code sets it False (FACTS-OCM-ROUND2 §5.2, §5.3).
+            if agent.lease_expired {
+                set_condition(
+                    &mut n,
+                    "ManagedClusterConditionAvailable",
+                    "Unknown",
+                    "ManagedClusterLeaseUpdateStopped",
+                    "Registration agent stopped updating its lease.",
+                );
+            }
+        } else if accepted && signed {
             let version = w.clusters[&spoke].version();
             set_condition(
                 &mut n,
@@ -795,7 +814,7 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
 /// rejects the whole update when a value is longer than 1024 characters, so nothing changes until it is
 /// removed (§10).
 pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
-    let Some(agent) = w.agent(spoke).filter(|a| a.joined) else {
+    let Some(agent) = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none()) else {
         return Vec::new();
     };
     if !w.reachable(&agent.hub) {
