@@ -3,7 +3,10 @@
 use serde_json::{Value, json};
 
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ApplyOutcome, BackendError, ClusterApi, Condition, ObjectRef, WaitError};
+use crate::backend::kube::FIELD_MANAGER;
+use crate::backend::{
+    ApplyOutcome, BackendError, ClusterApi, Condition, ObjectRef, WaitError, fieldset,
+};
 use crate::charts::ChartPlan;
 use crate::patch;
 
@@ -69,7 +72,8 @@ pub async fn ensure_served(
         .map_err(|e| wait_error(e, hint))
 }
 
-/// Applies objects in order, skipping those already in place; waits for custom kinds to be served first.
+/// Applies objects in order, skipping those already in place (see [`contains`] and
+/// [`fieldset::owns_more`]); waits for custom kinds to be served first.
 pub async fn ensure_objects(
     ctx: &StepCtx<'_>,
     api: &dyn ClusterApi,
@@ -83,7 +87,13 @@ pub async fn ensure_objects(
         })?;
         ensure_served(ctx, api, &r.api_version, &r.kind, hint).await?;
         match api.get(&r).await? {
-            Some(live) if contains(&live, obj) => outcome.unchanged += 1,
+            // In place, unless the lab applied fields earlier that this rendering dropped: applying
+            // again (server-side, same field manager) is what removes them.
+            Some(live)
+                if contains(&live, obj) && !fieldset::owns_more(&live, obj, FIELD_MANAGER) =>
+            {
+                outcome.unchanged += 1
+            }
             Some(_) => {
                 api.apply(obj).await.map_err(|e| context(e, &r))?;
                 outcome.updated += 1;

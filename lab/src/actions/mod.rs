@@ -4,6 +4,7 @@
 mod cluster;
 mod kube;
 mod ocm;
+pub mod prune;
 mod registry;
 mod reset;
 pub mod verify;
@@ -11,6 +12,7 @@ pub mod verify;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use kube::contains;
 pub use registry::{ACTIONS, ActionSpec, Input, find};
 use serde_json::Value;
 
@@ -78,6 +80,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         "addon.ready" => ocm::addon_ready(ctx).await,
         "verify.lab" => verify::run(ctx).await,
         "lab.reset" => reset::run(ctx).await,
+        "lab.prune" => prune::run(ctx).await,
         other => Err(BackendError::permanent(format!(
             "no action named `{other}`"
         ))),

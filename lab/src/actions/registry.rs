@@ -135,6 +135,14 @@ pub const ACTIONS: &[ActionSpec] = &[
         summary: "remove what participants added to the lab's kinds and namespaces, restore what they changed",
         inputs: &[],
     },
+    ActionSpec {
+        name: "lab.prune",
+        summary: "delete objects carrying the lab's label that the plan no longer renders (topology edits)",
+        inputs: &[opt(
+            "keep",
+            "filled by the planner: per cluster, `Kind/namespace/name` of every object the plan applies",
+        )],
+    },
 ];
 
 /// The action named `name`.

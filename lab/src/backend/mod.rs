@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
 pub mod docker;
+pub mod fieldset;
 pub mod helm;
 pub mod kind;
 pub mod kube;

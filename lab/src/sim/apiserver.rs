@@ -864,12 +864,22 @@ fn normalize(obj: &mut Value, key: &str) {
     }
 }
 
-/// Server-side apply (field manager `ocm-lab`, force, Strict validation): maps merge recursively into
-/// the stored object, lists replace, `status` is never set by an apply. Returns the stored object.
-///
-/// Simplification: with one field manager, fields an earlier apply set and a later one omits are kept
-/// (real SSA would remove them).
+/// Server-side apply (field manager `ocm-lab`, force, Strict validation): see [`apply_as`].
 pub(crate) fn apply(w: &mut World, cluster: &str, obj: &Value) -> Result<Value, BackendError> {
+    apply_as(w, cluster, obj, crate::backend::kube::FIELD_MANAGER)
+}
+
+/// Server-side apply by `manager`, forced, with Strict validation. As a real API server does, it records
+/// per manager the fields it applied (`metadata.managedFields`, `operation: Apply`, FieldsV1), removes the
+/// fields the manager applied before and no longer applies (unless another manager holds them), and takes
+/// the applied fields from other managers. Maps merge recursively, lists keyed by `name` merge item by
+/// item, other lists are atomic; `status` is never set by an apply. Returns the stored object.
+pub(crate) fn apply_as(
+    w: &mut World,
+    cluster: &str,
+    obj: &Value,
+    manager: &str,
+) -> Result<Value, BackendError> {
     check_reachable(w, cluster)?;
     let r = ObjectRef::of(obj).ok_or_else(|| {
         BackendError::permanent("the object has no apiVersion, kind or metadata.name")
@@ -900,20 +910,73 @@ pub(crate) fn apply(w: &mut World, cluster: &str, obj: &Value) -> Result<Value, 
     if let Some(m) = obj.as_object_mut() {
         m.remove("status");
     }
-    let merged = match w.get(cluster, &key, &ns, &r.name) {
-        Some(existing) => {
-            let mut m = existing.clone();
-            util::merge(&mut m, &obj);
-            m
-        }
-        None => obj,
-    };
-    let mut merged = merged;
+    let mut merged = ssa_merge(
+        w.get(cluster, &key, &ns, &r.name),
+        obj,
+        manager,
+        &r.api_version,
+    );
     admit(w, cluster, &key, &mut merged)?;
     w.put(cluster, merged);
     Ok(w.get(cluster, &key, &ns, &r.name)
         .cloned()
         .expect("just stored"))
+}
+
+/// The stored object after `manager` applied `config` to `existing` (see [`apply_as`]).
+fn ssa_merge(existing: Option<&Value>, config: Value, manager: &str, api_version: &str) -> Value {
+    use crate::backend::fieldset;
+    let applied = fieldset::of_config(&config);
+    let entry = json!({
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": applied.clone(),
+    });
+    let Some(existing) = existing else {
+        let mut obj = config;
+        obj["metadata"]["managedFields"] = json!([entry]);
+        return obj;
+    };
+    let mut obj = existing.clone();
+    let entries: Vec<Value> = obj["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mine = |e: &Value| e["manager"] == manager && e["operation"] == "Apply";
+    let prev = entries
+        .iter()
+        .find(|e| mine(e))
+        .map_or(Value::Null, |e| e["fieldsV1"].clone());
+    let others: Vec<&Value> = entries
+        .iter()
+        .filter(|e| !mine(e))
+        .map(|e| &e["fieldsV1"])
+        .collect();
+    fieldset::remove_dropped(&mut obj, &prev, &applied, &others);
+    fieldset::merge(&mut obj, &config);
+    // Forced: other managers give up the fields this apply sets; a manager left with none is dropped.
+    let mut kept: Vec<Value> = Vec::with_capacity(entries.len() + 1);
+    let mut placed = false;
+    for e in entries {
+        if mine(&e) {
+            kept.push(entry.clone());
+            placed = true;
+            continue;
+        }
+        let rest = fieldset::subtract(&e["fieldsV1"], &applied);
+        if rest.as_object().is_some_and(|m| !m.is_empty()) {
+            let mut e = e;
+            e["fieldsV1"] = rest;
+            kept.push(e);
+        }
+    }
+    if !placed {
+        kept.push(entry);
+    }
+    obj["metadata"]["managedFields"] = Value::Array(kept);
+    obj
 }
 
 /// JSON merge patch (RFC 7386) on the main resource: `status` in the patch is ignored, as for every
@@ -1051,6 +1114,129 @@ mod tests {
         let o = json!({"metadata": {"labels": {"a": "b", "e": ""}}});
         assert!(selector_matches(&s, &o));
         assert!(!selector_matches(&parse_selector("a=x").unwrap(), &o));
+    }
+
+    fn cm(labels: Value, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "labels": labels}, "data": data})
+    }
+
+    fn stored(w: &World) -> Value {
+        w.get("c1", "ConfigMap", "default", "c").cloned().unwrap()
+    }
+
+    fn world() -> World {
+        let mut w = World::default();
+        w.create_cluster("c1", "kindest/node:v1.36.1", false);
+        w
+    }
+
+    #[test]
+    fn an_apply_removes_what_the_same_manager_no_longer_applies() {
+        let mut w = world();
+        apply(
+            &mut w,
+            "c1",
+            &cm(json!({"a": "1", "b": "2"}), json!({"x": "1", "y": "2"})),
+        )
+        .unwrap();
+        apply(&mut w, "c1", &cm(json!({"a": "1"}), json!({"x": "1"}))).unwrap();
+        let o = stored(&w);
+        assert_eq!(o["metadata"]["labels"], json!({"a": "1"}));
+        assert_eq!(o["data"], json!({"x": "1"}));
+        let mf = o["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(mf.len(), 1, "{mf:?}");
+        assert_eq!(mf[0]["manager"], "ocm-lab");
+        assert_eq!(mf[0]["operation"], "Apply");
+        assert_eq!(mf[0]["fieldsType"], "FieldsV1");
+        assert_eq!(
+            mf[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}}})
+        );
+    }
+
+    #[test]
+    fn fields_another_manager_holds_survive_and_unowned_fields_are_never_removed() {
+        let mut w = world();
+        apply(
+            &mut w,
+            "c1",
+            &cm(json!({"a": "1", "shared": "s"}), json!({})),
+        )
+        .unwrap();
+        apply_as(
+            &mut w,
+            "c1",
+            &cm(json!({"shared": "s", "theirs": "t"}), json!({})),
+            "someone",
+        )
+        .unwrap();
+        // A controller's write: no manager recorded.
+        let mut o = stored(&w);
+        o["metadata"]["labels"]["controller"] = json!("c");
+        w.put("c1", o);
+        apply(&mut w, "c1", &cm(json!({"a": "1"}), json!({}))).unwrap();
+        let o = stored(&w);
+        assert_eq!(
+            o["metadata"]["labels"],
+            json!({"a": "1", "shared": "s", "theirs": "t", "controller": "c"})
+        );
+        // The other manager drops `shared` too: now nobody holds it.
+        apply_as(
+            &mut w,
+            "c1",
+            &cm(json!({"theirs": "t"}), json!({})),
+            "someone",
+        )
+        .unwrap();
+        assert_eq!(
+            stored(&w)["metadata"]["labels"],
+            json!({"a": "1", "theirs": "t", "controller": "c"})
+        );
+    }
+
+    #[test]
+    fn a_forced_apply_takes_fields_from_other_managers() {
+        let mut w = world();
+        apply_as(
+            &mut w,
+            "c1",
+            &cm(json!({"a": "theirs", "b": "b"}), json!({})),
+            "someone",
+        )
+        .unwrap();
+        apply(&mut w, "c1", &cm(json!({"a": "ours"}), json!({}))).unwrap();
+        apply(&mut w, "c1", &cm(json!({}), json!({}))).unwrap();
+        // `a` became ours and went when we dropped it; `b` stays theirs.
+        assert_eq!(stored(&w)["metadata"]["labels"], json!({"b": "b"}));
+    }
+
+    #[test]
+    fn list_items_keyed_by_name_are_merged_and_removed_one_by_one() {
+        let mut w = world();
+        let dep = |containers: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}, "spec": {"containers": containers, "args": ["a", "b"]}});
+        apply(
+            &mut w,
+            "c1",
+            &dep(json!([{"name": "x", "image": "1"}, {"name": "y", "image": "2"}])),
+        )
+        .unwrap();
+        apply_as(
+            &mut w,
+            "c1",
+            &dep(json!([{"name": "z", "image": "3"}])),
+            "someone",
+        )
+        .unwrap();
+        apply(&mut w, "c1", &dep(json!([{"name": "x", "image": "1"}]))).unwrap();
+        let o = stored(&w);
+        let names: Vec<&str> = o["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["x", "z"]);
+        assert_eq!(o["spec"]["args"], json!(["a", "b"]));
     }
 
     #[test]

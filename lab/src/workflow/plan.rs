@@ -288,6 +288,7 @@ pub fn plan(
         }
     }
 
+    fill_keep(&mut out);
     // Resolve needs now that every instance is known.
     let present: BTreeSet<String> = out.iter().map(|s| s.id.clone()).collect();
     for (s, needs) in out.iter_mut().zip(raw_needs) {
@@ -386,6 +387,32 @@ pub fn plan(
         lab: lab.name.clone(),
         steps,
     })
+}
+
+/// Gives each `lab.prune` step the objects the plan applies, per cluster (its `keep` input): the rendered
+/// manifests, and the release namespace of each chart (created with the lab's label).
+fn fill_keep(steps: &mut [PlannedStep]) {
+    use crate::actions::prune::{keep_id, keep_id_of};
+    let mut keep: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in steps.iter() {
+        if let Some(cluster) = s.cluster() {
+            for o in &s.objects {
+                keep.entry(cluster.to_owned())
+                    .or_default()
+                    .insert(keep_id_of(o));
+            }
+        }
+        if let Some(c) = &s.chart {
+            keep.entry(c.cluster.clone()).or_default().insert(keep_id(
+                "Namespace",
+                "",
+                &c.namespace,
+            ));
+        }
+    }
+    for s in steps.iter_mut().filter(|s| s.uses == "lab.prune") {
+        s.with.insert("keep".to_owned(), json!(keep));
+    }
 }
 
 fn render_msg(e: &minijinja::Error) -> String {

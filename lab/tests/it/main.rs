@@ -2,6 +2,7 @@
 
 mod cli_sim;
 mod common;
+mod converge;
 mod crdschema;
 mod docker;
 mod engine;

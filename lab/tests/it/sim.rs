@@ -454,7 +454,8 @@ async fn the_api_server_validates_merges_and_cascades() {
             .contains("no matches for kind \"Widget\" in version \"example.com/v1\""),
         "{e}"
     );
-    // Server-side apply merges maps, replaces lists, never sets status.
+    // Server-side apply merges maps, never sets status, and removes what the same field manager applied
+    // before and no longer applies (`data.a`), as a real API server does.
     api.apply(&namespace("nope")).await.unwrap();
     api.apply(&cm).await.unwrap();
     api.apply(&json!({
@@ -469,7 +470,8 @@ async fn the_api_server_validates_merges_and_cascades() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(got["data"], json!({"a": "1", "b": "2"}));
+    assert_eq!(got["data"], json!({"b": "2"}));
+    assert_eq!(got["metadata"]["labels"], json!({"k": "v"}));
     assert!(got.get("status").is_none());
     assert!(got["metadata"]["uid"].is_string() && got["metadata"]["resourceVersion"].is_string());
     // Label selectors.

@@ -1,0 +1,126 @@
+//! `lab.prune`: makes `up` converge on topology edits. Everything the lab applies carries its ownership
+//! label (`ocm-lab.open-cluster-management.io/lab=<lab>`); this step deletes, in the lab's kinds, the
+//! labelled objects the plan no longer renders (a ClusterProperty, a set, a binding, a
+//! ManagedServiceAccount the topology dropped). The planner lists what it renders in the step's `keep`
+//! input. Fields dropped from an object that stays are server-side apply's job (same field manager).
+//!
+//! Never deleted: ManagedClusters (deleting one unregisters the cluster), objects with ownerReferences
+//! (their owner's controller manages them), the verification probe, and Namespaces on `existing:`
+//! clusters (deleting a namespace takes everything in it, whoever made it).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::{ActionResult, StepCtx, outputs};
+use crate::backend::{BackendError, ObjectRef};
+use crate::topology::{LAB_LABEL, Provider};
+use crate::verify::PROBE_PROPERTY;
+
+/// The kinds the lab's templates and actions apply with its label (apiVersion, kind). ManagedCluster is
+/// missing on purpose.
+pub const LAB_KINDS: &[(&str, &str)] = &[
+    ("about.k8s.io/v1alpha1", "ClusterProperty"),
+    (
+        "authentication.open-cluster-management.io/v1beta1",
+        "ManagedServiceAccount",
+    ),
+    (
+        "addon.open-cluster-management.io/v1alpha1",
+        "ManagedClusterAddOn",
+    ),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    (
+        "cluster.open-cluster-management.io/v1beta2",
+        "ManagedClusterSetBinding",
+    ),
+    ("cluster.open-cluster-management.io/v1beta1", "Placement"),
+    (
+        "cluster.open-cluster-management.io/v1beta2",
+        "ManagedClusterSet",
+    ),
+    ("v1", "Namespace"),
+];
+
+/// How the planner names an object in `keep`: `Kind/namespace/name` (namespace empty when
+/// cluster-scoped).
+pub fn keep_id(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// The `keep` id of an object.
+pub fn keep_id_of(obj: &Value) -> String {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    keep_id(s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+}
+
+fn has_owner(o: &Value) -> bool {
+    o["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty())
+}
+
+pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
+    let lab = &ctx.run.lab;
+    let selector = format!("{LAB_LABEL}={}", lab.name);
+    let empty = Vec::new();
+    let mut removed = Vec::new();
+    let mut warnings = Vec::new();
+    for cluster in lab.clusters() {
+        let keep: BTreeSet<&str> = ctx
+            .step
+            .with
+            .get("keep")
+            .and_then(|k| k.get(&cluster.name))
+            .and_then(Value::as_array)
+            .unwrap_or(&empty)
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let existing = matches!(cluster.provider, Provider::Existing { .. });
+        let api = ctx.run.api(&cluster.name).await?;
+        for (api_version, kind) in LAB_KINDS {
+            if *kind == "Namespace" && existing {
+                continue;
+            }
+            if !api.served(api_version, kind).await? {
+                continue;
+            }
+            let objects = match api.list(api_version, kind, None, Some(&selector)).await {
+                Ok(o) => o,
+                // The lab may not list everything on a cluster someone else runs: what it cannot see it
+                // cannot have applied there either, or it will show up once the lab may list it.
+                Err(e) if e.message.contains("HTTP 403") => {
+                    let w = format!("warning: cannot list {kind} on {}: {}", cluster.name, e);
+                    ctx.progress(w.clone());
+                    tracing::warn!("{w}");
+                    warnings.push(w);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for o in objects {
+                let name = o["metadata"]["name"].as_str().unwrap_or_default();
+                let ns = o["metadata"]["namespace"].as_str();
+                if has_owner(&o)
+                    || (*kind == "ClusterProperty" && name == PROBE_PROPERTY)
+                    || keep.contains(keep_id(kind, ns.unwrap_or_default(), name).as_str())
+                {
+                    continue;
+                }
+                let r = ObjectRef::new(api_version, kind, ns, name);
+                ctx.progress(format!("removing {r} from {}", cluster.name));
+                if api.delete(&r).await.map_err(|e| BackendError {
+                    message: format!("failed to delete {r}: {}", e.message),
+                    ..e
+                })? {
+                    removed.push(format!("{}: {r}", cluster.name));
+                }
+            }
+        }
+    }
+    Ok((
+        !removed.is_empty(),
+        outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),
+    ))
+}

@@ -1,0 +1,280 @@
+//! Converging on topology edits, on the simulated lab: `up` after an edit makes the lab equal to the new
+//! topology, removing objects (prune) and fields (server-side apply by the same field manager) it applied
+//! before and the topology no longer declares; and `reset` deletes only what it may.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use ocm_lab::actions::prune::{LAB_KINDS, keep_id_of};
+use ocm_lab::backend::fieldset;
+use ocm_lab::backend::kube::FIELD_MANAGER;
+use ocm_lab::backend::{ClusterApi, ObjectRef};
+use ocm_lab::topology::{LAB_LABEL, Lab};
+use ocm_lab::verify::PROBE_PROPERTY;
+use serde_json::{Value, json};
+
+use crate::engine::{Harness, failure};
+
+const PROP: &str = "about.k8s.io/v1alpha1";
+const SETS: &str = "cluster.open-cluster-management.io/v1beta2";
+const MC: &str = "cluster.open-cluster-management.io/v1";
+const MSA: &str = "authentication.open-cluster-management.io/v1beta1";
+
+fn r(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
+    ObjectRef::new(api_version, kind, ns, name)
+}
+
+async fn api(h: &Harness, cluster: &str) -> Arc<dyn ClusterApi> {
+    let c = h.lab.cluster(cluster).unwrap();
+    h.sim
+        .backends()
+        .kube
+        .connect(c, Path::new("unused"))
+        .await
+        .unwrap()
+}
+
+/// The embedded workshop topology with each `(from, to)` replaced once (each must occur).
+fn workshop(edits: &[(&str, &str)]) -> Lab {
+    let mut text = ocm_lab::embedded::topology("workshop")
+        .expect("embedded workshop")
+        .to_owned();
+    for (from, to) in edits {
+        assert!(text.contains(from), "workshop topology lacks {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    match ocm_lab::topology::load_str("workshop.yaml", &text) {
+        Ok(l) => l.lab,
+        Err(e) => panic!("{}", ocm_lab::render(&e)),
+    }
+}
+
+/// The first lab: the workshop with one more label key in a set's selector.
+const BEFORE: &[(&str, &str)] = &[(
+    "matchLabels: {env: prod}",
+    "matchLabels: {env: prod, region: east}",
+)];
+
+/// The edit: a label, a property, a spoke from a set, a binding, a ManagedServiceAccount (and its RBAC)
+/// and a selector key are gone.
+const AFTER: &[(&str, &str)] = &[
+    ("labels: {region: west, env: dev}", "labels: {region: west}"),
+    (
+        "properties: {region: us-east-1, tier.lab.example.com: gold}",
+        "properties: {region: us-east-1}",
+    ),
+    ("clusters: [ws-east-1, ws-east-2]", "clusters: [ws-east-1]"),
+    ("bindTo: [team-west, platform]", "bindTo: [team-west]"),
+    (
+        "- name: workshop-reader",
+        "- name: workshop-reader\n      clusters: [ws-east-1, ws-west-1, ws-west-2]",
+    ),
+];
+
+/// Per cluster, the `Kind/namespace/name` of every object in the lab's kinds that carries its label
+/// (the verification probe left out: `verify` owns it).
+async fn labelled(h: &Harness) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    for c in h.lab.clusters() {
+        let api = api(h, &c.name).await;
+        let mut ids = BTreeSet::new();
+        for (av, kind) in LAB_KINDS {
+            if !api.served(av, kind).await.unwrap() {
+                continue;
+            }
+            let sel = format!("{LAB_LABEL}={}", h.lab.name);
+            for o in api.list(av, kind, None, Some(&sel)).await.unwrap() {
+                if o["metadata"]["name"] != PROBE_PROPERTY {
+                    ids.insert(keep_id_of(&o));
+                }
+            }
+        }
+        out.insert(c.name.clone(), ids);
+    }
+    out
+}
+
+/// Asserts the simulated lab is what the plan of `h.lab` renders: every rendered object is in place
+/// with no field the lab applied beyond it, and no other object carries the lab's label.
+async fn assert_lab_is_the_topology(h: &Harness) {
+    let plan = crate::common::plan(&h.lab);
+    for step in &plan.steps {
+        let Some(cluster) = step.cluster() else {
+            continue;
+        };
+        let api = api(h, cluster).await;
+        for o in &step.objects {
+            let live = api
+                .get(&ObjectRef::of(o).unwrap())
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("{}: missing on {cluster}", keep_id_of(o)));
+            assert!(
+                ocm_lab::actions::contains(&live, o),
+                "{}: not as rendered on {cluster}:\n{live:#}",
+                keep_id_of(o)
+            );
+            assert!(
+                !fieldset::owns_more(&live, o, FIELD_MANAGER),
+                "{}: holds fields the lab no longer applies:\n{live:#}",
+                keep_id_of(o)
+            );
+        }
+    }
+    let keep = &plan.step("prune").expect("up prunes").with["keep"];
+    let rendered: BTreeMap<String, BTreeSet<String>> =
+        serde_json::from_value(keep.clone()).unwrap();
+    let live = labelled(h).await;
+    for (cluster, ids) in &live {
+        // ManagedClusters carry the label too, but are never pruned (not a lab kind for prune).
+        let want: BTreeSet<String> = rendered
+            .get(cluster)
+            .into_iter()
+            .flatten()
+            .filter(|id| {
+                LAB_KINDS
+                    .iter()
+                    .any(|(_, k)| id.starts_with(&format!("{k}/")))
+            })
+            .cloned()
+            .collect();
+        assert_eq!(ids, &want, "labelled objects on {cluster}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn up_after_a_topology_edit_removes_what_the_topology_no_longer_declares() {
+    let mut h = Harness::new(workshop(BEFORE));
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_lab_is_the_topology(&h).await;
+    let hub = api(&h, "ws-hub").await;
+    let east1 = api(&h, "ws-east-1").await;
+    // Before the edit, everything the edit drops is there.
+    let mc = |name: &'static str| r(MC, "ManagedCluster", None, name);
+    let west2 = hub.get(&mc("ws-west-2")).await.unwrap().unwrap();
+    assert_eq!(west2["metadata"]["labels"]["env"], "dev");
+    let binding = r(SETS, "ManagedClusterSetBinding", Some("platform"), "west");
+    assert!(hub.get(&binding).await.unwrap().is_some());
+    let account = r(
+        MSA,
+        "ManagedServiceAccount",
+        Some("ws-east-2"),
+        "workshop-reader",
+    );
+    assert!(hub.get(&account).await.unwrap().is_some());
+    let tier = r(PROP, "ClusterProperty", None, "tier.lab.example.com");
+    assert!(east1.get(&tier).await.unwrap().is_some());
+    // Someone else's property on a lab spoke: not the lab's, so never pruned.
+    east1
+        .apply(&json!({"apiVersion": PROP, "kind": "ClusterProperty", "metadata": {"name": "gpu.someone.example.com"}, "spec": {"value": "a100"}}))
+        .await
+        .unwrap();
+
+    h.lab = workshop(AFTER);
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_lab_is_the_topology(&h).await;
+
+    // Each edit, as a user would check it.
+    let west2 = hub.get(&mc("ws-west-2")).await.unwrap().unwrap();
+    assert!(
+        west2["metadata"]["labels"].get("env").is_none(),
+        "{west2:#}"
+    );
+    assert_eq!(west2["metadata"]["labels"]["region"], "west");
+    assert!(east1.get(&tier).await.unwrap().is_none());
+    let east2 = hub.get(&mc("ws-east-2")).await.unwrap().unwrap();
+    assert_ne!(
+        east2["metadata"]["labels"]["cluster.open-cluster-management.io/clusterset"], "east",
+        "{east2:#}"
+    );
+    assert!(hub.get(&binding).await.unwrap().is_none());
+    assert!(
+        hub.get(&r(
+            SETS,
+            "ManagedClusterSetBinding",
+            Some("platform"),
+            "east"
+        ))
+        .await
+        .unwrap()
+        .is_some()
+    );
+    assert!(hub.get(&account).await.unwrap().is_none());
+    let rbac = api(&h, "ws-east-2")
+        .await
+        .list(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            None,
+            Some(&format!("{LAB_LABEL}=workshop")),
+        )
+        .await
+        .unwrap();
+    assert!(rbac.is_empty(), "{rbac:#?}");
+    // A field dropped from an object that stays: the selector key.
+    let production = hub
+        .get(&r(SETS, "ManagedClusterSet", None, "production"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        production["spec"]["clusterSelector"]["labelSelector"]["matchLabels"],
+        json!({"env": "prod"})
+    );
+    // What the lab never applied stays.
+    assert!(
+        east1
+            .get(&r(PROP, "ClusterProperty", None, "gpu.someone.example.com"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let (res, _) = h.run("verify").await;
+    assert!(res.ok, "{}", failure(&res));
+    // Converged: another `up` changes nothing.
+    let before = h.sim.mutations();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_eq!(
+        h.sim.mutations(),
+        before,
+        "a converged lab changes nothing: {:?}",
+        h.sim.calls().iter().rev().take(5).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_field_dropped_from_an_applied_object_disappears() {
+    let mut h = Harness::default_lab();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    let hub = api(&h, "hub").await;
+    let account = r(
+        MSA,
+        "ManagedServiceAccount",
+        Some("cluster1"),
+        "inventory-reader",
+    );
+    let sync = "authentication.open-cluster-management.io/sync-to-clusterprofile";
+    let msa: Value = hub.get(&account).await.unwrap().unwrap();
+    assert_eq!(msa["metadata"]["labels"][sync], "true");
+
+    // Credentials are no longer synced, so the checks that need them go too.
+    let text =
+        crate::common::default_with("syncToClusterProfile: true", "syncToClusterProfile: false")
+            .replacen(
+                "checks: [properties, access-providers, reachable, credentials, conditions]",
+                "checks: [properties, access-providers, conditions]",
+                1,
+            );
+    h.lab = ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab;
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    let msa: Value = hub.get(&account).await.unwrap().unwrap();
+    assert!(msa["metadata"]["labels"].get(sync).is_none(), "{msa:#}");
+    assert_eq!(msa["metadata"]["labels"][LAB_LABEL], "sandbox");
+}
