@@ -679,6 +679,7 @@ impl SpokeRun<'_, '_> {
             .service_accounts
             .iter()
             .find(|a| a.cluster == spoke && a.sync_to_cluster_profile);
+        let msa = account.map_or("<msa>", |a| a.name.as_str());
         let secret = match account {
             Some(a) => {
                 hub.get(&ObjectRef::new(
@@ -777,7 +778,7 @@ impl SpokeRun<'_, '_> {
                     "GET {path} was refused (unauthorized) with the synced ManagedServiceAccount token"
                 ),
                 Some(format!(
-                    "check that the token in Secret {ns}/{spoke}-<msa> is current and the service proxy on {spoke} runs"
+                    "check that the token in Secret {ns}/{spoke}-{msa} is current and the service proxy on {spoke} runs"
                 )),
             ),
             Ok((502, body)) => fail(
