@@ -445,21 +445,24 @@ impl SpokeRun<'_, '_> {
             {
                 return Ok(pass());
             }
-            let r = self.diagnose_properties(ns, expected).await?;
-            if r.ok {
-                return Ok(pass());
-            }
+            // A spoke that does not answer for a moment is no diagnosis yet: look again until the deadline.
             let now = tokio::time::Instant::now();
-            if r.permanent || now >= self.deadline {
-                return Ok(r);
+            match self.diagnose_properties(ns, expected).await {
+                Ok(r) if r.ok => return Ok(pass()),
+                Ok(r) if r.permanent || now >= self.deadline => return Ok(r),
+                Ok(_) => {}
+                Err(e) if e.is_transient() && now < self.deadline => {}
+                Err(e) => return Err(e),
             }
-            let slice = RECHECK.min(self.deadline - now);
-            if hub
-                .wait(&profile_ref(ns, spoke), &cond, slice)
-                .await
-                .is_ok()
-            {
-                return Ok(pass());
+            let slice = RECHECK.min(self.deadline.saturating_duration_since(now));
+            match hub.wait(&profile_ref(ns, spoke), &cond, slice).await {
+                Ok(_) => return Ok(pass()),
+                Err(crate::backend::WaitError::Timeout { .. }) => {}
+                // A wait that failed at once must not make this loop spin.
+                Err(crate::backend::WaitError::Backend(e)) if e.is_transient() => {
+                    tokio::time::sleep(slice).await;
+                }
+                Err(crate::backend::WaitError::Backend(e)) => return Err(e),
             }
         }
     }
@@ -679,6 +682,7 @@ impl SpokeRun<'_, '_> {
             .service_accounts
             .iter()
             .find(|a| a.cluster == spoke && a.sync_to_cluster_profile);
+        let msa = account.map_or("<msa>", |a| a.name.as_str());
         let secret = match account {
             Some(a) => {
                 hub.get(&ObjectRef::new(
@@ -777,7 +781,7 @@ impl SpokeRun<'_, '_> {
                     "GET {path} was refused (unauthorized) with the synced ManagedServiceAccount token"
                 ),
                 Some(format!(
-                    "check that the token in Secret {ns}/{spoke}-<msa> is current and the service proxy on {spoke} runs"
+                    "check that the token in Secret {ns}/{spoke}-{msa} is current and the service proxy on {spoke} runs"
                 )),
             ),
             Ok((502, body)) => fail(

@@ -167,12 +167,8 @@ fn user_server(
             "proxy to anp-proxy-server failed because No agent available\n".to_owned(),
         ))
     };
-    let connected = w.tunnels.contains(&format!("{hub}/{cluster}"));
-    let (Some(spoke), true, true) = (
-        spoke,
-        connected && addon.is_some_and(|a| util::condition_is(a, "Available", "True")),
-        service_proxy,
-    ) else {
+    let connected = addon.is_some() && w.tunnels.contains(&format!("{hub}/{cluster}"));
+    let (Some(spoke), true, true) = (spoke, connected, service_proxy) else {
         return no_agent();
     };
     let known = w

@@ -591,3 +591,106 @@ pub fn conditions(
         permanent: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn expected() -> Vec<Property> {
+        vec![Property {
+            name: "region".into(),
+            value: "eu-west-1".into(),
+        }]
+    }
+
+    fn evidence<'a>(
+        spoke_properties: &'a [Value],
+        mc: &'a Value,
+        profile: &'a Value,
+    ) -> PropertyEvidence<'a> {
+        PropertyEvidence {
+            spoke_context: "kind-cluster2",
+            hub_context: "kind-hub",
+            spoke_crd_served: true,
+            spoke_properties,
+            managed_cluster: Some(mc),
+            hub_crd_served: true,
+            bound: true,
+            binding_exists: true,
+            profile: Some(profile),
+        }
+    }
+
+    fn managed_cluster(available: (&str, &str)) -> Value {
+        json!({"status": {"conditions": [
+            {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined"},
+            {"type": "ManagedClusterConditionAvailable", "status": available.0, "reason": available.1},
+        ]}})
+    }
+
+    #[test]
+    fn a_binding_not_bound_yet_is_waited_for_but_no_binding_at_all_is_permanent() {
+        let props = [json!({"metadata": {"name": "region"}, "spec": {"value": "eu-west-1"}})];
+        let mc = managed_cluster(("True", "ManagedClusterAvailable"));
+        let profile = json!({"status": {}});
+        let mut ev = evidence(&props, &mc, &profile);
+        ev.bound = false;
+        let r = diagnose_properties("cluster2", "ns", &expected(), &ev);
+        assert_eq!((r.hop, r.permanent), (Some(Hop::NoBoundBinding), false));
+        assert!(r.next.unwrap().starts_with("kubectl --context kind-hub "));
+        ev.binding_exists = false;
+        let r = diagnose_properties("cluster2", "ns", &expected(), &ev);
+        assert_eq!((r.hop, r.permanent), (Some(Hop::NoBoundBinding), true));
+        ev.hub_crd_served = false;
+        let r = diagnose_properties("cluster2", "ns", &expected(), &ev);
+        assert_eq!((r.hop, r.permanent), (Some(Hop::HubGateOff), true));
+    }
+
+    #[test]
+    fn an_expired_agent_lease_is_named_instead_of_a_gate() {
+        let props = [json!({"metadata": {"name": "region"}, "spec": {"value": "eu-west-1"}})];
+        let profile = json!({"status": {}});
+        let running = managed_cluster(("True", "ManagedClusterAvailable"));
+        let r = diagnose_properties(
+            "cluster2",
+            "ns",
+            &expected(),
+            &evidence(&props, &running, &profile),
+        );
+        assert_eq!((r.hop, r.permanent), (Some(Hop::NotInClaims), false));
+        let stopped = managed_cluster(("Unknown", "ManagedClusterLeaseUpdateStopped"));
+        let r = diagnose_properties(
+            "cluster2",
+            "ns",
+            &expected(),
+            &evidence(&props, &stopped, &profile),
+        );
+        assert_eq!((r.hop, r.permanent), (Some(Hop::AgentStopped), false));
+        assert!(!r.detail.contains("gate"), "{}", r.detail);
+        assert!(
+            r.next
+                .unwrap()
+                .contains("kubectl --context kind-cluster2 -n open-cluster-management-agent"),
+        );
+        let missing = diagnose_properties(
+            "cluster2",
+            "ns",
+            &expected(),
+            &evidence(&[], &running, &profile),
+        );
+        assert_eq!(
+            missing.next.as_deref(),
+            Some("kubectl --context kind-cluster2 get clusterproperties")
+        );
+    }
+
+    #[test]
+    fn hops_have_kebab_case_names() {
+        assert_eq!(
+            Hop::ProxyAgentNotConnected.name(),
+            "proxy-agent-not-connected"
+        );
+        assert_eq!(Hop::AgentStopped.name(), "agent-stopped");
+    }
+}

@@ -52,7 +52,8 @@ pub fn table(results: &[CheckResult]) -> String {
     let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
     if !failed.is_empty() {
         out.push('\n');
-        for r in failed {
+        // Failures that share what to do next (one cause, several checks) say it once, after the last.
+        for (i, r) in failed.iter().enumerate() {
             let hop = r
                 .hop
                 .map(|h| format!(" [{}]", h.name()))
@@ -67,7 +68,8 @@ pub fn table(results: &[CheckResult]) -> String {
                 "✗ {} for {} in {}{hop}: {}{permanent}",
                 r.check, r.spoke, r.namespace, r.detail
             );
-            if let Some(next) = &r.next {
+            let same_next = failed.get(i + 1).is_some_and(|n| n.next == r.next);
+            if let Some(next) = r.next.as_ref().filter(|_| !same_next) {
                 let _ = writeln!(out, "  next: {next}");
             }
         }
@@ -145,6 +147,24 @@ mod tests {
         );
         assert!(
             t.contains("✗ properties for cluster2") && t.contains("next: bind it"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn failures_with_one_cause_say_what_to_do_once_and_name_the_hop() {
+        let mut a = result("cluster1", Check::Properties, false);
+        a.permanent = true;
+        let b = result("cluster2", Check::Properties, false);
+        let mut c = result("cluster2", Check::Conditions, false);
+        c.next = Some("look elsewhere".into());
+        let t = table(&[a, b, c]);
+        assert_eq!(t.matches("next: bind it").count(), 1, "{t}");
+        assert_eq!(t.matches("next: look elsewhere").count(), 1, "{t}");
+        assert!(
+            t.contains(
+                "✗ properties for cluster1 in cluster-inventory [no-bound-binding]: no Bound ManagedClusterSetBinding & <such> (permanent: not waited for)"
+            ),
             "{t}"
         );
     }

@@ -378,6 +378,23 @@ async fn a_stopped_agent_is_named_not_taken_for_a_gate_that_is_off() {
             .unwrap()
             .is_empty()
     );
+    // The hub marks the cluster's addons Unknown with the same reason, as recorded.
+    let msa = h
+        .sim
+        .object(
+            "hub",
+            &ObjectRef::new(
+                "addon.open-cluster-management.io/v1alpha1",
+                "ManagedClusterAddOn",
+                Some("cluster2"),
+                "managed-serviceaccount",
+            ),
+        )
+        .unwrap();
+    assert_eq!(
+        condition(&msa, "Available")["reason"],
+        "ManagedClusterLeaseUpdateStopped"
+    );
 
     let mut h = h;
     h.lab.verify.timeout = Duration::from_secs(30);
@@ -392,6 +409,8 @@ async fn a_stopped_agent_is_named_not_taken_for_a_gate_that_is_off() {
         assert!(text.contains("stopped updating its lease"), "{text}");
     }
     assert_eq!(result(&results, "cluster1", Check::Properties)["ok"], true);
+    // The cluster-proxy agent is another pod: its tunnel still carries requests.
+    assert_eq!(result(&results, "cluster2", Check::Reachable)["ok"], true);
 
     // `status` names it.
     let ctx = std::sync::Arc::new(ocm_lab::engine::RunCtx::new(

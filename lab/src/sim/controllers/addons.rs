@@ -124,7 +124,20 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
         .to_owned();
     let mut n = a.clone();
     let mut ops = Vec::new();
-    if manager_ok {
+    let lease_stopped = w
+        .get(hub, gk::MANAGED_CLUSTER, "", mc)
+        .is_some_and(|m| lease_update_stopped(m, "ManagedClusterConditionAvailable"));
+    if lease_stopped {
+        // The hub's ManagedClusterAddonHealthCheckController: once the cluster's lease expired, every addon
+        // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
+        set_condition(
+            &mut n,
+            "Available",
+            "Unknown",
+            "ManagedClusterLeaseUpdateStopped",
+            "Registration agent stopped updating its lease.",
+        );
+    } else if manager_ok {
         set_condition(
             &mut n,
             "Available",
@@ -485,11 +498,22 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
 /// runs there (FACTS-OCM-ROUND2 §4.3): connected when the cluster-proxy ManagedClusterAddOn is
 /// `Available` and the spoke runs. `Available` alone does not mean connected in reality (the lease is
 /// renewed by another container), which a delay on [`crate::sim::Behaviour::ProxyTunnel`] models.
+///
+/// A stopped registration agent does not stop the proxy agent: a tunnel that is up stays up while the
+/// addon is Unknown only because the cluster's lease expired.
 pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let key = format!("{hub}/{mc}");
-    let available = w
-        .get(hub, gk::MCA, mc, PROXY_ADDON)
-        .is_some_and(|a| util::condition_is(a, "Available", "True"));
+    let addon = w.get(hub, gk::MCA, mc, PROXY_ADDON);
+    let available = addon.is_some_and(|a| util::condition_is(a, "Available", "True"));
+    let stays =
+        w.tunnels.contains(&key) && addon.is_some_and(|a| lease_update_stopped(a, "Available"));
     let spoke_runs = w.spoke_of(hub, mc).is_some_and(|s| w.reachable(s));
-    vec![Op::Tunnel(key, available && spoke_runs)]
+    vec![Op::Tunnel(key, (available || stays) && spoke_runs)]
+}
+
+/// `condition` is Unknown because the cluster's lease expired (FACTS-OCM-ROUND2 §5.3).
+fn lease_update_stopped(o: &Value, condition: &str) -> bool {
+    util::condition(o, condition).is_some_and(|c| {
+        c["status"] == "Unknown" && c["reason"] == "ManagedClusterLeaseUpdateStopped"
+    })
 }
