@@ -190,6 +190,7 @@ impl Globals {
             item => item.map(Serde),
             labels => self.labels.clone(),
             clustersetLabel => CLUSTERSET_LABEL,
+            kindNetwork => crate::backend::docker::kind_network(),
         }
     }
 }
