@@ -292,7 +292,7 @@ pub fn tools(
             Ok(t) => Finding::ok(if name == "kind" { "kind" } else { "helm" }, format!("{} {} at {}", name, t.version, t.path.display())),
             Err(e) => {
                 let fix = match (name, e) {
-                    ("kind", crate::backend::tools::ToolError::TooOld { minimum, .. }) => format!("install kind v{minimum} or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
+                    ("kind", crate::backend::tools::ToolError::TooOld { minimum, .. } | crate::backend::tools::ToolError::BadOverride { minimum, .. }) => format!("install kind v{minimum} or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
                     ("kind", _) => "install kind v0.27.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)".to_owned(),
                     _ => "install helm v3.14.0 or newer: https://helm.sh/docs/intro/install/ (or set OCM_LAB_HELM)".to_owned(),
                 };

@@ -244,6 +244,13 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
             ctx.progress(format!("{name}: not ours, left alone"));
             ctx.run.forget(name).await;
             forget(ctx)?;
+            // Whoever made this cluster with kind also wrote its context into the user's kubeconfig,
+            // over the lab's: it is theirs now, so `kubeconfig.prune` must not remove it.
+            if let Some(context) = ctx.run.lab.cluster(name).map(|c| c.context.clone()) {
+                state
+                    .update_contexts(|cs| cs.retain(|c| *c != context))
+                    .map_err(state_error)?;
+            }
             Ok((
                 false,
                 outputs([

@@ -697,12 +697,13 @@ pub fn resolve(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
 }
 
 fn from_override(name: ToolName, value: &OsString, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
+    let (minimum, why) = cfg.minimum(name);
     let bad = |problem: String| ToolError::BadOverride {
         tool: name,
         var: name.env_var(),
         value: value.to_string_lossy().into_owned(),
         problem,
-        minimum: name.minimum(),
+        minimum: minimum.clone(),
     };
     let as_path = Path::new(value);
     let path = if as_path.components().count() > 1 || as_path.is_absolute() {
@@ -714,7 +715,6 @@ fn from_override(name: ToolName, value: &OsString, cfg: &ToolsConfig) -> Result<
         find_on_path(value, cfg).ok_or_else(|| bad("not found on PATH".to_owned()))?
     };
     let version = probe(name, &path).map_err(|e| bad(e.to_string()))?;
-    let (minimum, why) = cfg.minimum(name);
     if version < minimum {
         return Err(bad(format!(
             "{name} v{version} is older than the minimum v{minimum}{}",

@@ -276,3 +276,74 @@ fn a_damaged_ownership_record_names_a_down_that_works_on_it() {
     let up = run(&["up", "-t", "minimal", "--simulate"]);
     assert_eq!(up.code, 0, "{up:?}");
 }
+
+/// The simulated lab, through the engine: look-alikes by name or label stop `up` in preflight before any
+/// `kind create`, and `down` leaves them alone.
+#[tokio::test(start_paused = true)]
+async fn simulated_look_alikes_stop_up_and_survive_down() {
+    use crate::engine::{Harness, failure};
+    let h = Harness::new(crate::common::lab("minimal"));
+    h.sim.with_world(|w| {
+        w.add_container("mini-hub-control-plane", None, true);
+        w.add_foreign_cluster("mini-spoke");
+    });
+    let (res, _) = h.run("up").await;
+    let (step, e) = res.failed.clone().expect("up fails");
+    assert_eq!(step, "preflight", "{}", failure(&res));
+    assert!(
+        e.message
+            .contains("mini-hub-control-plane (unlabelled) for cluster `mini-hub`")
+            && e.message.contains(
+                "mini-spoke-control-plane (labelled io.x-k8s.kind.cluster=mini-spoke) for cluster `mini-spoke`"
+            ),
+        "{}",
+        failure(&res)
+    );
+    assert!(
+        e.help
+            .unwrap_or_default()
+            .contains("docker rm -f mini-hub-control-plane mini-spoke-control-plane"),
+        "{}",
+        failure(&res)
+    );
+    assert!(
+        !h.sim.calls().iter().any(|c| c.verb == "kind.create"),
+        "kind create ran"
+    );
+    let (res, _) = h.run("down").await;
+    assert!(res.ok, "{}", failure(&res));
+    let left = h.sim.with_world(|w| w.container_names());
+    assert_eq!(
+        left,
+        ["mini-hub-control-plane", "mini-spoke-control-plane"],
+        "down left both alone"
+    );
+}
+
+/// Issue 11's worst case on the simulated lab: the lab's hub is deleted behind its back and someone else
+/// creates a cluster of the same name. `down` deletes the lab's spoke and leaves the new hub alone.
+#[tokio::test(start_paused = true)]
+async fn down_leaves_a_same_named_cluster_someone_else_made_later() {
+    use crate::engine::{Harness, failure};
+    let h = Harness::new(crate::common::lab("minimal"));
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    // As `kubeconfig.merge` records them on a real lab (the simulated lab never touches kubeconfigs).
+    h.state
+        .update_contexts(|c| c.extend(["kind-mini-hub".to_owned(), "kind-mini-spoke".to_owned()]))
+        .unwrap();
+    h.sim.backends().kind.delete("mini-hub").await.unwrap();
+    h.sim.with_world(|w| w.add_foreign_cluster("mini-hub"));
+    let (res, _) = h.run("down").await;
+    assert!(res.ok, "{}", failure(&res));
+    let left = h.sim.with_world(|w| w.container_names());
+    assert_eq!(
+        left,
+        ["mini-hub-control-plane"],
+        "only the foreign hub is left"
+    );
+    let owned = h.state.owned().unwrap();
+    assert!(owned.clusters.is_empty());
+    // The other cluster's context is theirs now: the lab no longer claims it, so prune keeps it.
+    assert_eq!(owned.contexts, ["kind-mini-spoke"]);
+}

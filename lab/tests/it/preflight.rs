@@ -100,6 +100,33 @@ fn up_with_no_download_and_an_old_kind_stops_before_creating_anything() {
         calls.lines().all(|l| l == "version"),
         "kind was only asked its version: {calls}"
     );
+
+    // `doctor` says the same, and what to install.
+    let doctor = crate::common::ocm_lab_env(
+        &["doctor", "-t", "minimal"],
+        &[
+            ("OCM_LAB_KIND", &kind),
+            ("OCM_LAB_HELM", &helm),
+            ("OCM_LAB_STATE_DIR", &root.path().join("state")),
+            ("OCM_LAB_CACHE_DIR", &root.path().join("cache")),
+            ("HOME", &root.path().join("home")),
+        ],
+    );
+    assert_ne!(doctor.code, 0, "{doctor:?}");
+    let kind_line = doctor
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("✗ kind"))
+        .unwrap_or_else(|| panic!("no failing kind line: {doctor:?}"));
+    assert!(
+        kind_line.contains("kind v0.31.0 is older than the minimum v0.32.0")
+            && kind_line.contains("needs kind v0.32.0 or newer"),
+        "{kind_line}"
+    );
+    assert!(
+        doctor.stdout.contains("install kind v0.32.0 or newer"),
+        "{doctor:?}"
+    );
 }
 
 /// The kind network, made under a test name on the real engine, has what kind v0.32.0's `network.go`
