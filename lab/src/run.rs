@@ -460,6 +460,7 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
     let plan = crate::workflow::plan::plan(&lab, &sources, &patches, workflow)?;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
     let _lock = state.lock(&lab.name, workflow)?;
+    state.cut_torn_owned_line()?;
     if workflow != "down" {
         // A damaged ownership record stops everything but `down`, which reads around the damage.
         if let Err(crate::state::StateError::Damaged {

@@ -181,13 +181,49 @@ impl StateDir {
             }
         }
         if !complete && !tail[0].is_empty() {
-            // A crash mid-append tears at most the last line: what it was about never happened.
-            tracing::warn!(
-                "ignoring the torn last line of the ownership record {} (a run was cut off while writing it)",
+            // A crash mid-append tears at most the last line: what it was about never happened. Commands
+            // that write cut it off once, with a warning ([`StateDir::cut_torn_owned_line`]).
+            tracing::debug!(
+                "ignoring the torn last line of the ownership record {}",
                 path.display()
             );
         }
         Ok((owned, damage))
+    }
+
+    /// Cuts a torn last line (a run killed while appending) off the ownership record, with a one-line
+    /// warning; `true` when there was one. Commands that may write the record call this once, under the
+    /// lab lock, before anything else reads it.
+    pub fn cut_torn_owned_line(&self) -> Result<bool, StateError> {
+        let _guard = owned_guard();
+        let path = self.owned_log();
+        let cut = || -> std::io::Result<bool> {
+            let mut f = match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            let len = f.metadata()?.len();
+            let keep = complete_prefix_len(&mut f, len)?;
+            if keep == len {
+                return Ok(false);
+            }
+            f.set_len(keep)?;
+            f.sync_data()?;
+            Ok(true)
+        };
+        let cut = cut().map_err(io(&path))?;
+        if cut {
+            tracing::warn!(
+                "cut off the torn last line of the ownership record {} (a run was stopped while writing it; what it recorded never happened)",
+                path.display()
+            );
+        }
+        Ok(cut)
     }
 
     /// Records the intent to create `cluster`, before `kind create`. An intent alone never makes a

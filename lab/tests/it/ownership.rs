@@ -347,3 +347,34 @@ async fn down_leaves_a_same_named_cluster_someone_else_made_later() {
     // The other cluster's context is theirs now: the lab no longer claims it, so prune keeps it.
     assert_eq!(owned.contexts, ["kind-mini-spoke"]);
 }
+
+/// A run killed while appending to the ownership record leaves a torn last line: the next command cuts it
+/// off with one warning, and the record stays whole from then on.
+#[test]
+fn a_torn_last_ownership_line_is_cut_off_once_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let run =
+        |args: &[&str]| crate::common::ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", dir.path())]);
+    assert_eq!(run(&["up", "-t", "minimal", "--simulate"]).code, 0);
+    let log = dir.path().join("minimal/simulated/owned.jsonl");
+    let whole = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, format!("{whole}{{\"op\":\"intend-clu")).unwrap();
+
+    let again = run(&["up", "-t", "minimal", "--simulate"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let warnings: Vec<&str> = again
+        .stderr
+        .lines()
+        .filter(|l| l.contains("torn last line"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", again.stderr);
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        after.starts_with(&whole) && after.ends_with('\n'),
+        "{after}"
+    );
+    assert!(!after.contains("intend-clu\""), "{after}");
+    let down = run(&["down", "-t", "minimal", "--simulate"]);
+    assert_eq!(down.code, 0, "{down:?}");
+    assert!(!down.stderr.contains("torn"), "{down:?}");
+}
