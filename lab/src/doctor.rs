@@ -363,6 +363,12 @@ mod tests {
     }
 
     #[test]
+    fn low_inotify_warns_but_too_little_memory_stops_up() {
+        assert!(!failed(&[inotify(Some(8192), Some(128), "k")]));
+        assert!(failed(&[memory(Some(3000), 2)]));
+    }
+
+    #[test]
     fn the_node_image_is_present_or_will_be_pulled() {
         assert!(
             node_image("kindest/node:v1", Some(true))

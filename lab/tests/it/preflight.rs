@@ -263,11 +263,43 @@ async fn up_stops_in_preflight_when_docker_has_too_little_memory_for_the_cluster
         "{out:?}"
     );
     assert!(out.stderr.contains("preflight failed: memory"), "{out:?}");
-    // The doctor's image line says what kind will do about the node image.
-    assert!(out.stderr.contains("kindest/node:v1.36.1"), "{out:?}");
+    // The image line says whether the node image is there or kind will pull it.
+    let image = ocm_lab::topology::catalog::DEFAULT_KIND_NODE_IMAGE;
+    let present = d.image_present(image).await.unwrap();
+    let expected = if present {
+        format!("✓ image     {image} is present")
+    } else {
+        format!("✓ image     {image} is not present: kind pulls it on the first create")
+    };
+    assert!(out.stderr.contains(&expected), "{expected}\n{out:?}");
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         calls.lines().all(|l| l == "version"),
         "kind was only asked its version: {calls}"
+    );
+}
+
+/// The network step's name comes from the planner (`kindNetwork`): `kind`, or kind's own override.
+#[test]
+fn the_planned_network_follows_kinds_override() {
+    let network_of = |env: &[(&str, &Path)]| {
+        let out = crate::common::ocm_lab_env(&["plan", "-t", "minimal", "--output", "json"], env);
+        assert_eq!(out.code, 0, "{out:?}");
+        let plan: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        plan["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "network")
+            .map(|s| s["with"]["name"].clone())
+            .unwrap()
+    };
+    assert_eq!(network_of(&[]), "kind");
+    assert_eq!(
+        network_of(&[(
+            "KIND_EXPERIMENTAL_DOCKER_NETWORK",
+            Path::new("workshop-net")
+        )]),
+        "workshop-net"
     );
 }
