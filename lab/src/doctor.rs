@@ -177,6 +177,9 @@ pub async fn check(
             "kernel",
             "simulated lab: no kernel limits apply",
         ));
+        if docker.is_ok() {
+            out.extend(clashes(lab, backends, state, &kind_clusters).await);
+        }
         return out;
     }
     let info = match engine {
@@ -242,40 +245,54 @@ pub async fn check(
         )),
     }
     if docker.is_ok() {
-        match state.owned() {
-            Ok(owned) => {
-                let mut clashes = Vec::new();
-                for name in &kind_clusters {
-                    match backends.docker.look_alikes(name).await {
-                        Ok(looks) => clashes
-                            .extend(crate::actions::foreign_look_alikes(&owned, name, &looks)),
-                        Err(e) => out.push(Finding::warn(
-                            "clusters",
-                            format!("could not list containers: {}", e.message),
-                            "check `docker ps -a` for containers named like the lab's kind nodes",
-                        )),
+        out.extend(clashes(lab, backends, state, &kind_clusters).await);
+    }
+    out
+}
+
+/// Containers that look like nodes of the lab's kind clusters and that the lab does not own, and a
+/// damaged ownership record.
+async fn clashes(
+    lab: &Lab,
+    backends: &Backends,
+    state: &StateDir,
+    kind_clusters: &[&str],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match state.owned() {
+        Ok(owned) => {
+            let mut clashes = Vec::new();
+            for name in kind_clusters {
+                match backends.docker.look_alikes(name).await {
+                    Ok(looks) => {
+                        clashes.extend(crate::actions::foreign_look_alikes(&owned, name, &looks))
                     }
-                }
-                if let Some(e) = crate::actions::clash_error(&lab.name, &owned, &clashes) {
-                    out.push(Finding::fail(
+                    Err(e) => out.push(Finding::warn(
                         "clusters",
-                        e.message,
-                        e.help.unwrap_or_default(),
-                    ));
+                        format!("could not list containers: {}", e.message),
+                        "check `docker ps -a` for containers named like the lab's kind nodes",
+                    )),
                 }
             }
-            Err(e) => out.push(Finding::fail(
-                "ownership",
-                e.to_string(),
-                miette::Diagnostic::help(&e).map_or_else(String::new, |h| h.to_string()),
-            )),
+            if let Some(e) = crate::actions::clash_error(&lab.name, &owned, &clashes) {
+                out.push(Finding::fail(
+                    "clusters",
+                    e.message,
+                    e.help.unwrap_or_default(),
+                ));
+            }
         }
-        if !out.iter().any(|f| f.check == "clusters") {
-            out.push(Finding::ok(
-                "clusters",
-                "no container clashes with the lab's kind node names",
-            ));
-        }
+        Err(e) => out.push(Finding::fail(
+            "ownership",
+            e.to_string(),
+            miette::Diagnostic::help(&e).map_or_else(String::new, |h| h.to_string()),
+        )),
+    }
+    if !out.iter().any(|f| f.check == "clusters") {
+        out.push(Finding::ok(
+            "clusters",
+            "no container clashes with the lab's kind node names",
+        ));
     }
     out
 }

@@ -284,6 +284,13 @@ impl ClusterProvisioner for SimKind {
                         r.name
                     )));
                 }
+                // Docker refuses a second container of a name (kind's `docker run` fails), labelled or not.
+                let cp = format!("{}-control-plane", r.name);
+                if st.world.containers.contains_key(&cp) {
+                    return Err(BackendError::permanent(format!(
+                        "failed to create cluster: command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use (simulated)"
+                    )));
+                }
                 st.world.create_cluster(&r.name, &r.image, false);
                 Ok(st.world.kubeconfig(&r.name).expect("just created"))
             },

@@ -310,6 +310,27 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
         !h.sim.calls().iter().any(|c| c.verb == "kind.create"),
         "kind create ran"
     );
+    // `doctor --simulate` names them too.
+    let findings = ocm_lab::doctor::check(&h.lab, &h.sim.backends(), None, &h.state).await;
+    assert!(ocm_lab::doctor::failed(&findings));
+    let clash = findings.iter().find(|f| f.check == "clusters").unwrap();
+    assert!(
+        clash.detail.contains("mini-hub-control-plane (unlabelled)"),
+        "{clash:?}"
+    );
+    // And kind itself could not have made the hub: Docker refuses the container name.
+    let e = h
+        .sim
+        .backends()
+        .kind
+        .create(&ocm_lab::backend::CreateCluster {
+            name: "mini-hub".into(),
+            image: "kindest/node:v1.36.1".into(),
+            kubeconfig: h.state.kubeconfig("mini-hub"),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("is already in use"), "{e}");
     let (res, _) = h.run("down").await;
     assert!(res.ok, "{}", failure(&res));
     let left = h.sim.with_world(|w| w.container_names());
