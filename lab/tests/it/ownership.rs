@@ -399,3 +399,39 @@ fn a_torn_last_ownership_line_is_cut_off_once_with_a_warning() {
     assert_eq!(down.code, 0, "{down:?}");
     assert!(!down.stderr.contains("torn"), "{down:?}");
 }
+
+/// A bug report about ownership needs the record: `diagnose` puts it in the bundle.
+#[test]
+fn diagnose_bundles_the_ownership_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let run =
+        |args: &[&str]| crate::common::ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", dir.path())]);
+    assert_eq!(run(&["up", "-t", "minimal", "--simulate"]).code, 0);
+    let out = dir.path().join("bundle.tar.gz");
+    let r = run(&[
+        "diagnose",
+        "-t",
+        "minimal",
+        "--simulate",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&out).unwrap(),
+    ));
+    let mut record = None;
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        if e.path().unwrap().ends_with("owned.jsonl") {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut e, &mut text).unwrap();
+            record = Some(text);
+        }
+    }
+    let record = record.expect("owned.jsonl in the bundle");
+    assert!(
+        record.contains("\"op\":\"confirm-cluster\",\"name\":\"mini-hub\""),
+        "{record}"
+    );
+}
