@@ -168,6 +168,10 @@ pub async fn gather(ctx: &RunCtx, topology_text: &str) -> Vec<(String, Vec<u8>)>
     if let Ok(j) = std::fs::read(ctx.state.journal()) {
         files.push(("journal.jsonl".into(), j));
     }
+    // What the lab believes it owns (cluster names and node container IDs; no secrets).
+    if let Ok(o) = std::fs::read(ctx.state.owned_log()) {
+        files.push(("owned.jsonl".into(), o));
+    }
     if let Ok(v) = std::fs::read(ctx.state.path.join("last-verification.json")) {
         files.push(("last-verification.json".into(), v));
     }

@@ -93,41 +93,52 @@ pub fn inotify(
     }
 }
 
-/// Memory for `clusters` kind clusters, given what is available (MiB).
-pub fn memory(available_mib: Option<u64>, clusters: usize) -> Finding {
+/// Memory for `clusters` kind clusters against the memory the Docker engine reports (`MemTotal`, MiB):
+/// every node of every cluster shares it. Less than [`MIB_PER_CLUSTER`] per cluster is a failure.
+pub fn memory(engine_total_mib: Option<u64>, clusters: usize) -> Finding {
     let need = MIB_PER_CLUSTER * clusters as u64;
-    match available_mib {
+    match engine_total_mib {
         Some(a) if a >= need => Finding::ok(
             "memory",
-            format!("{a} MiB available, about {need} MiB needed for {clusters} clusters"),
+            format!(
+                "Docker has {a} MiB; {clusters} clusters need about {need} MiB ({MIB_PER_CLUSTER} MiB each)"
+            ),
         ),
-        Some(a) => Finding::warn(
+        Some(a) => Finding::fail(
             "memory",
-            format!("{a} MiB available, about {need} MiB needed for {clusters} clusters"),
-            "close other workloads, give Docker more memory, or use a smaller topology (`-t minimal`)",
+            format!(
+                "Docker has {a} MiB, but {clusters} clusters need about {need} MiB ({MIB_PER_CLUSTER} MiB each)"
+            ),
+            "give Docker more memory (Docker Desktop: Settings → Resources), or use a topology with fewer clusters (`-t minimal`)",
         ),
         None => Finding::warn(
             "memory",
-            "could not read available memory",
-            format!("about {need} MiB are needed"),
+            "could not read how much memory Docker has",
+            format!("about {need} MiB are needed for {clusters} clusters"),
+        ),
+    }
+}
+
+/// Whether the node image is already on the Docker engine, or kind will pull it on the first create.
+pub fn node_image(image: &str, present: Option<bool>) -> Finding {
+    match present {
+        Some(true) => Finding::ok("image", format!("{image} is present")),
+        Some(false) => Finding::ok(
+            "image",
+            format!(
+                "{image} is not present: kind pulls it on the first create (about 1 GB; needs access to Docker Hub)"
+            ),
+        ),
+        None => Finding::warn(
+            "image",
+            format!("could not check whether {image} is present"),
+            "kind pulls it on the first create if it is missing",
         ),
     }
 }
 
 fn read_u64(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-fn mem_available_mib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024)
 }
 
 /// Runs every check that does not need tools: Docker, kernel limits, memory, ports, clusters that clash.
@@ -166,6 +177,9 @@ pub async fn check(
             "kernel",
             "simulated lab: no kernel limits apply",
         ));
+        if docker.is_ok() {
+            out.extend(clashes(lab, backends, state, &kind_clusters).await);
+        }
         return out;
     }
     let info = match engine {
@@ -202,17 +216,22 @@ pub async fn check(
             get("max_user_instances"),
             source,
         ));
-        out.push(memory(
-            info.mem_total.map(|b| (b as u64) / (1024 * 1024)),
-            kind_clusters.len(),
-        ));
     } else {
         out.push(inotify(
             read_u64("/proc/sys/fs/inotify/max_user_watches"),
             read_u64("/proc/sys/fs/inotify/max_user_instances"),
             "this kernel",
         ));
-        out.push(memory(mem_available_mib(), kind_clusters.len()));
+    }
+    out.push(memory(
+        info.as_ref()
+            .and_then(|i| i.mem_total)
+            .map(|b| (b.max(0) as u64) / (1024 * 1024)),
+        kind_clusters.len(),
+    ));
+    if let Some(d) = engine {
+        let image = &lab.versions.kind_node_image;
+        out.push(node_image(image, d.image_present(image).await.ok()));
     }
     match std::net::TcpListener::bind("127.0.0.1:0") {
         Ok(_) => out.push(Finding::ok(
@@ -226,27 +245,54 @@ pub async fn check(
         )),
     }
     if docker.is_ok() {
-        let owned = state.owned().map(|o| o.clusters).unwrap_or_default();
-        for name in &kind_clusters {
-            let nodes = backends
-                .docker
-                .node_containers(name)
-                .await
-                .unwrap_or_default();
-            if !nodes.is_empty() && !owned.iter().any(|o| o == name) {
+        out.extend(clashes(lab, backends, state, &kind_clusters).await);
+    }
+    out
+}
+
+/// Containers that look like nodes of the lab's kind clusters and that the lab does not own, and a
+/// damaged ownership record.
+async fn clashes(
+    lab: &Lab,
+    backends: &Backends,
+    state: &StateDir,
+    kind_clusters: &[&str],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match state.owned() {
+        Ok(owned) => {
+            let mut clashes = Vec::new();
+            for name in kind_clusters {
+                match backends.docker.look_alikes(name).await {
+                    Ok(looks) => {
+                        clashes.extend(crate::actions::foreign_look_alikes(&owned, name, &looks))
+                    }
+                    Err(e) => out.push(Finding::warn(
+                        "clusters",
+                        format!("could not list containers: {}", e.message),
+                        "check `docker ps -a` for containers named like the lab's kind nodes",
+                    )),
+                }
+            }
+            if let Some(e) = crate::actions::clash_error(&lab.name, &owned, &clashes) {
                 out.push(Finding::fail(
                     "clusters",
-                    format!("a kind cluster named `{name}` exists and lab `{}` did not create it", lab.name),
-                    format!("rename the cluster in the topology, or `kind delete cluster --name {name}` if it is yours and disposable"),
+                    e.message,
+                    e.help.unwrap_or_default(),
                 ));
             }
         }
-        if !out.iter().any(|f| f.check == "clusters") {
-            out.push(Finding::ok(
-                "clusters",
-                "no clash with existing kind clusters",
-            ));
-        }
+        Err(e) => out.push(Finding::fail(
+            "ownership",
+            e.to_string(),
+            miette::Diagnostic::help(&e).map_or_else(String::new, |h| h.to_string()),
+        )),
+    }
+    if !out.iter().any(|f| f.check == "clusters") {
+        out.push(Finding::ok(
+            "clusters",
+            "no container clashes with the lab's kind node names",
+        ));
     }
     out
 }
@@ -262,19 +308,20 @@ pub fn tools(
         .map(|(name, r)| match r {
             Ok(t) => Finding::ok(if name == "kind" { "kind" } else { "helm" }, format!("{} {} at {}", name, t.version, t.path.display())),
             Err(e) => {
-                let fix = match name {
-                    "kind" => "install kind v0.27.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)",
-                    _ => "install helm v3.14.0 or newer: https://helm.sh/docs/intro/install/ (or set OCM_LAB_HELM)",
+                let fix = match (name, e) {
+                    ("kind", crate::backend::tools::ToolError::TooOld { minimum, .. } | crate::backend::tools::ToolError::BadOverride { minimum, .. }) => format!("install kind v{minimum} or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
+                    ("kind", _) => "install kind v0.27.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)".to_owned(),
+                    _ => "install helm v3.14.0 or newer: https://helm.sh/docs/intro/install/ (or set OCM_LAB_HELM)".to_owned(),
                 };
                 let fix = if downloads {
                     format!("{fix}; `ocm-lab up` otherwise downloads the pinned release (sha256-checked), which needs internet access")
                 } else {
-                    fix.to_owned()
+                    fix
                 };
                 // The doctor never downloads, so "downloads are off" would mislead: say what was found.
                 let detail = match e {
                     crate::backend::tools::ToolError::NotFound { .. } => format!("{name} not found on PATH or in the ocm-lab cache"),
-                    crate::backend::tools::ToolError::TooOld { path, found, minimum, .. } => format!("{name} v{found} at {path} is older than v{minimum}"),
+                    crate::backend::tools::ToolError::TooOld { path, found, minimum, why, .. } => format!("{name} v{found} at {path} is older than v{minimum}{why}"),
                     other => other.to_string(),
                 };
                 Finding::fail(if name == "kind" { "kind" } else { "helm" }, detail, fix)
@@ -324,8 +371,31 @@ mod tests {
     }
 
     #[test]
-    fn memory_scales_with_clusters() {
-        assert_eq!(memory(Some(8000), 3).level, Level::Ok);
-        assert_eq!(memory(Some(4000), 3).level, Level::Warn);
+    fn memory_scales_with_clusters_and_too_little_is_a_failure() {
+        assert_eq!(memory(Some(4608), 3).level, Level::Ok);
+        let f = memory(Some(4607), 3);
+        assert_eq!(f.level, Level::Fail);
+        assert!(f.detail.contains("4608 MiB"), "{}", f.detail);
+        assert_eq!(memory(None, 3).level, Level::Warn);
+    }
+
+    #[test]
+    fn low_inotify_warns_but_too_little_memory_stops_up() {
+        assert!(!failed(&[inotify(Some(8192), Some(128), "k")]));
+        assert!(failed(&[memory(Some(3000), 2)]));
+    }
+
+    #[test]
+    fn the_node_image_is_present_or_will_be_pulled() {
+        assert!(
+            node_image("kindest/node:v1", Some(true))
+                .detail
+                .ends_with("is present")
+        );
+        assert!(
+            node_image("kindest/node:v1", Some(false))
+                .detail
+                .contains("pulls it")
+        );
     }
 }

@@ -255,6 +255,7 @@ fn open_backends(
     args: &crate::cli::RunArgs,
     state: &StateDir,
     command: &'static str,
+    node_image: &str,
 ) -> Result<Opened, Error> {
     use crate::backend::{
         Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
@@ -272,11 +273,13 @@ fn open_backends(
         });
     }
     let may_download = command == "up" && !args.no_download;
-    let cfg = tools::ToolsConfig::from_env(if may_download {
+    let mut cfg = tools::ToolsConfig::from_env(if may_download {
         tools::Downloads::Allow
     } else {
         tools::Downloads::Forbid
     })?;
+    // A kind too old for the node image is passed over like any too-old kind.
+    cfg.kind_minimum = Some(crate::topology::catalog::kind_for_node_image(node_image));
     // Resolving runs the tools (and may download): blocking, so outside the runtime.
     let kind = tools::resolve(tools::ToolName::Kind, &cfg);
     let helm = tools::resolve(tools::ToolName::Helm, &cfg);
@@ -341,7 +344,13 @@ fn doctor(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     warn(&loaded);
     let state = StateDir::for_run(&loaded.lab.name, args.simulate)?;
     let rt = runtime()?;
-    let opened = open_backends(&rt, args, &state, "doctor")?;
+    let opened = open_backends(
+        &rt,
+        args,
+        &state,
+        "doctor",
+        &loaded.lab.versions.kind_node_image,
+    )?;
     let findings = doctor_findings(&rt, &loaded.lab, &opened, &state);
     rt.shutdown_background();
     match cli.output {
@@ -369,7 +378,13 @@ fn diagnose(args: &crate::cli::DiagnoseArgs) -> Result<(), Error> {
     let lab = loaded.lab;
     let state = StateDir::for_run(&lab.name, args.run.simulate)?;
     let rt = runtime()?;
-    let opened = open_backends(&rt, &args.run, &state, "diagnose")?;
+    let opened = open_backends(
+        &rt,
+        &args.run,
+        &state,
+        "diagnose",
+        &lab.versions.kind_node_image,
+    )?;
     let out = args
         .out
         .clone()
@@ -406,7 +421,7 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     let lab = loaded.lab;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
     let rt = runtime()?;
-    let opened = open_backends(&rt, args, &state, "status")?;
+    let opened = open_backends(&rt, args, &state, "status", &lab.versions.kind_node_image)?;
     let status = rt.block_on(async {
         let (events, _rx) = Events::channel();
         let ctx = RunCtx::new(
@@ -445,11 +460,34 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
     let plan = crate::workflow::plan::plan(&lab, &sources, &patches, workflow)?;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
     let _lock = state.lock(&lab.name, workflow)?;
+    state.cut_torn_owned_line()?;
+    if workflow != "down" {
+        // A damaged ownership record stops everything but `down`, which reads around the damage.
+        if let Err(crate::state::StateError::Damaged {
+            path, line, reason, ..
+        }) = state.owned()
+        {
+            let recover = crate::state::damaged_help(&lab_command(args, "down"));
+            return Err(crate::state::StateError::Damaged {
+                path,
+                line,
+                reason,
+                recover,
+            }
+            .into());
+        }
+    }
     if matches!(workflow, "verify" | "reset") {
         ensure_up(&lab, &state, args)?;
     }
     let runtime = runtime()?;
-    let opened = open_backends(&runtime, args, &state, command_name(workflow))?;
+    let opened = open_backends(
+        &runtime,
+        args,
+        &state,
+        command_name(workflow),
+        &lab.versions.kind_node_image,
+    )?;
     if workflow == "up" && opened.sim.is_none() {
         // Stop before creating anything when the machine cannot finish the lab.
         let findings = doctor_findings(&runtime, &lab, &opened, &state);
@@ -570,6 +608,18 @@ fn ensure_up(
         ),
         help: format!("run `{}` first", up_cmd(false)),
     })
+}
+
+/// `ocm-lab <verb>` for the lab these arguments name (`-t`, `--simulate`).
+fn lab_command(args: &crate::cli::RunArgs, verb: &str) -> String {
+    let mut cmd = format!("ocm-lab {verb}");
+    if let Some(t) = &args.lab.topology {
+        cmd.push_str(&format!(" -t {t}"));
+    }
+    if args.simulate {
+        cmd.push_str(" --simulate");
+    }
+    cmd
 }
 
 fn command_name(workflow: &str) -> &'static str {

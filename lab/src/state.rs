@@ -3,7 +3,7 @@
 //! One folder per lab name under the XDG state directory (`$XDG_STATE_HOME/ocm-lab/<lab>`, by default
 //! `~/.local/state/ocm-lab/<lab>`); `OCM_LAB_STATE_DIR` overrides the parent folder (tests use it).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -36,16 +36,13 @@ pub enum StateError {
     )]
     Locked { lab: String, holder: String },
     #[error("the ownership record {path} is damaged at line {line}: {reason}")]
-    #[diagnostic(
-        code(ocm_lab::state::damaged),
-        help(
-            "fix or delete that line: the file lists what this lab created, so `down` knows what to delete (`kind get clusters` shows the clusters that exist)"
-        )
-    )]
+    #[diagnostic(code(ocm_lab::state::damaged), help("{recover}"))]
     Damaged {
         path: String,
         line: usize,
         reason: String,
+        /// The command that recovers (see [`damaged_help`]).
+        recover: String,
     },
     #[error("cannot find a state folder: neither XDG_STATE_HOME nor HOME is set")]
     #[diagnostic(
@@ -125,60 +122,175 @@ impl StateDir {
         self.path.join("owned.jsonl")
     }
 
-    /// What the lab created and so may delete: kind clusters and kubeconfig contexts.
+    /// What the lab created and so may delete: kind clusters (intended and confirmed) and kubeconfig
+    /// contexts. A damaged line other than a torn last one is an error (see [`StateDir::owned_lenient`]
+    /// for the reading `down` uses); a torn last line (a crash mid-append) is ignored with a warning.
     pub fn owned(&self) -> Result<Owned, StateError> {
+        let (owned, damage) = self.read_owned()?;
+        match damage.into_iter().next() {
+            None => Ok(owned),
+            Some((line, reason)) => Err(StateError::Damaged {
+                path: self.owned_log().display().to_string(),
+                line,
+                reason,
+                recover: damaged_help("ocm-lab down -t <topology>"),
+            }),
+        }
+    }
+
+    /// The ownership record read by `down`: damaged lines are skipped with a warning each. This is safe
+    /// because a cluster is deleted only when it was confirmed *and* its node containers still carry the
+    /// recorded IDs: a skipped line can only make the lab leave a cluster alone, never delete one that
+    /// is not its own.
+    pub fn owned_lenient(&self) -> Result<Owned, StateError> {
+        let (owned, damage) = self.read_owned()?;
+        for (line, reason) in damage {
+            tracing::warn!(
+                "skipping damaged line {line} of the ownership record {}: {reason}",
+                self.owned_log().display()
+            );
+        }
+        Ok(owned)
+    }
+
+    /// Replays the log; returns what it says and the damaged lines (number, reason).
+    fn read_owned(&self) -> Result<(Owned, Vec<(usize, String)>), StateError> {
         let path = self.owned_log();
-        let text = match std::fs::read_to_string(&path) {
+        let bytes = match std::fs::read(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Owned::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Owned::default(), Vec::new()));
+            }
             Err(e) => return Err(io(&path)(e)),
         };
-        let (mut clusters, mut contexts) = (BTreeSet::new(), BTreeSet::new());
-        let mut lines = text.lines().enumerate().peekable();
-        while let Some((i, line)) = lines.next() {
-            match serde_json::from_str::<OwnedChange>(line) {
-                Ok(change) => change.apply(&mut clusters, &mut contexts),
-                // A crash mid-append tears at most the last line; anything else is damage to report.
-                Err(_) if lines.peek().is_none() && !text.ends_with('\n') => {}
+        let mut owned = Owned::default();
+        let mut damage = Vec::new();
+        let complete = bytes.ends_with(b"\n");
+        let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+        // `split` yields an empty tail after a final newline; without one, the tail is a torn line.
+        let (body, tail) = lines.split_at(lines.len() - 1);
+        for (i, line) in body.iter().enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<OwnedChange>(line) {
+                Ok(change) => change.apply(&mut owned),
                 Err(e) => {
-                    return Err(StateError::Damaged {
-                        path: path.display().to_string(),
-                        line: i + 1,
-                        reason: format!("{e} in `{line}`"),
-                    });
+                    damage.push((i + 1, format!("{e} in `{}`", String::from_utf8_lossy(line))))
                 }
             }
         }
-        Ok(Owned {
-            clusters: clusters.into_iter().collect(),
-            contexts: contexts.into_iter().collect(),
-        })
+        if !complete && !tail[0].is_empty() {
+            // A crash mid-append tears at most the last line: what it was about never happened. Commands
+            // that write cut it off once, with a warning ([`StateDir::cut_torn_owned_line`]).
+            tracing::debug!(
+                "ignoring the torn last line of the ownership record {}",
+                path.display()
+            );
+        }
+        Ok((owned, damage))
     }
 
-    /// Records one more owned cluster (idempotent). Appends without reading the log: replaying an
-    /// `add-cluster` for a cluster already on record changes nothing, and the 500th cluster of a lab
-    /// costs the same as the first.
-    pub fn own_cluster(&self, cluster: &str) -> Result<(), StateError> {
+    /// Cuts a torn last line (a run killed while appending) off the ownership record, with a one-line
+    /// warning; `true` when there was one. Commands that may write the record call this once, under the
+    /// lab lock, before anything else reads it.
+    pub fn cut_torn_owned_line(&self) -> Result<bool, StateError> {
         let _guard = owned_guard();
-        self.append_owned(&[OwnedChange::AddCluster {
+        let path = self.owned_log();
+        let cut = || -> std::io::Result<bool> {
+            let mut f = match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            let len = f.metadata()?.len();
+            let keep = complete_prefix_len(&mut f, len)?;
+            if keep == len {
+                return Ok(false);
+            }
+            f.set_len(keep)?;
+            f.sync_data()?;
+            Ok(true)
+        };
+        let cut = cut().map_err(io(&path))?;
+        if cut {
+            tracing::warn!(
+                "cut off the torn last line of the ownership record {} (a run was stopped while writing it; what it recorded never happened)",
+                path.display()
+            );
+        }
+        Ok(cut)
+    }
+
+    /// Records the intent to create `cluster`, before `kind create`. An intent alone never makes a
+    /// cluster the lab's: only [`StateDir::confirm_cluster`] does.
+    pub fn intend_cluster(&self, cluster: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::IntendCluster {
             name: cluster.to_owned(),
         }])
     }
 
-    /// Read-modify-write of the ownership record. Steps run concurrently in one process (the lab lock
-    /// keeps other processes out), so updates are serialized here. The difference is appended to the log
-    /// and synced before this returns, so a cluster is on record before it is created: nothing the lab made
-    /// is ever forgotten by a crash.
-    pub fn update_owned(&self, f: impl FnOnce(&mut Owned)) -> Result<(), StateError> {
+    /// Confirms that the lab created `cluster`, after it saw its own create succeed, with the IDs of the
+    /// node containers it then found: `down` deletes the cluster only while these IDs still match.
+    pub fn confirm_cluster(&self, cluster: &str, containers: &[String]) -> Result<(), StateError> {
+        let mut containers = containers.to_vec();
+        containers.sort();
+        self.append_owned(&[OwnedChange::ConfirmCluster {
+            name: cluster.to_owned(),
+            containers,
+        }])
+    }
+
+    /// Withdraws the intent to create `cluster`: its create failed.
+    pub fn withdraw_cluster(&self, cluster: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::WithdrawCluster {
+            name: cluster.to_owned(),
+        }])
+    }
+
+    /// Forgets `cluster`: it was deleted (or is gone).
+    pub fn remove_cluster(&self, cluster: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::RemoveCluster {
+            name: cluster.to_owned(),
+        }])
+    }
+
+    /// Read-modify-write of the contexts in the ownership record. Steps run concurrently in one process
+    /// (the lab lock keeps other processes out), so updates are serialized here. The difference is
+    /// appended to the log and synced before this returns.
+    pub fn update_contexts(&self, f: impl FnOnce(&mut Vec<String>)) -> Result<(), StateError> {
         let _guard = owned_guard();
-        let mut owned = self.owned()?;
-        let before = owned.clone();
-        f(&mut owned);
-        self.append_owned(&OwnedChange::between(&before, &owned))
+        // Lenient: `down` prunes contexts from a damaged record too (a lost context line only means a
+        // context the lab wrote is left in the user's kubeconfig).
+        let before = self.owned_lenient()?.contexts;
+        let mut after = before.clone();
+        f(&mut after);
+        let removed = before
+            .iter()
+            .filter(|c| !after.contains(c))
+            .map(|name| OwnedChange::RemoveContext { name: name.clone() });
+        let added = after
+            .iter()
+            .filter(|c| !before.contains(c))
+            .map(|name| OwnedChange::AddContext { name: name.clone() });
+        let changes: Vec<OwnedChange> = removed.chain(added).collect();
+        self.append_owned_locked(&changes)
     }
 
     /// Appends changes to the ownership log and syncs them (nothing to do for none).
     fn append_owned(&self, changes: &[OwnedChange]) -> Result<(), StateError> {
+        let _guard = owned_guard();
+        self.append_owned_locked(changes)
+    }
+
+    /// [`StateDir::append_owned`] with the in-process guard already held. A torn last line (a crash
+    /// mid-append) is cut off first, with a one-line warning: appending after it would glue the new line
+    /// onto the partial one and damage the record for good.
+    fn append_owned_locked(&self, changes: &[OwnedChange]) -> Result<(), StateError> {
         if changes.is_empty() {
             return Ok(());
         }
@@ -190,10 +302,20 @@ impl StateDir {
         let path = self.owned_log();
         let append = || -> std::io::Result<()> {
             let mut opts = std::fs::OpenOptions::new();
-            opts.create(true).append(true);
+            opts.create(true).read(true).write(true);
             #[cfg(unix)]
             std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
             let mut f = opts.open(&path)?;
+            let len = f.metadata()?.len();
+            let keep = complete_prefix_len(&mut f, len)?;
+            if keep < len {
+                tracing::warn!(
+                    "cut off the torn last line of the ownership record {} (a run was cut off while writing it)",
+                    path.display()
+                );
+                f.set_len(keep)?;
+            }
+            std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(keep))?;
             f.write_all(text.as_bytes())?;
             f.sync_data()
         };
@@ -243,15 +365,42 @@ impl StateDir {
     }
 }
 
-/// What a lab owns, recorded as it creates it.
+/// What a lab owns, as its ownership log says.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Owned {
-    /// kind clusters this lab created.
+    /// kind clusters this lab saw itself create, with the IDs of their node containers then.
     #[serde(default)]
-    pub clusters: Vec<String>,
+    pub clusters: BTreeMap<String, Vec<String>>,
+    /// kind clusters this lab meant to create but never confirmed (a create that was cut off, or a
+    /// record from before confirmations existed): never the lab's to delete.
+    #[serde(default)]
+    pub intended: BTreeSet<String>,
     /// Contexts this lab wrote into the user's kubeconfig.
     #[serde(default)]
     pub contexts: Vec<String>,
+}
+
+impl Owned {
+    /// Whether `cluster` is the lab's: confirmed, and `current` (the IDs of the containers that now look
+    /// like its nodes) are all ones the lab recorded. `None` when there is nothing of it left.
+    pub fn owns(&self, cluster: &str, current: &[String]) -> Option<bool> {
+        if current.is_empty() {
+            return None;
+        }
+        Some(
+            self.clusters
+                .get(cluster)
+                .is_some_and(|ids| current.iter().all(|c| ids.contains(c))),
+        )
+    }
+}
+
+/// What to do about a damaged ownership record, naming `down_command` (the lab's own `ocm-lab down`,
+/// with `--simulate` for the simulated lab).
+pub fn damaged_help(down_command: &str) -> String {
+    format!(
+        "run `{down_command}`: it skips the damaged lines and deletes only the clusters whose node containers still carry the IDs the lab recorded when it created them (anything else is left alone), then starts a new record; or delete the damaged line by hand"
+    )
 }
 
 /// Serializes changes to the ownership log within this process.
@@ -262,49 +411,87 @@ fn owned_guard() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The length of the part of a file that ends with its last newline (all of it when it ends with one).
+fn complete_prefix_len(f: &mut File, len: u64) -> std::io::Result<u64> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    if len == 0 {
+        return Ok(0);
+    }
+    // Read backwards in blocks until a newline turns up.
+    let mut end = len;
+    let mut buf = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut buf[..n])?;
+        if let Some(i) = buf[..n].iter().rposition(|b| *b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
 /// One line of the ownership log.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 enum OwnedChange {
-    AddCluster { name: String },
-    RemoveCluster { name: String },
-    AddContext { name: String },
-    RemoveContext { name: String },
+    /// Written before `kind create`.
+    IntendCluster {
+        name: String,
+    },
+    /// Written after the lab saw its create succeed, with the node containers' IDs.
+    ConfirmCluster {
+        name: String,
+        containers: Vec<String>,
+    },
+    /// The create failed.
+    WithdrawCluster {
+        name: String,
+    },
+    /// The cluster was deleted.
+    RemoveCluster {
+        name: String,
+    },
+    /// Records written before confirmations existed: an intent only, never proof.
+    AddCluster {
+        name: String,
+    },
+    AddContext {
+        name: String,
+    },
+    RemoveContext {
+        name: String,
+    },
 }
 
 impl OwnedChange {
-    fn apply(self, clusters: &mut BTreeSet<String>, contexts: &mut BTreeSet<String>) {
+    fn apply(self, o: &mut Owned) {
         match self {
-            OwnedChange::AddCluster { name } => clusters.insert(name),
-            OwnedChange::RemoveCluster { name } => clusters.remove(&name),
-            OwnedChange::AddContext { name } => contexts.insert(name),
-            OwnedChange::RemoveContext { name } => contexts.remove(&name),
-        };
-    }
-
-    /// The changes that turn `before` into `after`.
-    fn between(before: &Owned, after: &Owned) -> Vec<OwnedChange> {
-        let diff =
-            |b: &[String], a: &[String], add: fn(String) -> Self, remove: fn(String) -> Self| {
-                let (bs, as_): (HashSet<&String>, HashSet<&String>) =
-                    (b.iter().collect(), a.iter().collect());
-                let removed = b.iter().filter(|n| !as_.contains(n)).cloned().map(remove);
-                let added = a.iter().filter(|n| !bs.contains(n)).cloned().map(add);
-                removed.chain(added).collect::<Vec<_>>()
-            };
-        let mut out = diff(
-            &before.clusters,
-            &after.clusters,
-            |name| OwnedChange::AddCluster { name },
-            |name| OwnedChange::RemoveCluster { name },
-        );
-        out.extend(diff(
-            &before.contexts,
-            &after.contexts,
-            |name| OwnedChange::AddContext { name },
-            |name| OwnedChange::RemoveContext { name },
-        ));
-        out
+            OwnedChange::IntendCluster { name } | OwnedChange::AddCluster { name } => {
+                if !o.clusters.contains_key(&name) {
+                    o.intended.insert(name);
+                }
+            }
+            OwnedChange::ConfirmCluster { name, containers } => {
+                o.intended.remove(&name);
+                o.clusters.insert(name, containers);
+            }
+            OwnedChange::WithdrawCluster { name } => {
+                o.intended.remove(&name);
+            }
+            OwnedChange::RemoveCluster { name } => {
+                o.intended.remove(&name);
+                o.clusters.remove(&name);
+            }
+            OwnedChange::AddContext { name } => {
+                if !o.contexts.contains(&name) {
+                    o.contexts.push(name);
+                }
+            }
+            OwnedChange::RemoveContext { name } => o.contexts.retain(|c| *c != name),
+        }
     }
 }
 
@@ -351,37 +538,54 @@ pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
     #[test]
-    fn ownership_survives_reopening_and_forgets_what_was_deleted() {
+    fn only_a_confirmed_create_makes_a_cluster_the_labs() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir {
             path: dir.path().to_owned(),
         };
-        for c in ["spoke-2", "hub", "spoke-1", "hub"] {
-            state.own_cluster(c).unwrap();
-        }
-        state
-            .update_owned(|o| o.contexts.push("kind-hub".into()))
+        // hub: created and confirmed; spoke-1: its create failed; spoke-2: cut off before confirming;
+        // old: a record from before confirmations.
+        state.intend_cluster("hub").unwrap();
+        state.confirm_cluster("hub", &ids(&["b", "a"])).unwrap();
+        state.intend_cluster("spoke-1").unwrap();
+        state.withdraw_cluster("spoke-1").unwrap();
+        state.intend_cluster("spoke-2").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(state.owned_log())
+            .unwrap()
+            .write_all(b"{\"op\":\"add-cluster\",\"name\":\"old\"}\n")
             .unwrap();
         state
-            .update_owned(|o| o.clusters.retain(|c| c != "spoke-1"))
+            .update_contexts(|c| c.push("kind-hub".into()))
             .unwrap();
         let again = StateDir {
             path: dir.path().to_owned(),
         };
+        let owned = again.owned().unwrap();
         assert_eq!(
-            again.owned().unwrap(),
-            Owned {
-                clusters: vec!["hub".into(), "spoke-2".into()],
-                contexts: vec!["kind-hub".into()],
-            }
+            owned.clusters,
+            BTreeMap::from([("hub".to_owned(), ids(&["a", "b"]))])
         );
-        // Owning a cluster again keeps one record of it.
-        state.own_cluster("hub").unwrap();
         assert_eq!(
-            again.owned().unwrap().clusters,
-            vec!["hub".to_owned(), "spoke-2".to_owned()]
+            owned.intended,
+            BTreeSet::from(["old".to_owned(), "spoke-2".to_owned()])
         );
+        assert_eq!(owned.contexts, ids(&["kind-hub"]));
+        // Ours only while every container that looks like a node is one the lab recorded.
+        assert_eq!(owned.owns("hub", &ids(&["a", "b"])), Some(true));
+        assert_eq!(owned.owns("hub", &ids(&["a"])), Some(true));
+        assert_eq!(owned.owns("hub", &ids(&["a", "c"])), Some(false));
+        assert_eq!(owned.owns("hub", &[]), None);
+        assert_eq!(owned.owns("old", &ids(&["x"])), Some(false));
+        assert_eq!(owned.owns("spoke-2", &ids(&["x"])), Some(false));
+        state.remove_cluster("hub").unwrap();
+        assert!(again.owned().unwrap().clusters.is_empty());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -394,23 +598,56 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_last_ownership_line_is_ignored_but_damage_elsewhere_is_reported() {
+    fn a_torn_last_line_is_cut_off_before_the_next_append() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir {
             path: dir.path().to_owned(),
         };
-        state.own_cluster("hub").unwrap();
+        state.intend_cluster("hub").unwrap();
+        state.confirm_cluster("hub", &ids(&["a"])).unwrap();
         let log = state.owned_log();
         let mut text = std::fs::read_to_string(&log).unwrap();
-        text.push_str("{\"op\":\"add-clus");
+        text.push_str("{\"op\":\"remove-clus");
         std::fs::write(&log, &text).unwrap();
-        assert_eq!(state.owned().unwrap().clusters, vec!["hub".to_owned()]);
-        text.push_str("\n{\"op\":\"add-cluster\",\"name\":\"spoke\"}\n");
-        std::fs::write(&log, &text).unwrap();
-        let err = state.owned().unwrap_err().to_string();
+        // Read: the torn line is ignored.
+        assert_eq!(state.owned().unwrap().clusters.len(), 1);
+        // Appended after: the torn line is gone, not glued to the new one.
+        state.intend_cluster("spoke").unwrap();
+        let after = std::fs::read_to_string(&log).unwrap();
+        assert!(!after.contains("remove-clus"), "{after}");
         assert!(
-            err.contains("owned.jsonl") && err.contains("damaged at line 2"),
-            "{err}"
+            after.ends_with("{\"op\":\"intend-cluster\",\"name\":\"spoke\"}\n"),
+            "{after}"
+        );
+        let owned = state.owned().unwrap();
+        assert_eq!(owned.clusters.len(), 1);
+        assert!(owned.intended.contains("spoke"));
+    }
+
+    #[test]
+    fn a_damaged_middle_line_is_an_error_naming_down_which_reads_around_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        state.intend_cluster("hub").unwrap();
+        let log = state.owned_log();
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str(
+            "\u{1}garbage\n{\"op\":\"confirm-cluster\",\"name\":\"hub\",\"containers\":[\"a\"]}\n",
+        );
+        std::fs::write(&log, &text).unwrap();
+        let err = state.owned().unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("owned.jsonl") && msg.contains("damaged at line 2"),
+            "{msg}"
+        );
+        let help = miette::Diagnostic::help(&err).unwrap().to_string();
+        assert!(help.contains("ocm-lab down"), "{help}");
+        assert_eq!(
+            state.owned_lenient().unwrap().clusters,
+            BTreeMap::from([("hub".to_owned(), ids(&["a"]))])
         );
     }
 

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, CreateCluster};
-use crate::state::write_secret;
+use crate::backend::{BackendError, CreateCluster, LookAlike};
+use crate::state::{Owned, write_secret};
 use crate::topology::Provider;
 
 /// `lab.preflight`: what must hold before anything is created.
@@ -22,37 +22,103 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     }
     let docker = ctx.run.backends.docker.ping().await?;
     ctx.progress(format!("Docker {docker}"));
-    // A kind cluster with one of our names that this lab did not create is someone else's: never adopt it.
-    let existing = ctx.run.backends.kind.list().await?;
-    let owned = ctx
-        .run
-        .state
-        .owned()
-        .map_err(|e| BackendError::permanent(e.to_string()))?;
-    let clashes: Vec<&str> = kind_clusters
-        .iter()
-        .copied()
-        .filter(|n| existing.iter().any(|e| e == n) && !owned.clusters.iter().any(|o| o == n))
-        .collect();
-    if !clashes.is_empty() {
-        return Err(BackendError::permanent(format!(
-            "kind cluster(s) {} already exist and lab `{}` did not create them",
-            clashes.join(", "),
-            lab.name
-        ))
-        .with_help("rename the clusters in the topology, or delete the old ones with `kind delete cluster --name <name>` if they are yours"));
+    // A container that looks like a node of one of our clusters and that this lab cannot prove it
+    // created is someone else's: never adopt it, never let kind trip over it.
+    let owned = ctx.run.state.owned().map_err(state_error)?;
+    let mut clashes = Vec::new();
+    for name in &kind_clusters {
+        let looks = ctx.run.backends.docker.look_alikes(name).await?;
+        clashes.extend(foreign_look_alikes(&owned, name, &looks));
+    }
+    if let Some(e) = clash_error(&lab.name, &owned, &clashes) {
+        return Err(e);
     }
     Ok((false, outputs([("docker", json!(docker))])))
 }
 
-/// `docker.network`: the shared `kind` network, created once before parallel creates race for it.
+/// The containers among `looks` that make `cluster` not the lab's (all of them, unless the lab owns it).
+pub fn foreign_look_alikes(
+    owned: &Owned,
+    cluster: &str,
+    looks: &[LookAlike],
+) -> Vec<(String, LookAlike)> {
+    let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
+    if owned.owns(cluster, &ids) != Some(false) {
+        return Vec::new();
+    }
+    let recorded = owned.clusters.get(cluster);
+    looks
+        .iter()
+        .filter(|l| !recorded.is_some_and(|r| r.contains(&l.id)))
+        .map(|l| (cluster.to_owned(), l.clone()))
+        .collect()
+}
+
+/// The error for containers that clash with the lab's cluster names, naming each and what to do.
+pub fn clash_error(
+    lab: &str,
+    owned: &Owned,
+    clashes: &[(String, LookAlike)],
+) -> Option<BackendError> {
+    if clashes.is_empty() {
+        return None;
+    }
+    let list = clashes
+        .iter()
+        .map(|(c, l)| format!("{} for cluster `{c}`", l.describe()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(
+        BackendError::permanent(format!(
+            "container(s) {list} look like kind nodes of this lab's clusters, and lab `{lab}` did not create them"
+        ))
+        .with_help(clash_help(owned, clashes)),
+    )
+}
+
+/// What to do about clashing containers.
+pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
+    let names: Vec<&str> = clashes.iter().map(|(_, l)| l.name.as_str()).collect();
+    let mut clusters: Vec<&str> = clashes.iter().map(|(c, _)| c.as_str()).collect();
+    clusters.dedup();
+    let mut help = format!(
+        "ocm-lab leaves containers it did not create alone: rename the cluster(s) {} in the topology, or, if the containers are yours and disposable, remove them (`docker rm -f {}`)",
+        clusters.join(", "),
+        names.join(" ")
+    );
+    let cut_off: Vec<&str> = clusters
+        .iter()
+        .copied()
+        .filter(|c| owned.intended.contains(*c))
+        .collect();
+    if !cut_off.is_empty() {
+        help.push_str(&format!(
+            "; this lab once started creating {} but never saw that create finish (a run cut short?), so these may be its leftovers: check `docker ps -a` before removing them",
+            cut_off.join(", ")
+        ));
+    }
+    help
+}
+
+fn state_error(e: crate::state::StateError) -> BackendError {
+    let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
+    let err = BackendError::permanent(e.to_string());
+    match help {
+        Some(h) => err.with_help(h),
+        None => err,
+    }
+}
+
+/// `docker.network`: the shared kind network (`kind`, or `KIND_EXPERIMENTAL_DOCKER_NETWORK`), created once
+/// before parallel creates race for it.
 pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
+    let fallback = crate::backend::docker::kind_network();
     let name = ctx
         .step
         .with
         .get("name")
         .and_then(Value::as_str)
-        .unwrap_or("kind");
+        .unwrap_or(&fallback);
     let created = ctx.run.backends.docker.ensure_network(name).await?;
     Ok((
         created,
@@ -61,6 +127,10 @@ pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
 }
 
 /// `cluster.create`: a kind cluster with its own kubeconfig file, or a connection to an existing cluster.
+///
+/// Ownership is proven, not assumed: the intent is recorded before `kind create`, confirmed with the
+/// node containers' IDs once the lab saw its own create succeed, and withdrawn when the create fails. A
+/// cluster whose node-like containers are not all ones the lab confirmed is someone else's.
 pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
     let name = ctx.input("cluster")?;
     let cluster = ctx
@@ -72,29 +142,57 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
     let mut changed = false;
     if cluster.provider == Provider::Kind {
         let kubeconfig = ctx.run.state.kubeconfig(name);
-        let exists = ctx
-            .run
-            .backends
-            .kind
-            .list()
-            .await?
-            .iter()
-            .any(|c| c == name);
-        if !exists {
-            ctx.progress(format!("kind create cluster --name {name}"));
-            let req = CreateCluster {
-                name: name.to_owned(),
-                image: ctx.run.lab.versions.kind_node_image.clone(),
-                kubeconfig: kubeconfig.clone(),
-            };
-            // Recorded before creating: a create that fails halfway leaves containers `down` must remove.
-            ctx.run
-                .state
-                .own_cluster(name)
-                .map_err(|e| BackendError::permanent(e.to_string()))?;
-            ctx.run.backends.kind.create(&req).await?;
-            ctx.run.forget(name).await;
-            changed = true;
+        let docker = &ctx.run.backends.docker;
+        let looks = docker.look_alikes(name).await?;
+        // Nothing like it exists (every cluster of a fresh lab): no need to read the record, which
+        // would make a large lab's creates quadratic in its clusters.
+        let verdict = if looks.is_empty() {
+            None
+        } else {
+            let owned = ctx.run.state.owned().map_err(state_error)?;
+            let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
+            owned.owns(name, &ids).map(|ours| (ours, owned))
+        };
+        match verdict {
+            Some((true, _)) => {}
+            Some((false, owned)) => {
+                let clashes = foreign_look_alikes(&owned, name, &looks);
+                return Err(clash_error(&ctx.run.lab.name, &owned, &clashes)
+                    .expect("not owned means a clash"));
+            }
+            None => {
+                ctx.progress(format!("kind create cluster --name {name}"));
+                let req = CreateCluster {
+                    name: name.to_owned(),
+                    image: ctx.run.lab.versions.kind_node_image.clone(),
+                    kubeconfig: kubeconfig.clone(),
+                };
+                ctx.run.state.intend_cluster(name).map_err(state_error)?;
+                if let Err(e) = ctx.run.backends.kind.create(&req).await {
+                    // kind removes what a failed create made (unless it was killed): the name was never ours.
+                    if let Err(w) = ctx.run.state.withdraw_cluster(name) {
+                        tracing::warn!(cluster = name, error = %w, "could not record the failed create");
+                    }
+                    return Err(e);
+                }
+                let made: Vec<String> = docker
+                    .look_alikes(name)
+                    .await?
+                    .into_iter()
+                    .map(|l| l.id)
+                    .collect();
+                if made.is_empty() {
+                    return Err(BackendError::transient(format!(
+                        "kind reported cluster `{name}` created, but no container looks like its node"
+                    )));
+                }
+                ctx.run
+                    .state
+                    .confirm_cluster(name, &made)
+                    .map_err(state_error)?;
+                ctx.run.forget(name).await;
+                changed = true;
+            }
         }
         if !kubeconfig.exists() {
             ctx.run
@@ -116,57 +214,79 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
     ))
 }
 
-/// `cluster.delete`: a kind cluster this lab owns, and its leftover containers.
+/// `cluster.delete`: a kind cluster this lab can prove it created, and nothing else.
+///
+/// The cluster must be confirmed in the ownership record and every container that now looks like one
+/// of its nodes must carry an ID the lab recorded; anything else is reported as "not ours, left
+/// alone" and the step succeeds, so the rest of the teardown goes on. Reads a damaged record
+/// leniently (see [`crate::state::StateDir::owned_lenient`]).
 pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     let name = ctx.input("cluster")?;
-    let owned = ctx
-        .run
-        .state
-        .owned()
-        .map_err(|e| BackendError::permanent(e.to_string()))?;
-    if !owned.clusters.iter().any(|c| c == name) {
-        return Ok((
-            false,
-            outputs([("skipped", json!("not created by this lab"))]),
-        ));
-    }
-    let mut changed = false;
-    // kind first; when kind fails or is gone, the labelled containers are removed directly below.
-    match ctx.run.backends.kind.list().await {
-        Ok(clusters) if clusters.iter().any(|c| c == name) => {
-            if let Err(e) = ctx.run.backends.kind.delete(name).await {
-                ctx.progress(format!(
-                    "kind delete failed ({e}); removing its containers directly"
-                ));
-            }
-            changed = true;
+    let state = &ctx.run.state;
+    let owned = state.owned_lenient().map_err(state_error)?;
+    let docker = &ctx.run.backends.docker;
+    let looks = docker.look_alikes(name).await?;
+    let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
+    let forget = |ctx: &StepCtx<'_>| -> Result<(), BackendError> {
+        let kubeconfig = ctx.run.state.kubeconfig(name);
+        if kubeconfig.exists() {
+            std::fs::remove_file(&kubeconfig).map_err(|e| {
+                BackendError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
+            })?;
         }
-        Ok(_) => {}
-        Err(e) => ctx.progress(format!(
-            "kind is not usable ({e}); removing the cluster's containers directly"
-        )),
+        if owned.clusters.contains_key(name) || owned.intended.contains(name) {
+            ctx.run.state.remove_cluster(name).map_err(state_error)?;
+        }
+        Ok(())
+    };
+    match owned.owns(name, &ids) {
+        None => {
+            ctx.run.forget(name).await;
+            forget(ctx)?;
+            Ok((false, outputs([("skipped", json!("no such cluster"))])))
+        }
+        Some(false) => {
+            let names: Vec<String> = looks.iter().map(LookAlike::describe).collect();
+            tracing::warn!("{name}: not ours, left alone ({})", names.join(", "));
+            ctx.progress(format!("{name}: not ours, left alone"));
+            ctx.run.forget(name).await;
+            forget(ctx)?;
+            // Whoever made this cluster with kind also wrote its context into the user's kubeconfig,
+            // over the lab's: it is theirs now, so `kubeconfig.prune` must not remove it.
+            if let Some(context) = ctx.run.lab.cluster(name).map(|c| c.context.clone()) {
+                state
+                    .update_contexts(|cs| cs.retain(|c| *c != context))
+                    .map_err(state_error)?;
+            }
+            Ok((
+                false,
+                outputs([
+                    ("skipped", json!(format!("{name}: not ours, left alone"))),
+                    ("containers", json!(names)),
+                ]),
+            ))
+        }
+        Some(true) => {
+            // kind first (it also cleans up what it knows about); then whatever of ours is left, by ID.
+            match ctx.run.backends.kind.delete(name).await {
+                Ok(()) => {}
+                Err(e) => ctx.progress(format!(
+                    "kind delete failed ({e}); removing the cluster's containers directly"
+                )),
+            }
+            let left: Vec<String> = docker
+                .look_alikes(name)
+                .await?
+                .into_iter()
+                .map(|l| l.id)
+                .filter(|id| ids.contains(id))
+                .collect();
+            let removed = docker.remove_containers(&left).await?;
+            ctx.run.forget(name).await;
+            forget(ctx)?;
+            Ok((true, outputs([("containersRemoved", json!(removed))])))
+        }
     }
-    let removed = ctx
-        .run
-        .backends
-        .docker
-        .remove_cluster_containers(name)
-        .await?;
-    ctx.run.forget(name).await;
-    let kubeconfig = ctx.run.state.kubeconfig(name);
-    if kubeconfig.exists() {
-        std::fs::remove_file(&kubeconfig).map_err(|e| {
-            BackendError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
-        })?;
-    }
-    ctx.run
-        .state
-        .update_owned(|o| o.clusters.retain(|c| c != name))
-        .map_err(|e| BackendError::permanent(e.to_string()))?;
-    Ok((
-        changed || removed > 0,
-        outputs([("containersRemoved", json!(removed))]),
-    ))
 }
 
 /// The user's kubeconfig file: the first entry of `KUBECONFIG`, else `~/.kube/config`.
@@ -210,14 +330,14 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
     }
     ctx.run
         .state
-        .update_owned(|owned| {
+        .update_contexts(|owned| {
             for c in &contexts {
-                if !owned.contexts.contains(c) {
-                    owned.contexts.push(c.clone());
+                if !owned.contains(c) {
+                    owned.push(c.clone());
                 }
             }
         })
-        .map_err(|e| BackendError::permanent(e.to_string()))?;
+        .map_err(state_error)?;
     Ok((
         changed,
         outputs([
@@ -229,11 +349,7 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// `kubeconfig.prune`: removes the contexts this lab wrote, and their clusters and users.
 pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
-    let owned = ctx
-        .run
-        .state
-        .owned()
-        .map_err(|e| BackendError::permanent(e.to_string()))?;
+    let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
     if ctx.run.backends.simulated || owned.contexts.is_empty() {
         return Ok((false, outputs([])));
     }
@@ -251,8 +367,8 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     }
     ctx.run
         .state
-        .update_owned(|o| o.contexts.clear())
-        .map_err(|e| BackendError::permanent(e.to_string()))?;
+        .update_contexts(Vec::clear)
+        .map_err(state_error)?;
     Ok((changed, outputs([])))
 }
 

@@ -12,6 +12,7 @@ pub mod verify;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use cluster::{clash_error, foreign_look_alikes};
 pub use kube::contains;
 pub use registry::{ACTIONS, ActionSpec, Input, find};
 use serde_json::Value;

@@ -25,16 +25,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, HostConfig, Network, NetworkCreateRequest};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Ipam, IpamConfig, Network, NetworkCreateRequest,
+};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, InspectContainerOptions,
-    ListContainersOptionsBuilder, ListNetworksOptions, RemoveContainerOptionsBuilder,
-    StartContainerOptions,
+    InspectNetworkOptions, ListContainersOptionsBuilder, ListNetworksOptions,
+    RemoveContainerOptionsBuilder, StartContainerOptions,
 };
 use futures::StreamExt;
 use serde::Serialize;
 
-use super::{BackendError, ContainerRuntime, NodeContainer, Result};
+use super::{BackendError, ContainerRuntime, LookAlike, NodeContainer, Result, is_kind_node_name};
 
 /// Label kind puts on every node container: the cluster's name.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
@@ -155,7 +157,7 @@ impl Docker {
         Ok(Docker {
             client,
             host: host.to_owned(),
-            network: default_network(),
+            network: kind_network(),
         })
     }
 
@@ -459,6 +461,87 @@ impl Docker {
         }
     }
 
+    /// Creates network `name` exactly as kind v0.32.0 does (`pkg/cluster/internal/providers/docker/
+    /// network.go`, FACTS-HELM-KIND B1): a bridge with IP masquerading, the default bridge's MTU when it
+    /// has one, and an IPv6 ULA /64 derived from the name ([`kind_ula_subnet`]); no labels. When the
+    /// daemon cannot do IPv6 it is created without; when the subnet overlaps another network the next
+    /// of kind's five attempts is tried. Returns the new network's ID, or `None` when a network of that
+    /// name appeared meanwhile.
+    async fn create_kind_network(&self, name: &str) -> Result<Option<String>> {
+        let mtu = self.default_bridge_mtu().await;
+        let request = |ipv6_subnet: Option<String>| {
+            let mut options = HashMap::from([(
+                "com.docker.network.bridge.enable_ip_masquerade".to_owned(),
+                "true".to_owned(),
+            )]);
+            if let Some(mtu) = mtu {
+                options.insert("com.docker.network.driver.mtu".to_owned(), mtu.to_string());
+            }
+            NetworkCreateRequest {
+                name: name.to_owned(),
+                driver: Some("bridge".to_owned()),
+                options: Some(options),
+                enable_ipv6: ipv6_subnet.as_ref().map(|_| true),
+                ipam: ipv6_subnet.map(|subnet| Ipam {
+                    driver: Some("default".to_owned()),
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(subnet),
+                        ..Default::default()
+                    }]),
+                    options: None,
+                }),
+                ..Default::default()
+            }
+        };
+        for attempt in 0..KIND_NETWORK_ATTEMPTS {
+            let subnet = kind_ula_subnet(name, attempt);
+            match self
+                .client
+                .create_network(request(Some(subnet.clone())))
+                .await
+            {
+                Ok(r) => return Ok(Some(r.id)),
+                Err(e) if status(&e) == Some(409) => return Ok(None),
+                Err(e) if is_ipv6_unavailable(&e) => {
+                    tracing::debug!(network = name, error = %e, "IPv6 unavailable: creating the network without it, as kind does");
+                    return match self.client.create_network(request(None)).await {
+                        Ok(r) => Ok(Some(r.id)),
+                        Err(e) if status(&e) == Some(409) => Ok(None),
+                        Err(e) => Err(self.err(&format!("create Docker network {name}"), e)),
+                    };
+                }
+                Err(e) if is_pool_overlap(&e) => {
+                    if !self.networks_named(name).await?.is_empty() {
+                        return Ok(None);
+                    }
+                    tracing::debug!(network = name, %subnet, "subnet overlaps another network; trying the next");
+                }
+                Err(e) => return Err(self.err(&format!("create Docker network {name}"), e)),
+            }
+        }
+        Err(BackendError::permanent(format!(
+            "could not create Docker network {name}: exhausted attempts trying to find a non-overlapping subnet"
+        ))
+        .with_help("remove unused Docker networks (`docker network prune`) and run again"))
+    }
+
+    /// The MTU of Docker's default `bridge` network, when it sets one above 0 (kind's
+    /// `getDefaultNetworkMTU`); `None` otherwise, including when it cannot be read.
+    async fn default_bridge_mtu(&self) -> Option<u32> {
+        let bridge = self
+            .client
+            .inspect_network("bridge", None::<InspectNetworkOptions>)
+            .await
+            .ok()?;
+        bridge
+            .options?
+            .get("com.docker.network.driver.mtu")?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|mtu| *mtu > 0)
+    }
+
     /// Networks named exactly `name` (Docker's `name` filter matches substrings, so filter here).
     async fn networks_named(&self, name: &str) -> Result<Vec<Network>> {
         let all = self
@@ -498,19 +581,8 @@ impl ContainerRuntime for Docker {
             if !self.networks_named(name).await?.is_empty() {
                 return Ok(false);
             }
-            let req = NetworkCreateRequest {
-                name: name.to_owned(),
-                driver: Some("bridge".to_owned()),
-                labels: Some(HashMap::from([(
-                    CREATED_BY_LABEL.to_owned(),
-                    CREATED_BY_VALUE.to_owned(),
-                )])),
-                ..Default::default()
-            };
-            let mine = match self.client.create_network(req).await {
-                Ok(r) => r.id,
-                Err(e) if status(&e) == Some(409) => return Ok(false),
-                Err(e) => return Err(self.err(&format!("create Docker network {name}"), e)),
+            let Some(mine) = self.create_kind_network(name).await? else {
+                return Ok(false);
             };
             let same = self.networks_named(name).await?;
             if same.iter().all(|n| n.id.as_deref() == Some(mine.as_str())) {
@@ -618,9 +690,70 @@ impl ContainerRuntime for Docker {
             None => Ok(removed),
         }
     }
+
+    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>> {
+        if cluster.is_empty() {
+            return Err(BackendError::permanent("empty kind cluster name"));
+        }
+        // All containers, filtered here: Docker's `name` filter matches substrings and cannot express
+        // "this name or that label".
+        let list = self
+            .client
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default().all(true).build(),
+            ))
+            .await
+            .map_err(|e| self.err("list containers", e))?;
+        let mut out: Vec<LookAlike> = list
+            .into_iter()
+            .filter_map(|c| {
+                let name = c
+                    .names
+                    .as_ref()
+                    .and_then(|n| n.first())
+                    .map(|n| n.trim_start_matches('/').to_owned())
+                    .unwrap_or_default();
+                let label = c
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(CLUSTER_LABEL))
+                    .cloned();
+                let hit = label.as_deref() == Some(cluster) || is_kind_node_name(cluster, &name);
+                Some(LookAlike {
+                    id: c.id?,
+                    name,
+                    kind_cluster: label,
+                })
+                .filter(|_| hit)
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn remove_containers(&self, ids: &[String]) -> Result<usize> {
+        let mut removed = 0;
+        for id in ids {
+            match remove_container(&self.client, id).await {
+                Ok(()) => removed += 1,
+                Err(e) if is_gone(&e) => {}
+                Err(e) => return Err(self.err(&format!("remove container {id}"), e)),
+            }
+        }
+        Ok(removed)
+    }
 }
 
 impl Docker {
+    /// Whether `image` is present on the daemon (nothing is pulled).
+    pub async fn image_present(&self, image: &str) -> Result<bool> {
+        match self.client.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) if status(&e) == Some(404) => Ok(false),
+            Err(e) => Err(self.err(&format!("inspect image {image}"), e)),
+        }
+    }
+
     /// Ids of the containers, running or not, labelled `io.x-k8s.kind.cluster=<cluster>` exactly.
     async fn cluster_container_ids(&self, cluster: &str) -> Result<Vec<String>> {
         let filters = HashMap::from([("label", vec![format!("{CLUSTER_LABEL}={cluster}")])]);
@@ -718,8 +851,41 @@ fn status(e: &BollardError) -> Option<u16> {
     }
 }
 
-/// The network from kind's environment override, else `kind`.
-fn default_network() -> String {
+/// How many subnets kind tries before giving up (network.go `maxAttempts`).
+const KIND_NETWORK_ATTEMPTS: i32 = 5;
+
+/// The IPv6 ULA subnet kind gives network `name` on attempt `attempt` (network.go
+/// `generateULASubnetFromName`): `fc00:` followed by bytes 2..8 of SHA-1(name ‖ attempt as a
+/// little-endian i32), as a /64. For `kind`, attempt 0, that is `fc00:f853:ccd:e793::/64`.
+pub fn kind_ula_subnet(name: &str, attempt: i32) -> String {
+    use sha1::Digest as _;
+    let mut h = sha1::Sha1::new();
+    h.update(name.as_bytes());
+    h.update(attempt.to_le_bytes());
+    let sum = h.finalize();
+    let mut ip = [0u8; 16];
+    ip[0] = 0xfc;
+    ip[2..8].copy_from_slice(&sum[2..8]);
+    format!("{}/64", std::net::Ipv6Addr::from(ip))
+}
+
+/// The daemon cannot make IPv6 networks (kind's `isIPv6UnavailableError`).
+fn is_ipv6_unavailable(e: &BollardError) -> bool {
+    matches!(e, BollardError::DockerResponseServerError { message, .. }
+        if message.contains("Cannot read IPv6 setup for bridge") || message.contains("ip6tables"))
+}
+
+/// The subnet overlaps another network's (kind's `isPoolOverlapError`).
+fn is_pool_overlap(e: &BollardError) -> bool {
+    matches!(e, BollardError::DockerResponseServerError { message, .. }
+        if message.contains("Pool overlaps with other one on this address space")
+            || message.contains("networks have overlapping"))
+}
+
+/// The Docker network kind puts its nodes on: `KIND_EXPERIMENTAL_DOCKER_NETWORK` when set (kind
+/// honours it, kind@v0.32.0 `provider.go`), else `kind`. The one place the lab decides this name: the
+/// planner gives it to workflows as `kindNetwork`, and the Docker backend reports addresses on it.
+pub fn kind_network() -> String {
     std::env::var(NETWORK_ENV)
         .ok()
         .filter(|n| !n.is_empty())
@@ -1009,6 +1175,14 @@ mod tests {
         )));
         assert!(!is_gone(&server(409, "conflict")));
         assert!(!is_gone(&server(500, "boom")));
+    }
+
+    #[test]
+    fn ula_subnets_are_kinds() {
+        // kind@v0.32.0 network_test.go: `name: "kind", subnet: "fc00:f853:ccd:e793::/64"`.
+        assert_eq!(kind_ula_subnet("kind", 0), "fc00:f853:ccd:e793::/64");
+        assert_ne!(kind_ula_subnet("kind", 1), kind_ula_subnet("kind", 0));
+        assert_ne!(kind_ula_subnet("other", 0), kind_ula_subnet("kind", 0));
     }
 
     #[test]

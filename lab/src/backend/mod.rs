@@ -78,6 +78,47 @@ pub trait ContainerRuntime: Send + Sync {
     async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>>;
     /// Removes a kind cluster's leftover node containers; returns how many were removed.
     async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize>;
+    /// Every container, running or not, that looks like a node of kind cluster `cluster`, labelled or
+    /// not: named `<cluster>-control-plane`, `<cluster>-worker`, `<cluster>-worker<N>` or
+    /// `<cluster>-external-load-balancer` (kind's names), or labelled `io.x-k8s.kind.cluster=<cluster>`.
+    /// Sorted by name.
+    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>>;
+    /// Force-removes these containers (and their anonymous volumes); returns how many it removed.
+    /// Containers already gone are not an error.
+    async fn remove_containers(&self, ids: &[String]) -> Result<usize>;
+}
+
+/// A container that looks like a kind node (see [`ContainerRuntime::look_alikes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookAlike {
+    pub id: String,
+    pub name: String,
+    /// Its `io.x-k8s.kind.cluster` label, if it has one.
+    pub kind_cluster: Option<String>,
+}
+
+impl LookAlike {
+    /// `hub-control-plane (unlabelled)`, `hub-worker (labelled io.x-k8s.kind.cluster=hub)`.
+    pub fn describe(&self) -> String {
+        match &self.kind_cluster {
+            Some(c) => format!("{} (labelled io.x-k8s.kind.cluster={c})", self.name),
+            None => format!("{} (unlabelled)", self.name),
+        }
+    }
+}
+
+/// Whether a container name is one kind gives a node of `cluster` (`<cluster>-control-plane`,
+/// `<cluster>-worker`, `<cluster>-worker2`, …, `<cluster>-external-load-balancer`).
+pub fn is_kind_node_name(cluster: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')) else {
+        return false;
+    };
+    match rest {
+        "control-plane" | "external-load-balancer" => true,
+        _ => rest
+            .strip_prefix("worker")
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())),
+    }
 }
 
 /// A kind node container.
@@ -432,6 +473,12 @@ impl ContainerRuntime for Unavailable {
     async fn remove_cluster_containers(&self, _: &str) -> Result<usize> {
         Err(self.0.clone())
     }
+    async fn look_alikes(&self, _: &str) -> Result<Vec<LookAlike>> {
+        Err(self.0.clone())
+    }
+    async fn remove_containers(&self, _: &[String]) -> Result<usize> {
+        Err(self.0.clone())
+    }
 }
 
 #[async_trait]
@@ -454,5 +501,33 @@ impl ClusterProvisioner for Unavailable {
 impl ChartRenderer for Unavailable {
     async fn template(&self, _: &ChartPlan, _: &Value) -> Result<Rendered> {
         Err(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_node_names() {
+        for n in [
+            "hub-control-plane",
+            "hub-worker",
+            "hub-worker2",
+            "hub-worker13",
+            "hub-external-load-balancer",
+        ] {
+            assert!(is_kind_node_name("hub", n), "{n}");
+        }
+        for n in [
+            "hub",
+            "hub-control-plane2",
+            "hub-worker-x",
+            "hubble-control-plane",
+            "x-hub-control-plane",
+            "hub-2-control-plane",
+        ] {
+            assert!(!is_kind_node_name("hub", n), "{n}");
+        }
     }
 }

@@ -374,6 +374,10 @@ pub struct ToolsConfig {
     pub platform: Option<Platform>,
     /// The download table ([`PINNED`]; tests substitute their own).
     pub pinned: Vec<Pinned>,
+    /// A kind minimum above [`KIND_MINIMUM`] and why: the node image's (see
+    /// `topology::catalog::kind_for_node_image`). A kind older than this is passed over, as a too-old
+    /// one is.
+    pub kind_minimum: Option<(Version, String)>,
 }
 
 impl ToolsConfig {
@@ -389,6 +393,7 @@ impl ToolsConfig {
             search_path: None,
             platform: None,
             pinned: PINNED.to_vec(),
+            kind_minimum: None,
         }
     }
 
@@ -403,6 +408,17 @@ impl ToolsConfig {
         cfg.base_url =
             non_empty("OCM_LAB_TOOLS_BASE_URL").map(|v| v.to_string_lossy().into_owned());
         Ok(cfg)
+    }
+
+    /// The oldest acceptable version of `name`, and why when the node image raised it above the
+    /// tool's own minimum.
+    pub fn minimum(&self, name: ToolName) -> (Version, Option<String>) {
+        match (name, &self.kind_minimum) {
+            (ToolName::Kind, Some((v, why))) if *v > name.minimum() => {
+                (v.clone(), Some(why.clone()))
+            }
+            _ => (name.minimum(), None),
+        }
     }
 
     fn override_for(&self, name: ToolName) -> Option<&OsString> {
@@ -450,7 +466,8 @@ pub enum ToolError {
         install: &'static str,
     },
     #[error(
-        "{tool} v{found} at {path} is older than the minimum v{minimum} (and downloads are off): upgrade it from {install} or drop --no-download"
+        "{tool} v{found} at {path} is older than the minimum v{minimum}{why} (and downloads are off): upgrade it from {install} or drop --no-download",
+        install = .tool.install_url()
     )]
     #[diagnostic(code(ocm_lab::tools::too_old))]
     TooOld {
@@ -458,7 +475,9 @@ pub enum ToolError {
         path: String,
         found: Version,
         minimum: Version,
-        install: &'static str,
+        /// `: node image … needs kind v0.32.0 or newer` when the node image raised the minimum, else
+        /// empty. Boxed, with the install URL derived from `tool`, to keep the error small.
+        why: Box<str>,
     },
     #[error("{var}={value}: {problem}")]
     #[diagnostic(
@@ -622,7 +641,7 @@ pub fn resolve(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
     if let Some(value) = cfg.override_for(name) {
         return from_override(name, value, cfg);
     }
-    let minimum = name.minimum();
+    let (minimum, why) = cfg.minimum(name);
     // What was wrong with the tool on PATH, reported if nothing better turns up.
     let mut on_path_problem: Option<ToolError> = None;
     if let Some(path) = find_on_path(name.as_str(), cfg) {
@@ -642,7 +661,7 @@ pub fn resolve(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
                     path: path.display().to_string(),
                     found,
                     minimum: minimum.clone(),
-                    install: name.install_url(),
+                    why: why.map(|w| format!(": {w}")).unwrap_or_default().into(),
                 });
             }
             Err(e) => {
@@ -678,12 +697,13 @@ pub fn resolve(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
 }
 
 fn from_override(name: ToolName, value: &OsString, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
+    let (minimum, why) = cfg.minimum(name);
     let bad = |problem: String| ToolError::BadOverride {
         tool: name,
         var: name.env_var(),
         value: value.to_string_lossy().into_owned(),
         problem,
-        minimum: name.minimum(),
+        minimum: minimum.clone(),
     };
     let as_path = Path::new(value);
     let path = if as_path.components().count() > 1 || as_path.is_absolute() {
@@ -695,10 +715,10 @@ fn from_override(name: ToolName, value: &OsString, cfg: &ToolsConfig) -> Result<
         find_on_path(value, cfg).ok_or_else(|| bad("not found on PATH".to_owned()))?
     };
     let version = probe(name, &path).map_err(|e| bad(e.to_string()))?;
-    if version < name.minimum() {
+    if version < minimum {
         return Err(bad(format!(
-            "{name} v{version} is older than the minimum v{}",
-            name.minimum()
+            "{name} v{version} is older than the minimum v{minimum}{}",
+            why.map(|w| format!(": {w}")).unwrap_or_default()
         )));
     }
     Ok(Tool {

@@ -15,7 +15,8 @@ use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use crate::backend::{
     BackendError, ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector,
-    ContainerRuntime, CreateCluster, NodeContainer, ObjectRef, Rendered, Result, Secret, WaitError,
+    ContainerRuntime, CreateCluster, LookAlike, NodeContainer, ObjectRef, Rendered, Result, Secret,
+    WaitError,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
@@ -174,6 +175,74 @@ impl ContainerRuntime for SimDocker {
         )
         .await
     }
+
+    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>> {
+        let c = cluster.to_owned();
+        call(
+            &self.0,
+            Behaviour::DockerPing,
+            cluster,
+            "docker.look-alikes",
+            format!("containers like nodes of {cluster}"),
+            false,
+            move |st| {
+                // BTreeMap by name: already sorted.
+                Ok(st
+                    .world
+                    .containers
+                    .values()
+                    .filter_map(|ct| {
+                        let label = ct.labels.get("io.x-k8s.kind.cluster").cloned();
+                        (label.as_deref() == Some(c.as_str())
+                            || crate::backend::is_kind_node_name(&c, &ct.name))
+                        .then(|| LookAlike {
+                            id: ct.id.clone(),
+                            name: ct.name.clone(),
+                            kind_cluster: label,
+                        })
+                    })
+                    .collect())
+            },
+        )
+        .await
+    }
+
+    async fn remove_containers(&self, ids: &[String]) -> Result<usize> {
+        let ids = ids.to_vec();
+        call(
+            &self.0,
+            Behaviour::KindDelete,
+            "",
+            "docker.remove-containers",
+            format!("containers {}", ids.join(", ")),
+            true,
+            move |st| {
+                let gone: Vec<(String, Option<String>)> = st
+                    .world
+                    .containers
+                    .values()
+                    .filter(|ct| ids.contains(&ct.id))
+                    .map(|ct| {
+                        (
+                            ct.name.clone(),
+                            ct.labels.get("io.x-k8s.kind.cluster").cloned(),
+                        )
+                    })
+                    .collect();
+                for (name, _) in &gone {
+                    st.world.containers.remove(name);
+                }
+                // A cluster whose last node went goes with it (as `remove_cluster` does).
+                for cluster in gone.iter().filter_map(|(_, c)| c.as_deref()) {
+                    if st.world.containers_of(cluster).is_empty() {
+                        st.world.remove_cluster(cluster);
+                    }
+                }
+                Ok(gone.len())
+            },
+        )
+        .await
+    }
 }
 
 // ---- kind ---------------------------------------------------------------------------------------
@@ -213,6 +282,13 @@ impl ClusterProvisioner for SimKind {
                     .with_help(format!(
                         "delete it first (`kind delete cluster --name {}`) or choose another name",
                         r.name
+                    )));
+                }
+                // Docker refuses a second container of a name (kind's `docker run` fails), labelled or not.
+                let cp = format!("{}-control-plane", r.name);
+                if st.world.containers.contains_key(&cp) {
+                    return Err(BackendError::permanent(format!(
+                        "failed to create cluster: command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use (simulated)"
                     )));
                 }
                 st.world.create_cluster(&r.name, &r.image, false);

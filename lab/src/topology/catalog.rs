@@ -19,6 +19,49 @@ pub const KNOWN_KIND_NODE_IMAGES: &[&str] = &[
     "kindest/node:v1.35.0@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f",
 ];
 
+/// The oldest kind release that supports node images of each Kubernetes minor version (FACTS-HELM-KIND
+/// B5): v0.32.0 is the first to write kubeadm's `v1beta4` config, which Kubernetes 1.36 needs
+/// (kind@v0.32.0 `pkg/cluster/internal/kubeadm/config.go`); v0.31.0 is the first with 1.35 images;
+/// v0.30.0 the first with 1.34 images. Older minors work with any kind ocm-lab accepts (v0.27.0+).
+pub const KIND_FOR_NODE_MINOR: &[(u64, &str)] = &[(36, "0.32.0"), (35, "0.31.0"), (34, "0.30.0")];
+/// The kind for node images older than every row of [`KIND_FOR_NODE_MINOR`] (ocm-lab's minimum).
+pub const KIND_FOR_OLDER_NODES: &str = "0.27.0";
+
+/// The Kubernetes version a node image's tag names: `kindest/node:v1.36.1@sha256:…` → `1.36.1`.
+pub fn node_image_version(image: &str) -> Option<semver::Version> {
+    let name = image.split('@').next().unwrap_or(image);
+    // The tag follows the last `:` after the last `/` (a registry host may carry a port).
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let tag = last.rsplit_once(':')?.1;
+    semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()
+}
+
+/// The oldest kind that can create clusters of `image`, and why. Newer minors than the catalog knows
+/// need at least the newest kind it knows. A tag that names no version asks for nothing beyond
+/// [`KIND_FOR_OLDER_NODES`].
+pub fn kind_for_node_image(image: &str) -> (semver::Version, String) {
+    let parse = |v: &str| semver::Version::parse(v).expect("catalog versions are semver");
+    let Some(k8s) = node_image_version(image) else {
+        return (
+            parse(KIND_FOR_OLDER_NODES),
+            format!("the node image {image} names no Kubernetes version"),
+        );
+    };
+    let (newest_minor, newest_kind) = KIND_FOR_NODE_MINOR[0];
+    let kind = if k8s.major == 1 && k8s.minor > newest_minor {
+        newest_kind
+    } else {
+        KIND_FOR_NODE_MINOR
+            .iter()
+            .find(|(minor, _)| k8s.major == 1 && k8s.minor == *minor)
+            .map_or(KIND_FOR_OLDER_NODES, |(_, kind)| kind)
+    };
+    (
+        parse(kind),
+        format!("node image {image} (Kubernetes {k8s}) needs kind v{kind} or newer"),
+    )
+}
+
 /// A chart the lab installs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -176,6 +219,28 @@ mod tests {
             vec!["0.10.0", "0.11.0"]
         );
         assert_eq!(ocm("1.2.0").unwrap_err(), vec!["1.3.1"]);
+    }
+
+    #[test]
+    fn each_node_minor_needs_its_kind() {
+        let v = |s: &str| semver::Version::parse(s).unwrap();
+        let kind = |image: &str| kind_for_node_image(image).0;
+        assert_eq!(kind(DEFAULT_KIND_NODE_IMAGE), v("0.32.0"));
+        assert_eq!(kind(KNOWN_KIND_NODE_IMAGES[1]), v("0.31.0"));
+        assert_eq!(kind("kindest/node:v1.34.3"), v("0.30.0"));
+        assert_eq!(kind("kindest/node:v1.33.7@sha256:ab"), v("0.27.0"));
+        assert_eq!(kind("kindest/node:v1.37.0"), v("0.32.0"));
+        assert_eq!(
+            kind("localhost:5000/kindest/node:v1.35.0"),
+            v("0.31.0"),
+            "a registry port is not a tag"
+        );
+        assert_eq!(kind("my/node:latest"), v("0.27.0"));
+        assert!(
+            kind_for_node_image(DEFAULT_KIND_NODE_IMAGE)
+                .1
+                .contains("Kubernetes 1.36.1) needs kind v0.32.0")
+        );
     }
 
     #[test]

@@ -203,6 +203,7 @@ impl Globals {
             item => item.map(Serde),
             labels => self.labels.clone(),
             clustersetLabel => CLUSTERSET_LABEL,
+            kindNetwork => crate::backend::docker::kind_network(),
         }
     }
 }

@@ -20,21 +20,19 @@ use bollard::query_parameters::{
     StartContainerOptions,
 };
 use futures::StreamExt;
-use ocm_lab::backend::docker::{
-    CLUSTER_LABEL, CREATED_BY_LABEL, CREATED_BY_VALUE, Docker, ROLE_LABEL, SYSCTL_CONTAINER_PREFIX,
-};
+use ocm_lab::backend::docker::{CLUSTER_LABEL, Docker, ROLE_LABEL, SYSCTL_CONTAINER_PREFIX};
 use ocm_lab::backend::{ContainerRuntime, Transience};
 
 /// The imported test image; the tag changes only if its content must.
 const TEST_IMAGE: &str = "ocm-lab-test/busybox:v1";
 
-fn require_docker() -> bool {
+pub(crate) fn require_docker() -> bool {
     std::env::var("OCM_LAB_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
 }
 
 /// A connection to the machine's Docker, or `None` (after a notice) when there is none and it is not
 /// required.
-async fn docker_or_skip() -> Option<Docker> {
+pub(crate) async fn docker_or_skip() -> Option<Docker> {
     match Docker::connect().await {
         Ok(d) => Some(d),
         Err(e) if require_docker() => panic!(
@@ -60,7 +58,7 @@ fn unique(what: &str) -> String {
 
 /// The test image, imported on first use in this process (or found from an earlier run); `None`
 /// (after a notice) when busybox-static is not installed and Docker is not required.
-async fn test_image(d: &Docker) -> Option<String> {
+pub(crate) async fn test_image(d: &Docker) -> Option<String> {
     static IMAGE: tokio::sync::OnceCell<Option<String>> = tokio::sync::OnceCell::const_new();
     IMAGE.get_or_init(|| make_test_image(d)).await.clone()
 }
@@ -156,14 +154,14 @@ fn is_static_elf64(b: &[u8]) -> bool {
 }
 
 /// Removes the containers and networks a test registered, when the test ends however it ends.
-struct Cleanup {
+pub(crate) struct Cleanup {
     host: String,
-    containers: Vec<String>,
-    networks: Vec<String>,
+    pub(crate) containers: Vec<String>,
+    pub(crate) networks: Vec<String>,
 }
 
 impl Cleanup {
-    fn new(d: &Docker) -> Self {
+    pub(crate) fn new(d: &Docker) -> Self {
         Cleanup {
             host: d.host().to_owned(),
             containers: Vec::new(),
@@ -267,7 +265,7 @@ async fn sleeper(
     name
 }
 
-async fn exists(d: &Docker, container: &str) -> bool {
+pub(crate) async fn exists(d: &Docker, container: &str) -> bool {
     match d
         .client()
         .inspect_container(container, None::<InspectContainerOptions>)
@@ -305,13 +303,14 @@ async fn ensure_network_is_idempotent_and_exactly_one_racer_creates() {
     let nets = networks_named(&d, &name).await;
     assert_eq!(nets.len(), 1);
     assert_eq!(nets[0].driver.as_deref(), Some("bridge"));
+    // Made as kind makes it (see preflight.rs for the details): masquerading on, no labels.
     assert_eq!(
         nets[0]
-            .labels
+            .options
             .as_ref()
-            .and_then(|l| l.get(CREATED_BY_LABEL))
+            .and_then(|o| o.get("com.docker.network.bridge.enable_ip_masquerade"))
             .map(String::as_str),
-        Some(CREATED_BY_VALUE)
+        Some("true")
     );
 
     // Several rounds, each with two separate connections as two processes would have: a lost race
@@ -659,8 +658,18 @@ async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_cluster
     let state = ocm_lab::state::StateDir {
         path: dir.path().to_owned(),
     };
-    state.own_cluster(&hub).unwrap();
-    state.own_cluster(&spoke).unwrap();
+    // The lab saw its own creates of hub and spoke succeed, with these node containers.
+    for (cluster, container) in containers.iter().filter(|(c, _)| *c != foreign) {
+        let id = d
+            .client()
+            .inspect_container(container, None::<InspectContainerOptions>)
+            .await
+            .unwrap()
+            .id
+            .unwrap();
+        state.intend_cluster(cluster).unwrap();
+        state.confirm_cluster(cluster, &[id]).unwrap();
+    }
     let missing = Arc::new(Unavailable(BackendError::permanent(
         "kind is not installed on this machine",
     )));
