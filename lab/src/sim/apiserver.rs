@@ -782,7 +782,7 @@ fn ssa_merge(existing: Option<&Value>, config: Value, manager: &str, api_version
     }
     fieldset::merge(&mut obj, &config);
     // Forced: other managers give up the fields this apply sets; a manager left with none is dropped.
-    let at = entries.iter().position(|e| mine(e));
+    let at = entries.iter().position(&mine);
     let mut kept: Vec<Value> = Vec::with_capacity(entries.len() + 1);
     for mut e in entries {
         if mine(&e) {

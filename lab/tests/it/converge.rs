@@ -434,3 +434,30 @@ async fn a_reset_whose_preflight_fails_deletes_nothing() {
             .is_some()
     );
 }
+
+#[test]
+fn every_object_the_lab_applies_carries_its_label_so_prune_can_find_it() {
+    for (name, _) in ocm_lab::embedded::TOPOLOGIES {
+        let lab = crate::common::lab(name);
+        let plan = crate::common::plan(&lab);
+        for (cluster, o) in plan.objects() {
+            assert_eq!(
+                o["metadata"]["labels"][LAB_LABEL],
+                lab.name.as_str(),
+                "{name}: {} on {cluster} lacks the lab's label",
+                keep_id_of(o)
+            );
+        }
+        // Each rendered object is in the prune step's `keep` list of its cluster.
+        let keep = &plan.step("prune").expect("up prunes").with["keep"];
+        for (cluster, o) in plan.objects() {
+            assert!(
+                keep[cluster]
+                    .as_array()
+                    .is_some_and(|k| k.contains(&json!(keep_id_of(o)))),
+                "{name}: {} not kept on {cluster}",
+                keep_id_of(o)
+            );
+        }
+    }
+}
