@@ -272,7 +272,8 @@ fn open_backends(
             docker: None,
         });
     }
-    let may_download = command == "up" && !args.no_download;
+    // `reset` ends with an `up`, which may download: its preflight judges the same tools.
+    let may_download = matches!(command, "up" | "reset") && !args.no_download;
     let mut cfg = tools::ToolsConfig::from_env(if may_download {
         tools::Downloads::Allow
     } else {
@@ -488,8 +489,9 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
         command_name(workflow),
         &lab.versions.kind_node_image,
     )?;
-    if workflow == "up" && opened.sim.is_none() {
-        // Stop before creating anything when the machine cannot finish the lab.
+    if matches!(workflow, "up" | "reset") && opened.sim.is_none() {
+        // Stop before creating anything when the machine cannot finish the lab; a reset that could not
+        // finish its `up` does not start deleting either.
         let findings = doctor_findings(&runtime, &lab, &opened, &state);
         if crate::doctor::failed(&findings) {
             let _ = writeln!(std::io::stderr(), "{}", crate::doctor::render(&findings));

@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, ObjectRef};
-use crate::topology::{LAB_LABEL, Provider};
+use crate::backend::{BackendError, ClusterApi, ObjectRef};
+use crate::topology::{Cluster, LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 
 /// The kinds the lab's templates and actions apply with its label (apiVersion, kind). ManagedCluster is
@@ -60,65 +60,93 @@ fn has_owner(o: &Value) -> bool {
         .is_some_and(|r| !r.is_empty())
 }
 
-pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
-    let lab = &ctx.run.lab;
-    let selector = format!("{LAB_LABEL}={}", lab.name);
-    let empty = Vec::new();
+/// What pruning one kind on one cluster did: objects removed, or a warning.
+type KindOutcome = Result<(Vec<String>, Option<String>), BackendError>;
+
+/// Prunes one kind on one cluster.
+async fn prune_kind(
+    ctx: &StepCtx<'_>,
+    cluster: &Cluster,
+    api: &dyn ClusterApi,
+    (api_version, kind): (&str, &str),
+    keep: &BTreeSet<&str>,
+) -> KindOutcome {
     let mut removed = Vec::new();
-    let mut warnings = Vec::new();
-    for cluster in lab.clusters() {
-        let keep: BTreeSet<&str> = ctx
-            .step
-            .with
-            .get("keep")
-            .and_then(|k| k.get(&cluster.name))
-            .and_then(Value::as_array)
-            .unwrap_or(&empty)
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        let existing = matches!(cluster.provider, Provider::Existing { .. });
-        let api = ctx.run.api(&cluster.name).await?;
-        for (api_version, kind) in LAB_KINDS {
-            if *kind == "Namespace" && existing {
-                continue;
-            }
-            if !api.served(api_version, kind).await? {
-                continue;
-            }
-            let objects = match api.list(api_version, kind, None, Some(&selector)).await {
-                Ok(o) => o,
-                // The lab may not list everything on a cluster someone else runs: what it cannot see it
-                // cannot have applied there either, or it will show up once the lab may list it.
-                Err(e) if e.message.contains("HTTP 403") => {
-                    let w = format!("warning: cannot list {kind} on {}: {}", cluster.name, e);
-                    ctx.progress(w.clone());
-                    tracing::warn!("{w}");
-                    warnings.push(w);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            for o in objects {
-                let name = o["metadata"]["name"].as_str().unwrap_or_default();
-                let ns = o["metadata"]["namespace"].as_str();
-                if has_owner(&o)
-                    || (*kind == "ClusterProperty" && name == PROBE_PROPERTY)
-                    || keep.contains(keep_id(kind, ns.unwrap_or_default(), name).as_str())
-                {
-                    continue;
-                }
-                let r = ObjectRef::new(api_version, kind, ns, name);
-                ctx.progress(format!("removing {r} from {}", cluster.name));
-                if api.delete(&r).await.map_err(|e| BackendError {
-                    message: format!("failed to delete {r}: {}", e.message),
-                    ..e
-                })? {
-                    removed.push(format!("{}: {r}", cluster.name));
-                }
-            }
+    if !api.served(api_version, kind).await? {
+        return Ok((removed, None));
+    }
+    let selector = format!("{LAB_LABEL}={}", ctx.run.lab.name);
+    let objects = match api.list(api_version, kind, None, Some(&selector)).await {
+        Ok(o) => o,
+        // The lab may not list everything on a cluster someone else runs: what it cannot see it
+        // cannot have applied there either, or it will show up once the lab may list it.
+        Err(e) if e.message.contains("HTTP 403") => {
+            let w = format!("warning: cannot list {kind} on {}: {e}", cluster.name);
+            ctx.progress(w.clone());
+            tracing::warn!("{w}");
+            return Ok((removed, Some(w)));
+        }
+        Err(e) => return Err(e),
+    };
+    for o in objects {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = o["metadata"]["namespace"].as_str();
+        if has_owner(&o)
+            || (kind == "ClusterProperty" && name == PROBE_PROPERTY)
+            || keep.contains(keep_id(kind, ns.unwrap_or_default(), name).as_str())
+        {
+            continue;
+        }
+        let r = ObjectRef::new(api_version, kind, ns, name);
+        ctx.progress(format!("removing {r} from {}", cluster.name));
+        if api.delete(&r).await.map_err(|e| BackendError {
+            message: format!("failed to delete {r}: {}", e.message),
+            ..e
+        })? {
+            removed.push(format!("{}: {r}", cluster.name));
         }
     }
+    Ok((removed, None))
+}
+
+/// Prunes every lab kind on one cluster, the kinds at once.
+async fn prune_cluster(
+    ctx: &StepCtx<'_>,
+    cluster: &Cluster,
+) -> Result<Vec<KindOutcome>, BackendError> {
+    let keep: BTreeSet<&str> = ctx
+        .step
+        .with
+        .get("keep")
+        .and_then(|k| k.get(&cluster.name))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let existing = matches!(cluster.provider, Provider::Existing { .. });
+    let api = ctx.run.api(&cluster.name).await?;
+    let kinds = LAB_KINDS
+        .iter()
+        .filter(|(_, kind)| !(*kind == "Namespace" && existing))
+        .map(|k| prune_kind(ctx, cluster, api.as_ref(), *k, &keep));
+    Ok(futures::future::join_all(kinds).await)
+}
+
+pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
+    let clusters = ctx.run.lab.clusters().map(|c| prune_cluster(ctx, c));
+    let mut removed = Vec::new();
+    let mut warnings = Vec::new();
+    for outcome in futures::future::try_join_all(clusters)
+        .await?
+        .into_iter()
+        .flatten()
+    {
+        let (r, w) = outcome?;
+        removed.extend(r);
+        warnings.extend(w);
+    }
+    removed.sort();
     Ok((
         !removed.is_empty(),
         outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),

@@ -132,7 +132,7 @@ pub const ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "lab.reset",
-        summary: "remove what participants added to the lab's kinds and namespaces, restore what they changed",
+        summary: "remove what participants added to the lab's kinds and namespaces (on existing clusters: only objects with the lab's label)",
         inputs: &[],
     },
     ActionSpec {

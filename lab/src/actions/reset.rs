@@ -7,11 +7,15 @@
 //! the topology does not declare. Kept: everything else, including every object OCM and the addons
 //! manage themselves (their ManifestWorks carry `open-cluster-management.io/addon-name` or an owner),
 //! namespaces, clusters and registrations.
+//!
+//! On `existing:` clusters (someone else runs them) only objects that carry the lab's ownership label are
+//! removed: what someone made there without the lab is theirs, whatever its kind.
 
 use serde_json::{Value, json};
 
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::{BackendError, ClusterApi, ObjectRef};
+use crate::topology::{LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 
 /// Sets the hub maintains itself (OCM-FACTS §2.2).
@@ -31,20 +35,42 @@ fn managed_by_ocm(o: &Value) -> bool {
             .is_some_and(|r| !r.is_empty())
 }
 
+/// One cluster to prune: its API, and on an `existing:` cluster the label selector an object must match
+/// to be deleted at all.
+struct Target {
+    api: std::sync::Arc<dyn ClusterApi>,
+    only: Option<String>,
+}
+
+async fn target(
+    ctx: &StepCtx<'_>,
+    cluster: &crate::topology::Cluster,
+) -> Result<Target, BackendError> {
+    Ok(Target {
+        api: ctx.run.api(&cluster.name).await?,
+        only: matches!(cluster.provider, Provider::Existing { .. })
+            .then(|| format!("{LAB_LABEL}={}", ctx.run.lab.name)),
+    })
+}
+
 /// Deletes every listed object for which `keep` is false. Kinds the cluster does not serve hold nothing.
 async fn prune(
     ctx: &StepCtx<'_>,
-    api: &dyn ClusterApi,
+    t: &Target,
     (api_version, kind): (&str, &str),
     namespaces: &[Option<String>],
     keep: impl Fn(Option<&str>, &Value) -> bool,
 ) -> Result<Vec<String>, BackendError> {
+    let api = t.api.as_ref();
     let mut removed = Vec::new();
     if !api.served(api_version, kind).await? {
         return Ok(removed);
     }
     for ns in namespaces {
-        for o in api.list(api_version, kind, ns.as_deref(), None).await? {
+        for o in api
+            .list(api_version, kind, ns.as_deref(), t.only.as_deref())
+            .await?
+        {
             // Listing all namespaces (`None`) gives objects of many: each is deleted where it is.
             let own_ns = o["metadata"]["namespace"]
                 .as_str()
@@ -65,7 +91,7 @@ async fn prune(
 
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let hub = ctx.run.api(&lab.hub.cluster.name).await?;
+    let hub = target(ctx, &lab.hub.cluster).await?;
     let lab_namespaces: Vec<Option<String>> = lab
         .namespaces
         .iter()
@@ -91,7 +117,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     removed.extend(
         prune(
             ctx,
-            hub.as_ref(),
+            &hub,
             (
                 "cluster.open-cluster-management.io/v1beta2",
                 "ManagedClusterSetBinding",
@@ -113,7 +139,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     removed.extend(
         prune(
             ctx,
-            hub.as_ref(),
+            &hub,
             ("cluster.open-cluster-management.io/v1beta1", "Placement"),
             &lab_namespaces,
             |ns, o| {
@@ -130,7 +156,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     removed.extend(
         prune(
             ctx,
-            hub.as_ref(),
+            &hub,
             (
                 "cluster.open-cluster-management.io/v1beta2",
                 "ManagedClusterSet",
@@ -145,7 +171,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     removed.extend(
         prune(
             ctx,
-            hub.as_ref(),
+            &hub,
             (
                 "authentication.open-cluster-management.io/v1beta1",
                 "ManagedServiceAccount",
@@ -162,7 +188,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     removed.extend(
         prune(
             ctx,
-            hub.as_ref(),
+            &hub,
             ("work.open-cluster-management.io/v1", "ManifestWork"),
             &cluster_namespaces,
             |_, o| managed_by_ocm(o),
@@ -170,11 +196,11 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         .await?,
     );
     for s in &lab.spokes {
-        let api = ctx.run.api(&s.cluster.name).await?;
+        let spoke = target(ctx, &s.cluster).await?;
         removed.extend(
             prune(
                 ctx,
-                api.as_ref(),
+                &spoke,
                 ("about.k8s.io/v1alpha1", "ClusterProperty"),
                 &[None],
                 |_, o| name(o) == PROBE_PROPERTY || s.properties.iter().any(|p| p.name == name(o)),

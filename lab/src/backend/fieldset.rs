@@ -101,14 +101,44 @@ fn is_leaf(set: &Value) -> bool {
     set.as_object().is_none_or(Map::is_empty)
 }
 
-/// Whether every field of `owned` is also set by `config_set`. A leaf of `config_set` covers all below it
-/// (an atomic list, a whole map); an item's `.` is covered when the item is.
-pub fn covers(config_set: &Value, owned: &Value) -> bool {
-    let (Some(c), Some(o)) = (config_set.as_object(), owned.as_object()) else {
+/// Whether `config` (an applied configuration, not a field set) sets every field of `owned`. Read
+/// against the configuration itself, so an API server's list keys (`k:{"containerPort":8443,...}`,
+/// `k:{"mountPath":...}`, set items `v:...`) count as well as ours. A leaf of `owned` is covered when
+/// the configuration has the field at all (an atomic list, a whole map); an item's `.` is covered when
+/// the item is. Index keys (`i:`) are not judged.
+pub fn covered_by(config: &Value, owned: &Value) -> bool {
+    let Some(o) = owned.as_object() else {
         return true;
     };
-    o.iter()
-        .all(|(k, sub)| k == "." || c.get(k).is_some_and(|cs| is_leaf(cs) || covers(cs, sub)))
+    o.iter().all(|(k, sub)| {
+        let child = if k == "." {
+            return true;
+        } else if let Some(f) = k.strip_prefix("f:") {
+            config.get(f)
+        } else if let Some(key) = k.strip_prefix("k:") {
+            let Ok(fields) = serde_json::from_str::<Map<String, Value>>(key) else {
+                return true;
+            };
+            // A key field the configuration leaves out (a defaulted `protocol`) does not count.
+            config.as_array().and_then(|items| {
+                items.iter().find(|i| {
+                    let present: Vec<_> =
+                        fields.iter().filter(|(f, _)| i.get(f).is_some()).collect();
+                    !present.is_empty() && present.iter().all(|(f, v)| i.get(f) == Some(v))
+                })
+            })
+        } else if let Some(v) = k.strip_prefix("v:") {
+            let Ok(v) = serde_json::from_str::<Value>(v) else {
+                return true;
+            };
+            config
+                .as_array()
+                .and_then(|items| items.iter().find(|i| **i == v))
+        } else {
+            return true;
+        };
+        child.is_some_and(|c| is_leaf(sub) || covered_by(c, sub))
+    })
 }
 
 /// The fields of `owned` that `taken` does not take: what another manager keeps after a forced apply.
@@ -150,7 +180,27 @@ pub fn applied_by<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
 /// Whether `live` holds fields that `manager` applied earlier and `config` no longer sets: applying
 /// `config` again would remove them, although `live` may already contain all of `config`.
 pub fn owns_more(live: &Value, config: &Value, manager: &str) -> bool {
-    applied_by(live, manager).is_some_and(|owned| !covers(&of_config(config), owned))
+    let Some(owned) = applied_by(live, manager) else {
+        return false;
+    };
+    match config.get("stringData").and_then(Value::as_object) {
+        // The API server keeps a Secret's `stringData` as `data`: read the configuration that way too.
+        Some(sd) if config["kind"] == "Secret" => {
+            let mut c = config.clone();
+            let data = c
+                .as_object_mut()
+                .expect("has stringData")
+                .entry("data")
+                .or_insert_with(|| json!({}));
+            if let Some(d) = data.as_object_mut() {
+                for (k, v) in sd {
+                    d.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            !covered_by(&c, owned)
+        }
+        _ => !covered_by(config, owned),
+    }
 }
 
 /// Removes from `obj` the fields `prev` (the manager's earlier set) has and `new` (its set now) does not,
@@ -268,13 +318,38 @@ mod tests {
     }
 
     #[test]
-    fn covers_is_tolerant_of_atomic_lists() {
-        let owned = json!({"f:subjects": {}, "f:metadata": {"f:labels": {"f:x": {}}}});
+    fn coverage_reads_an_api_servers_list_keys_against_the_configuration() {
+        let config = json!({
+            "metadata": {"labels": {"x": "1"}},
+            "subjects": [{"name": "a"}],
+            "spec": {"ports": [{"containerPort": 8443, "name": "https"}], "finalizers": ["f"]},
+        });
+        // Recorded by a real API server: atomic `subjects`, ports keyed by port and protocol, a set.
+        let owned = json!({
+            "f:subjects": {},
+            "f:metadata": {"f:labels": {"f:x": {}}},
+            "f:spec": {
+                "f:ports": {"k:{\"containerPort\":8443,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}, "f:name": {}}},
+                "f:finalizers": {"v:\"f\"": {}},
+            },
+        });
+        assert!(covered_by(&config, &owned));
+        assert!(covered_by(&config, &of_config(&config)));
+        let smaller =
+            json!({"subjects": [{"name": "a"}], "spec": {"ports": [{"containerPort": 8443}]}});
+        assert!(!covered_by(&smaller, &owned));
+        let other_port = json!({"metadata": {"labels": {"x": "1"}}, "subjects": [], "spec": {"ports": [{"containerPort": 9443, "name": "https"}], "finalizers": ["f"]}});
+        assert!(!covered_by(&other_port, &owned));
+    }
+
+    #[test]
+    fn a_secret_s_string_data_counts_as_data() {
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "ocm-lab", "operation": "Apply", "fieldsV1": {"f:data": {"f:kubeconfig": {}}, "f:type": {}}},
+        ]}});
         let config =
-            of_config(&json!({"metadata": {"labels": {"x": "1"}}, "subjects": [{"name": "a"}]}));
-        assert!(covers(&config, &owned));
-        let smaller = of_config(&json!({"subjects": [{"name": "a"}]}));
-        assert!(!covers(&smaller, &owned));
+            json!({"kind": "Secret", "type": "Opaque", "stringData": {"kubeconfig": "..."}});
+        assert!(!owns_more(&live, &config, "ocm-lab"));
     }
 
     #[test]

@@ -927,54 +927,53 @@ pub(crate) fn apply_as(
 fn ssa_merge(existing: Option<&Value>, config: Value, manager: &str, api_version: &str) -> Value {
     use crate::backend::fieldset;
     let applied = fieldset::of_config(&config);
-    let entry = json!({
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": api_version,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": applied.clone(),
-    });
+    let entry = |fields: Value| {
+        json!({
+            "manager": manager,
+            "operation": "Apply",
+            "apiVersion": api_version,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields,
+        })
+    };
     let Some(existing) = existing else {
         let mut obj = config;
-        obj["metadata"]["managedFields"] = json!([entry]);
+        obj["metadata"]["managedFields"] = json!([entry(applied)]);
         return obj;
     };
     let mut obj = existing.clone();
-    let entries: Vec<Value> = obj["metadata"]["managedFields"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let entries: Vec<Value> = match obj["metadata"]
+        .as_object_mut()
+        .and_then(|m| m.remove("managedFields"))
+    {
+        Some(Value::Array(entries)) => entries,
+        _ => Vec::new(),
+    };
     let mine = |e: &Value| e["manager"] == manager && e["operation"] == "Apply";
-    let prev = entries
-        .iter()
-        .find(|e| mine(e))
-        .map_or(Value::Null, |e| e["fieldsV1"].clone());
     let others: Vec<&Value> = entries
         .iter()
         .filter(|e| !mine(e))
         .map(|e| &e["fieldsV1"])
         .collect();
-    fieldset::remove_dropped(&mut obj, &prev, &applied, &others);
+    if let Some(prev) = entries.iter().find(|e| mine(e)) {
+        fieldset::remove_dropped(&mut obj, &prev["fieldsV1"], &applied, &others);
+    }
     fieldset::merge(&mut obj, &config);
     // Forced: other managers give up the fields this apply sets; a manager left with none is dropped.
+    let at = entries.iter().position(&mine);
     let mut kept: Vec<Value> = Vec::with_capacity(entries.len() + 1);
-    let mut placed = false;
-    for e in entries {
+    for mut e in entries {
         if mine(&e) {
-            kept.push(entry.clone());
-            placed = true;
             continue;
         }
         let rest = fieldset::subtract(&e["fieldsV1"], &applied);
         if rest.as_object().is_some_and(|m| !m.is_empty()) {
-            let mut e = e;
             e["fieldsV1"] = rest;
             kept.push(e);
         }
     }
-    if !placed {
-        kept.push(entry);
-    }
+    // The manager's entry keeps its place among the others (a real server appends a new manager).
+    kept.insert(at.unwrap_or(kept.len()).min(kept.len()), entry(applied));
     obj["metadata"]["managedFields"] = Value::Array(kept);
     obj
 }

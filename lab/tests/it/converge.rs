@@ -278,3 +278,186 @@ async fn a_field_dropped_from_an_applied_object_disappears() {
     assert!(msa["metadata"]["labels"].get(sync).is_none(), "{msa:#}");
     assert_eq!(msa["metadata"]["labels"][LAB_LABEL], "sandbox");
 }
+
+/// The default lab with its hub and cluster1 run by someone else (`existing:`); cluster2 is a kind
+/// cluster the lab creates. The simulated world gets the two existing clusters first.
+fn mixed_lab() -> Harness {
+    let text = crate::common::default_with(
+        "    name: hub\n",
+        "    name: hub\n    existing: {kubeconfig: /nonexistent/hub.kubeconfig, context: their-hub}\n",
+    )
+    .replacen(
+        "    - name: cluster1\n",
+        "    - name: cluster1\n      existing: {kubeconfig: /nonexistent/c1.kubeconfig, context: their-c1}\n",
+        1,
+    );
+    let lab = match ocm_lab::topology::load_str("mixed.yaml", &text) {
+        Ok(l) => l.lab,
+        Err(e) => panic!("{}", ocm_lab::render(&e)),
+    };
+    let h = Harness::new(lab);
+    h.sim.with_world(|w| {
+        w.add_foreign_cluster("hub");
+        w.add_foreign_cluster("cluster1");
+    });
+    h
+}
+
+fn property(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": PROP, "kind": "ClusterProperty", "metadata": {"name": name, "labels": labels}, "spec": {"value": "x"}})
+}
+
+fn set(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": SETS, "kind": "ManagedClusterSet", "metadata": {"name": name, "labels": labels}, "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}}})
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_on_existing_clusters_removes_only_what_carries_the_lab_label() {
+    let h = mixed_lab();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    let hub = api(&h, "hub").await;
+    let c1 = api(&h, "cluster1").await;
+    let c2 = api(&h, "cluster2").await;
+    let ours = json!({LAB_LABEL: "sandbox"});
+    // Someone else's objects on the clusters they run ...
+    hub.apply(&set("someone-elses-set", json!({})))
+        .await
+        .unwrap();
+    c1.apply(&property("team.someone-else.example.com", json!({})))
+        .await
+        .unwrap();
+    // ... and what participants added: labelled on existing clusters, anything on the lab's own.
+    hub.apply(&set("participants-set", ours.clone()))
+        .await
+        .unwrap();
+    c1.apply(&property("gpu.lab.example.com", ours.clone()))
+        .await
+        .unwrap();
+    c2.apply(&property("gpu.lab.example.com", json!({})))
+        .await
+        .unwrap();
+
+    let (res, _) = h.run("reset").await;
+    assert!(res.ok, "{}", failure(&res));
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+
+    let prop = |name: &str| r(PROP, "ClusterProperty", None, name);
+    let set_ref = |name: &str| r(SETS, "ManagedClusterSet", None, name);
+    assert!(
+        hub.get(&set_ref("someone-elses-set"))
+            .await
+            .unwrap()
+            .is_some(),
+        "a set someone else made on their hub survives"
+    );
+    assert!(
+        c1.get(&prop("team.someone-else.example.com"))
+            .await
+            .unwrap()
+            .is_some(),
+        "a property someone else made on their cluster survives"
+    );
+    assert!(
+        hub.get(&set_ref("participants-set"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        c1.get(&prop("gpu.lab.example.com"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        c2.get(&prop("gpu.lab.example.com"))
+            .await
+            .unwrap()
+            .is_none(),
+        "on a cluster the lab created, reset removes what participants added"
+    );
+    assert!(
+        hub.get(&set_ref("sandbox-fleet")).await.unwrap().is_some(),
+        "the lab's own set stays"
+    );
+    let (res, _) = h.run("verify").await;
+    assert!(res.ok, "{}", failure(&res));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reset_whose_preflight_fails_deletes_nothing() {
+    let h = Harness::default_lab();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    let hub = api(&h, "hub").await;
+    let c1 = api(&h, "cluster1").await;
+    hub.apply(&set("participants-set", json!({})))
+        .await
+        .unwrap();
+    c1.apply(&property("gpu.lab.example.com", json!({})))
+        .await
+        .unwrap();
+    let deletes = |h: &Harness| {
+        h.sim
+            .calls()
+            .iter()
+            .filter(|c| c.verb == "kube.delete")
+            .count()
+    };
+    let before = deletes(&h);
+    h.sim.set_fault(
+        ocm_lab::sim::Behaviour::DockerPing,
+        ocm_lab::sim::Fault::FailAlways("the Docker daemon is not running (simulated)".into()),
+    );
+
+    let (res, _) = h.run("reset").await;
+    assert!(!res.ok, "the reset must stop in preflight");
+    assert_eq!(
+        res.failed.as_ref().map(|(s, _)| s.as_str()),
+        Some("preflight"),
+        "{}",
+        failure(&res)
+    );
+    assert_eq!(deletes(&h), before, "nothing was deleted");
+    assert!(
+        hub.get(&r(SETS, "ManagedClusterSet", None, "participants-set"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        c1.get(&r(PROP, "ClusterProperty", None, "gpu.lab.example.com"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[test]
+fn every_object_the_lab_applies_carries_its_label_so_prune_can_find_it() {
+    for (name, _) in ocm_lab::embedded::TOPOLOGIES {
+        let lab = crate::common::lab(name);
+        let plan = crate::common::plan(&lab);
+        for (cluster, o) in plan.objects() {
+            assert_eq!(
+                o["metadata"]["labels"][LAB_LABEL],
+                lab.name.as_str(),
+                "{name}: {} on {cluster} lacks the lab's label",
+                keep_id_of(o)
+            );
+        }
+        // Each rendered object is in the prune step's `keep` list of its cluster.
+        let keep = &plan.step("prune").expect("up prunes").with["keep"];
+        for (cluster, o) in plan.objects() {
+            assert!(
+                keep[cluster]
+                    .as_array()
+                    .is_some_and(|k| k.contains(&json!(keep_id_of(o)))),
+                "{name}: {} not kept on {cluster}",
+                keep_id_of(o)
+            );
+        }
+    }
+}
