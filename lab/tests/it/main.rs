@@ -2,6 +2,7 @@
 
 mod cli_sim;
 mod common;
+mod crash;
 mod crdschema;
 mod docker;
 mod engine;
@@ -9,6 +10,7 @@ mod kube_api;
 mod lifecycle;
 mod patch_files;
 mod plan;
+mod resume;
 mod sim;
 mod tools;
 mod topology;
