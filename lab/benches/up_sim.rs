@@ -88,14 +88,19 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         let sim = SimLab::new();
         let (events, mut rx) = Events::channel();
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        let ctx = Arc::new(RunCtx::new(
-            lab,
-            sim.backends(),
-            state,
-            patches,
-            events,
-            CancellationToken::new(),
-        ));
+        // As the CLI runs it: the simulated world is saved (atomically, group-committed) at step ends.
+        let world = state.sim_world();
+        let ctx = Arc::new(
+            RunCtx::new(
+                lab,
+                sim.backends(),
+                state,
+                patches,
+                events,
+                CancellationToken::new(),
+            )
+            .with_durability(sim.durability(&world)),
+        );
         let r = engine::run(&plan, ctx.clone(), &RunOptions { concurrency: 8 })
             .await
             .expect("journal");

@@ -59,18 +59,27 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     State(#[from] crate::state::StateError),
-    #[error("{0}")]
-    #[diagnostic(
-        code(ocm_lab::journal),
-        help("check the state folder's permissions; `ocm-lab down` clears it")
-    )]
+    #[error(transparent)]
+    #[diagnostic(transparent)]
     Journal(#[from] crate::engine::JournalError),
     #[error("failed to load the simulated lab from {path}: {source}")]
-    #[diagnostic(
-        code(ocm_lab::sim::load),
-        help("`ocm-lab down --simulate` removes the simulated lab")
-    )]
+    #[diagnostic(code(ocm_lab::sim::load))]
     SimLoad {
+        path: String,
+        #[source]
+        source: std::io::Error,
+        /// The commands that recover, for this lab (`down --simulate` removes a damaged world).
+        #[help]
+        help: String,
+    },
+    #[error("failed to save the simulated lab to {path}: {source}")]
+    #[diagnostic(
+        code(ocm_lab::sim::save),
+        help(
+            "check the state folder's permissions and free space (`df -h`), then run the same command again"
+        )
+    )]
+    SimSave {
         path: String,
         #[source]
         source: std::io::Error,
@@ -133,6 +142,7 @@ impl Error {
             | Error::State(_)
             | Error::Journal(_)
             | Error::SimLoad { .. }
+            | Error::SimSave { .. }
             | Error::StepFailed { .. }
             | Error::Unhealthy(_)
             | Error::NotUp { .. }

@@ -211,16 +211,14 @@ fn run(cli: &Cli) -> Result<(), Error> {
                 Error::from,
             )),
         },
-        Command::Up(a) => run_workflow(cli, a, "up"),
-        Command::Verify(a) => run_workflow(cli, a, "verify"),
-        Command::Down(a) => run_workflow(cli, a, "down"),
+        Command::Up(a) => run_workflows(cli, a, &["up"]),
+        Command::Verify(a) => run_workflows(cli, a, &["verify"]),
+        Command::Down(a) => run_workflows(cli, a, &["down"]),
         Command::Status(a) => status(cli, a),
         Command::Diagnose(a) => diagnose(a),
-        Command::Reset(a) => {
-            // Remove what participants added, then `up`: it restores what they changed and verifies.
-            run_workflow(cli, a, "reset")?;
-            run_workflow(cli, a, "up")
-        }
+        // Remove what participants added, then `up`: it restores what they changed and verifies. One lock
+        // over both, so no other command can take the lab between the prune and the `up`.
+        Command::Reset(a) => run_workflows(cli, a, &["reset", "up"]),
         Command::Doctor(a) => doctor(cli, a),
     }
 }
@@ -232,6 +230,8 @@ struct Opened {
     /// What setting up the real backends found (tools, Docker), for preflight and doctor.
     findings: Vec<crate::doctor::Finding>,
     docker: Option<crate::backend::docker::Docker>,
+    /// Versions of the tools the backends run (part of every step's input digest).
+    tool_versions: std::collections::BTreeMap<String, String>,
 }
 
 impl Opened {
@@ -239,7 +239,7 @@ impl Opened {
         match &self.sim {
             Some(sim) => sim
                 .save(&state.sim_world())
-                .map_err(|source| Error::SimLoad {
+                .map_err(|source| Error::SimSave {
                     path: state.sim_world().display().to_string(),
                     source,
                 }),
@@ -261,15 +261,39 @@ fn open_backends(
         Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
     };
     if args.simulate {
-        let sim = SimLab::load(&state.sim_world()).map_err(|source| Error::SimLoad {
-            path: state.sim_world().display().to_string(),
-            source,
-        })?;
+        let path = state.sim_world();
+        let sim = match SimLab::load(&path) {
+            Ok(sim) => sim,
+            // `down` of a simulated lab whose saved world cannot be read: there is nothing left to tear
+            // down in the simulation, so the damaged file goes and `down` proceeds on an empty world.
+            Err(e) if command == "down" && e.kind() == std::io::ErrorKind::InvalidData => {
+                tracing::warn!(
+                    "{e}: nothing to tear down in the simulation, removing the damaged file"
+                );
+                std::fs::remove_file(&path).map_err(|source| Error::SimSave {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                SimLab::new()
+            }
+            Err(source) => {
+                return Err(Error::SimLoad {
+                    path: path.display().to_string(),
+                    source,
+                    help: format!(
+                        "the saved simulated lab cannot be used: run `{}` (it removes the damaged file), then `{}`",
+                        lab_command(args, "down"),
+                        lab_command(args, "up")
+                    ),
+                });
+            }
+        };
         return Ok(Opened {
             backends: sim.backends(),
             sim: Some(sim),
             findings: Vec::new(),
             docker: None,
+            tool_versions: Default::default(),
         });
     }
     // `reset` ends with an `up`, which may download: its preflight judges the same tools.
@@ -284,6 +308,10 @@ fn open_backends(
     // Resolving runs the tools (and may download): blocking, so outside the runtime.
     let kind = tools::resolve(tools::ToolName::Kind, &cfg);
     let helm = tools::resolve(tools::ToolName::Helm, &cfg);
+    let tool_versions = [("kind", &kind), ("helm", &helm)]
+        .into_iter()
+        .filter_map(|(name, t)| Some((name.to_owned(), t.as_ref().ok()?.version.to_string())))
+        .collect();
     let mut findings = crate::doctor::tools(&kind, &helm, may_download || command == "doctor");
     let docker = rt.block_on(Docker::connect());
     let backends = crate::backend::Backends {
@@ -311,6 +339,7 @@ fn open_backends(
         sim: None,
         findings,
         docker: docker.ok(),
+        tool_versions,
     })
 }
 
@@ -450,19 +479,24 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     }
 }
 
-/// Runs a workflow against the lab: lock, backends, reporter, engine, Ctrl-C.
-fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result<(), Error> {
+/// Runs workflows one after the other against the lab, under one lock: `reset` is `reset` then `up`, and
+/// no other command may take the lab in between.
+fn run_workflows(cli: &Cli, args: &crate::cli::RunArgs, workflows: &[&str]) -> Result<(), Error> {
     let (loaded, sources, patches) = inputs(&args.lab)?;
     warn(&loaded);
     let mut lab = loaded.lab;
     if !args.checks.is_empty() {
         lab.verify.checks = args.checks.iter().map(|c| (*c).into()).collect();
     }
-    let plan = crate::workflow::plan::plan(&lab, &sources, &patches, workflow)?;
+    // Every workflow is planned before anything is touched: a broken workflow file fails first.
+    let plans = workflows
+        .iter()
+        .map(|w| crate::workflow::plan::plan(&lab, &sources, &patches, w))
+        .collect::<Result<Vec<_>, _>>()?;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
-    let _lock = state.lock(&lab.name, workflow)?;
+    let _lock = state.lock(&lab.name, workflows.first().copied().unwrap_or("run"))?;
     state.cut_torn_owned_line()?;
-    if workflow != "down" {
+    if workflows.iter().any(|w| *w != "down") {
         // A damaged ownership record stops everything but `down`, which reads around the damage.
         if let Err(crate::state::StateError::Damaged {
             path, line, reason, ..
@@ -478,21 +512,37 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
             .into());
         }
     }
+    for plan in &plans {
+        run_workflow(cli, args, &lab, &state, plan, patches.clone())?;
+    }
+    Ok(())
+}
+
+/// Runs one workflow against the lab, whose lock the caller holds: backends, reporter, engine, Ctrl-C.
+fn run_workflow(
+    cli: &Cli,
+    args: &crate::cli::RunArgs,
+    lab: &crate::topology::Lab,
+    state: &StateDir,
+    plan: &crate::workflow::Plan,
+    patches: PatchSet,
+) -> Result<(), Error> {
+    let workflow = plan.workflow.as_str();
     if matches!(workflow, "verify" | "reset") {
-        ensure_up(&lab, &state, args)?;
+        ensure_up(lab, state, args)?;
     }
     let runtime = runtime()?;
     let opened = open_backends(
         &runtime,
         args,
-        &state,
+        state,
         command_name(workflow),
         &lab.versions.kind_node_image,
     )?;
     if matches!(workflow, "up" | "reset") && opened.sim.is_none() {
         // Stop before creating anything when the machine cannot finish the lab; a reset that could not
         // finish its `up` does not start deleting either.
-        let findings = doctor_findings(&runtime, &lab, &opened, &state);
+        let findings = doctor_findings(&runtime, lab, &opened, state);
         if crate::doctor::failed(&findings) {
             let _ = writeln!(std::io::stderr(), "{}", crate::doctor::render(&findings));
             let failed: Vec<&str> = findings
@@ -509,33 +559,49 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
         let cancel = CancellationToken::new();
         let on_ctrl_c = cancel.clone();
         let ctrl_c = tokio::spawn(async move {
+            // The first Ctrl-C stops gracefully: no new steps, running ones cancelled, the journal and
+            // the simulated world saved. A second one means "now": exit at once (the journal and the
+            // simulated world are written so that this is safe, see the engine's module documentation).
             if tokio::signal::ctrl_c().await.is_ok() {
                 on_ctrl_c.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\nstopped at once (second Ctrl-C); run the same command again to resume"
+                    );
+                    std::process::exit(i32::from(crate::error::exit::CANCELLED));
+                }
             }
         });
-        let ctx = Arc::new(RunCtx::new(
+        let mut ctx = RunCtx::new(
             lab.clone(),
             opened.backends.clone(),
             state.clone(),
             patches,
             events,
             cancel,
-        ));
+        );
+        ctx.tool_versions = opened.tool_versions.clone();
+        if let Some(sim) = &opened.sim {
+            // Each step's effects on the simulated world are saved before the journal says it is done.
+            ctx = ctx.with_durability(sim.durability(&state.sim_world()));
+        }
+        let ctx = Arc::new(ctx);
         let run_id = ctx.run_id.clone();
         let opts = RunOptions {
             concurrency: usize::from(args.concurrency),
         };
-        let result = engine::run(&plan, ctx.clone(), &opts).await;
+        let result = engine::run(plan, ctx.clone(), &opts).await;
         ctrl_c.abort();
         drop(ctx);
         let _ = reporter.await;
         // The simulated world persists, so the next command sees the same simulated lab.
-        opened.save(&state)?;
+        opened.save(state)?;
         Ok::<_, Error>((result?, run_id))
     });
     runtime.shutdown_background();
     let (result, run_id) = result?;
-    verification_report(cli, args, &state, &lab.name, &run_id)?;
+    verification_report(cli, args, state, &lab.name, &run_id)?;
     if result.ok && workflow == "down" {
         // The lab is gone: forget its journal, simulated world and ownership records.
         for f in [
@@ -612,7 +678,8 @@ fn ensure_up(
     })
 }
 
-/// `ocm-lab <verb>` for the lab these arguments name (`-t`, `--simulate`).
+/// The command line of `ocm-lab <verb>` for the same lab as this command (`-t`, `--simulate`), for help
+/// texts: a command the user can paste.
 fn lab_command(args: &crate::cli::RunArgs, verb: &str) -> String {
     let mut cmd = format!("ocm-lab {verb}");
     if let Some(t) = &args.lab.topology {

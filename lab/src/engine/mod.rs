@@ -3,18 +3,29 @@
 //! Steps whose needs are met run concurrently, at most `concurrency` at a time, in a `JoinSet`. Each
 //! attempt has the step's deadline; errors an action marks transient are retried with exponential backoff
 //! up to the step's attempts. The first hard failure stops new work and lets running steps finish;
-//! cancellation (Ctrl-C) stops new work and cancels running steps. Every outcome goes to the journal, so
-//! `up` after a failure resumes, and `up` on a finished lab re-checks every step.
+//! cancellation (Ctrl-C) stops new work and cancels running steps. A step that panics fails with its id
+//! in the journal and a failure event, like any other failure.
+//!
+//! Every outcome goes to the journal ([`journal`]), which is a hint that saves time, not the truth about
+//! the lab. When a step ends, a [`Durability`] hook (the simulated lab saves its world) makes its effects
+//! durable *before* the journal records it as done; concurrent step ends share one save. A later run of
+//! the same workflow, when the last run was interrupted and no other workflow ran since, carries a
+//! finished step over only if the digest of its resolved inputs ([`digest`]) is unchanged; observe-only
+//! steps (preflight, verification) always run again. Everything else runs again, which is safe because
+//! every action observes before it acts. `up` on a finished lab re-checks every step.
 
+pub mod digest;
 pub mod events;
 pub mod journal;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +41,47 @@ use journal::{Entry, Journal};
 /// Outputs of a step (never secrets).
 pub type Outputs = BTreeMap<String, Value>;
 
+/// Makes what steps did durable, so the journal never says a step is done whose effects a crash can
+/// lose. The simulated lab implements it by saving its world; real labs keep their state in Docker and
+/// the clusters, which need nothing.
+pub trait Durability: Send + Sync {
+    /// Makes the effects of everything done so far durable. Blocking: the engine calls it on a blocking
+    /// thread, and never twice at once.
+    fn persist(&self) -> std::io::Result<()>;
+}
+
+/// Group commit over a [`Durability`] hook: a step end that arrives while a save runs waits for the
+/// next save, which covers every step that ended meanwhile, so N concurrent step ends cost one save.
+struct GroupCommit {
+    hook: Arc<dyn Durability>,
+    /// Tickets handed out: one per step end that asked for durability.
+    requested: AtomicU64,
+    /// The highest ticket a finished save covers. Held while saving, so saves never overlap.
+    saved: tokio::sync::Mutex<u64>,
+}
+
+impl GroupCommit {
+    async fn commit(&self) -> Result<(), BackendError> {
+        let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut saved = self.saved.lock().await;
+        if *saved >= ticket {
+            return Ok(()); // a save that started after this step ended covered it
+        }
+        // Every ticket up to here belongs to a step whose effects are already in the state being saved.
+        let target = self.requested.load(Ordering::SeqCst);
+        let hook = self.hook.clone();
+        tokio::task::spawn_blocking(move || hook.persist())
+            .await
+            .map_err(|e| BackendError::permanent(format!("saving the lab's state failed: {e}")))?
+            .map_err(|e| {
+                BackendError::permanent(format!("failed to save the lab's state: {e}"))
+                    .with_help("check the state folder's permissions and free space, then run the same command again")
+            })?;
+        *saved = target;
+        Ok(())
+    }
+}
+
 /// Everything steps share during a run.
 pub struct RunCtx {
     pub lab: Lab,
@@ -40,7 +92,11 @@ pub struct RunCtx {
     pub cancel: CancellationToken,
     /// A unique id for this run (journal, verification probe values).
     pub run_id: String,
-    clients: tokio::sync::Mutex<HashMap<String, Arc<dyn ClusterApi>>>,
+    /// Versions of the external tools this run uses (kind, helm), part of every step's input digest.
+    pub tool_versions: BTreeMap<String, String>,
+    durability: Option<GroupCommit>,
+    /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
+    clients: Mutex<HashMap<String, Arc<OnceCell<Arc<dyn ClusterApi>>>>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
 }
 
@@ -68,35 +124,54 @@ impl RunCtx {
             events,
             cancel,
             run_id,
-            clients: tokio::sync::Mutex::new(HashMap::new()),
+            tool_versions: BTreeMap::new(),
+            durability: None,
+            clients: Mutex::new(HashMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// The API of a lab cluster, connected once and shared.
+    /// Makes every step's effects durable through `hook` before the journal records the step as done.
+    #[must_use]
+    pub fn with_durability(mut self, hook: Arc<dyn Durability>) -> Self {
+        self.durability = Some(GroupCommit {
+            hook,
+            requested: AtomicU64::new(0),
+            saved: tokio::sync::Mutex::new(0),
+        });
+        self
+    }
+
+    /// The API of a lab cluster, connected once and shared. Each cluster has its own cell, so a cluster
+    /// whose connection probe is slow delays only the steps that need that cluster.
     pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, BackendError> {
-        let mut clients = self.clients.lock().await;
-        if let Some(c) = clients.get(cluster) {
-            return Ok(c.clone());
-        }
         let c = self.lab.cluster(cluster).ok_or_else(|| {
             BackendError::permanent(format!(
                 "`{cluster}` is not a cluster of lab `{}`",
                 self.lab.name
             ))
         })?;
-        let kubeconfig = match &c.provider {
-            Provider::Kind => self.state.kubeconfig(cluster),
-            Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
-        };
-        let api = self.backends.kube.connect(c, &kubeconfig).await?;
-        clients.insert(cluster.to_owned(), api.clone());
-        Ok(api)
+        let cell = self
+            .clients
+            .lock()
+            .expect("not poisoned")
+            .entry(cluster.to_owned())
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            let kubeconfig = match &c.provider {
+                Provider::Kind => self.state.kubeconfig(cluster),
+                Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
+            };
+            self.backends.kube.connect(c, &kubeconfig).await
+        })
+        .await
+        .cloned()
     }
 
     /// Forgets a cached client (after a cluster is re-created or deleted).
     pub async fn forget(&self, cluster: &str) {
-        self.clients.lock().await.remove(cluster);
+        self.clients.lock().expect("not poisoned").remove(cluster);
     }
 
     /// Outputs of an earlier step instance, from this run or the run it resumed.
@@ -134,11 +209,20 @@ pub struct RunResult {
     pub resumed: usize,
 }
 
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
+/// Why a run could not start or record its progress: the journal could not be written (a journal that
+/// cannot be *read* is moved aside, never an error).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error("failed to use the journal {path}: {source}")]
+#[diagnostic(
+    code(ocm_lab::journal),
+    help(
+        "the state folder must be writable by you: `ls -ld {folder}` shows its owner (a folder made with `sudo` needs `sudo chown -R $USER {folder}`)"
+    )
+)]
 pub struct JournalError {
     pub path: String,
+    /// The state folder holding it.
+    pub folder: String,
     #[source]
     pub source: std::io::Error,
 }
@@ -150,24 +234,76 @@ enum StepEnd {
     Cancelled,
 }
 
-/// Runs `plan`. Steps the journal records as done by an interrupted earlier run of the same workflow are
-/// not run again; after a completed run, every step runs again (and should find nothing to change).
+/// The test-only crash point: `OCM_LAB_CRASH_POINT=n` makes the process SIGKILL itself right after the
+/// n-th step it ran is journaled as done, so tests can prove a kill at any step boundary is survivable.
+fn crash_point() -> Option<usize> {
+    std::env::var("OCM_LAB_CRASH_POINT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Dies of a real SIGKILL, as an OOM kill or `kill -9` would do it (no unwinding, no destructors).
+fn crash() -> ! {
+    #[cfg(unix)]
+    {
+        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        // The signal is delivered before kill(2) returns to a single-threaded caller; other threads may
+        // run a moment longer, this one never goes on.
+        loop {
+            std::thread::park();
+        }
+    }
+    #[cfg(not(unix))]
+    std::process::abort()
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-text panic".to_owned())
+}
+
+/// Runs `plan`. A step the journal records as done by an interrupted earlier run of the same workflow,
+/// with no other workflow run since, is not run again when its input digest is unchanged (observe-only
+/// steps always run); after a completed run, every step runs again (and should find nothing to change).
 pub async fn run(
     plan: &Plan,
     ctx: Arc<RunCtx>,
     opts: &RunOptions,
 ) -> Result<RunResult, JournalError> {
-    let journal = Journal::new(&ctx.state.journal());
     let jerr = |source| JournalError {
         path: ctx.state.journal().display().to_string(),
+        folder: ctx.state.path.display().to_string(),
         source,
     };
-    let last = journal.last_run(&plan.workflow).map_err(jerr)?;
-    let carried = if last.exists && !last.completed {
-        last.done
-    } else {
-        BTreeMap::new()
-    };
+    let (journal, entries, repair) = Journal::open(&ctx.state.journal()).map_err(jerr)?;
+    if let Some(repair) = repair {
+        tracing::warn!("{repair}");
+    }
+    let last = journal::last_run(&entries, &plan.workflow);
+    drop(entries);
+    let digester = digest::Digester::new(&ctx.lab, &ctx.patches, &ctx.tool_versions);
+    let digests: Vec<String> = plan.steps.iter().map(|s| digester.step(s)).collect();
+    let mut carried: HashMap<&str, Outputs> = HashMap::new();
+    if last.resumable() {
+        let mut done = last.done;
+        for (s, d) in plan.steps.iter().zip(&digests) {
+            if digest::observe_only(s) {
+                continue;
+            }
+            if let Some(prev) = done.remove(&s.id)
+                && prev.digest.as_deref() == Some(d.as_str())
+            {
+                carried.insert(s.id.as_str(), prev.outputs);
+            }
+        }
+    }
 
     let index: HashMap<&str, usize> = plan
         .steps
@@ -186,7 +322,7 @@ pub async fn run(
     }
     // The roots that were not resumed; the rest become ready as their needs finish (or are resumed).
     let mut ready: BTreeSet<usize> = (0..plan.steps.len())
-        .filter(|i| waiting_on[*i] == 0 && !carried.contains_key(&plan.steps[*i].id))
+        .filter(|i| waiting_on[*i] == 0 && !carried.contains_key(plan.steps[*i].id.as_str()))
         .collect();
     let mut done: HashSet<usize> = HashSet::new();
     let mut mark_done = |i: usize, done: &mut HashSet<usize>, ready: &mut BTreeSet<usize>| {
@@ -218,7 +354,7 @@ pub async fn run(
         .steps
         .iter()
         .enumerate()
-        .filter(|(_, s)| carried.contains_key(&s.id))
+        .filter(|(_, s)| carried.contains_key(s.id.as_str()))
         .map(|(i, _)| i)
         .collect();
     ctx.events.emit(Event::RunStarted {
@@ -230,12 +366,13 @@ pub async fn run(
     });
     for i in resumable {
         let s = &plan.steps[i];
-        let outputs = carried[&s.id].clone();
+        let outputs = carried.remove(s.id.as_str()).expect("carried");
         // Carried forward into this run's journal, so a second interruption still remembers them.
         journal
             .append(&Entry::StepDone {
                 run: ctx.run_id.clone(),
                 step: s.id.clone(),
+                digest: Some(digests[i].clone()),
                 outputs: outputs.clone(),
             })
             .map_err(jerr)?;
@@ -252,7 +389,13 @@ pub async fn run(
         result.resumed += 1;
     }
 
-    let mut running: JoinSet<(usize, StepEnd)> = JoinSet::new();
+    let crash_at = crash_point();
+    let mut boundaries = 0usize;
+    // Steps whose action runs, and steps that finished and wait for their effects to be made durable.
+    let mut running: JoinSet<StepEnd> = JoinSet::new();
+    let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
+    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), BackendError>)> =
+        JoinSet::new();
     let mut stopping = false;
     loop {
         if !stopping && ctx.cancel.is_cancelled() {
@@ -267,31 +410,56 @@ pub async fn run(
                 }
                 let ctx = ctx.clone();
                 let step = plan.steps[i].clone();
-                running.spawn(async move { (i, run_step(&step, &ctx).await) });
+                let task = running.spawn(async move { run_step(&step, &ctx).await });
+                tasks.insert(task.id(), i);
             }
         }
-        let Some(joined) = (tokio::select! {
-            j = running.join_next() => j,
-            () = ctx.cancel.cancelled(), if !stopping => continue,
-        }) else {
+        if running.is_empty() && committing.is_empty() {
             break;
+        }
+        enum Joined {
+            Ran(Result<(tokio::task::Id, StepEnd), tokio::task::JoinError>),
+            Committed((usize, Outcome, Outputs, Result<(), BackendError>)),
+        }
+        let joined = tokio::select! {
+            Some(j) = running.join_next_with_id() => Joined::Ran(j),
+            Some(c) = committing.join_next() => Joined::Committed(c.expect("a commit never panics")),
+            () = ctx.cancel.cancelled(), if !stopping => continue,
         };
-        let (i, end) = joined.unwrap_or_else(|e| {
-            (
-                usize::MAX,
-                StepEnd::Failed(BackendError::permanent(format!("a step panicked: {e}"))),
-            )
-        });
-        let id = plan.steps.get(i).map_or("?".to_owned(), |s| s.id.clone());
-        match end {
-            StepEnd::Done(outcome, outputs) => {
+        let (i, end) = match joined {
+            Joined::Ran(Ok((id, end))) => (tasks.remove(&id).expect("spawned here"), end),
+            Joined::Ran(Err(e)) => {
+                let i = tasks.remove(&e.id()).expect("spawned here");
+                let message = if e.is_panic() {
+                    format!("the step panicked: {}", panic_message(&*e.into_panic()))
+                } else {
+                    format!("the step's task ended early: {e}")
+                };
+                let err = BackendError::permanent(message).with_help(
+                    "this is a bug in ocm-lab; please report it with the output of `ocm-lab diagnose`",
+                );
+                ctx.events.emit(Event::StepFailed {
+                    step: plan.steps[i].id.clone(),
+                    error: err.message.clone(),
+                    help: err.help.clone(),
+                    elapsed_ms: 0,
+                });
+                (i, StepEnd::Failed(err))
+            }
+            Joined::Committed((i, outcome, outputs, Ok(()))) => {
+                let id = plan.steps[i].id.clone();
                 journal
                     .append(&Entry::StepDone {
                         run: ctx.run_id.clone(),
                         step: id.clone(),
+                        digest: Some(digests[i].clone()),
                         outputs: outputs.clone(),
                     })
                     .map_err(jerr)?;
+                boundaries += 1;
+                if crash_at == Some(boundaries) {
+                    crash();
+                }
                 ctx.outputs
                     .lock()
                     .expect("not poisoned")
@@ -301,6 +469,29 @@ pub async fn run(
                     _ => result.unchanged += 1,
                 }
                 mark_done(i, &mut done, &mut ready);
+                continue;
+            }
+            Joined::Committed((i, _, _, Err(e))) => {
+                ctx.events.emit(Event::StepFailed {
+                    step: plan.steps[i].id.clone(),
+                    error: e.message.clone(),
+                    help: e.help.clone(),
+                    elapsed_ms: 0,
+                });
+                (i, StepEnd::Failed(e))
+            }
+        };
+        let id = plan.steps[i].id.clone();
+        match end {
+            StepEnd::Done(outcome, outputs) => {
+                let ctx = ctx.clone();
+                committing.spawn(async move {
+                    let durable = match &ctx.durability {
+                        Some(g) => g.commit().await,
+                        None => Ok(()),
+                    };
+                    (i, outcome, outputs, durable)
+                });
             }
             StepEnd::Failed(e) => {
                 journal

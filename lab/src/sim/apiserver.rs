@@ -424,8 +424,9 @@ pub(crate) fn unreachable(cluster: &str) -> BackendError {
         "failed to reach the API server of cluster {cluster}: cluster {cluster} is not reachable (simulated)"
     ))
     .with_help(
-        "check that the cluster is running (for kind: `docker ps` lists its control-plane container) and \
-         that the kubeconfig's server address is reachable from this machine",
+        "this simulated cluster is stopped or gone in the simulated world (there is no container to inspect: \
+         it is a simulation); rebuild the simulated lab with `ocm-lab down --simulate`, then \
+         `ocm-lab up --simulate` (with the same `-t` as this command)",
     )
 }
 

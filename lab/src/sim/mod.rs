@@ -14,7 +14,8 @@
 //!   waiters are woken; waits are event-driven with Tokio deadlines (so paused Tokio time works).
 //! - Every behaviour can be delayed, made to fail once, or made to fail always ([`SimLab::set_fault`]).
 //! - The world is saved as JSON (mode 0600: it holds simulated tokens) so several commands act on the
-//!   same simulated lab.
+//!   same simulated lab; [`SimLab::durability`] saves it atomically at every step end, so a killed run
+//!   leaves a world that is never behind its journal.
 
 mod apiserver;
 mod backends;
@@ -53,6 +54,18 @@ pub struct Call {
     pub object: String,
     /// `Err` holds the error message.
     pub outcome: Result<(), String>,
+}
+
+/// Saves the simulated world at step ends (the simulated lab's [`crate::engine::Durability`]).
+struct SaveWorld {
+    lab: Arc<SimLab>,
+    path: std::path::PathBuf,
+}
+
+impl crate::engine::Durability for SaveWorld {
+    fn persist(&self) -> std::io::Result<()> {
+        self.lab.save(&self.path)
+    }
 }
 
 /// The simulated lab (see the module documentation).
@@ -143,12 +156,26 @@ impl SimLab {
             }
             f.write_all(&bytes)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, path)
+            std::fs::rename(&tmp, path)?;
+            // The rename is durable only once the folder is: a crash must find the old world or the new.
+            #[cfg(unix)]
+            std::fs::File::open(dir)?.sync_all()?;
+            Ok(())
         })();
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
         written
+    }
+
+    /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see
+    /// [`SimLab::save`]) before the journal records a step as done, so a killed run never leaves a journal
+    /// that is ahead of the simulated world.
+    pub fn durability(self: &Arc<Self>, path: &Path) -> Arc<dyn crate::engine::Durability> {
+        Arc::new(SaveWorld {
+            lab: self.clone(),
+            path: path.to_owned(),
+        })
     }
 
     /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.

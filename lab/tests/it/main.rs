@@ -3,6 +3,7 @@
 mod cli_sim;
 mod common;
 mod converge;
+mod crash;
 mod crdschema;
 mod docker;
 mod engine;
@@ -12,6 +13,7 @@ mod ownership;
 mod patch_files;
 mod plan;
 mod preflight;
+mod resume;
 mod sim;
 mod tools;
 mod topology;
