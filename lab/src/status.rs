@@ -320,10 +320,10 @@ pub fn render(s: &Status) -> String {
                 .iter()
                 .map(|p| {
                     format!(
-                        "{} ({} properties, {} providers{})",
+                        "{} ({}, {}{})",
                         p.name,
-                        p.properties,
-                        p.access_providers,
+                        crate::text::count(p.properties, "property", "properties"),
+                        crate::text::count(p.access_providers, "provider", "providers"),
                         if p.healthy { "" } else { ", UNHEALTHY" }
                     )
                 })
