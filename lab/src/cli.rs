@@ -160,8 +160,7 @@ pub struct VerifyOptions {
     /// Write the verification results as JUnit XML (one test case per spoke, namespace and check).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Checks to run instead of the topology's: properties, access-providers, reachable, credentials,
-    /// conditions.
+    /// Checks to run instead of the topology's (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECK,...")]
     pub checks: Vec<CheckArg>,
 }
@@ -259,6 +258,25 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// `ocm-lab <command>` for the same lab: with this run's `-t` and `--simulate`, for advice in messages.
+    pub fn command_line(&self, command: &str) -> String {
+        let mut line = format!("ocm-lab {command}");
+        if let Some(t) = &self.lab.topology {
+            let plain = t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./~:@+=".contains(c));
+            if plain {
+                line.push_str(&format!(" -t {t}"));
+            } else {
+                line.push_str(&format!(" -t '{}'", t.replace('\'', r"'\''")));
+            }
+        }
+        if self.simulate {
+            line.push_str(" --simulate");
+        }
+        line
+    }
+
     fn new(lab: &LabArgs, sim: SimArgs) -> Self {
         RunArgs {
             lab: lab.clone(),

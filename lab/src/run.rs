@@ -168,15 +168,24 @@ fn run(cli: &Cli) -> Result<(), Error> {
             let plan =
                 crate::workflow::plan::plan(&loaded.lab, &sources, &patches, &args.workflow)?;
             match (&args.out, cli.output()) {
-                (Some(dir), _) => {
+                (Some(dir), output) => {
                     let written = plan_out::write(&loaded.lab, &plan, dir)?;
-                    stdout(&format!(
-                        "wrote the plan of lab `{}` ({}, {}) to {}\n",
-                        plan.lab,
-                        crate::text::count(plan.steps.len(), "step", "steps"),
-                        crate::text::count(written, "file", "files"),
-                        dir.display()
-                    ))
+                    let result = serde_json::json!({
+                        "lab": plan.lab,
+                        "workflow": plan.workflow,
+                        "dir": dir,
+                        "steps": plan.steps.len(),
+                        "files": written,
+                    });
+                    document(output, &result, || {
+                        format!(
+                            "wrote the plan of lab `{}` ({}, {}) to {}\n",
+                            plan.lab,
+                            crate::text::count(plan.steps.len(), "step", "steps"),
+                            crate::text::count(written, "file", "files"),
+                            dir.display()
+                        )
+                    })
                 }
                 (None, Output::Json) => stdout(&format!(
                     "{}\n",
@@ -475,7 +484,14 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     if status.healthy() {
         Ok(())
     } else {
-        Err(Error::Unhealthy(status.lab.clone()))
+        Err(Error::Unhealthy {
+            lab: status.lab.clone(),
+            help: format!(
+                "`{}` repairs what it can; `{}` says which hop is broken",
+                args.command_line("up"),
+                args.command_line("verify")
+            ),
+        })
     }
 }
 
@@ -565,24 +581,15 @@ fn run_workflow(cli: &Cli, args: &crate::cli::RunArgs, workflow: &str) -> Result
     }
 }
 
-/// `verify`, `reset` and `status` need a lab: say so, and what to run, when this machine never created it. A lab
-/// with an `existing` cluster is assumed up (someone else runs it); connecting then tells the truth.
+/// `verify`, `reset` and `status` need a lab: say so, and what to run, when this machine never created
+/// it. A lab with an `existing` cluster is assumed up (someone else runs it); connecting then tells the
+/// truth.
 fn ensure_up(
     lab: &crate::topology::Lab,
     state: &StateDir,
     args: &crate::cli::RunArgs,
 ) -> Result<(), Error> {
     use crate::topology::Provider;
-    let up_cmd = |simulate: bool| {
-        let mut cmd = String::from("ocm-lab up");
-        if let Some(t) = &args.lab.topology {
-            cmd.push_str(&format!(" -t {t}"));
-        }
-        if simulate {
-            cmd.push_str(" --simulate");
-        }
-        cmd
-    };
     if args.simulate {
         if state.sim_world().exists() {
             return Ok(());
@@ -593,7 +600,7 @@ fn ensure_up(
                 "no simulated lab was brought up (no {})",
                 state.sim_world().display()
             ),
-            help: format!("run `{}` first", up_cmd(true)),
+            help: format!("run `{}` first", args.command_line("up")),
         });
     }
     let any_known = lab.clusters().any(|c| {
@@ -613,7 +620,7 @@ fn ensure_up(
             "none of its clusters was created on this machine (no kubeconfig in {}){simulated_hint}",
             state.path.join("kubeconfigs").display()
         ),
-        help: format!("run `{}` first", up_cmd(false)),
+        help: format!("run `{}` first", args.command_line("up")),
     })
 }
 

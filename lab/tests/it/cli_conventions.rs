@@ -628,3 +628,47 @@ fn counts_of_one_are_singular() {
     assert!(r.stdout.contains("1 provider)"), "{}", r.stdout);
     assert!(!r.stdout.contains("1 providers"), "{}", r.stdout);
 }
+
+#[test]
+fn advice_repeats_the_commands_topology_and_simulate_flags() {
+    use ocm_lab::cli::{Command, RunArgs};
+    let run_args = |line: &[&str]| match Cli::try_parse_from(line).unwrap().command {
+        Command::Status(a) => RunArgs::from(&a),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        run_args(&["ocm-lab", "status", "-t", "minimal", "--simulate"]).command_line("up"),
+        "ocm-lab up -t minimal --simulate"
+    );
+    assert_eq!(
+        run_args(&["ocm-lab", "status"]).command_line("verify"),
+        "ocm-lab verify"
+    );
+    // A path a shell would split is quoted, so the advice can be pasted.
+    assert_eq!(
+        run_args(&["ocm-lab", "status", "-t", "my lab's.yaml"]).command_line("up"),
+        r"ocm-lab up -t 'my lab'\''s.yaml'"
+    );
+}
+
+#[test]
+fn plan_out_honours_output_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan");
+    let r = ocm_lab(&[
+        "plan",
+        "-t",
+        "minimal",
+        "--out",
+        out.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("`plan --out -o json` is not JSON ({e}):\n{}", r.stdout));
+    assert_eq!(v["lab"], "minimal");
+    assert_eq!(v["dir"], out.to_str().unwrap());
+    assert!(v["files"].as_u64().unwrap() > 0, "{v}");
+    assert!(out.read_dir().unwrap().next().is_some(), "nothing written");
+}
