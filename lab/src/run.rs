@@ -480,7 +480,9 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
         crate::status::collect(&ctx).await
     });
     rt.shutdown_background();
-    document(cli.output(), &status, || crate::status::render(&status))?;
+    document(cli.output(), &status, || {
+        crate::status::render_for(&status, &args.command_line("verify"))
+    })?;
     if status.healthy() {
         Ok(())
     } else {

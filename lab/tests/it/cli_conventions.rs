@@ -672,3 +672,35 @@ fn plan_out_honours_output_json() {
     assert!(v["files"].as_u64().unwrap() > 0, "{v}");
     assert!(out.read_dir().unwrap().next().is_some(), "nothing written");
 }
+
+#[test]
+fn status_without_a_recorded_verification_advises_verify_for_the_same_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("OCM_LAB_STATE_DIR", dir.path())];
+    assert_eq!(
+        ocm_lab_env(&["up", "--simulate", "-t", "minimal"], &env).code,
+        0
+    );
+    // Forget the verification `up` recorded, wherever the state folder keeps it.
+    let mut dirs = vec![dir.path().to_path_buf()];
+    let mut removed = 0;
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.file_name().unwrap() == "last-verification.json" {
+                std::fs::remove_file(p).unwrap();
+                removed += 1;
+            }
+        }
+    }
+    assert_eq!(removed, 1);
+    let r = ocm_lab_env(&["status", "--simulate", "-t", "minimal"], &env);
+    assert!(
+        r.stdout
+            .contains("none recorded (run `ocm-lab verify -t minimal --simulate`)"),
+        "{}",
+        r.stdout
+    );
+}
