@@ -482,6 +482,25 @@ fn yaml_comment_commands(file: &Path) -> Vec<DocCommand> {
     out
 }
 
+/// `ocm-lab …` commands the CI workflows run (`./target/release/ocm-lab up -t "${{ matrix.topology }}"`).
+fn workflow_commands(file: &Path) -> Vec<DocCommand> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(i) = line.find("target/release/ocm-lab ") {
+            out.push(DocCommand {
+                at: format!("{}:{}", file.display(), n + 1),
+                words: shell_words(&line[i + "target/release/".len()..]),
+                prose: false,
+            });
+        }
+    }
+    out
+}
+
 fn documented_commands() -> Vec<DocCommand> {
     let root = root();
     let mut commands = markdown_commands(&root.join("README.md"));
@@ -497,6 +516,11 @@ fn documented_commands() -> Vec<DocCommand> {
                 Some("yaml" | "yml") => commands.extend(yaml_comment_commands(&f)),
                 _ => {}
             }
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir(root.join(".github/workflows")) {
+        for f in dir {
+            commands.extend(workflow_commands(&f.unwrap().path()));
         }
     }
     commands
@@ -516,6 +540,7 @@ fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
             "ocm-lab topology check examples/existing-clusters.yaml",
         ),
         ("workshop-exercises.md", "ocm-lab reset -t workshop"),
+        ("e2e.yml", "ocm-lab down -t ${{ matrix.topology }}"),
     ] {
         assert!(
             commands
