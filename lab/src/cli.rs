@@ -1,8 +1,46 @@
 //! Command-line interface: the commands and their options (clap).
+//!
+//! Each command takes only the options it uses, so a misplaced option (`down --junit j.xml`) is refused by
+//! the parser instead of being silently ignored. Only `-v` is global.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Shown under `ocm-lab --help`: every environment variable ocm-lab reads, and the exit codes.
+/// (A test keeps this list complete against the environment variables read in `lab/src`.)
+pub const AFTER_LONG_HELP: &str = "\
+Environment variables:
+  OCM_LAB_STATE_DIR       Where labs keep their state (journal, kubeconfigs, simulated lab).
+                          Default: $XDG_STATE_HOME/ocm-lab, else ~/.local/state/ocm-lab.
+  OCM_LAB_CACHE_DIR       Where downloaded kind and helm are kept.
+                          Default: $XDG_CACHE_HOME/ocm-lab, else ~/.cache/ocm-lab.
+  OCM_LAB_KIND            The kind binary to use, instead of PATH or a download.
+  OCM_LAB_HELM            The helm binary to use, instead of PATH or a download.
+  OCM_LAB_TOOLS_BASE_URL  Download kind and helm from this mirror, not their release hosts.
+  KUBECONFIG              The kubeconfig `up` adds the lab's contexts to (its first file).
+                          Default: ~/.kube/config.
+  DOCKER_HOST             The Docker Engine to use. Default: unix:///var/run/docker.sock.
+  DOCKER_TLS_VERIFY       When set with DOCKER_HOST: refused (no TLS connections to Docker).
+  DOCKER_CONTEXT          Read, with $DOCKER_CONFIG/config.json, only to suggest a
+  DOCKER_CONFIG           DOCKER_HOST when Docker cannot be reached.
+  XDG_RUNTIME_DIR         Searched for a rootless Docker socket when Docker is unreachable.
+  KIND_EXPERIMENTAL_DOCKER_NETWORK
+                          The Docker network of the kind nodes, as kind reads it.
+                          Default: kind.
+  RUST_LOG                Log filter for stderr (tracing syntax); overrides -v.
+  HOME, PATH              Default folders; where kind and helm are looked for.
+  XDG_STATE_HOME          See OCM_LAB_STATE_DIR.
+  XDG_CACHE_HOME          See OCM_LAB_CACHE_DIR.
+
+Exit codes:
+  0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).
+  1    The lab or the machine failed: a step, a check, a tool, Docker; the lab is not
+       up or not healthy; another ocm-lab holds the lab's lock; `doctor` found
+       something that stops `up`.
+  2    The input is wrong: arguments, topology, workflow or chart-patch files.
+       Nothing was touched.
+  130  Interrupted (Ctrl-C); running the same command again resumes.";
 
 /// A declarative local Open Cluster Management lab for the Cluster Inventory API (ClusterProfile).
 ///
@@ -15,7 +53,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "ocm-lab",
     version,
     propagate_version = true,
-    max_term_width = 110
+    max_term_width = 110,
+    after_help = "Environment variables and exit codes: see `ocm-lab --help`.",
+    after_long_help = AFTER_LONG_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -23,17 +63,62 @@ pub struct Cli {
     /// More logs on stderr (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Output format for results and events.
-    #[arg(long, global = true, value_enum, default_value_t = Output::Human)]
-    pub output: Output,
 }
 
+impl Cli {
+    /// The output format the command was given (`-o`), `human` for commands without one.
+    pub fn output(&self) -> Output {
+        match &self.command {
+            Command::Up(a) | Command::Reset(a) => a.output.into(),
+            Command::Verify(a) => a.output.into(),
+            Command::Down(a) => a.output.into(),
+            Command::Status(a) => a.output.output,
+            Command::Doctor(a) => a.output.output,
+            Command::Plan(a) => a.output.output,
+            Command::Topology(TopologyCommand::Check { output, .. })
+            | Command::Topology(TopologyCommand::List { output }) => output.output,
+            Command::Diagnose(_)
+            | Command::Topology(TopologyCommand::Schema | TopologyCommand::Show { .. })
+            | Command::Completions { .. } => Output::Human,
+        }
+    }
+}
+
+/// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     /// Readable text.
     Human,
-    /// JSON (one object per line for event streams).
+    /// JSON.
     Json,
+    /// YAML.
+    Yaml,
+}
+
+/// How a run (`up`, `verify`, `down`, `reset`) prints its events: a stream has no YAML form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamOutput {
+    /// Live progress and a summary.
+    Human,
+    /// One JSON object per event per line.
+    Json,
+}
+
+impl From<StreamOutput> for Output {
+    fn from(o: StreamOutput) -> Self {
+        match o {
+            StreamOutput::Human => Output::Human,
+            StreamOutput::Json => Output::Json,
+        }
+    }
+}
+
+/// `-o` of the commands that print one result (a document, not a stream).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct DocumentOutput {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Human)]
+    pub output: Output,
 }
 
 /// Which topology and workflows to use.
@@ -53,48 +138,241 @@ pub struct LabArgs {
     pub node_image: Option<String>,
 }
 
+/// `--simulate`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct SimArgs {
+    /// Run against the simulated lab (a test double of OCM kept in the state folder), not real clusters.
+    #[arg(long)]
+    pub simulate: bool,
+}
+
+/// `--concurrency`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct EngineArgs {
+    /// Most steps running at once.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+}
+
+/// `--junit` and `--checks`: the options of the commands that verify.
+#[derive(Debug, Clone, Args)]
+pub struct VerifyOptions {
+    /// Write the verification results as JUnit XML (one test case per spoke, namespace and check).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Checks to run instead of the topology's (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CHECK,...")]
+    pub checks: Vec<CheckArg>,
+}
+
+/// `--no-download`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct DownloadArgs {
+    /// Never download kind or helm: use what is installed (or cached), or fail saying what to install.
+    #[arg(long)]
+    pub no_download: bool,
+}
+
+/// `up` and `reset`: they may download tools, run steps and verify.
+#[derive(Debug, Clone, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub download: DownloadArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub verify: VerifyOptions,
+    /// Output format: progress for people, or one JSON object per event per line.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = StreamOutput::Human)]
+    pub output: StreamOutput,
+}
+
+/// `verify`: runs steps and verifies; never downloads.
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub verify: VerifyOptions,
+    /// Output format: progress for people, or one JSON object per event per line.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = StreamOutput::Human)]
+    pub output: StreamOutput,
+}
+
+/// `down`: runs steps; verifies nothing, downloads nothing.
+#[derive(Debug, Clone, Args)]
+pub struct DownArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Output format: progress for people, or one JSON object per event per line.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = StreamOutput::Human)]
+    pub output: StreamOutput,
+}
+
+/// `status`: reads the lab and prints one document.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+/// `doctor`: checks the machine; `--no-download` asks whether `up --no-download` would work.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub download: DownloadArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+/// What the code that runs a command needs to know, whichever command it is: built from the command's
+/// own options, with what the command does not take at its neutral value.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    pub lab: LabArgs,
+    pub simulate: bool,
+    pub no_download: bool,
+    pub concurrency: u16,
+    pub junit: Option<PathBuf>,
+    pub checks: Vec<CheckArg>,
+}
+
+impl RunArgs {
+    /// `ocm-lab <command>` for the same lab: with this run's `-t` and `--simulate`, for advice in messages.
+    pub fn command_line(&self, command: &str) -> String {
+        let mut line = format!("ocm-lab {command}");
+        if let Some(t) = &self.lab.topology {
+            let plain = t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./~:@+=".contains(c));
+            if plain {
+                line.push_str(&format!(" -t {t}"));
+            } else {
+                line.push_str(&format!(" -t '{}'", t.replace('\'', r"'\''")));
+            }
+        }
+        if self.simulate {
+            line.push_str(" --simulate");
+        }
+        line
+    }
+
+    fn new(lab: &LabArgs, sim: SimArgs) -> Self {
+        RunArgs {
+            lab: lab.clone(),
+            simulate: sim.simulate,
+            no_download: false,
+            concurrency: 8,
+            junit: None,
+            checks: Vec::new(),
+        }
+    }
+}
+
+impl From<&UpArgs> for RunArgs {
+    fn from(a: &UpArgs) -> Self {
+        RunArgs {
+            no_download: a.download.no_download,
+            concurrency: a.engine.concurrency,
+            junit: a.verify.junit.clone(),
+            checks: a.verify.checks.clone(),
+            ..RunArgs::new(&a.lab, a.sim)
+        }
+    }
+}
+
+impl From<&VerifyArgs> for RunArgs {
+    fn from(a: &VerifyArgs) -> Self {
+        RunArgs {
+            concurrency: a.engine.concurrency,
+            junit: a.verify.junit.clone(),
+            checks: a.verify.checks.clone(),
+            ..RunArgs::new(&a.lab, a.sim)
+        }
+    }
+}
+
+impl From<&DownArgs> for RunArgs {
+    fn from(a: &DownArgs) -> Self {
+        RunArgs {
+            concurrency: a.engine.concurrency,
+            ..RunArgs::new(&a.lab, a.sim)
+        }
+    }
+}
+
+impl From<&StatusArgs> for RunArgs {
+    fn from(a: &StatusArgs) -> Self {
+        RunArgs::new(&a.lab, a.sim)
+    }
+}
+
+impl From<&DoctorArgs> for RunArgs {
+    fn from(a: &DoctorArgs) -> Self {
+        RunArgs {
+            no_download: a.download.no_download,
+            ..RunArgs::new(&a.lab, a.sim)
+        }
+    }
+}
+
+impl From<&DiagnoseArgs> for RunArgs {
+    fn from(a: &DiagnoseArgs) -> Self {
+        RunArgs::new(&a.lab, a.sim)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create the lab's clusters, install OCM and the addons, and verify the ClusterProfile flow.
-    Up(RunArgs),
+    Up(UpArgs),
     /// Render everything `up` would do, touching nothing: steps, manifests, chart values, the step graph.
     Plan(PlanArgs),
     /// Prove the properties and accessProviders flow end to end, and say which hop broke.
-    Verify(RunArgs),
+    Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
-    Status(RunArgs),
+    Status(StatusArgs),
     /// Delete the lab's clusters and contexts, and nothing else.
-    Down(RunArgs),
+    Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.
-    Reset(RunArgs),
+    Reset(UpArgs),
     /// Check this machine for what a lab needs, and say what to fix.
-    Doctor(RunArgs),
+    Doctor(DoctorArgs),
     /// Write a bundle for a bug report: journal, topology, the lab's OCM objects and events, secrets redacted.
     Diagnose(DiagnoseArgs),
     /// Check topology files, list the embedded ones, print the JSON Schema.
     #[command(subcommand)]
     Topology(TopologyCommand),
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub lab: LabArgs,
-    /// Run against the simulated lab (a test double of OCM kept in the state folder), not real clusters.
-    #[arg(long)]
-    pub simulate: bool,
-    /// Never download kind or helm: use what is installed (or cached), or fail saying what to install.
-    #[arg(long)]
-    pub no_download: bool,
-    /// Most steps running at once.
-    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub concurrency: u16,
-    /// Write the verification results as JUnit XML (one test case per spoke, namespace and check).
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Checks to run (verify only): properties, access-providers, reachable, credentials, conditions.
-    #[arg(long, value_delimiter = ',', value_name = "CHECK,...")]
-    pub checks: Vec<CheckArg>,
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    ///
+    /// For example: `ocm-lab completions bash > ~/.local/share/bash-completion/completions/ocm-lab`,
+    /// `ocm-lab completions zsh > ~/.zfunc/_ocm-lab` (with `~/.zfunc` in fpath),
+    /// `ocm-lab completions fish > ~/.config/fish/completions/ocm-lab.fish`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// A verification check, as named on the command line.
@@ -123,7 +401,9 @@ impl From<CheckArg> for crate::topology::Check {
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
     #[command(flatten)]
-    pub run: RunArgs,
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
     /// Where to write the bundle (default: ocm-lab-<lab>-diagnostics.tar.gz in the current folder).
     #[arg(long, value_name = "FILE.tar.gz")]
     pub out: Option<PathBuf>,
@@ -139,6 +419,8 @@ pub struct PlanArgs {
     /// The workflow to plan.
     #[arg(long, default_value = "up", value_name = "NAME")]
     pub workflow: String,
+    #[command(flatten)]
+    pub output: DocumentOutput,
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,11 +430,16 @@ pub enum TopologyCommand {
         /// A file path, or the name of an embedded topology.
         #[arg(value_name = "FILE|NAME")]
         topology: String,
+        #[command(flatten)]
+        output: DocumentOutput,
     },
     /// Print the JSON Schema of topology files, for editor completion.
     Schema,
     /// List the embedded topologies.
-    List,
+    List {
+        #[command(flatten)]
+        output: DocumentOutput,
+    },
     /// Print an embedded topology, to start a new one from it.
     Show {
         #[arg(value_name = "NAME", default_value = "default")]

@@ -108,12 +108,9 @@ pub enum Error {
         why: String,
         help: String,
     },
-    #[error("lab `{0}` is not healthy (see above)")]
-    #[diagnostic(
-        code(ocm_lab::unhealthy),
-        help("`ocm-lab up` repairs what it can; `ocm-lab verify` says which hop is broken")
-    )]
-    Unhealthy(String),
+    #[error("lab `{lab}` is not healthy (see above)")]
+    #[diagnostic(code(ocm_lab::unhealthy), help("{help}"))]
+    Unhealthy { lab: String, help: String },
     #[error("cancelled: running steps were stopped; run the same command again to resume")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
@@ -144,7 +141,7 @@ impl Error {
             | Error::SimLoad { .. }
             | Error::SimSave { .. }
             | Error::StepFailed { .. }
-            | Error::Unhealthy(_)
+            | Error::Unhealthy { .. }
             | Error::NotUp { .. }
             | Error::Preflight(_)
             | Error::Tools(_)

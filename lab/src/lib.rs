@@ -21,6 +21,7 @@ mod run;
 pub mod sim;
 pub mod state;
 pub mod status;
+pub mod text;
 pub mod topology;
 pub mod verify;
 pub mod workflow;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
-use crate::cli::{Cli, Command, LabArgs, Output, TopologyCommand};
+use crate::cli::{Cli, Command, LabArgs, Output, RunArgs, TopologyCommand};
 use crate::diag::FileDiagnostics;
 use crate::engine::events::Events;
 use crate::engine::{self, RunCtx, RunOptions, report};
@@ -78,6 +78,22 @@ pub fn render(diag: &dyn miette::Diagnostic) -> String {
 
 fn report(e: &Error) {
     let _ = writeln!(std::io::stderr(), "{}", render(e));
+}
+
+/// Prints one result: `human` as text, or the value as JSON (one line) or YAML.
+fn document(
+    output: Output,
+    value: &impl serde::Serialize,
+    human: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    stdout(&match output {
+        Output::Human => human(),
+        Output::Json => format!(
+            "{}\n",
+            serde_json::to_string(value).expect("results serialize")
+        ),
+        Output::Yaml => serde_saphyr::to_string(value).expect("results serialize to YAML"),
+    })
 }
 
 fn stdout(text: &str) -> Result<(), Error> {
@@ -151,58 +167,90 @@ fn run(cli: &Cli) -> Result<(), Error> {
             warn(&loaded);
             let plan =
                 crate::workflow::plan::plan(&loaded.lab, &sources, &patches, &args.workflow)?;
-            match (&args.out, cli.output) {
-                (Some(dir), _) => {
+            match (&args.out, cli.output()) {
+                (Some(dir), output) => {
                     let written = plan_out::write(&loaded.lab, &plan, dir)?;
-                    stdout(&format!(
-                        "wrote the plan of lab `{}` ({} steps, {} files) to {}\n",
-                        plan.lab,
-                        plan.steps.len(),
-                        written,
-                        dir.display()
-                    ))
+                    let result = serde_json::json!({
+                        "lab": plan.lab,
+                        "workflow": plan.workflow,
+                        "dir": dir,
+                        "steps": plan.steps.len(),
+                        "files": written,
+                    });
+                    document(output, &result, || {
+                        format!(
+                            "wrote the plan of lab `{}` ({}, {}) to {}\n",
+                            plan.lab,
+                            crate::text::count(plan.steps.len(), "step", "steps"),
+                            crate::text::count(written, "file", "files"),
+                            dir.display()
+                        )
+                    })
                 }
                 (None, Output::Json) => stdout(&format!(
                     "{}\n",
                     serde_json::to_string_pretty(&plan).expect("plans serialize")
                 )),
+                (None, Output::Yaml) => {
+                    stdout(&serde_saphyr::to_string(&plan).expect("plans serialize to YAML"))
+                }
                 (None, Output::Human) => stdout(&plan_out::summary(&loaded.lab, &plan)),
             }
         }
-        Command::Topology(TopologyCommand::Check { topology }) => {
+        Command::Topology(TopologyCommand::Check { topology, output }) => {
             let loaded = topology::load_arg(Some(topology))?;
             warn(&loaded);
             let lab = &loaded.lab;
-            stdout(&format!(
-                "{}: ok: lab `{}`, hub `{}`, {} spoke(s), {} set(s), {} binding(s), checks: {}\n",
-                loaded.origin,
-                lab.name,
-                lab.hub.cluster.name,
-                lab.spokes.len(),
-                lab.cluster_sets.len(),
-                lab.bindings.len(),
-                lab.verify
-                    .checks
-                    .iter()
-                    .map(|c| c.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            let checks: Vec<&str> = lab.verify.checks.iter().map(|c| c.as_str()).collect();
+            let result = serde_json::json!({
+                "file": loaded.origin,
+                "ok": true,
+                "lab": lab.name,
+                "hub": lab.hub.cluster.name,
+                "spokes": lab.spokes.iter().map(|s| &s.cluster.name).collect::<Vec<_>>(),
+                "clusterSets": lab.cluster_sets.iter().map(|s| &s.name).collect::<Vec<_>>(),
+                "bindings": lab.bindings.len(),
+                "checks": checks,
+                "warnings": loaded.warnings.len(),
+            });
+            document(output.output, &result, || {
+                use crate::text::count;
+                format!(
+                    "{}: ok: lab `{}`, hub `{}`, {}, {}, {}, checks: {}\n",
+                    loaded.origin,
+                    lab.name,
+                    lab.hub.cluster.name,
+                    count(lab.spokes.len(), "spoke", "spokes"),
+                    count(lab.cluster_sets.len(), "set", "sets"),
+                    count(lab.bindings.len(), "binding", "bindings"),
+                    checks.join(", ")
+                )
+            })
         }
         Command::Topology(TopologyCommand::Schema) => stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&topology::json_schema()).expect("schemas serialize")
         )),
-        Command::Topology(TopologyCommand::List) => {
-            let mut out = String::new();
-            for (name, text) in embedded::TOPOLOGIES {
-                let desc = topology::load_str(name, text)
-                    .ok()
-                    .and_then(|l| l.lab.description)
-                    .unwrap_or_default();
-                out.push_str(&format!("{name:<10} {desc}\n"));
-            }
-            stdout(&out)
+        Command::Topology(TopologyCommand::List { output }) => {
+            let list: Vec<serde_json::Value> = embedded::TOPOLOGIES
+                .iter()
+                .map(|(name, text)| {
+                    let desc = topology::load_str(name, text)
+                        .ok()
+                        .and_then(|l| l.lab.description)
+                        .unwrap_or_default();
+                    serde_json::json!({"name": name, "description": desc})
+                })
+                .collect();
+            document(output.output, &list, || {
+                list.iter()
+                    .map(|t| {
+                        let name = t["name"].as_str().unwrap_or_default();
+                        let desc = t["description"].as_str().unwrap_or_default();
+                        format!("{name:<10} {desc}\n")
+                    })
+                    .collect()
+            })
         }
         Command::Topology(TopologyCommand::Show { name }) => match embedded::topology(name) {
             Some(text) => stdout(text),
@@ -211,15 +259,25 @@ fn run(cli: &Cli) -> Result<(), Error> {
                 Error::from,
             )),
         },
-        Command::Up(a) => run_workflows(cli, a, &["up"]),
-        Command::Verify(a) => run_workflows(cli, a, &["verify"]),
-        Command::Down(a) => run_workflows(cli, a, &["down"]),
-        Command::Status(a) => status(cli, a),
+        Command::Up(a) => run_workflows(cli, &a.into(), &["up"]),
+        Command::Verify(a) => run_workflows(cli, &a.into(), &["verify"]),
+        Command::Down(a) => run_workflows(cli, &a.into(), &["down"]),
+        Command::Status(a) => status(cli, &a.into()),
         Command::Diagnose(a) => diagnose(a),
         // Remove what participants added, then `up`: it restores what they changed and verifies. One lock
         // over both, so no other command can take the lab between the prune and the `up`.
-        Command::Reset(a) => run_workflows(cli, a, &["reset", "up"]),
-        Command::Doctor(a) => doctor(cli, a),
+        Command::Reset(a) => run_workflows(cli, &a.into(), &["reset", "up"]),
+        Command::Doctor(a) => doctor(cli, &a.into()),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                *shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "ocm-lab",
+                &mut script,
+            );
+            stdout(&String::from_utf8_lossy(&script))
+        }
     }
 }
 
@@ -312,7 +370,12 @@ fn open_backends(
         .into_iter()
         .filter_map(|(name, t)| Some((name.to_owned(), t.as_ref().ok()?.version.to_string())))
         .collect();
-    let mut findings = crate::doctor::tools(&kind, &helm, may_download || command == "doctor");
+    // `doctor` says a missing tool would be downloaded unless asked about `--no-download`.
+    let mut findings = crate::doctor::tools(
+        &kind,
+        &helm,
+        may_download || (command == "doctor" && !args.no_download),
+    );
     let docker = rt.block_on(Docker::connect());
     let backends = crate::backend::Backends {
         docker: match &docker {
@@ -383,13 +446,7 @@ fn doctor(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     )?;
     let findings = doctor_findings(&rt, &loaded.lab, &opened, &state);
     rt.shutdown_background();
-    match cli.output {
-        Output::Json => stdout(&format!(
-            "{}\n",
-            serde_json::to_string(&findings).expect("findings serialize")
-        ))?,
-        Output::Human => stdout(&crate::doctor::render(&findings))?,
-    }
+    document(cli.output(), &findings, || crate::doctor::render(&findings))?;
     if crate::doctor::failed(&findings) {
         let failed: Vec<&str> = findings
             .iter()
@@ -404,17 +461,12 @@ fn doctor(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
 
 /// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
 fn diagnose(args: &crate::cli::DiagnoseArgs) -> Result<(), Error> {
-    let (loaded, _, patches) = inputs(&args.run.lab)?;
+    let run = RunArgs::from(args);
+    let (loaded, _, patches) = inputs(&run.lab)?;
     let lab = loaded.lab;
-    let state = StateDir::for_run(&lab.name, args.run.simulate)?;
+    let state = StateDir::for_run(&lab.name, run.simulate)?;
     let rt = runtime()?;
-    let opened = open_backends(
-        &rt,
-        &args.run,
-        &state,
-        "diagnose",
-        &lab.versions.kind_node_image,
-    )?;
+    let opened = open_backends(&rt, &run, &state, "diagnose", &lab.versions.kind_node_image)?;
     let out = args
         .out
         .clone()
@@ -438,9 +490,9 @@ fn diagnose(args: &crate::cli::DiagnoseArgs) -> Result<(), Error> {
         source,
     })?;
     stdout(&format!(
-        "wrote {} ({} files, secrets redacted)\n",
+        "wrote {} ({}, secrets redacted)\n",
         out.display(),
-        files.len()
+        crate::text::count(files.len(), "file", "files")
     ))
 }
 
@@ -450,6 +502,7 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
     warn(&loaded);
     let lab = loaded.lab;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
+    ensure_up(&lab, &state, args)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, args, &state, "status", &lab.versions.kind_node_image)?;
     let status = rt.block_on(async {
@@ -465,17 +518,20 @@ fn status(cli: &Cli, args: &crate::cli::RunArgs) -> Result<(), Error> {
         crate::status::collect(&ctx).await
     });
     rt.shutdown_background();
-    match cli.output {
-        Output::Json => stdout(&format!(
-            "{}\n",
-            serde_json::to_string(&status).expect("status serializes")
-        ))?,
-        Output::Human => stdout(&crate::status::render(&status))?,
-    }
+    document(cli.output(), &status, || {
+        crate::status::render_for(&status, &args.command_line("verify"))
+    })?;
     if status.healthy() {
         Ok(())
     } else {
-        Err(Error::Unhealthy(status.lab.clone()))
+        Err(Error::Unhealthy {
+            lab: status.lab.clone(),
+            help: format!(
+                "`{}` repairs what it can; `{}` says which hop is broken",
+                args.command_line("up"),
+                args.command_line("verify")
+            ),
+        })
     }
 }
 
@@ -555,7 +611,7 @@ fn run_workflow(
     }
     let result = runtime.block_on(async {
         let (events, rx) = Events::channel();
-        let reporter = tokio::spawn(report::reporter(rx, cli.output));
+        let reporter = tokio::spawn(report::reporter(rx, cli.output()));
         let cancel = CancellationToken::new();
         let on_ctrl_c = cancel.clone();
         let ctrl_c = tokio::spawn(async move {
@@ -626,24 +682,15 @@ fn run_workflow(
     }
 }
 
-/// `verify` and `reset` need a lab: say so, and what to run, when this machine never created it. A lab
-/// with an `existing` cluster is assumed up (someone else runs it); connecting then tells the truth.
+/// `verify`, `reset` and `status` need a lab: say so, and what to run, when this machine never created
+/// it. A lab with an `existing` cluster is assumed up (someone else runs it); connecting then tells the
+/// truth.
 fn ensure_up(
     lab: &crate::topology::Lab,
     state: &StateDir,
     args: &crate::cli::RunArgs,
 ) -> Result<(), Error> {
     use crate::topology::Provider;
-    let up_cmd = |simulate: bool| {
-        let mut cmd = String::from("ocm-lab up");
-        if let Some(t) = &args.lab.topology {
-            cmd.push_str(&format!(" -t {t}"));
-        }
-        if simulate {
-            cmd.push_str(" --simulate");
-        }
-        cmd
-    };
     if args.simulate {
         if state.sim_world().exists() {
             return Ok(());
@@ -654,7 +701,7 @@ fn ensure_up(
                 "no simulated lab was brought up (no {})",
                 state.sim_world().display()
             ),
-            help: format!("run `{}` first", up_cmd(true)),
+            help: format!("run `{}` first", args.command_line("up")),
         });
     }
     let any_known = lab.clusters().any(|c| {
@@ -674,7 +721,7 @@ fn ensure_up(
             "none of its clusters was created on this machine (no kubeconfig in {}){simulated_hint}",
             state.path.join("kubeconfigs").display()
         ),
-        help: format!("run `{}` first", up_cmd(false)),
+        help: format!("run `{}` first", args.command_line("up")),
     })
 }
 
@@ -719,7 +766,7 @@ fn verification_report(
     };
     let results: Vec<crate::verify::CheckResult> =
         serde_json::from_value(report["results"].clone()).unwrap_or_default();
-    if cli.output == Output::Human && !results.is_empty() {
+    if cli.output() == Output::Human && !results.is_empty() {
         stdout(&format!("\n{}", crate::verify::report::table(&results)))?;
     }
     if let Some(path) = &args.junit {

@@ -264,6 +264,11 @@ async fn profiles(lab: &Lab, hub: &dyn ClusterApi) -> Vec<NamespaceProfiles> {
 
 /// The human form.
 pub fn render(s: &Status) -> String {
+    render_for(s, "ocm-lab verify")
+}
+
+/// The human form, advising `verify_cmd` (the user's own `-t` and `--simulate`) when nothing was verified.
+pub fn render_for(s: &Status, verify_cmd: &str) -> String {
     let mut out = String::new();
     let sim = if s.simulated {
         " (SIMULATED lab: a test double, not real clusters)"
@@ -320,10 +325,10 @@ pub fn render(s: &Status) -> String {
                 .iter()
                 .map(|p| {
                     format!(
-                        "{} ({} properties, {} providers{})",
+                        "{} ({}, {}{})",
                         p.name,
-                        p.properties,
-                        p.access_providers,
+                        crate::text::count(p.properties, "property", "properties"),
+                        crate::text::count(p.access_providers, "provider", "providers"),
                         if p.healthy { "" } else { ", UNHEALTHY" }
                     )
                 })
@@ -352,7 +357,7 @@ pub fn render(s: &Status) -> String {
         None => {
             let _ = writeln!(
                 out,
-                "\nLast verification: none recorded (run `ocm-lab verify`)"
+                "\nLast verification: none recorded (run `{verify_cmd}`)"
             );
         }
     }

@@ -417,8 +417,8 @@ impl SpokeRun<'_, '_> {
                 namespace: ns.into(),
                 ok: true,
                 detail: format!(
-                    "{} properties{}",
-                    expected.len(),
+                    "{}{}",
+                    crate::text::count(expected.len(), "property", "properties"),
                     if probe_included {
                         ", probe included"
                     } else {
@@ -433,7 +433,10 @@ impl SpokeRun<'_, '_> {
         };
         let want = expected.to_vec();
         let cond = Condition::new(
-            format!("{} properties in status.properties", want.len()),
+            format!(
+                "{} in status.properties",
+                crate::text::count(want.len(), "property", "properties")
+            ),
             move |o| o.is_some_and(|p| verify::has_properties(p, &want)),
         );
         loop {

@@ -86,8 +86,9 @@ impl Human {
                 } else {
                     String::new()
                 };
+                let steps = crate::text::count(*steps, "step", "steps");
                 self.line(format!(
-                    "ocm-lab {workflow}: lab `{lab}`, {steps} steps{sim}{resumed}"
+                    "ocm-lab {workflow}: lab `{lab}`, {steps}{sim}{resumed}"
                 ));
             }
             Event::StepStarted {

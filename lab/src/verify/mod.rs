@@ -398,7 +398,7 @@ pub fn diagnose_properties(
         spoke: spoke.into(),
         namespace: namespace.into(),
         ok: true,
-        detail: format!("{} properties", expected.len()),
+        detail: crate::text::count(expected.len(), "property", "properties"),
         hop: None,
         next: None,
         latency_ms: None,

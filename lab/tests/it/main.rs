@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary (one link instead of one per file).
 
+mod cli_conventions;
 mod cli_sim;
 mod common;
 mod converge;

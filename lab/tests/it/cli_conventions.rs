@@ -1,0 +1,731 @@
+//! Command-line conventions a kind, kubectl or Helm user expects: shell completions, `-o json|yaml`,
+//! options only where they apply, environment variables and exit codes in `--help`, and documented commands
+//! that still parse.
+
+use std::path::Path;
+
+use clap::{CommandFactory, Parser, error::ErrorKind};
+use ocm_lab::cli::{AFTER_LONG_HELP, Cli, Output};
+use serde_json::Value;
+
+use crate::common::{ocm_lab, ocm_lab_env, root};
+
+fn parse(line: &str) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(line.split_whitespace())
+}
+
+// ---- completions ----
+
+#[test]
+fn completions_are_printed_for_each_shell_and_name_the_subcommands() {
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let r = ocm_lab(&["completions", shell]);
+        assert_eq!(r.code, 0, "{shell}: {}", r.stderr);
+        for word in [
+            "ocm-lab",
+            "up",
+            "verify",
+            "reset",
+            "topology",
+            "completions",
+        ] {
+            assert!(
+                r.stdout.contains(word),
+                "{shell}: the script does not mention `{word}`:\n{}",
+                r.stdout
+            );
+        }
+    }
+    // Options complete too: the script knows that `up` takes `--simulate`.
+    assert!(
+        ocm_lab(&["completions", "bash"])
+            .stdout
+            .contains("--simulate")
+    );
+    let r = ocm_lab(&["completions", "tcsh"]);
+    assert_eq!(r.code, 2, "an unknown shell is a usage error: {}", r.stderr);
+}
+
+// ---- -o / --output ----
+
+#[test]
+fn dash_o_is_the_short_form_of_output_and_yaml_is_refused_for_event_streams() {
+    for line in [
+        "ocm-lab status -o json",
+        "ocm-lab status -o yaml",
+        "ocm-lab doctor -o yaml",
+        "ocm-lab plan -o yaml",
+        "ocm-lab topology list -o json",
+        "ocm-lab topology check minimal -o yaml",
+        "ocm-lab up -o json",
+        "ocm-lab verify --output json",
+        "ocm-lab down -o json",
+        "ocm-lab reset -o json",
+    ] {
+        let cli = parse(line).unwrap_or_else(|e| panic!("`{line}` does not parse: {e}"));
+        let want = if line.ends_with("yaml") {
+            Output::Yaml
+        } else {
+            Output::Json
+        };
+        assert_eq!(cli.output(), want, "{line}");
+    }
+    assert_eq!(parse("ocm-lab status").unwrap().output(), Output::Human);
+    for line in [
+        "ocm-lab up -o yaml",
+        "ocm-lab verify -o yaml",
+        "ocm-lab down -o yaml",
+    ] {
+        let e = parse(line).expect_err(line);
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{line}: {e}");
+    }
+}
+
+#[test]
+fn topology_list_honours_output_json_and_yaml() {
+    let r = ocm_lab(&["topology", "list", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let list: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("`topology list -o json` is not JSON ({e}):\n{}", r.stdout));
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "minimal", "workshop"]);
+    assert!(
+        list[1]["description"]
+            .as_str()
+            .unwrap()
+            .contains("one spoke")
+    );
+
+    let r = ocm_lab(&["topology", "list", "--output", "yaml"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let yaml: Value = serde_saphyr::from_str(&r.stdout).expect("YAML");
+    assert_eq!(yaml, list, "YAML and JSON say the same");
+
+    let r = ocm_lab(&["topology", "list"]);
+    assert!(r.stdout.starts_with("default "), "{}", r.stdout);
+}
+
+#[test]
+fn topology_check_honours_output_json_and_yaml() {
+    let r = ocm_lab(&["topology", "check", "minimal", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let check: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("`topology check -o json` is not JSON ({e}):\n{}", r.stdout));
+    assert_eq!(check["ok"], true);
+    assert_eq!(check["lab"], "minimal");
+    assert_eq!(check["hub"], "mini-hub");
+    assert_eq!(check["spokes"], serde_json::json!(["mini-spoke"]));
+    assert!(
+        check["checks"]
+            .as_array()
+            .unwrap()
+            .contains(&"properties".into())
+    );
+
+    let r = ocm_lab(&["topology", "check", "minimal", "-o", "yaml"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let yaml: Value = serde_saphyr::from_str(&r.stdout).expect("YAML");
+    assert_eq!(yaml, check);
+
+    // A broken topology still fails with exit 2 and its diagnostics on stderr, not half a document.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: nope\n").unwrap();
+    let r = ocm_lab(&["topology", "check", bad.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+}
+
+#[test]
+fn status_prints_yaml_on_the_simulated_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("OCM_LAB_STATE_DIR", dir.path())];
+    let r = ocm_lab_env(&["up", "--simulate", "-t", "minimal"], &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = ocm_lab_env(
+        &["status", "--simulate", "-t", "minimal", "-o", "yaml"],
+        &env,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s: Value = serde_saphyr::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("`status -o yaml` is not YAML ({e}):\n{}", r.stdout));
+    assert_eq!(s["simulated"], true, "{}", r.stdout);
+    assert_eq!(s["lab"], "minimal");
+}
+
+// ---- options belong to the commands that use them ----
+
+#[test]
+fn options_a_command_does_not_use_are_refused_by_the_parser() {
+    for line in [
+        "ocm-lab down --junit j.xml",
+        "ocm-lab down --checks reachable",
+        "ocm-lab down --no-download",
+        "ocm-lab status --junit j.xml",
+        "ocm-lab status --concurrency 2",
+        "ocm-lab status --no-download",
+        "ocm-lab verify --no-download",
+        "ocm-lab diagnose --checks reachable",
+        "ocm-lab diagnose -o json",
+        "ocm-lab doctor --junit j.xml",
+        "ocm-lab doctor --concurrency 2",
+        "ocm-lab plan --simulate",
+        "ocm-lab topology list --simulate",
+        "ocm-lab topology schema -t minimal",
+        "ocm-lab completions bash -o json",
+    ] {
+        let e = parse(line).expect_err(line);
+        assert_eq!(e.kind(), ErrorKind::UnknownArgument, "{line}: {e}");
+    }
+}
+
+#[test]
+fn each_command_takes_the_options_it_uses() {
+    for line in [
+        "ocm-lab up -t minimal --simulate --no-download --concurrency 2 --junit j.xml --checks properties,reachable -o json",
+        "ocm-lab reset -t minimal --simulate --no-download --concurrency 2 --junit j.xml --checks properties -o json",
+        "ocm-lab verify -t minimal --simulate --concurrency 2 --junit j.xml --checks properties --node-image img -o json",
+        "ocm-lab down -t minimal --simulate --concurrency 2 -o json",
+        "ocm-lab status -t minimal --simulate -o yaml",
+        "ocm-lab doctor -t minimal --no-download -o json",
+        "ocm-lab diagnose -t minimal --simulate --out b.tar.gz",
+        "ocm-lab plan -t minimal --out dir --workflow down -o yaml",
+        "ocm-lab -v status",
+        "ocm-lab status -vv",
+    ] {
+        if let Err(e) = parse(line) {
+            panic!("`{line}` does not parse: {e}");
+        }
+    }
+}
+
+#[test]
+fn down_with_verify_options_exits_2_and_says_which_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("j.xml");
+    let r = ocm_lab_env(
+        &[
+            "down",
+            "--simulate",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--checks",
+            "reachable",
+        ],
+        &[("OCM_LAB_STATE_DIR", dir.path())],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unexpected argument '--junit'"),
+        "{}",
+        r.stderr
+    );
+    assert!(!junit.exists());
+}
+
+// ---- environment variables and exit codes in --help ----
+
+/// The environment variables read by the program's source (not its tests): literal names passed to the
+/// reading functions, `*_ENV` constants, every `OCM_LAB_*` literal, and RUST_LOG behind `from_default_env`.
+fn env_vars_read_in(src: &Path) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut files = vec![src.to_path_buf()];
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if p.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for line in text.lines() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for (i, _) in line.match_indices('"') {
+                let rest = &line[i + 1..];
+                let Some(end) = rest.find('"') else { continue };
+                let lit = &rest[..end];
+                let is_name = !lit.is_empty()
+                    && lit.starts_with(|c: char| c.is_ascii_uppercase())
+                    && lit
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                if !is_name {
+                    continue;
+                }
+                let before = line[..i].trim_end();
+                let reader = ["var(", "var_os(", "env_set(", "non_empty("]
+                    .iter()
+                    .any(|f| before.ends_with(f));
+                let env_const = before.ends_with("_ENV: &str =");
+                if reader || env_const || lit.starts_with("OCM_LAB_") {
+                    found.insert(lit.to_owned());
+                }
+            }
+            if line.contains("from_default_env") {
+                found.insert("RUST_LOG".to_owned());
+            }
+            // A read whose name is not a literal must be one of the known indirections; a new one needs this
+            // scan taught about it, so its variable cannot slip past the help text.
+            for call in ["env::var(", "env::var_os("] {
+                if let Some(i) = line.find(call) {
+                    let arg = &line[i + call.len()..];
+                    let known = arg.starts_with('"')
+                        || ["NETWORK_ENV)", "name)", "var)", "&k)"]
+                            .iter()
+                            .any(|k| arg.starts_with(k));
+                    assert!(
+                        known,
+                        "{}: environment read with a computed name: {line}",
+                        p.display()
+                    );
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_environment_variable_the_program_reads_is_in_the_help() {
+    let vars = env_vars_read_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    for must in [
+        "OCM_LAB_STATE_DIR",
+        "OCM_LAB_CACHE_DIR",
+        "OCM_LAB_TOOLS_BASE_URL",
+        "OCM_LAB_KIND",
+        "OCM_LAB_HELM",
+        "KUBECONFIG",
+        "DOCKER_HOST",
+        "KIND_EXPERIMENTAL_DOCKER_NETWORK",
+        "RUST_LOG",
+        "HOME",
+    ] {
+        assert!(
+            vars.contains(must),
+            "the source scan missed {must}: {vars:?}"
+        );
+    }
+    let help = ocm_lab(&["--help"]);
+    assert_eq!(help.code, 0);
+    let missing: Vec<&String> = vars
+        .iter()
+        .filter(|v| !help.stdout.contains(v.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "read by ocm-lab but not in `ocm-lab --help`: {missing:?}"
+    );
+    // The short help points at the long one.
+    assert!(ocm_lab(&["-h"]).stdout.contains("ocm-lab --help"));
+}
+
+#[test]
+fn the_exit_codes_in_the_help_are_the_ones_the_program_uses() {
+    use ocm_lab::error::exit;
+    let help = Cli::command().render_long_help().to_string();
+    assert!(help.contains("Exit codes:"), "{help}");
+    for code in [
+        exit::OK,
+        exit::FAILURE,
+        exit::INVALID_INPUT,
+        exit::CANCELLED,
+    ] {
+        assert!(
+            AFTER_LONG_HELP
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+            "exit code {code} is not explained in --help"
+        );
+    }
+    // And a usage error really is exit 2, as the help says.
+    assert_eq!(ocm_lab(&["up", "--no-such-option"]).code, 2);
+}
+
+// ---- documented commands still parse ----
+
+/// Splits a shell command line into words, with quotes, up to a comment, pipe, redirection or `&&`.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut in_word = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '#' | '|' | '>' | '<' | ';' | '&') if !in_word || c != '#' => break,
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// A command in the docs: where it is, its words, and whether it is prose (an inline mention, which may
+/// leave out required arguments: "`ocm-lab topology check` must pass").
+struct DocCommand {
+    at: String,
+    words: Vec<String>,
+    prose: bool,
+}
+
+/// `ocm-lab …` commands in fenced shell blocks and inline code of a Markdown file. Inline alternatives
+/// ("`ocm-lab topology check / schema`") become one command each.
+fn markdown_commands(file: &Path) -> Vec<DocCommand> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut out = Vec::new();
+    let mut fence: Option<bool> = None; // Some(is a shell block)
+    for (n, line) in text.lines().enumerate() {
+        let at = format!("{}:{}", file.display(), n + 1);
+        let trimmed = line.trim_start();
+        if let Some(lang) = trimmed.strip_prefix("```") {
+            fence = match fence {
+                Some(_) => None,
+                None => Some(matches!(
+                    lang.trim(),
+                    "" | "sh" | "bash" | "shell" | "console" | "zsh"
+                )),
+            };
+            continue;
+        }
+        match fence {
+            Some(true) => {
+                let cmd = trimmed.strip_prefix("$ ").unwrap_or(trimmed);
+                if cmd.starts_with("ocm-lab ") || cmd == "ocm-lab" {
+                    out.push(DocCommand {
+                        at,
+                        words: shell_words(cmd),
+                        prose: false,
+                    });
+                }
+            }
+            Some(false) => {}
+            None => {
+                for (i, span) in line.split('`').enumerate() {
+                    if i % 2 == 0 || !span.starts_with("ocm-lab ") {
+                        continue;
+                    }
+                    let mut parts = span.split(" / ");
+                    let first = shell_words(parts.next().unwrap());
+                    out.push(DocCommand {
+                        at: at.clone(),
+                        words: first.clone(),
+                        prose: true,
+                    });
+                    for alt in parts {
+                        let mut words = first[..first.len() - 1].to_vec();
+                        words.extend(shell_words(alt));
+                        out.push(DocCommand {
+                            at: at.clone(),
+                            words,
+                            prose: true,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `ocm-lab …` commands in the comments of a YAML file (`#   ocm-lab up -t minimal`).
+fn yaml_comment_commands(file: &Path) -> Vec<DocCommand> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some(comment) = line.trim_start().strip_prefix('#') else {
+            continue;
+        };
+        let comment = comment.trim_start();
+        if comment.starts_with("ocm-lab ") {
+            out.push(DocCommand {
+                at: format!("{}:{}", file.display(), n + 1),
+                words: shell_words(comment),
+                prose: false,
+            });
+        }
+        // Inline mentions in prose comments: "(`ocm-lab doctor` checks both)".
+        for (i, span) in line.split('`').enumerate() {
+            if i % 2 == 1 && span.starts_with("ocm-lab ") {
+                out.push(DocCommand {
+                    at: format!("{}:{}", file.display(), n + 1),
+                    words: shell_words(span),
+                    prose: true,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `ocm-lab …` commands the CI workflows run (`./target/release/ocm-lab up -t "${{ matrix.topology }}"`).
+fn workflow_commands(file: &Path) -> Vec<DocCommand> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(i) = line.find("target/release/ocm-lab ") {
+            out.push(DocCommand {
+                at: format!("{}:{}", file.display(), n + 1),
+                words: shell_words(&line[i + "target/release/".len()..]),
+                prose: false,
+            });
+        }
+    }
+    out
+}
+
+fn documented_commands() -> Vec<DocCommand> {
+    let root = root();
+    let mut commands = markdown_commands(&root.join("README.md"));
+    for dir in ["examples", "topologies"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for f in files {
+            match f.extension().and_then(|e| e.to_str()) {
+                Some("md") => commands.extend(markdown_commands(&f)),
+                Some("yaml" | "yml") => commands.extend(yaml_comment_commands(&f)),
+                _ => {}
+            }
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir(root.join(".github/workflows")) {
+        for f in dir {
+            commands.extend(workflow_commands(&f.unwrap().path()));
+        }
+    }
+    commands
+}
+
+#[test]
+fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
+    let commands = documented_commands();
+    // The scan finds the docs' commands at all (README's quick start, a topology comment, the exercises).
+    for (file, words) in [
+        (
+            "README.md",
+            "ocm-lab verify --simulate --checks properties,access-providers",
+        ),
+        (
+            "existing-clusters.yaml",
+            "ocm-lab topology check examples/existing-clusters.yaml",
+        ),
+        ("workshop-exercises.md", "ocm-lab reset -t workshop"),
+        ("e2e.yml", "ocm-lab down -t ${{ matrix.topology }}"),
+    ] {
+        assert!(
+            commands
+                .iter()
+                .any(|c| c.at.contains(file) && c.words.join(" ") == words),
+            "the scan did not find `{words}` in {file}"
+        );
+    }
+    let mut broken = Vec::new();
+    for c in &commands {
+        match Cli::try_parse_from(&c.words) {
+            Ok(_) => {}
+            // Prose may name a command without its required arguments.
+            Err(e)
+                if c.prose
+                    && matches!(
+                        e.kind(),
+                        ErrorKind::MissingRequiredArgument
+                            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                    ) => {}
+            Err(e) => broken.push(format!("{}: `{}`: {}", c.at, c.words.join(" "), e.kind())),
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "documented commands the CLI refuses:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_doc_scan_catches_a_command_the_cli_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("x.md");
+    std::fs::write(
+        &md,
+        "Run `ocm-lab down --junit j.xml`.\n\n```sh\nocm-lab up --simulate  # comment\nocm-lab verify --frobnicate\n```\n",
+    )
+    .unwrap();
+    let found = markdown_commands(&md);
+    let words: Vec<String> = found.iter().map(|c| c.words.join(" ")).collect();
+    assert_eq!(
+        words,
+        [
+            "ocm-lab down --junit j.xml",
+            "ocm-lab up --simulate",
+            "ocm-lab verify --frobnicate"
+        ]
+    );
+    let refused: Vec<bool> = found
+        .iter()
+        .map(|c| Cli::try_parse_from(&c.words).is_err())
+        .collect();
+    assert_eq!(refused, [true, false, true]);
+}
+
+#[test]
+fn shell_words_handles_quotes_comments_and_pipes() {
+    assert_eq!(
+        shell_words(r#"ocm-lab up -t "my lab.yaml" --output json | tee up.jsonl"#),
+        ["ocm-lab", "up", "-t", "my lab.yaml", "--output", "json"]
+    );
+    assert_eq!(
+        shell_words("ocm-lab topology show default > lab.yaml"),
+        ["ocm-lab", "topology", "show", "default"]
+    );
+    assert_eq!(shell_words("ocm-lab up   # the lab"), ["ocm-lab", "up"]);
+}
+
+// ---- status on a lab that is not up; plurals ----
+
+#[test]
+fn status_on_a_lab_that_is_not_up_says_so_and_keeps_the_flags_in_its_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("OCM_LAB_STATE_DIR", dir.path())];
+    let r = ocm_lab_env(&["status", "--simulate", "-t", "minimal"], &env);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("lab `minimal` is not up"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("run `ocm-lab up -t minimal --simulate` first"),
+        "{}",
+        r.stderr
+    );
+    let r = ocm_lab_env(&["status", "-t", "minimal"], &env);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("lab `minimal` is not up")
+            && r.stderr.contains("run `ocm-lab up -t minimal` first"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    let r = ocm_lab(&["topology", "check", "minimal"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(", 1 spoke, 1 set, "), "{}", r.stdout);
+    assert!(!r.stdout.contains("(s)"), "{}", r.stdout);
+
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("OCM_LAB_STATE_DIR", dir.path())];
+    assert_eq!(
+        ocm_lab_env(&["up", "--simulate", "-t", "minimal"], &env).code,
+        0
+    );
+    let r = ocm_lab_env(&["status", "--simulate", "-t", "minimal"], &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("1 provider)"), "{}", r.stdout);
+    assert!(!r.stdout.contains("1 providers"), "{}", r.stdout);
+}
+
+#[test]
+fn advice_repeats_the_commands_topology_and_simulate_flags() {
+    use ocm_lab::cli::{Command, RunArgs};
+    let run_args = |line: &[&str]| match Cli::try_parse_from(line).unwrap().command {
+        Command::Status(a) => RunArgs::from(&a),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        run_args(&["ocm-lab", "status", "-t", "minimal", "--simulate"]).command_line("up"),
+        "ocm-lab up -t minimal --simulate"
+    );
+    assert_eq!(
+        run_args(&["ocm-lab", "status"]).command_line("verify"),
+        "ocm-lab verify"
+    );
+    // A path a shell would split is quoted, so the advice can be pasted.
+    assert_eq!(
+        run_args(&["ocm-lab", "status", "-t", "my lab's.yaml"]).command_line("up"),
+        r"ocm-lab up -t 'my lab'\''s.yaml'"
+    );
+}
+
+#[test]
+fn plan_out_honours_output_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan");
+    let r = ocm_lab(&[
+        "plan",
+        "-t",
+        "minimal",
+        "--out",
+        out.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("`plan --out -o json` is not JSON ({e}):\n{}", r.stdout));
+    assert_eq!(v["lab"], "minimal");
+    assert_eq!(v["dir"], out.to_str().unwrap());
+    assert!(v["files"].as_u64().unwrap() > 0, "{v}");
+    assert!(out.read_dir().unwrap().next().is_some(), "nothing written");
+}
+
+#[test]
+fn status_without_a_recorded_verification_advises_verify_for_the_same_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("OCM_LAB_STATE_DIR", dir.path())];
+    assert_eq!(
+        ocm_lab_env(&["up", "--simulate", "-t", "minimal"], &env).code,
+        0
+    );
+    // Forget the verification `up` recorded, wherever the state folder keeps it.
+    let mut dirs = vec![dir.path().to_path_buf()];
+    let mut removed = 0;
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.file_name().unwrap() == "last-verification.json" {
+                std::fs::remove_file(p).unwrap();
+                removed += 1;
+            }
+        }
+    }
+    assert_eq!(removed, 1);
+    let r = ocm_lab_env(&["status", "--simulate", "-t", "minimal"], &env);
+    assert!(
+        r.stdout
+            .contains("none recorded (run `ocm-lab verify -t minimal --simulate`)"),
+        "{}",
+        r.stdout
+    );
+}
