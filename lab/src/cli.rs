@@ -32,6 +32,8 @@ Environment variables:
   HOME, PATH              Default folders; where kind and helm are looked for.
   XDG_STATE_HOME          See OCM_LAB_STATE_DIR.
   XDG_CACHE_HOME          See OCM_LAB_CACHE_DIR.
+  OCM_LAB_CRASH_POINT     For ocm-lab's own crash tests only: SIGKILL itself after the
+                          n-th finished step.
 
 Exit codes:
   0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).

@@ -60,10 +60,10 @@ impl Lab {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
             .args([verb, "-t"])
             .arg(&self.topology)
-            .args(if verb == "doctor" {
-                &[][..]
-            } else {
+            .args(if matches!(verb, "up" | "reset") {
                 &["--no-download"][..]
+            } else {
+                &[][..]
             })
             .env("OCM_LAB_KIND", d.join("kind"))
             .env("OCM_LAB_HELM", d.join("helm"))
