@@ -5,6 +5,7 @@ mod common;
 mod crdschema;
 mod docker;
 mod engine;
+mod hub_webhooks;
 mod kube_api;
 mod lifecycle;
 mod patch_files;
