@@ -11,6 +11,7 @@ mod lifecycle;
 mod patch_files;
 mod plan;
 mod sim;
+mod sim_certs;
 mod tools;
 mod topology;
 mod up_hazards;
