@@ -17,12 +17,19 @@ use serde::{Deserialize, Serialize};
 pub struct ClusterCa {
     /// The simulated cluster it belongs to (named in every certificate's organisation).
     pub cluster: String,
+    /// The CA's common name (`kubernetes` for a cluster's own CA, as kubeadm names it).
+    #[serde(default = "kubernetes")]
+    pub cn: String,
     /// The CA certificate, PEM: what kubeconfigs, `cluster-info` and `kube-root-ca.crt` carry.
     pub cert_pem: String,
     /// PKCS#8 of the CA key, base64 (simulation only; saved with the world, mode 0600).
     key_pkcs8: String,
     /// The API server's serving certificate (CN `kube-apiserver`), signed by the CA, PEM.
     pub apiserver_pem: String,
+}
+
+fn kubernetes() -> String {
+    "kubernetes".to_owned()
 }
 
 /// A certificate and its key, PEM.
@@ -244,28 +251,7 @@ impl ClusterCa {
     /// A new CA for simulated cluster `cluster` and its API server's serving certificate (names as
     /// kubeadm gives them on kind: `kubernetes…`, `<cluster>-control-plane`, `localhost`, 127.0.0.1).
     pub fn new(cluster: &str) -> Self {
-        let rng = SystemRandom::new();
-        let key = new_key(&rng);
-        let org = org(cluster);
-        let ca = certificate(
-            &Profile {
-                cn: "kubernetes",
-                org: &org,
-                ca: true,
-                dns: &[],
-                ips: &[],
-                server: false,
-            },
-            &key,
-            None,
-            &rng,
-        );
-        let mut ca = ClusterCa {
-            cluster: cluster.to_owned(),
-            cert_pem: pem_text("CERTIFICATE", &ca),
-            key_pkcs8: super::util::b64_encode(&key.pkcs8),
-            apiserver_pem: String::new(),
-        };
+        let mut ca = Self::authority(cluster, "kubernetes");
         let dns: Vec<String> = [
             "kubernetes",
             "kubernetes.default",
@@ -281,6 +267,34 @@ impl ClusterCa {
         ca
     }
 
+    /// A CA named `cn` on simulated cluster `cluster`, without an API server certificate (cluster-proxy's
+    /// own `open-cluster-management:cluster-proxy` CA, for one).
+    pub fn authority(cluster: &str, cn: &str) -> Self {
+        let rng = SystemRandom::new();
+        let key = new_key(&rng);
+        let org = org(cluster);
+        let ca = certificate(
+            &Profile {
+                cn,
+                org: &org,
+                ca: true,
+                dns: &[],
+                ips: &[],
+                server: false,
+            },
+            &key,
+            None,
+            &rng,
+        );
+        ClusterCa {
+            cluster: cluster.to_owned(),
+            cn: cn.to_owned(),
+            cert_pem: pem_text("CERTIFICATE", &ca),
+            key_pkcs8: super::util::b64_encode(&key.pkcs8),
+            apiserver_pem: String::new(),
+        }
+    }
+
     /// A serving certificate for `dns`/`ips`, signed by this CA: `cert_pem` is the leaf followed by the
     /// CA (the bundle a server presents).
     pub fn issue(&self, cn: &str, dns: &[String], ips: &[[u8; 4]]) -> Issued {
@@ -290,7 +304,7 @@ impl ClusterCa {
             &rng,
         );
         let org = org(&self.cluster);
-        let issuer = name("kubernetes", &org);
+        let issuer = name(&self.cn, &org);
         let key = new_key(&rng);
         let leaf = certificate(
             &Profile {

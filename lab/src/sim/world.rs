@@ -671,11 +671,6 @@ impl World {
             .map_or("", |ca| ca.apiserver_pem.as_str())
     }
 
-    /// A simulated cluster's CA (to issue serving certificates with).
-    pub(crate) fn ca(&self, cluster: &str) -> Option<&super::certs::ClusterCa> {
-        self.clusters.get(cluster).and_then(|c| c.ca.as_ref())
-    }
-
     /// The lab cluster whose agent registered ManagedCluster `mc` with `hub`.
     pub(crate) fn spoke_of(&self, hub: &str, mc: &str) -> Option<&str> {
         self.agents.get(&format!("{hub}/{mc}")).map(String::as_str)

@@ -118,7 +118,6 @@ async fn every_simulated_cluster_has_its_own_ca_and_every_ca_carrier_names_the_r
         assert_eq!(&kubeconfig_ca(&kubeconfig), ca, "{c} kubeconfig");
     }
 
-    let hub_ca = &cas[clusters.iter().position(|c| *c == hub).unwrap()];
     for (spoke, spoke_ca) in clusters.iter().zip(&cas).filter(|(c, _)| **c != hub) {
         // The managed-serviceaccount token is for the spoke's API server: the spoke's CA, in the token
         // Secret and in its copy next to the ClusterProfile.
@@ -163,16 +162,21 @@ async fn every_simulated_cluster_has_its_own_ca_and_every_ca_carrier_names_the_r
             ),
         );
         let chain = b64(presented["data"]["tls.crt"].as_str().unwrap());
+        // Signed by the hub's cluster-proxy CA, which the bundle carries (as the real one does:
+        // fixtures/recorded/8-access-providers-and-agent-loss/), not by any cluster's own CA.
+        assert_eq!(ders(&bundle), ders(&chain));
+        let proxy_ca = pem::encode(&pem::Pem::new("CERTIFICATE", ders(&bundle)[1].clone()));
         verify(
             &chain,
-            hub_ca,
+            &proxy_ca,
             "cluster-proxy-addon-user.open-cluster-management-addon",
         )
         .unwrap();
-        verify(&chain, hub_ca, "localhost").unwrap();
-        assert!(ders(&bundle).contains(&ders(hub_ca)[0]));
-        assert!(!ders(&bundle).contains(&ders(spoke_ca)[0]));
-        assert!(verify(&chain, spoke_ca, "localhost").is_err());
+        verify(&chain, &proxy_ca, "localhost").unwrap();
+        for (c, ca) in clusters.iter().zip(&cas) {
+            assert!(!ders(&bundle).contains(&ders(ca)[0]), "{c}'s CA");
+            assert!(verify(&chain, ca, "localhost").is_err(), "{c}'s CA");
+        }
     }
 }
 

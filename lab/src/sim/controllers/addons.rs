@@ -183,11 +183,10 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     if w.get(hub, gk::SECRET, ns, SERVING_CERT).is_some() {
         return Vec::new();
     }
-    // Issued by the hub's own simulated CA; `tls.crt` is the leaf followed by that CA, and the access
-    // providers carry it as their CA bundle (§6.1), so they are the hub's and no other cluster's.
-    let Some(ca) = w.ca(hub) else {
-        return Vec::new();
-    };
+    // Issued by a CA of this hub's cluster-proxy (`open-cluster-management:cluster-proxy`, as in
+    // fixtures/recorded/8-access-providers-and-agent-loss/); `tls.crt` is the leaf followed by that CA,
+    // and the access providers carry it as their CA bundle (§6.1): this hub's, no other cluster's.
+    let ca = crate::sim::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
     let dns: Vec<String> = [
         "localhost".to_owned(),
         "cluster-proxy-addon-user".to_owned(),
