@@ -10,6 +10,7 @@ mod kube_api;
 mod lifecycle;
 mod patch_files;
 mod plan;
+mod recorded_objects;
 mod sim;
 mod sim_certs;
 mod tools;

@@ -687,8 +687,26 @@ fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
             "signerName": "kubernetes.io/kube-apiserver-client",
             "usages": ["digital signature", "key encipherment", "client auth"],
             "username": format!("system:serviceaccount:{BOOTSTRAP_SA_NS}:{BOOTSTRAP_SA}"),
+            // What the API server adds from the requester's identity: the bootstrap ServiceAccount's uid
+            // and its token's credential id (fixtures/recorded/5-csr/).
+            "uid": uuid_like(&format!("{BOOTSTRAP_SA_NS}/{BOOTSTRAP_SA}")),
+            "extra": {"authentication.kubernetes.io/credential-id": [format!("JTI={}", uuid_like(spoke))]},
         },
     })
+}
+
+/// A stable UUID-shaped id derived from `seed` (simulated uids and credential ids).
+fn uuid_like(seed: &str) -> String {
+    let a = util::fnv1a(seed);
+    let b = util::fnv1a(&format!("{seed}#"));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// The CSR signer (kube-controller-manager): an approved CSR gets its certificate (OCM-FACTS §2.3; §10:
