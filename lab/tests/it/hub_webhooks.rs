@@ -338,3 +338,56 @@ async fn a_v1beta1_addon_object_needs_the_addon_conversion_webhook() {
     h.sim.clear_faults();
     hub.apply(&cma("v1beta1", "lab-test-2")).await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_accept_denied_while_the_cluster_namespace_terminates_is_retried_until_it_is_gone() {
+    let h = Harness::default_lab();
+    let hub = h.lab.hub.cluster.name.clone();
+    // What a `down` or `reset` can leave on a hub: namespace cluster1 still Terminating.
+    let plan = crate::common::plan_workflow(&h.lab, "up");
+    let (r, _) = h
+        .run_plan(
+            &only(&plan, |id| {
+                id == "preflight" || id == "network" || id.starts_with("create[")
+            }),
+            CancellationToken::new(),
+            |_| {},
+        )
+        .await;
+    assert!(r.ok, "{}", failure(&r));
+    let ns = ObjectRef::new("v1", "Namespace", None, "cluster1");
+    h.sim.with_world(|w| {
+        w.put_object(
+            &hub,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cluster1"},
+                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}}),
+        )
+        .unwrap();
+    });
+    // The namespace controller finishes the deletion a while later (a mechanism, not an assertion).
+    let sim = h.sim.clone();
+    let hub2 = hub.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        sim.with_world(|w| {
+            w.delete_object(&hub2, &ns);
+        });
+    });
+    let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
+    assert!(r.ok, "{}", failure(&r));
+    let denied: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::StepRetrying { step, error, .. } if step == "accept[cluster1]" => {
+                Some(error.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!denied.is_empty(), "the accept was never denied");
+    assert!(
+        denied.iter().all(|e| e.contains("HTTP 403")
+            && e.contains("cluster namespace \"cluster1\" is terminating")),
+        "{denied:?}"
+    );
+}
