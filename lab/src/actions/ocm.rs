@@ -511,3 +511,70 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
     wait_all(ctx, hub.as_ref(), &waits).await?;
     Ok((false, outputs([("clusters", json!(clusters))])))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ClusterManager status as the v1.3.1 operator writes it (FACTS-OCM-ROUND2 §1.5).
+    fn cm(generation: i64, observed: i64, conditions: &[(&str, &str, &str)]) -> Value {
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|(t, s, r)| json!({"type": t, "status": s, "reason": r}))
+            .collect();
+        json!({
+            "metadata": {"name": "cluster-manager", "generation": generation},
+            "status": {"observedGeneration": observed, "conditions": conditions},
+        })
+    }
+
+    const READY: &[(&str, &str, &str)] = &[
+        ("Applied", "True", "ClusterManagerApplied"),
+        ("Progressing", "False", "ClusterManagerUpToDate"),
+        ("HubRegistrationDegraded", "False", "RegistrationFunctional"),
+        ("HubPlacementDegraded", "False", "PlacementFunctional"),
+        ("ValidFeatureGates", "True", "FeatureGatesAllValid"),
+    ];
+
+    #[test]
+    fn the_hub_is_ready_only_with_every_condition_of_section_1_6() {
+        assert!(cluster_manager_ready(&cm(2, 2, READY)));
+        // Applied=True alone comes before the webhooks exist (§1.5).
+        assert!(!cluster_manager_ready(&cm(
+            1,
+            1,
+            &[
+                ("Applied", "True", "ClusterManagerApplied"),
+                ("Progressing", "True", "ClusterManagerDeploymentRolling"),
+            ]
+        )));
+        // A status written for an older generation says nothing about the current spec.
+        assert!(!cluster_manager_ready(&cm(3, 2, READY)));
+        for (i, (kind, _, _)) in READY.iter().enumerate().take(4) {
+            let mut without: Vec<(&str, &str, &str)> = READY.to_vec();
+            without.remove(i);
+            assert!(!cluster_manager_ready(&cm(1, 1, &without)), "{kind}");
+        }
+        let mut degraded = READY.to_vec();
+        degraded[2] = (
+            "HubRegistrationDegraded",
+            "True",
+            "UnavailableRegistrationPod",
+        );
+        assert!(!cluster_manager_ready(&cm(1, 1, &degraded)));
+        let mut other_reason = READY.to_vec();
+        other_reason[1] = ("Progressing", "False", "SomethingElse");
+        assert!(!cluster_manager_ready(&cm(1, 1, &other_reason)));
+    }
+
+    #[test]
+    fn invalid_feature_gates_are_reported_not_waited_for() {
+        assert_eq!(invalid_feature_gates(&cm(1, 1, READY)), None);
+        let mut bad = READY.to_vec();
+        bad[4] = ("ValidFeatureGates", "False", "InvalidFeatureGatesExisting");
+        assert_eq!(
+            invalid_feature_gates(&cm(1, 1, &bad)).as_deref(),
+            Some("InvalidFeatureGatesExisting: ")
+        );
+    }
+}

@@ -824,6 +824,29 @@ pub(crate) fn admit(
     {
         util::set_label(obj, crate::topology::CLUSTERSET_LABEL, "default");
     }
+    // The ManagedCluster validating webhook denies an accept while the cluster's namespace on the hub is
+    // still Terminating, after a `reset` or `down` (FACTS-OCM-ROUND2 §7.5): a 403 that passes once the
+    // namespace is gone, which the real backend classifies as transient.
+    if key == gk::MANAGED_CLUSTER && webhook_registered(w, cluster, &MC_VALIDATOR) {
+        let name = util::name(obj);
+        let accepting = obj.at("/spec/hubAcceptsClient") == Some(&json!(true))
+            && w.get(cluster, key, "", name)
+                .is_none_or(|old| old.at("/spec/hubAcceptsClient") != Some(&json!(true)));
+        let terminating = w
+            .get(cluster, gk::NAMESPACE, "", name)
+            .is_some_and(|ns| ns.at("/status/phase") == Some(&json!("Terminating")));
+        if accepting && terminating {
+            return Err(BackendError::transient(format!(
+                "forbidden while the cluster's hub namespace is still being deleted (HTTP 403): admission \
+                 webhook \"{}\" denied the request: cluster namespace \"{name}\" is terminating",
+                MC_VALIDATOR.name
+            ))
+            .with_help(
+                "a `reset` or `down` left the cluster's namespace on the hub Terminating; the accept passes \
+                 once it is gone",
+            ));
+        }
+    }
     if key == gk::SET_BINDING && webhook_registered(w, cluster, &BINDING_VALIDATOR) {
         let set = obj.at("/spec/clusterSet").and_then(Value::as_str);
         if set != Some(util::name(obj)) {

@@ -547,6 +547,9 @@ impl ClusterApi for SimApi {
         let desc =
             ObjectRef::of(obj).map_or_else(|| "(invalid object)".to_owned(), |r| r.to_string());
         self.call(Behaviour::Apply, "kube.apply", desc, true, move |st| {
+            let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+            let kind = obj["kind"].as_str().unwrap_or_default();
+            st.webhook_fault(&c, &gk::of_obj(obj), api_version, kind)?;
             apiserver::apply(&mut st.world, &c, obj)?;
             st.applied
                 .entry(c)
@@ -564,7 +567,10 @@ impl ClusterApi for SimApi {
             "kube.merge-patch",
             r.to_string(),
             true,
-            move |st| apiserver::merge_patch(&mut st.world, &c, r, patch),
+            move |st| {
+                st.webhook_fault(&c, &gk::of_ref(r), &r.api_version, &r.kind)?;
+                apiserver::merge_patch(&mut st.world, &c, r, patch)
+            },
         )
         .await
     }

@@ -47,6 +47,34 @@ impl State {
     }
 }
 
+impl State {
+    /// The fault of the hub webhooks a write of `key` at `api_version` to `cluster` goes through
+    /// ([`Behaviour::HubWebhooks`]): `Err` with the API server's 500 naming the webhook.
+    pub fn webhook_fault(
+        &mut self,
+        cluster: &str,
+        key: &str,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(), BackendError> {
+        let why = match self.faults.get(&Behaviour::HubWebhooks) {
+            Some(Fault::FailOnce(why) | Fault::FailAlways(why)) => why.clone(),
+            _ => return Ok(()),
+        };
+        let hooks = super::apiserver::hub_webhooks_for(&self.world, cluster, key, api_version);
+        let Some(hook) = hooks.first() else {
+            return Ok(());
+        };
+        if matches!(
+            self.faults.get(&Behaviour::HubWebhooks),
+            Some(Fault::FailOnce(_))
+        ) {
+            self.faults.remove(&Behaviour::HubWebhooks);
+        }
+        Err(hook.failure(api_version, kind, &why))
+    }
+}
+
 pub(crate) struct Shared {
     state: Mutex<State>,
     notifiers: Mutex<HashMap<String, Arc<Notify>>>,

@@ -35,6 +35,12 @@ pub enum Behaviour {
     CsrApprove,
     /// `ClusterApi::get_via_service` (port-forward and request).
     ServiceRequest,
+    /// OCM's hub webhooks answer (FACTS-OCM-ROUND2 §1.3). Consulted by every write that goes through a
+    /// registered hub admission webhook or the addon conversion webhook. `FailOnce(why)`: the next such
+    /// request gets the API server's HTTP 500 for a webhook it cannot call (as while the webhook's Pod is
+    /// not ready yet), transient like the real one; `FailAlways(why)`: every such request does (still a
+    /// 500: a client retries it until its deadline). `Delay` is not modelled.
+    HubWebhooks,
     // Controllers.
     /// The API server marks a new CRD Established.
     CrdEstablish,

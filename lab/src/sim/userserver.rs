@@ -119,7 +119,9 @@ pub(crate) fn get(
         .and_then(util::b64_decode)
         .map(|b| pem_certs(&String::from_utf8_lossy(&b)))
         .unwrap_or_default();
-    if presented.first().is_none_or(|leaf| !trusted.contains(leaf)) {
+    // Verified like a TLS client does with a pinned bundle: the presented chain (leaf, then its CA)
+    // must reach a certificate the bundle holds.
+    if !presented.iter().any(|c| trusted.contains(c)) {
         return Err(BackendError::permanent(format!(
             "GET {url} failed: io: invalid peer certificate: UnknownIssuer"
         )));

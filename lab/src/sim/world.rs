@@ -49,6 +49,10 @@ pub struct SimCluster {
     pub(crate) api: Store,
     /// The klusterlet registration agent's memory, when a klusterlet runs here.
     pub(crate) agent: Option<Agent>,
+    /// The cluster's own CA and API server certificate (absent only in worlds saved before there was
+    /// one; made on load).
+    #[serde(default)]
+    pub(crate) ca: Option<super::certs::ClusterCa>,
 }
 
 impl SimCluster {
@@ -169,7 +173,7 @@ pub struct World {
     pub(crate) set_index: std::collections::HashMap<String, BTreeSet<String>>,
     /// Bootstrap kubeconfigs the simulated agents have parsed (not saved).
     #[serde(skip)]
-    pub(crate) kubeconfigs: util::ParseCache<(String, String)>,
+    pub(crate) kubeconfigs: util::ParseCache<super::controllers::Bootstrap>,
 }
 
 impl World {
@@ -433,8 +437,10 @@ impl World {
                 foreign,
                 api: Store::default(),
                 agent: None,
+                ca: Some(super::certs::ClusterCa::new(name)),
             },
         );
+        let ca_pem = self.ca_pem(name).to_owned();
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             self.put(
                 name,
@@ -444,7 +450,7 @@ impl World {
         // kubeadm's cluster-info: the internal endpoint other kind nodes reach (OCM-FACTS §1).
         let kubeconfig = format!(
             "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n",
-            util::b64_encode(SIM_CA_PEM.as_bytes()),
+            util::b64_encode(ca_pem.as_bytes()),
             name
         );
         self.put(
@@ -453,7 +459,7 @@ impl World {
         );
         self.put(
             name,
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": "kube-public"}, "data": {"ca.crt": SIM_CA_PEM}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": "kube-public"}, "data": {"ca.crt": ca_pem}}),
         );
         self.put(
             name,
@@ -490,7 +496,7 @@ impl World {
              apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: https://127.0.0.1:{port}\n  name: kind-{name}\n\
              contexts:\n- context:\n    cluster: kind-{name}\n    user: kind-{name}\n  name: kind-{name}\ncurrent-context: kind-{name}\npreferences: {{}}\n\
              users:\n- name: kind-{name}\n  user:\n    token: sim-admin-{name}\n",
-            ca = util::b64_encode(SIM_CA_PEM.as_bytes()),
+            ca = util::b64_encode(self.ca_pem(name).as_bytes()),
             port = c.host_port,
         ))
     }
@@ -694,7 +700,27 @@ impl World {
     pub(crate) fn after_load(&mut self) {
         for c in self.clusters.values_mut() {
             c.api.rebuild_index();
+            if c.ca.is_none() {
+                c.ca = Some(super::certs::ClusterCa::new(&c.name));
+            }
         }
+    }
+
+    /// A simulated cluster's CA certificate (PEM): what its kubeconfig, `cluster-info` and
+    /// `kube-root-ca.crt` carry. Empty for an unknown cluster (which nothing trusts).
+    pub fn ca_pem(&self, cluster: &str) -> &str {
+        self.clusters
+            .get(cluster)
+            .and_then(|c| c.ca.as_ref())
+            .map_or("", |ca| ca.cert_pem.as_str())
+    }
+
+    /// The serving certificate a simulated cluster's API server presents (PEM, signed by its CA).
+    pub fn apiserver_cert_pem(&self, cluster: &str) -> &str {
+        self.clusters
+            .get(cluster)
+            .and_then(|c| c.ca.as_ref())
+            .map_or("", |ca| ca.apiserver_pem.as_str())
     }
 
     /// The lab cluster whose agent registered ManagedCluster `mc` with `hub`.
@@ -750,8 +776,3 @@ fn same_outside_meta_status(a: &Value, b: &Value) -> bool {
             .filter(|(k, _)| !skip(k))
             .all(|(k, v)| b.get(k) == Some(v))
 }
-
-/// A CA certificate for the simulated clusters' `certificate-authority-data` and `ca.crt`. Simulation
-/// test data: the same self-signed test certificate as the simulated cluster-proxy serving cert, so
-/// anything that parses a CA bundle gets a real X.509 certificate.
-pub(crate) const SIM_CA_PEM: &str = super::certs::SERVING_CERT_PEM;

@@ -241,8 +241,25 @@ impl Sim {
             str::to_owned,
         );
         let token = token.unwrap_or(minted.expose());
+        // The hub's own CA, from its cluster-info, as the join reads it (each simulated cluster has one).
+        let info = hub
+            .get(&ObjectRef::new(
+                "v1",
+                "ConfigMap",
+                Some("kube-public"),
+                "cluster-info",
+            ))
+            .await
+            .unwrap()
+            .expect("the hub's cluster-info");
+        let info: serde_json::Value =
+            serde_saphyr::from_str(info["data"]["kubeconfig"].as_str().unwrap()).unwrap();
+        let ca = info["clusters"][0]["cluster"]["certificate-authority-data"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let kubeconfig = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: {server}\n    certificate-authority-data: Zm9v\nusers:\n- name: bootstrap\n  user:\n    token: {token}\ncontexts:\n- name: bootstrap\n  context:\n    cluster: hub\n    user: bootstrap\n    namespace: default\ncurrent-context: bootstrap\n"
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: bootstrap\n  user:\n    token: {token}\ncontexts:\n- name: bootstrap\n  context:\n    cluster: hub\n    user: bootstrap\n    namespace: default\ncurrent-context: bootstrap\n"
         );
         let values = json!({
             "bootstrapHubKubeConfig": kubeconfig,

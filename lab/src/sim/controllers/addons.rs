@@ -10,10 +10,9 @@ use super::ocm::addon_manager;
 use super::sets::{decided, decides};
 use super::{Op, is_hub, namespace_exists, namespace_obj, owner_ref};
 use crate::sim::apiserver::gk;
-use crate::sim::certs::{SERVING_CERT_PEM, SERVING_KEY_PEM};
 use crate::sim::charts::deployment;
 use crate::sim::util::{self, set_condition};
-use crate::sim::world::{SIM_CA_PEM, TokenInfo, World};
+use crate::sim::world::{TokenInfo, World};
 
 const PROXY_ADDON: &str = "cluster-proxy";
 const MSA_ADDON: &str = "managed-serviceaccount";
@@ -193,14 +192,30 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     if !namespace_exists(w, hub, ns) {
         return Vec::new();
     }
+    // Made once (a new key per reconcile would be wasted work): the Secret is only ever created.
+    if w.get(hub, gk::SECRET, ns, SERVING_CERT).is_some() {
+        return Vec::new();
+    }
+    // Issued by a CA of this hub's cluster-proxy (`open-cluster-management:cluster-proxy`, as in
+    // fixtures/recorded/8-access-providers-and-agent-loss/); `tls.crt` is the leaf followed by that CA,
+    // and the access providers carry it as their CA bundle (§6.1): this hub's, no other cluster's.
+    let ca = crate::sim::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
+    let dns: Vec<String> = [
+        "localhost".to_owned(),
+        "cluster-proxy-addon-user".to_owned(),
+        format!("cluster-proxy-addon-user.{ns}"),
+        format!("cluster-proxy-addon-user.{ns}.svc"),
+    ]
+    .into();
+    let cert = ca.issue("cluster-proxy-addon-user", &dns, &[[127, 0, 0, 1]]);
     vec![Op::Create(
         s(hub),
         json!({
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": {"name": SERVING_CERT, "namespace": ns},
             "data": {
-                "tls.crt": util::b64_encode(SERVING_CERT_PEM.as_bytes()),
-                "tls.key": util::b64_encode(SERVING_KEY_PEM.as_bytes()),
+                "tls.crt": util::b64_encode(cert.cert_pem.as_bytes()),
+                "tls.key": util::b64_encode(cert.key_pem.as_bytes()),
             },
         }),
     )]
@@ -364,7 +379,8 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
                 },
                 "data": {
                     "token": util::b64_encode(token.as_bytes()),
-                    "ca.crt": util::b64_encode(SIM_CA_PEM.as_bytes()),
+                    // The token is for the managed cluster's API server: its CA.
+                    "ca.crt": util::b64_encode(w.ca_pem(spoke).as_bytes()),
                 },
             }),
         ));

@@ -6,6 +6,8 @@ mod addons;
 mod ocm;
 mod sets;
 
+pub(crate) use ocm::Bootstrap;
+
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};

@@ -10,7 +10,7 @@ use super::{Op, Work, available_deployment, is_hub, namespace_obj};
 use crate::sim::apiserver::{self, gk};
 use crate::sim::charts::{self, deployment};
 use crate::sim::util::{self, set_condition};
-use crate::sim::world::{Agent, KIND_NETWORK, SIM_CA_PEM, World, control_plane};
+use crate::sim::world::{Agent, KIND_NETWORK, World, control_plane};
 
 pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
@@ -431,8 +431,8 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
 fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
     let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
     // Parsed once per distinct Secret content: the agent looks at it on every change of its cluster.
-    let (server, token) = w.kubeconfigs.get_or_parse(data, parse_bootstrap)?;
-    let (server, token) = (server.as_str(), token.as_str());
+    let boot = w.kubeconfigs.get_or_parse(data, parse_bootstrap)?;
+    let (server, token) = (boot.server.as_str(), boot.token.as_str());
     let host = server
         .trim_end_matches('/')
         .strip_prefix("https://")
@@ -453,6 +453,14 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
             "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: lookup {hub}-control-plane on 127.0.0.11:53: no such host"
         ));
     }
+    // TLS first: the agent verifies the hub's serving certificate with the kubeconfig's CA.
+    if let Some(ca) = &boot.ca
+        && !trusts(ca, w.ca_pem(hub))
+    {
+        return Err(format!(
+            "Post \"{server}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": tls: failed to verify certificate: x509: certificate signed by unknown authority (the bootstrap kubeconfig's certificate-authority-data is not cluster {hub}'s CA)"
+        ));
+    }
     let minted = w.tokens.get(token).is_some_and(|t| {
         t.cluster == hub && t.namespace == BOOTSTRAP_SA_NS && t.service_account == BOOTSTRAP_SA
     });
@@ -467,8 +475,25 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
     Ok(hub.to_owned())
 }
 
-/// The hub server and token of a base64-encoded bootstrap kubeconfig.
-fn parse_bootstrap(data: &str) -> Result<(String, String), String> {
+/// What the registration agent reads from its bootstrap kubeconfig.
+#[derive(Debug, Clone)]
+pub(crate) struct Bootstrap {
+    pub server: String,
+    pub token: String,
+    /// `certificate-authority-data`, decoded (PEM); `None` with `insecure-skip-tls-verify`.
+    pub ca: Option<String>,
+}
+
+/// Whether a PEM CA bundle holds the CA certificate `ca_pem` (compared as DER).
+fn trusts(bundle: &str, ca_pem: &str) -> bool {
+    let Ok(ca) = pem::parse(ca_pem) else {
+        return false;
+    };
+    pem::parse_many(bundle).is_ok_and(|certs| certs.iter().any(|c| c.contents() == ca.contents()))
+}
+
+/// The hub server, token and CA of a base64-encoded bootstrap kubeconfig.
+fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
     let text = util::b64_decode(data)
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
@@ -480,16 +505,31 @@ fn parse_bootstrap(data: &str) -> Result<(String, String), String> {
             .map(str::to_owned)
             .ok_or_else(|| missing.to_owned())
     };
-    Ok((
-        field(
+    let insecure = cfg.at("/clusters/0/cluster/insecure-skip-tls-verify") == Some(&json!(true));
+    let ca = match cfg
+        .at("/clusters/0/cluster/certificate-authority-data")
+        .and_then(Value::as_str)
+    {
+        Some(b64) => Some(
+            util::b64_decode(b64.trim())
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or("certificate-authority-data is not base64-encoded PEM")?,
+        ),
+        // Neither a CA nor insecure: the system roots, which do not hold a kind cluster's CA.
+        None if !insecure => Some(String::new()),
+        None => None,
+    };
+    Ok(Bootstrap {
+        server: field(
             "/clusters/0/cluster/server",
             "the bootstrap kubeconfig has no clusters[0].cluster.server",
         )?,
-        field(
+        token: field(
             "/users/0/user/token",
             "the bootstrap kubeconfig has no users[0].user.token",
         )?,
-    ))
+        ca,
+    })
 }
 
 fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Op {
@@ -573,7 +613,8 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
             .map(|us| {
                 us.iter()
                     .filter_map(|u| u["url"].as_str())
-                    .map(|u| json!({"url": u, "caBundle": util::b64_encode(SIM_CA_PEM.as_bytes())}))
+                    // The spoke's own API server, so the spoke's CA.
+                    .map(|u| json!({"url": u, "caBundle": util::b64_encode(w.ca_pem(spoke).as_bytes())}))
                     .collect()
             })
             .unwrap_or_default();
@@ -652,8 +693,26 @@ fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
             "signerName": "kubernetes.io/kube-apiserver-client",
             "usages": ["digital signature", "key encipherment", "client auth"],
             "username": format!("system:serviceaccount:{BOOTSTRAP_SA_NS}:{BOOTSTRAP_SA}"),
+            // What the API server adds from the requester's identity: the bootstrap ServiceAccount's uid
+            // and its token's credential id (fixtures/recorded/5-csr/).
+            "uid": uuid_like(&format!("{BOOTSTRAP_SA_NS}/{BOOTSTRAP_SA}")),
+            "extra": {"authentication.kubernetes.io/credential-id": [format!("JTI={}", uuid_like(spoke))]},
         },
     })
+}
+
+/// A stable UUID-shaped id derived from `seed` (simulated uids and credential ids).
+fn uuid_like(seed: &str) -> String {
+    let a = util::fnv1a(seed);
+    let b = util::fnv1a(&format!("{seed}#"));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// The CSR signer (kube-controller-manager): an approved CSR gets its certificate (OCM-FACTS §2.3; §10:
