@@ -36,10 +36,26 @@ struct ClusterPiece {
     pieces: HashMap<String, HashMap<String, HashMap<String, ObjectPiece>>>,
 }
 
+/// Stores with at least this many objects are kept in per-object pieces (a hub's); smaller ones whole.
+const PIECEWISE: usize = 1000;
+
 /// Pieces kept between saves of one world.
-#[derive(Default)]
 pub(crate) struct SaveCache {
     clusters: HashMap<String, ClusterPiece>,
+    /// Length of the last text: the next one is about as long (no growing by doubling).
+    last_len: usize,
+    /// Stores with at least this many objects are kept in pieces ([`PIECEWISE`]; tests lower it).
+    piecewise: usize,
+}
+
+impl Default for SaveCache {
+    fn default() -> Self {
+        SaveCache {
+            clusters: HashMap::new(),
+            last_len: 0,
+            piecewise: PIECEWISE,
+        }
+    }
 }
 
 fn json(out: &mut Vec<u8>, v: &impl serde::Serialize) -> std::io::Result<()> {
@@ -49,7 +65,7 @@ fn json(out: &mut Vec<u8>, v: &impl serde::Serialize) -> std::io::Result<()> {
 impl SaveCache {
     /// The world's JSON text, reusing what did not change since the last call.
     pub(crate) fn serialize(&mut self, w: &World) -> std::io::Result<Vec<u8>> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.last_len + self.last_len / 8);
         out.extend_from_slice(b"{\"networks\":");
         json(&mut out, &w.networks)?;
         out.extend_from_slice(b",\"containers\":");
@@ -93,7 +109,16 @@ impl SaveCache {
             let objects = match &piece.objects {
                 Some(b) if piece.rv == c.api.rv => b.clone(),
                 _ => {
-                    let b = Arc::new(piece.objects_json(c.api.objects())?);
+                    let b = Arc::new(if c.api.len() >= self.piecewise {
+                        piece.objects_json(c.api.objects())?
+                    } else {
+                        // Small stores (a spoke's) are cheaper to write whole than to keep in pieces.
+                        piece.pieces.clear();
+                        let mut b =
+                            Vec::with_capacity(piece.objects.as_ref().map_or(0, |o| o.len()));
+                        json(&mut b, c.api.objects())?;
+                        b
+                    });
                     piece.rv = c.api.rv;
                     piece.objects = Some(b.clone());
                     b
@@ -103,6 +128,7 @@ impl SaveCache {
             out.extend_from_slice(b"}}");
         }
         out.extend_from_slice(b"}}");
+        self.last_len = out.len();
         Ok(out)
     }
 }
@@ -115,7 +141,8 @@ impl ClusterPiece {
         objects: &BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>,
     ) -> std::io::Result<Vec<u8>> {
         let mut old = std::mem::take(&mut self.pieces);
-        let mut out = Vec::new();
+        let mut out =
+            Vec::with_capacity(self.objects.as_ref().map_or(0, |o| o.len() + o.len() / 8));
         out.push(b'{');
         for (gi, (gk, by_ns)) in objects.iter().enumerate() {
             if gi > 0 {
@@ -170,10 +197,23 @@ mod tests {
     use super::*;
     use crate::sim::SimLab;
 
-    fn same_as_serde(cache: &mut SaveCache, w: &World) {
-        let fast: Value = serde_json::from_slice(&cache.serialize(w).unwrap()).unwrap();
+    /// A cache that keeps every store whole, and one that keeps every store in pieces.
+    fn caches() -> [SaveCache; 2] {
+        [
+            SaveCache::default(),
+            SaveCache {
+                piecewise: 0,
+                ..SaveCache::default()
+            },
+        ]
+    }
+
+    fn same_as_serde(caches: &mut [SaveCache; 2], w: &World) {
         let slow = serde_json::to_value(w).unwrap();
-        assert!(fast == slow, "the cached save differs from serde_json's");
+        for cache in caches {
+            let fast: Value = serde_json::from_slice(&cache.serialize(w).unwrap()).unwrap();
+            assert!(fast == slow, "the cached save differs from serde_json's");
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -189,7 +229,7 @@ mod tests {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let sim = SimLab::new();
-        let mut cache = SaveCache::default();
+        let mut cache = caches();
         same_as_serde(&mut cache, &sim.shared.lock().world);
         let (events, mut rx) = crate::engine::events::Events::channel();
         tokio::spawn(async move { while rx.recv().await.is_some() {} });
