@@ -241,6 +241,11 @@ impl Store {
         self.objects.get(gk)?.values().find_map(|m| m.get(name))
     }
 
+    /// Every object: gk → namespace → name → object (for saving the world).
+    pub fn objects(&self) -> &BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>> {
+        &self.objects
+    }
+
     pub fn len(&self) -> usize {
         self.objects
             .values()

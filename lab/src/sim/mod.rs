@@ -24,6 +24,7 @@ mod charts;
 mod controllers;
 mod engine;
 mod faults;
+mod persist;
 mod userserver;
 mod util;
 mod world;
@@ -71,6 +72,8 @@ impl crate::engine::Durability for SaveWorld {
 /// The simulated lab (see the module documentation).
 pub struct SimLab {
     shared: Arc<Shared>,
+    /// What the last save wrote, reused by the next one for what did not change.
+    save_cache: std::sync::Mutex<persist::SaveCache>,
 }
 
 impl SimLab {
@@ -82,6 +85,7 @@ impl SimLab {
     fn from_world(world: World) -> Arc<Self> {
         Arc::new(SimLab {
             shared: Shared::new(world),
+            save_cache: std::sync::Mutex::default(),
         })
     }
 
@@ -123,13 +127,18 @@ impl SimLab {
         Ok(lab)
     }
 
-    /// Saves the world atomically (a temporary file in the same folder, then a rename), mode 0600
-    /// because it holds the simulated tokens. Faults are not saved.
+    /// Saves the world atomically (a temporary file in the same folder, fsync, rename, fsync of the
+    /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved. Only what changed
+    /// since the last save is serialized again (see `persist`).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         use std::io::Write;
         let bytes = {
+            let mut cache = self
+                .save_cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let st = self.shared.lock();
-            serde_json::to_vec(&st.world).map_err(std::io::Error::other)?
+            cache.serialize(&st.world)?
         };
         let dir = path
             .parent()

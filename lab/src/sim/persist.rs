@@ -1,0 +1,278 @@
+//! Saving the simulated world fast enough to do it at every step end.
+//!
+//! The saved text is exactly what `serde_json` makes of the [`World`] (a test holds the two equal), but
+//! built from pieces kept between saves: each cluster's objects as one piece, valid as long as the
+//! cluster's API server handed out no new resourceVersion, and within a cluster each object as one piece,
+//! valid as long as its resourceVersion is the same. Every object write goes through `World::put`, which
+//! gives the object the store's next resourceVersion, so a version that did not move means bytes that did
+//! not change. A 500-spoke lab then costs the objects that changed since the last save, not 20 MB of JSON
+//! under the world's lock.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::world::World;
+
+type Bytes = Arc<Vec<u8>>;
+
+/// One object's JSON text at one resourceVersion.
+struct ObjectPiece {
+    rv: String,
+    json: Bytes,
+}
+
+/// A cluster's objects as saved last time.
+#[derive(Default)]
+struct ClusterPiece {
+    /// Which incarnation of the cluster (a deleted and re-created cluster gets a new host port).
+    host_port: u16,
+    /// The store's resourceVersion when `objects` was made.
+    rv: u64,
+    /// The `objects` map's JSON text.
+    objects: Option<Bytes>,
+    /// gk → namespace → name → piece.
+    pieces: HashMap<String, HashMap<String, HashMap<String, ObjectPiece>>>,
+}
+
+/// Stores with at least this many objects are kept in per-object pieces (a hub's); smaller ones whole.
+const PIECEWISE: usize = 1000;
+
+/// Pieces kept between saves of one world.
+pub(crate) struct SaveCache {
+    clusters: HashMap<String, ClusterPiece>,
+    /// Length of the last text: the next one is about as long (no growing by doubling).
+    last_len: usize,
+    /// Stores with at least this many objects are kept in pieces ([`PIECEWISE`]; tests lower it).
+    piecewise: usize,
+}
+
+impl Default for SaveCache {
+    fn default() -> Self {
+        SaveCache {
+            clusters: HashMap::new(),
+            last_len: 0,
+            piecewise: PIECEWISE,
+        }
+    }
+}
+
+fn json(out: &mut Vec<u8>, v: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(out, v).map_err(std::io::Error::other)
+}
+
+impl SaveCache {
+    /// The world's JSON text, reusing what did not change since the last call.
+    pub(crate) fn serialize(&mut self, w: &World) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.last_len + self.last_len / 8);
+        out.extend_from_slice(b"{\"networks\":");
+        json(&mut out, &w.networks)?;
+        out.extend_from_slice(b",\"containers\":");
+        json(&mut out, &w.containers)?;
+        out.extend_from_slice(b",\"tokens\":");
+        json(&mut out, &w.tokens)?;
+        out.extend_from_slice(b",\"agents\":");
+        json(&mut out, &w.agents)?;
+        out.extend_from_slice(b",\"seq\":");
+        json(&mut out, &w.seq)?;
+        out.extend_from_slice(b",\"rng\":");
+        json(&mut out, &w.rng)?;
+        out.extend_from_slice(b",\"clusters\":{");
+        self.clusters
+            .retain(|name, _| w.clusters.contains_key(name));
+        for (i, (name, c)) in w.clusters.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json(&mut out, name)?;
+            out.extend_from_slice(b":{\"name\":");
+            json(&mut out, &c.name)?;
+            out.extend_from_slice(b",\"image\":");
+            json(&mut out, &c.image)?;
+            out.extend_from_slice(b",\"host_port\":");
+            json(&mut out, &c.host_port)?;
+            out.extend_from_slice(b",\"foreign\":");
+            json(&mut out, &c.foreign)?;
+            out.extend_from_slice(b",\"agent\":");
+            json(&mut out, &c.agent)?;
+            out.extend_from_slice(b",\"api\":{\"rv\":");
+            json(&mut out, &c.api.rv)?;
+            out.extend_from_slice(b",\"objects\":");
+            let piece = self.clusters.entry(name.clone()).or_default();
+            if piece.host_port != c.host_port {
+                *piece = ClusterPiece {
+                    host_port: c.host_port,
+                    ..ClusterPiece::default()
+                };
+            }
+            let objects = match &piece.objects {
+                Some(b) if piece.rv == c.api.rv => b.clone(),
+                _ => {
+                    let b = Arc::new(if c.api.len() >= self.piecewise {
+                        piece.objects_json(c.api.objects())?
+                    } else {
+                        // Small stores (a spoke's) are cheaper to write whole than to keep in pieces.
+                        piece.pieces.clear();
+                        let mut b =
+                            Vec::with_capacity(piece.objects.as_ref().map_or(0, |o| o.len()));
+                        json(&mut b, c.api.objects())?;
+                        b
+                    });
+                    piece.rv = c.api.rv;
+                    piece.objects = Some(b.clone());
+                    b
+                }
+            };
+            out.extend_from_slice(&objects);
+            out.extend_from_slice(b"}}");
+        }
+        out.extend_from_slice(b"}}");
+        self.last_len = out.len();
+        Ok(out)
+    }
+}
+
+impl ClusterPiece {
+    /// The JSON text of a cluster's objects, from the pieces of objects whose version did not move; the
+    /// pieces of objects that are gone are dropped.
+    fn objects_json(
+        &mut self,
+        objects: &BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut old = std::mem::take(&mut self.pieces);
+        let mut out =
+            Vec::with_capacity(self.objects.as_ref().map_or(0, |o| o.len() + o.len() / 8));
+        out.push(b'{');
+        for (gi, (gk, by_ns)) in objects.iter().enumerate() {
+            if gi > 0 {
+                out.push(b',');
+            }
+            json(&mut out, gk)?;
+            out.extend_from_slice(b":{");
+            let mut old_gk = old.remove(gk).unwrap_or_default();
+            let new_gk = self.pieces.entry(gk.clone()).or_default();
+            for (ni, (ns, by_name)) in by_ns.iter().enumerate() {
+                if ni > 0 {
+                    out.push(b',');
+                }
+                json(&mut out, ns)?;
+                out.extend_from_slice(b":{");
+                let mut old_ns = old_gk.remove(ns).unwrap_or_default();
+                let new_ns = new_gk.entry(ns.clone()).or_default();
+                for (oi, (name, obj)) in by_name.iter().enumerate() {
+                    if oi > 0 {
+                        out.push(b',');
+                    }
+                    json(&mut out, name)?;
+                    out.push(b':');
+                    let rv = obj["metadata"]["resourceVersion"].as_str();
+                    let piece = match (old_ns.remove(name), rv) {
+                        (Some(p), Some(rv)) if p.rv == rv => p,
+                        _ => {
+                            let mut b = Vec::new();
+                            json(&mut b, obj)?;
+                            ObjectPiece {
+                                rv: rv.unwrap_or_default().to_owned(),
+                                json: Arc::new(b),
+                            }
+                        }
+                    };
+                    out.extend_from_slice(&piece.json);
+                    if rv.is_some() {
+                        new_ns.insert(name.clone(), piece);
+                    }
+                }
+                out.push(b'}');
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimLab;
+
+    /// A cache that keeps every store whole, and one that keeps every store in pieces.
+    fn caches() -> [SaveCache; 2] {
+        [
+            SaveCache::default(),
+            SaveCache {
+                piecewise: 0,
+                ..SaveCache::default()
+            },
+        ]
+    }
+
+    fn same_as_serde(caches: &mut [SaveCache; 2], w: &World) {
+        let slow = serde_json::to_value(w).unwrap();
+        for cache in caches {
+            let fast: Value = serde_json::from_slice(&cache.serialize(w).unwrap()).unwrap();
+            assert!(fast == slow, "the cached save differs from serde_json's");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cached_text_is_the_worlds_json_after_every_kind_of_change() {
+        let lab = crate::topology::load_arg(Some("default")).unwrap().lab;
+        let patches = crate::patch::PatchSet::embedded().unwrap();
+        let plan = crate::workflow::plan::plan(
+            &lab,
+            &crate::workflow::Sources::embedded(),
+            &patches,
+            "up",
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sim = SimLab::new();
+        let mut cache = caches();
+        same_as_serde(&mut cache, &sim.shared.lock().world);
+        let (events, mut rx) = crate::engine::events::Events::channel();
+        tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let ctx = std::sync::Arc::new(crate::engine::RunCtx::new(
+            lab,
+            sim.backends(),
+            crate::state::StateDir {
+                path: dir.path().to_owned(),
+            },
+            patches,
+            events,
+            tokio_util::sync::CancellationToken::new(),
+        ));
+        let r = crate::engine::run(&plan, ctx, &crate::engine::RunOptions::default())
+            .await
+            .unwrap();
+        assert!(r.ok);
+        same_as_serde(&mut cache, &sim.shared.lock().world);
+        // An object changed, one deleted, a cluster deleted and re-created under the same name.
+        sim.with_world(|w| {
+            let r = crate::backend::ObjectRef {
+                api_version: "v1".into(),
+                kind: "Namespace".into(),
+                namespace: None,
+                name: "cluster-inventory".into(),
+            };
+            let mut ns = w.get_object("hub", &r).unwrap();
+            ns["metadata"]["labels"] = serde_json::json!({"changed": "yes"});
+            w.put_object("hub", ns).unwrap();
+        });
+        same_as_serde(&mut cache, &sim.shared.lock().world);
+        sim.with_world(|w| {
+            w.clusters.remove("cluster2");
+            w.add_foreign_cluster("cluster2");
+        });
+        same_as_serde(&mut cache, &sim.shared.lock().world);
+        // And the saved file loads back into the same world.
+        let path = dir.path().join("sim-world.json");
+        sim.save(&path).unwrap();
+        let again = SimLab::load(&path).unwrap();
+        assert_eq!(
+            serde_json::to_value(&again.shared.lock().world).unwrap(),
+            serde_json::to_value(&sim.shared.lock().world).unwrap()
+        );
+    }
+}
