@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::world::World;
+use super::world::{SimCluster, World};
 
 type Bytes = Arc<Vec<u8>>;
 
@@ -65,61 +65,89 @@ fn json(out: &mut Vec<u8>, v: &impl serde::Serialize) -> std::io::Result<()> {
 impl SaveCache {
     /// The world's JSON text, reusing what did not change since the last call.
     pub(crate) fn serialize(&mut self, w: &World) -> std::io::Result<Vec<u8>> {
+        // Every field is named here, so that a field added to the world without being saved here is a
+        // compile error, not a simulated lab that silently forgets it (the skipped ones are rebuilt on load).
+        let World {
+            networks,
+            containers,
+            clusters,
+            tokens,
+            agents,
+            tunnels,
+            seq,
+            rng,
+            changes: _,
+            touched: _,
+            set_index: _,
+            kubeconfigs: _,
+        } = w;
         let mut out = Vec::with_capacity(self.last_len + self.last_len / 8);
         out.extend_from_slice(b"{\"networks\":");
-        json(&mut out, &w.networks)?;
+        json(&mut out, networks)?;
         out.extend_from_slice(b",\"containers\":");
-        json(&mut out, &w.containers)?;
+        json(&mut out, containers)?;
         out.extend_from_slice(b",\"tokens\":");
-        json(&mut out, &w.tokens)?;
+        json(&mut out, tokens)?;
         out.extend_from_slice(b",\"agents\":");
-        json(&mut out, &w.agents)?;
+        json(&mut out, agents)?;
+        out.extend_from_slice(b",\"tunnels\":");
+        json(&mut out, tunnels)?;
         out.extend_from_slice(b",\"seq\":");
-        json(&mut out, &w.seq)?;
+        json(&mut out, seq)?;
         out.extend_from_slice(b",\"rng\":");
-        json(&mut out, &w.rng)?;
+        json(&mut out, rng)?;
         out.extend_from_slice(b",\"clusters\":{");
-        self.clusters
-            .retain(|name, _| w.clusters.contains_key(name));
-        for (i, (name, c)) in w.clusters.iter().enumerate() {
+        self.clusters.retain(|name, _| clusters.contains_key(name));
+        for (i, (name, c)) in clusters.iter().enumerate() {
+            let SimCluster {
+                name: c_name,
+                image,
+                host_port,
+                foreign,
+                api,
+                agent,
+                ca,
+            } = c;
             if i > 0 {
                 out.push(b',');
             }
             json(&mut out, name)?;
             out.extend_from_slice(b":{\"name\":");
-            json(&mut out, &c.name)?;
+            json(&mut out, c_name)?;
             out.extend_from_slice(b",\"image\":");
-            json(&mut out, &c.image)?;
+            json(&mut out, image)?;
             out.extend_from_slice(b",\"host_port\":");
-            json(&mut out, &c.host_port)?;
+            json(&mut out, host_port)?;
             out.extend_from_slice(b",\"foreign\":");
-            json(&mut out, &c.foreign)?;
+            json(&mut out, foreign)?;
             out.extend_from_slice(b",\"agent\":");
-            json(&mut out, &c.agent)?;
+            json(&mut out, agent)?;
+            out.extend_from_slice(b",\"ca\":");
+            json(&mut out, ca)?;
             out.extend_from_slice(b",\"api\":{\"rv\":");
-            json(&mut out, &c.api.rv)?;
+            json(&mut out, &api.rv)?;
             out.extend_from_slice(b",\"objects\":");
             let piece = self.clusters.entry(name.clone()).or_default();
-            if piece.host_port != c.host_port {
+            if piece.host_port != *host_port {
                 *piece = ClusterPiece {
-                    host_port: c.host_port,
+                    host_port: *host_port,
                     ..ClusterPiece::default()
                 };
             }
             let objects = match &piece.objects {
-                Some(b) if piece.rv == c.api.rv => b.clone(),
+                Some(b) if piece.rv == api.rv => b.clone(),
                 _ => {
-                    let b = Arc::new(if c.api.len() >= self.piecewise {
-                        piece.objects_json(c.api.objects())?
+                    let b = Arc::new(if api.len() >= self.piecewise {
+                        piece.objects_json(api.objects())?
                     } else {
                         // Small stores (a spoke's) are cheaper to write whole than to keep in pieces.
                         piece.pieces.clear();
                         let mut b =
                             Vec::with_capacity(piece.objects.as_ref().map_or(0, |o| o.len()));
-                        json(&mut b, c.api.objects())?;
+                        json(&mut b, api.objects())?;
                         b
                     });
-                    piece.rv = c.api.rv;
+                    piece.rv = api.rv;
                     piece.objects = Some(b.clone());
                     b
                 }
