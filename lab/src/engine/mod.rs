@@ -82,6 +82,9 @@ impl GroupCommit {
     }
 }
 
+/// A cluster's API client, connected at most once (by the first step that needs it).
+type ClientCell = OnceCell<Arc<dyn ClusterApi>>;
+
 /// Everything steps share during a run.
 pub struct RunCtx {
     pub lab: Lab,
@@ -96,7 +99,7 @@ pub struct RunCtx {
     pub tool_versions: BTreeMap<String, String>,
     durability: Option<GroupCommit>,
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
-    clients: Mutex<HashMap<String, Arc<OnceCell<Arc<dyn ClusterApi>>>>>,
+    clients: Mutex<HashMap<String, Arc<ClientCell>>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
 }
 
