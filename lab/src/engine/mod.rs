@@ -82,7 +82,7 @@ impl GroupCommit {
     }
 }
 
-/// A cluster's API connection, made once by whichever step needs it first.
+/// A cluster's API client, connected at most once (by the first step that needs it).
 type ClientCell = OnceCell<Arc<dyn ClusterApi>>;
 
 /// Everything steps share during a run.

@@ -1,5 +1,5 @@
 //! Engine robustness: a cluster whose connection hangs delays only the steps that need it, and a step
-//! that panics fails with its own id, in the journal and as a failure event.
+//! that panics fails with its own id, in the journal and as a failure event, and `reset` holds one lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,4 +179,15 @@ async fn a_panicking_step_fails_with_its_id_in_the_journal_and_a_failure_event()
         "{journal}"
     );
     assert!(!journal.contains("\"step\":\"?\""), "{journal}");
+}
+
+#[test]
+fn reset_takes_the_lab_lock_once_for_its_prune_and_its_up() {
+    let s = crate::resume::Sandbox::new();
+    s.ok(&["up", "--simulate"]);
+    s.ok(&["reset", "--simulate"]);
+    // Taken once, by `reset`: a second lock for the `up` half would have rewritten the note.
+    let note = std::fs::read_to_string(s.state().join("lock")).unwrap();
+    assert!(note.contains("`ocm-lab reset`"), "{note}");
+    s.ok(&["verify", "--simulate"]);
 }
