@@ -1,8 +1,9 @@
 //! The engine: runs a plan's step graph against backends.
 //!
-//! Steps whose needs are met run concurrently, at most `concurrency` at a time, in a `JoinSet`. Each
-//! attempt has the step's deadline; errors an action marks transient are retried with exponential backoff
-//! up to the step's attempts. The first hard failure stops new work and lets running steps finish;
+//! Steps whose needs are met run concurrently, at most `concurrency` at a time, in a `JoinSet`. Errors an
+//! action marks transient are retried with exponential backoff (2 s doubling to 30 s) until the step's
+//! deadline; a step with explicit `retry.attempts` instead gets that many attempts, each with the whole
+//! deadline. Permanent errors fail at once. The first hard failure stops new work and lets running steps finish;
 //! cancellation (Ctrl-C) stops new work and cancels running steps. A step that panics fails with its id
 //! in the journal and a failure event, like any other failure.
 //!
