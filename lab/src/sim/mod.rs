@@ -132,13 +132,14 @@ impl SimLab {
     /// since the last save is serialized again (see `persist`).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         use std::io::Write;
-        let bytes = {
+        // Only the pieces are made under the world's lock; they are written after it is released.
+        let pieces = {
             let mut cache = self
                 .save_cache
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let st = self.shared.lock();
-            cache.serialize(&st.world)?
+            cache.pieces(&st.world)?
         };
         let dir = path
             .parent()
@@ -163,7 +164,12 @@ impl SimLab {
                 use std::os::unix::fs::PermissionsExt;
                 f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
             }
-            f.write_all(&bytes)?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut f);
+            for p in &pieces {
+                w.write_all(p.as_ref())?;
+            }
+            w.flush()?;
+            drop(w);
             f.sync_all()?;
             std::fs::rename(&tmp, path)?;
             // The rename is durable only once the folder is: a crash must find the old world or the new.

@@ -1,7 +1,7 @@
 //! Saving the simulated world fast enough to do it at every step end.
 //!
 //! The saved text is exactly what `serde_json` makes of the [`World`] (a test holds the two equal), but
-//! built from pieces kept between saves: each cluster's objects as one piece, valid as long as the
+//! written from pieces kept between saves, after the world's lock is released: each cluster's objects as one piece, valid as long as the
 //! cluster's API server handed out no new resourceVersion, and within a cluster each object as one piece,
 //! valid as long as its resourceVersion is the same. Every object write goes through `World::put`, which
 //! gives the object the store's next resourceVersion, so a version that did not move means bytes that did
@@ -42,8 +42,6 @@ const PIECEWISE: usize = 1000;
 /// Pieces kept between saves of one world.
 pub(crate) struct SaveCache {
     clusters: HashMap<String, ClusterPiece>,
-    /// Length of the last text: the next one is about as long (no growing by doubling).
-    last_len: usize,
     /// Stores with at least this many objects are kept in pieces ([`PIECEWISE`]; tests lower it).
     piecewise: usize,
 }
@@ -52,7 +50,6 @@ impl Default for SaveCache {
     fn default() -> Self {
         SaveCache {
             clusters: HashMap::new(),
-            last_len: 0,
             piecewise: PIECEWISE,
         }
     }
@@ -62,9 +59,37 @@ fn json(out: &mut Vec<u8>, v: &impl serde::Serialize) -> std::io::Result<()> {
     serde_json::to_writer(out, v).map_err(std::io::Error::other)
 }
 
+/// A part of the saved text: made for this save, or shared with the cache.
+pub(crate) enum Piece {
+    Owned(Vec<u8>),
+    Shared(Bytes),
+}
+
+impl AsRef<[u8]> for Piece {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Piece::Owned(b) => b,
+            Piece::Shared(b) => b,
+        }
+    }
+}
+
 impl SaveCache {
-    /// The world's JSON text, reusing what did not change since the last call.
+    /// The world's JSON text in one buffer (for tests; saving writes the pieces).
+    #[cfg(test)]
     pub(crate) fn serialize(&mut self, w: &World) -> std::io::Result<Vec<u8>> {
+        Ok(self
+            .pieces(w)?
+            .iter()
+            .flat_map(|p| p.as_ref())
+            .copied()
+            .collect())
+    }
+
+    /// The world's JSON text as pieces, reusing what did not change since the last call. Cheap enough to
+    /// run under the world's lock: what did not change is shared, not copied, and the caller writes the
+    /// pieces out after releasing the lock.
+    pub(crate) fn pieces(&mut self, w: &World) -> std::io::Result<Vec<Piece>> {
         // Every field is named here, so that a field added to the world without being saved here is a
         // compile error, not a simulated lab that silently forgets it (the skipped ones are rebuilt on load).
         let World {
@@ -81,7 +106,8 @@ impl SaveCache {
             set_index: _,
             kubeconfigs: _,
         } = w;
-        let mut out = Vec::with_capacity(self.last_len + self.last_len / 8);
+        let mut pieces = Vec::with_capacity(2 * clusters.len() + 2);
+        let mut out = Vec::new();
         out.extend_from_slice(b"{\"networks\":");
         json(&mut out, networks)?;
         out.extend_from_slice(b",\"containers\":");
@@ -152,12 +178,13 @@ impl SaveCache {
                     b
                 }
             };
-            out.extend_from_slice(&objects);
+            pieces.push(Piece::Owned(std::mem::take(&mut out)));
+            pieces.push(Piece::Shared(objects));
             out.extend_from_slice(b"}}");
         }
         out.extend_from_slice(b"}}");
-        self.last_len = out.len();
-        Ok(out)
+        pieces.push(Piece::Owned(out));
+        Ok(pieces)
     }
 }
 
