@@ -16,6 +16,7 @@ mod plan;
 mod preflight;
 mod resume;
 mod sim;
+mod timing;
 mod tools;
 mod topology;
 mod up_hazards;
