@@ -20,6 +20,7 @@ mod timing;
 mod tools;
 mod topology;
 mod up_hazards;
+mod up_reads;
 mod verify_hops;
 mod verify_run;
 mod workflow;
