@@ -8,6 +8,7 @@ mod crash;
 mod crdschema;
 mod docker;
 mod engine;
+mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
 mod ownership;
