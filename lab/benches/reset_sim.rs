@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ocm_lab::engine::events::Events;
+use ocm_lab::engine::events::{Event, Events};
 use ocm_lab::engine::{self, RunCtx, RunOptions};
 use ocm_lab::patch::PatchSet;
 use ocm_lab::sim::{Behaviour, Fault, SimLab};
@@ -40,11 +40,34 @@ fn model(sim: &SimLab) {
 }
 
 async fn run(lab: &Lab, sim: &Arc<SimLab>, state: &StateDir, workflow: &str) -> Duration {
+    run_timed(lab, sim, state, workflow).await.0
+}
+
+/// A run, and the critical path its timing summary names (step and seconds each).
+async fn run_timed(
+    lab: &Lab,
+    sim: &Arc<SimLab>,
+    state: &StateDir,
+    workflow: &str,
+) -> (Duration, String) {
     let patches = PatchSet::embedded().expect("patches");
     let plan =
         ocm_lab::workflow::plan::plan(lab, &Sources::embedded(), &patches, workflow).expect("plan");
     let (events, mut rx) = Events::channel();
-    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let drain = tokio::spawn(async move {
+        let mut path = String::new();
+        while let Some(e) = rx.recv().await {
+            if let Event::Timing { timing, .. } = e.event {
+                path = timing
+                    .critical_path
+                    .iter()
+                    .map(|s| format!("{} {:.0} s", s.step, s.elapsed_ms() as f64 / 1000.0))
+                    .collect::<Vec<_>>()
+                    .join(" → ");
+            }
+        }
+        path
+    });
     let ctx = Arc::new(RunCtx::new(
         lab.clone(),
         sim.backends(),
@@ -59,9 +82,9 @@ async fn run(lab: &Lab, sim: &Arc<SimLab>, state: &StateDir, workflow: &str) -> 
         .expect("journal");
     let took = start.elapsed();
     drop(ctx);
-    let _ = drain.await;
+    let path = drain.await.expect("drained");
     assert!(r.ok, "{workflow} failed: {:?}", r.failed);
-    took
+    (took, path)
 }
 
 /// A workshop session's leftovers: a participant's binding and property, and a lab property changed.
@@ -102,11 +125,12 @@ fn main() {
         };
         let sim = SimLab::new();
         model(&sim);
-        let first_up = run(&lab, &sim, &state, "up").await;
+        let (first_up, path) = run_timed(&lab, &sim, &state, "up").await;
         println!(
             "first up:          {:>6.0} s (modelled)",
             first_up.as_secs_f64()
         );
+        println!("  critical path: {path}");
         dirty(&lab, &sim).await;
         let prune = run(&lab, &sim, &state, "reset").await;
         let restore = run(&lab, &sim, &state, "up").await;

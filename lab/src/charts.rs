@@ -126,10 +126,8 @@ pub fn plan_chart(
                     from: format!("the server in `{cluster}`'s kube-public/cluster-info"),
                 }),
             }
-            runtime_values.push(RuntimeValue {
-                key: "bootstrapHubKubeConfig",
-                from: "a TokenRequest for open-cluster-management/agent-registration-bootstrap and the hub's internal endpoint (see bootstrap-kubeconfig.template.yaml); never written to disk".to_owned(),
-            });
+            // No `bootstrapHubKubeConfig`: the chart then renders no bootstrap Secret (FACTS-OCM-ROUND2 §2.1)
+            // and `ocm.join` writes it, once the hub is ready (see bootstrap-kubeconfig.template.yaml).
             let values =
                 json!({"images": {"tag": lab.versions.ocm.image_tag}, "klusterlet": klusterlet});
             (lab.versions.ocm.version.to_owned(), values)

@@ -76,6 +76,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         "manifest.apply" => kube::manifest_apply(ctx).await,
         "kube.wait" => kube::wait(ctx).await,
         "ocm.hub-ready" => ocm::hub_ready(ctx).await,
+        "ocm.klusterlet" => ocm::klusterlet(ctx).await,
         "ocm.join" => ocm::join(ctx).await,
         "ocm.accept" => ocm::accept(ctx).await,
         "addon.ready" => ocm::addon_ready(ctx).await,

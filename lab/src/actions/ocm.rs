@@ -263,11 +263,39 @@ fn bootstrap_kubeconfig(server: &str, ca: Option<&str>, token: &str) -> String {
     serde_saphyr::to_string(&kc).expect("kubeconfigs serialize")
 }
 
-/// `ocm.join`: a TokenRequest for the bootstrap ServiceAccount, a bootstrap kubeconfig pointing at the hub's
-/// internal endpoint, and the klusterlet chart; then wait for the ManagedCluster to appear on the hub.
-pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
-    let lab = &ctx.run.lab;
-    let name = ctx.input("managedCluster")?;
+/// The Klusterlet's agent namespace (the chart's `klusterlet.namespace`).
+const AGENT_NS: &str = "open-cluster-management-agent";
+/// The Secret the registration agent reads its bootstrap kubeconfig from (FACTS-OCM-ROUND2 §2.3).
+const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
+
+fn klusterlet_ref() -> ObjectRef {
+    ObjectRef::new(
+        "operator.open-cluster-management.io/v1",
+        "Klusterlet",
+        None,
+        "klusterlet",
+    )
+}
+
+/// `ocm.klusterlet`: the klusterlet chart on its cluster, without a bootstrap kubeconfig, as soon as that
+/// cluster exists: the operator's image pull and rollout overlap the hub's. Then wait for what the operator
+/// makes of it: the agent namespace and the registration agent's Deployment.
+///
+/// Safe before the hub is ready, per FACTS-OCM-ROUND2 §2 (ocm and helm-charts at v1.3.1):
+/// - without `bootstrapHubKubeConfig` the chart renders no bootstrap Secret and no agent Namespace
+///   (helm-charts charts/klusterlet templates/bootstrap_kubeconfig_secret.yaml `{{- else if .Values.bootstrapHubKubeConfig }}`,
+///   templates/agent-namespace.yaml), so `ocm.join` is the Secret's only writer (§2.6: a second writer restarts the agent);
+/// - the operator creates the agent namespace itself and applies `klusterlet-registration-agent` regardless
+///   of the Secret (ocm pkg/operator/operators/klusterlet/controllers/klusterletcontroller/klusterlet_management_recocile.go
+///   `ensureNamespace`), with the work agent at 0 replicas until the hub kubeconfig exists
+///   (klusterlet_runtime_reconcile.go `workConfig.Replica = 0`);
+/// - the registration agent mounts the Secret as a non-optional volume, so its pod waits in ContainerCreating
+///   until the Secret exists (manifests/klusterlet/management/klusterlet-registration-deployment.yaml), and the
+///   operator watches the Secret (ssarcontroller/klusterlet_ssar_controller.go informers, `SSARReSyncTime = 30s`).
+///
+/// The simulated lab models the same: its klusterlet chart renders no Secret without the value, and its
+/// registration agent reports `BootstrapSecretMissing` until the Secret appears, then registers.
+pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
         BackendError::permanent(format!(
@@ -275,19 +303,52 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
             ctx.step.id
         ))
     })?;
+    let spoke = ctx.run.api(cluster).await?;
+    let mut extra = json!({});
+    if chart
+        .values
+        .pointer("/klusterlet/externalServerURLs")
+        .is_none()
+    {
+        // An existing spoke: its own cluster-info says how the hub reaches it.
+        if let Some(url) = own_server(spoke.as_ref()).await? {
+            extra["klusterlet.externalServerURLs"] = json!([{"url": url}]);
+        }
+    }
+    let applied = install_chart(ctx, chart, Some(extra)).await?;
+    let hint = "the klusterlet operator (Deployment open-cluster-management/klusterlet) creates them from the Klusterlet; check its logs and the Klusterlet's conditions";
+    wait_all(
+        ctx,
+        spoke.as_ref(),
+        &[
+            (
+                ObjectRef::new("v1", "Namespace", None, AGENT_NS),
+                Condition::exists(),
+                Some(hint),
+            ),
+            (
+                deployment(AGENT_NS, "klusterlet-registration-agent"),
+                Condition::exists(),
+                Some(hint),
+            ),
+        ],
+    )
+    .await?;
+    Ok((applied.created + applied.updated > 0, outputs([])))
+}
+
+/// `ocm.join`: once the hub is ready and the spoke's klusterlet installed (`ocm.klusterlet`), a TokenRequest
+/// for the bootstrap ServiceAccount and a bootstrap kubeconfig pointing at the hub's internal endpoint,
+/// written as the agent's bootstrap Secret; then wait for the ManagedCluster to appear on the hub.
+pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
+    let lab = &ctx.run.lab;
+    let name = ctx.input("managedCluster")?;
+    let cluster = ctx.input("cluster")?;
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let spoke = ctx.run.api(cluster).await?;
 
     let mc = hub.get(&managed_cluster(name)).await?;
-    let klusterlet = spoke
-        .get(&ObjectRef::new(
-            "operator.open-cluster-management.io/v1",
-            "Klusterlet",
-            None,
-            "klusterlet",
-        ))
-        .await
-        .unwrap_or(None);
+    let klusterlet = spoke.get(&klusterlet_ref()).await.unwrap_or(None);
     if mc.as_ref().is_some_and(joined) && klusterlet.is_some() {
         return Ok((false, outputs([("managedCluster", json!(name))])));
     }
@@ -304,24 +365,35 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
             )
         })?;
     let (server, ca) = hub_endpoint(ctx, hub.as_ref()).await?;
-    ctx.progress(format!(
-        "bootstrap token for {BOOTSTRAP_NS}/{BOOTSTRAP_SA}, hub at {server}"
-    ));
-    let token = hub
-        .token_request(BOOTSTRAP_NS, BOOTSTRAP_SA, BOOTSTRAP_TOKEN_SECONDS)
-        .await?;
-    let mut extra = json!({"bootstrapHubKubeConfig": bootstrap_kubeconfig(&server, ca.as_deref(), token.expose())});
-    if chart
-        .values
-        .pointer("/klusterlet/externalServerURLs")
-        .is_none()
-    {
-        // An existing spoke: its own cluster-info says how the hub reaches it.
-        if let Some(url) = own_server(spoke.as_ref()).await? {
-            extra["klusterlet.externalServerURLs"] = json!([{"url": url}]);
-        }
+    let secret_ref = ObjectRef::new("v1", "Secret", Some(AGENT_NS), BOOTSTRAP_SECRET);
+    // Every change of the Secret's data restarts the agent, which bootstraps again (FACTS-OCM-ROUND2 §2.5):
+    // a Secret that already registered this cluster is left alone.
+    let mut changed = false;
+    if mc.is_none() || spoke.get(&secret_ref).await?.is_none() {
+        ctx.progress(format!(
+            "bootstrap token for {BOOTSTRAP_NS}/{BOOTSTRAP_SA}, hub at {server}"
+        ));
+        let token = hub
+            .token_request(BOOTSTRAP_NS, BOOTSTRAP_SA, BOOTSTRAP_TOKEN_SECONDS)
+            .await?;
+        use base64::Engine as _;
+        let kubeconfig = bootstrap_kubeconfig(&server, ca.as_deref(), token.expose());
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": BOOTSTRAP_SECRET, "namespace": AGENT_NS},
+            "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig)},
+        });
+        // The operator created the namespace (`ocm.klusterlet` waited for it); the object holds a token and is
+        // never logged: errors name the object only.
+        spoke.apply(&secret).await.map_err(|e| BackendError {
+            message: format!(
+                "writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}: {}",
+                e.message
+            ),
+            ..e
+        })?;
+        changed = true;
     }
-    install_chart(ctx, chart, Some(extra)).await?;
 
     ctx.progress(format!("waiting for ManagedCluster {name} on the hub"));
     let hint = "the klusterlet's registration agent creates it; check `kubectl -n open-cluster-management-agent logs deploy/klusterlet-registration-agent` on the spoke and the Klusterlet's conditions";
@@ -329,7 +401,7 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         .await
         .map_err(|e| wait_error(e, Some(hint)))?;
     Ok((
-        true,
+        changed,
         outputs([
             ("managedCluster", json!(name)),
             ("hubServer", json!(server)),

@@ -69,8 +69,16 @@ pub const ACTIONS: &[ActionSpec] = &[
         inputs: &[req("cluster", "the hub")],
     },
     ActionSpec {
+        name: "ocm.klusterlet",
+        summary: "the klusterlet chart without a bootstrap kubeconfig: operator and Klusterlet, before the hub is ready",
+        inputs: &[
+            req("managedCluster", "ManagedCluster name"),
+            req("cluster", "lab cluster the klusterlet runs on"),
+        ],
+    },
+    ActionSpec {
         name: "ocm.join",
-        summary: "bootstrap token, bootstrap kubeconfig to the hub's internal endpoint, klusterlet chart",
+        summary: "bootstrap token, bootstrap kubeconfig Secret to the hub's internal endpoint, wait for the ManagedCluster",
         inputs: &[
             req("managedCluster", "ManagedCluster name"),
             req("cluster", "lab cluster the klusterlet runs on"),

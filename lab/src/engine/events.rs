@@ -77,6 +77,12 @@ pub enum Event {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         permanent: bool,
     },
+    /// Where the time went: every step's times and the critical path. Emitted just before `run-finished`.
+    Timing {
+        #[serde(flatten)]
+        timing: super::timing::Timing,
+        total_ms: u64,
+    },
     RunFinished {
         ok: bool,
         elapsed_ms: u64,

@@ -19,6 +19,7 @@ pub mod digest;
 pub mod events;
 pub mod journal;
 pub mod report;
+pub mod timing;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -401,6 +402,9 @@ pub async fn run(
     let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), BackendError>)> =
         JoinSet::new();
     let mut stopping = false;
+    // When each step started and ended in this run, for the timing summary.
+    let mut started: Vec<Option<u64>> = vec![None; plan.steps.len()];
+    let mut times: Vec<Option<(u64, u64)>> = vec![None; plan.steps.len()];
     loop {
         if !stopping && ctx.cancel.is_cancelled() {
             stopping = true;
@@ -412,6 +416,7 @@ pub async fn run(
                 if done.contains(&i) {
                     continue; // resumed from the journal before its needs were
                 }
+                started[i] = Some(ctx.events.elapsed_ms());
                 let ctx = ctx.clone();
                 let step = plan.steps[i].clone();
                 let task = running.spawn(async move { run_step(&step, &ctx).await });
@@ -468,6 +473,7 @@ pub async fn run(
                     .lock()
                     .expect("not poisoned")
                     .insert(id, outputs);
+                times[i] = started[i].map(|t| (t, ctx.events.elapsed_ms()));
                 match outcome {
                     Outcome::Changed => result.changed += 1,
                     _ => result.unchanged += 1,
@@ -524,6 +530,10 @@ pub async fn run(
         })
         .map_err(jerr)?;
     journal.sync().map_err(jerr)?;
+    ctx.events.emit(Event::Timing {
+        timing: timing::summarize(plan, &times),
+        total_ms: ctx.events.elapsed_ms(),
+    });
     ctx.events.emit(Event::RunFinished {
         ok: result.ok,
         elapsed_ms: ctx.events.elapsed_ms(),

@@ -184,6 +184,11 @@ impl Human {
                     "  {mark} {check:<17} {subject:<32} {hop}{detail}{permanent}"
                 ));
             }
+            Event::Timing { timing, total_ms } => {
+                for l in super::timing::lines(timing, *total_ms) {
+                    self.line(l);
+                }
+            }
             Event::RunFinished {
                 ok,
                 elapsed_ms,
@@ -220,10 +225,4 @@ impl Human {
     }
 }
 
-fn fmt_ms(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    }
-}
+use super::timing::fmt_ms;

@@ -45,7 +45,7 @@ pub struct PlannedStep {
     /// Objects a `manifest.apply` step applies.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<Value>,
-    /// The chart a `chart.install` or `ocm.join` step installs.
+    /// The chart a `chart.install` or `ocm.klusterlet` step installs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart: Option<ChartPlan>,
 }
@@ -531,10 +531,10 @@ fn instance(
                 }
             }
         }
-        "chart.install" | "ocm.join" => {
+        "chart.install" | "ocm.klusterlet" => {
             let cluster = str_input("cluster").unwrap_or_default();
             let (chart_name, namespace) = match step.uses.value.as_str() {
-                "ocm.join" => (
+                "ocm.klusterlet" => (
                     "klusterlet".to_owned(),
                     "open-cluster-management".to_owned(),
                 ),

@@ -224,7 +224,8 @@ fn plan_out_writes_the_manifests_values_and_graph_of_the_default_lab() {
     let graph = std::fs::read_to_string(out.join("graph.mmd")).unwrap();
     assert!(graph.starts_with("flowchart TD"));
     assert!(
-        graph.contains("create_cluster1_ --> join_cluster1_"),
+        graph.contains("create_cluster1_ --> klusterlet_cluster1_")
+            && graph.contains("klusterlet_cluster1_ --> join_cluster1_"),
         "{graph}"
     );
 

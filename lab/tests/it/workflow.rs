@@ -85,11 +85,13 @@ fn up_follows_the_order_ocm_needs() {
             .unwrap_or_else(|| panic!("no step {id}"))
     };
     let needs = |id: &str| plan.step(id).unwrap().needs.clone();
-    // A spoke joins as soon as it and the hub are ready: it does not wait for the other spoke.
+    // A spoke joins as soon as its klusterlet and the hub are ready: it does not wait for the other spoke.
     assert_eq!(
         needs("join[cluster1]"),
-        vec!["create[cluster1]", "hub-ready"]
+        vec!["hub-ready", "klusterlet[cluster1]"]
     );
+    // The klusterlet chart goes in as soon as its cluster exists, while the hub rolls out (issue 17).
+    assert_eq!(needs("klusterlet[cluster1]"), vec!["create[cluster1]"]);
     assert!(pos("hub-manager") < pos("hub-ready") && pos("hub-ready") < pos("join[cluster1]"));
     assert!(pos("join[cluster1]") < pos("accept[cluster1]"));
     assert!(needs("properties[cluster1]").contains(&"join[cluster1]".to_owned()));

@@ -1,0 +1,248 @@
+//! Where a run's time went: each step's start and end, and the critical path (the chain of steps the
+//! total waited on). Computed from the step graph and the times the engine saw, so it says the same
+//! thing for a real lab (wall time) and the simulated lab (Tokio's clock, virtual time in benchmarks).
+
+use serde::Serialize;
+
+use crate::workflow::Plan;
+
+/// One step instance that ran in this run (steps carried over from an interrupted run are left out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepTime {
+    pub step: String,
+    /// Milliseconds since the run started: when the step began its first attempt.
+    pub start_ms: u64,
+    /// When the step ended (its effects made durable).
+    pub end_ms: u64,
+    /// How long the step was ready (its needs done) but had not started: waiting for a free slot.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub queued_ms: u64,
+}
+
+impl StepTime {
+    pub fn elapsed_ms(&self) -> u64 {
+        self.end_ms.saturating_sub(self.start_ms)
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The timing summary of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Timing {
+    /// Every step that ran, slowest first.
+    pub steps: Vec<StepTime>,
+    /// The chain of steps the run's end waited on, first step first: each one's end released the next
+    /// (the latest-ending of its needs). Its durations plus the gaps between them make up the total.
+    pub critical_path: Vec<StepTime>,
+}
+
+/// Builds the summary from the engine's record: `times[i]` is `Some((start, end))` for plan step `i` if it
+/// ran to the end in this run.
+pub fn summarize(plan: &Plan, times: &[Option<(u64, u64)>]) -> Timing {
+    let index: std::collections::HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    // When each step became ready: the end of its latest need (the run's start for a root).
+    let ready_at = |i: usize| -> (u64, Option<usize>) {
+        plan.steps[i]
+            .needs
+            .iter()
+            .filter_map(|n| index.get(n.as_str()).copied())
+            .filter_map(|n| times[n].map(|(_, end)| (end, Some(n))))
+            // ties go to the need listed first, so the path is stable
+            .fold(
+                (0, None),
+                |best, cur| if cur.0 > best.0 { cur } else { best },
+            )
+    };
+    let time = |i: usize| {
+        let (start, end) = times[i].expect("ran");
+        StepTime {
+            step: plan.steps[i].id.clone(),
+            start_ms: start,
+            end_ms: end,
+            queued_ms: start.saturating_sub(ready_at(i).0),
+        }
+    };
+    let ran: Vec<usize> = (0..plan.steps.len())
+        .filter(|i| times[*i].is_some())
+        .collect();
+    let mut steps: Vec<StepTime> = ran.iter().map(|&i| time(i)).collect();
+    steps.sort_by(|a, b| {
+        b.elapsed_ms()
+            .cmp(&a.elapsed_ms())
+            .then(a.start_ms.cmp(&b.start_ms))
+    });
+    // The path ends at the step that ended last (the first in plan order on a tie) and walks back through
+    // the need that released each step.
+    let mut path = Vec::new();
+    let last = ran
+        .iter()
+        .copied()
+        .fold(None::<usize>, |best, i| match best {
+            Some(b) if times[b].expect("ran").1 >= times[i].expect("ran").1 => Some(b),
+            _ => Some(i),
+        });
+    let mut at = last;
+    while let Some(i) = at {
+        path.push(time(i));
+        at = ready_at(i).1;
+    }
+    path.reverse();
+    Timing {
+        steps,
+        critical_path: path,
+    }
+}
+
+/// The summary as text lines for a terminal: the critical path, then the slowest steps off it.
+pub fn lines(t: &Timing, total_ms: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    if t.steps.is_empty() {
+        return out;
+    }
+    out.push(format!(
+        "where the time went ({} in all): the critical path",
+        fmt_ms(total_ms)
+    ));
+    for s in &t.critical_path {
+        // Below half a second the gap is the engine's own bookkeeping, not a wait worth a word.
+        let queued = if s.queued_ms >= 500 {
+            format!(" (waited {} for a free slot)", fmt_ms(s.queued_ms))
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "  {:>8}  {:>8} → {:<8} {}{queued}",
+            fmt_ms(s.elapsed_ms()),
+            fmt_ms(s.start_ms),
+            fmt_ms(s.end_ms),
+            s.step
+        ));
+    }
+    let off: Vec<&StepTime> = t
+        .steps
+        .iter()
+        .filter(|s| !t.critical_path.iter().any(|p| p.step == s.step))
+        .take(5)
+        .collect();
+    if !off.is_empty() {
+        out.push("slowest steps off the critical path:".to_owned());
+        for s in off {
+            out.push(format!("  {:>8}  {}", fmt_ms(s.elapsed_ms()), s.step));
+        }
+    }
+    out
+}
+
+pub(crate) fn fmt_ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::PlannedStep;
+
+    fn step(id: &str, needs: &[&str]) -> PlannedStep {
+        PlannedStep {
+            id: id.into(),
+            step: id.into(),
+            item: None,
+            uses: "test".into(),
+            description: None,
+            with: Default::default(),
+            needs: needs.iter().map(|n| (*n).to_owned()).collect(),
+            timeout: std::time::Duration::from_secs(60),
+            retry: Default::default(),
+            objects: Vec::new(),
+            chart: None,
+        }
+    }
+
+    /// A diamond with a long and a short branch, and a side branch that ends early:
+    ///
+    /// ```text
+    /// create-hub 0–60 ─┬─ hub-ocm 60–120 ───────┬─ join 130–150 ─ verify 150–155
+    /// create-spoke 0–70 ─ klusterlet 70–130 ──────┘
+    /// docs 0–3
+    /// ```
+    #[test]
+    fn the_critical_path_follows_the_need_that_released_each_step() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![
+                step("create-hub", &[]),
+                step("create-spoke", &[]),
+                step("docs", &[]),
+                step("hub-ocm", &["create-hub"]),
+                step("klusterlet", &["create-spoke"]),
+                step("join", &["hub-ocm", "klusterlet"]),
+                step("verify", &["join"]),
+            ],
+        };
+        let times = vec![
+            Some((0, 60_000)),
+            Some((0, 70_000)),
+            Some((0, 3_000)),
+            Some((60_000, 120_000)),
+            Some((70_000, 130_000)),
+            Some((130_000, 150_000)),
+            Some((150_000, 155_000)),
+        ];
+        let t = summarize(&plan, &times);
+        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(path, ["create-spoke", "klusterlet", "join", "verify"]);
+        assert_eq!(t.steps[0].step, "create-spoke"); // 70 s, the slowest
+        assert_eq!(t.steps.last().unwrap().step, "docs");
+        assert!(t.steps.iter().all(|s| s.queued_ms == 0));
+        let text = lines(&t, 155_000).join("\n");
+        assert!(text.contains("155.0s in all"), "{text}");
+        assert!(
+            text.contains("slowest steps off the critical path:\n     60.0s  create-hub"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_step_that_waited_for_a_slot_shows_its_queue_time_and_skipped_steps_are_left_out() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![step("a", &[]), step("b", &[]), step("c", &["a", "b"])],
+        };
+        // `b` was carried over from an interrupted run (not timed); `c` started 3 s after `a` ended.
+        let times = vec![Some((0, 10_000)), None, Some((13_000, 14_000))];
+        let t = summarize(&plan, &times);
+        let path: Vec<(&str, u64)> = t
+            .critical_path
+            .iter()
+            .map(|s| (s.step.as_str(), s.queued_ms))
+            .collect();
+        assert_eq!(path, [("a", 0), ("c", 3_000)]);
+        assert_eq!(t.steps.len(), 2);
+    }
+
+    #[test]
+    fn no_steps_run_means_no_summary() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![step("a", &[])],
+        };
+        let t = summarize(&plan, &[None]);
+        assert!(t.critical_path.is_empty());
+        assert!(lines(&t, 0).is_empty());
+    }
+}

@@ -1,0 +1,77 @@
+//! The klusterlet chart goes in before the hub is ready (issue 17, item 1): in the simulated lab, a
+//! klusterlet without its bootstrap Secret waits (BootstrapSecretMissing) and registers nothing; the
+//! join's Secret is what lets it register (FACTS-OCM-ROUND2 §2).
+
+use ocm_lab::backend::ObjectRef;
+use tokio_util::sync::CancellationToken;
+
+use crate::common;
+use crate::engine::Harness;
+
+#[tokio::test(start_paused = true)]
+async fn a_klusterlet_installed_before_the_hub_waits_for_its_bootstrap_secret_then_joins() {
+    let h = Harness::default_lab();
+    let mut plan = common::plan_workflow(&h.lab, "up");
+    // Only what the klusterlet step needs: no hub chart, no join.
+    plan.steps.retain(|s| {
+        matches!(
+            s.step.as_str(),
+            "preflight" | "network" | "create" | "klusterlet"
+        )
+    });
+    assert!(plan.steps.iter().any(|s| s.id == "klusterlet[cluster1]"));
+    let (r, _) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
+    assert!(r.ok, "{:?}", r.failed);
+
+    let spoke = h.sim.api("cluster1");
+    let hub = h.sim.api(&h.lab.hub.cluster.name);
+    let secret = ObjectRef::new(
+        "v1",
+        "Secret",
+        Some("open-cluster-management-agent"),
+        "bootstrap-hub-kubeconfig",
+    );
+    assert!(
+        spoke.get(&secret).await.unwrap().is_none(),
+        "the chart must not render the bootstrap Secret: the join is its only writer"
+    );
+    let k = spoke
+        .get(&ObjectRef::new(
+            "operator.open-cluster-management.io/v1",
+            "Klusterlet",
+            None,
+            "klusterlet",
+        ))
+        .await
+        .unwrap()
+        .expect("the chart created the Klusterlet");
+    let degraded = k["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "HubConnectionDegraded"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        degraded["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("BootstrapSecretMissing")),
+        "{degraded}"
+    );
+    let mcs = hub
+        .list(
+            "cluster.open-cluster-management.io/v1",
+            "ManagedCluster",
+            None,
+            None,
+        )
+        .await
+        .unwrap_or_default();
+    assert!(
+        mcs.is_empty(),
+        "registered without a bootstrap Secret: {mcs:?}"
+    );
+
+    // The full `up` then joins every spoke through the Secret the join writes.
+    let (r, _) = h.run("up").await;
+    assert!(r.ok, "{:?}", r.failed);
+    assert!(spoke.get(&secret).await.unwrap().is_some());
+}
