@@ -168,10 +168,51 @@ impl RunCtx {
                 Provider::Kind => self.state.kubeconfig(cluster),
                 Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
             };
-            self.backends.kube.connect(c, &kubeconfig).await
+            match self.backends.kube.connect(c, &kubeconfig).await {
+                Err(e) if e.is_transient() && matches!(c.provider, Provider::Kind) => {
+                    Err(self.observe_nodes(cluster, e).await)
+                }
+                other => other,
+            }
         })
         .await
         .cloned()
+    }
+
+    /// A kind cluster that does not answer: ask Docker about its nodes before calling that transient. A
+    /// control-plane container that is stopped or gone will not come back by waiting, so the error becomes
+    /// permanent and says what to do; anything else (nodes running, Docker unsure) stays as it was.
+    async fn observe_nodes(&self, cluster: &str, e: BackendError) -> BackendError {
+        let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
+            return e;
+        };
+        let control_plane = nodes.iter().find(|n| n.role == "control-plane");
+        let (what, real_help) = match control_plane {
+            Some(n) if n.running => return e,
+            Some(n) => (
+                format!("its node container `{}` is stopped", n.name),
+                format!(
+                    "start it with `docker start {}` and run the command again, or rebuild the lab with \
+                     `ocm-lab down` then `ocm-lab up` (with the same `-t`)",
+                    n.name
+                ),
+            ),
+            None => (
+                "it has no control-plane container any more".to_owned(),
+                "rebuild the lab with `ocm-lab down` then `ocm-lab up` (with the same `-t`)"
+                    .to_owned(),
+            ),
+        };
+        BackendError {
+            message: format!("{} ({what}, as Docker reports)", e.message),
+            transience: crate::backend::Transience::Permanent,
+            // The simulated lab's own help already names the simulated commands.
+            help: if self.backends.simulated {
+                e.help
+            } else {
+                Some(real_help)
+            },
+        }
     }
 
     /// Forgets a cached client (after a cluster is re-created or deleted).

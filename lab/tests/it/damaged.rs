@@ -78,6 +78,13 @@ fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
         r.stderr
     );
     assert!(!r.stderr.contains("docker ps"), "{}", r.stderr);
+    // Observed, not waited out: the stopped node container makes the failure permanent at once.
+    assert!(
+        r.stderr
+            .contains("node container `hub-control-plane` is stopped, as Docker reports"),
+        "{}",
+        r.stderr
+    );
     let commands = suggested_commands(&r.stderr);
     assert_eq!(
         commands,
