@@ -8,7 +8,6 @@ pub mod actions;
 pub mod backend;
 pub mod charts;
 pub mod cli;
-pub mod crdschema;
 pub mod diag;
 pub mod diagnose;
 pub mod doctor;

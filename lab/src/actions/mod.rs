@@ -14,7 +14,7 @@ use std::time::Duration;
 
 pub use cluster::{clash_error, foreign_look_alikes};
 pub use kube::contains;
-pub use registry::{ACTIONS, ActionSpec, Input, find};
+pub use registry::{ACTIONS, ActionFn, ActionSpec, Input, find};
 use serde_json::Value;
 
 use crate::backend::BackendError;
@@ -63,28 +63,13 @@ impl StepCtx<'_> {
     }
 }
 
-/// Runs the action a step names.
+/// Runs the action a step names, through its entry in the registry.
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
-    match ctx.step.uses.as_str() {
-        "lab.preflight" => cluster::preflight(ctx).await,
-        "docker.network" => cluster::network(ctx).await,
-        "cluster.create" => cluster::create(ctx).await,
-        "kubeconfig.merge" => cluster::merge_kubeconfigs(ctx).await,
-        "cluster.delete" => cluster::delete(ctx).await,
-        "kubeconfig.prune" => cluster::prune_kubeconfig(ctx).await,
-        "chart.install" => kube::chart_install(ctx).await,
-        "manifest.apply" => kube::manifest_apply(ctx).await,
-        "kube.wait" => kube::wait(ctx).await,
-        "ocm.hub-ready" => ocm::hub_ready(ctx).await,
-        "ocm.klusterlet" => ocm::klusterlet(ctx).await,
-        "ocm.join" => ocm::join(ctx).await,
-        "ocm.accept" => ocm::accept(ctx).await,
-        "addon.ready" => ocm::addon_ready(ctx).await,
-        "verify.lab" => verify::run(ctx).await,
-        "lab.reset" => reset::run(ctx).await,
-        "lab.prune" => prune::run(ctx).await,
-        other => Err(BackendError::permanent(format!(
-            "no action named `{other}`"
+    match find(&ctx.step.uses) {
+        Some(action) => (action.run)(ctx).await,
+        None => Err(BackendError::permanent(format!(
+            "no action named `{}`",
+            ctx.step.uses
         ))),
     }
 }

@@ -1,5 +1,23 @@
-//! Actions: what a workflow step's `uses:` names. This module is the registry of their names and inputs,
-//! which is what lets a workflow file be checked before anything runs.
+//! Actions: what a workflow step's `uses:` names. This module is the one registry of them: each entry carries
+//! the name and inputs (which let a workflow file be checked before anything runs) and the function that runs
+//! the action, so a new action is one entry here and its function, and the two cannot drift apart.
+
+use futures::future::BoxFuture;
+
+use super::{ActionResult, StepCtx, cluster, kube, ocm, prune, reset, verify};
+
+/// The function that runs an action: the boxed future of the action's `async fn`.
+pub type ActionFn = for<'a, 'b> fn(&'a StepCtx<'b>) -> BoxFuture<'a, ActionResult>;
+
+/// An [`ActionFn`] that boxes the future of the `async fn(&StepCtx) -> ActionResult` at `$f`.
+macro_rules! action_fn {
+    ($f:path) => {{
+        fn run<'a>(ctx: &'a StepCtx<'_>) -> BoxFuture<'a, ActionResult> {
+            Box::pin($f(ctx))
+        }
+        run as ActionFn
+    }};
+}
 
 /// One input of an action (`with:` key).
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +33,8 @@ pub struct ActionSpec {
     pub name: &'static str,
     pub summary: &'static str,
     pub inputs: &'static [Input],
+    /// Runs the action.
+    pub run: ActionFn,
 }
 
 const fn req(name: &'static str, doc: &'static str) -> Input {
@@ -38,21 +58,25 @@ pub const ACTIONS: &[ActionSpec] = &[
         name: "lab.preflight",
         summary: "check Docker, kind, helm, kernel limits, memory and name clashes before touching anything",
         inputs: &[],
+        run: action_fn!(cluster::preflight),
     },
     ActionSpec {
         name: "docker.network",
         summary: "create the Docker network `kind` once, up front, if absent",
         inputs: &[opt("name", "network name (default `kind`)")],
+        run: action_fn!(cluster::network),
     },
     ActionSpec {
         name: "cluster.create",
         summary: "create a kind cluster with its own kubeconfig, or connect to an existing one",
         inputs: &[req("cluster", "lab cluster name")],
+        run: action_fn!(cluster::create),
     },
     ActionSpec {
         name: "kubeconfig.merge",
         summary: "merge the per-cluster kubeconfigs into the user's kubeconfig (contexts `kind-<name>`)",
         inputs: &[],
+        run: action_fn!(cluster::merge_kubeconfigs),
     },
     ActionSpec {
         name: "chart.install",
@@ -62,11 +86,13 @@ pub const ACTIONS: &[ActionSpec] = &[
             req("chart", "chart name from the version catalog"),
             req("namespace", "release namespace"),
         ],
+        run: action_fn!(kube::chart_install),
     },
     ActionSpec {
         name: "ocm.hub-ready",
         summary: "wait for the ClusterManager's registration controller and, with the gate, the ClusterProfile CRD",
         inputs: &[req("cluster", "the hub")],
+        run: action_fn!(ocm::hub_ready),
     },
     ActionSpec {
         name: "ocm.klusterlet",
@@ -83,11 +109,13 @@ pub const ACTIONS: &[ActionSpec] = &[
             req("managedCluster", "ManagedCluster name"),
             req("cluster", "lab cluster the klusterlet runs on"),
         ],
+        run: action_fn!(ocm::join),
     },
     ActionSpec {
         name: "ocm.accept",
         summary: "approve the cluster's CSRs, set hubAcceptsClient, wait for Joined and Available",
         inputs: &[req("managedCluster", "ManagedCluster name")],
+        run: action_fn!(ocm::accept),
     },
     ActionSpec {
         name: "manifest.apply",
@@ -96,6 +124,7 @@ pub const ACTIONS: &[ActionSpec] = &[
             req("cluster", "lab cluster to apply to"),
             req("template", "template under workflows/manifests/"),
         ],
+        run: action_fn!(kube::manifest_apply),
     },
     ActionSpec {
         name: "kube.wait",
@@ -108,6 +137,7 @@ pub const ACTIONS: &[ActionSpec] = &[
             opt("namespace", "object namespace"),
             req("condition", "condition type that must be True"),
         ],
+        run: action_fn!(kube::wait),
     },
     ActionSpec {
         name: "addon.ready",
@@ -116,6 +146,7 @@ pub const ACTIONS: &[ActionSpec] = &[
             req("addon", "addon name"),
             req("namespace", "addon namespace on the hub"),
         ],
+        run: action_fn!(ocm::addon_ready),
     },
     ActionSpec {
         name: "verify.lab",
@@ -127,21 +158,25 @@ pub const ACTIONS: &[ActionSpec] = &[
                 "\"true\" writes a probe ClusterProperty unique to the run; \"false\" checks the topology's properties only",
             ),
         ],
+        run: action_fn!(verify::run),
     },
     ActionSpec {
         name: "cluster.delete",
         summary: "delete a kind cluster the lab owns and its leftover containers",
         inputs: &[req("cluster", "lab cluster name")],
+        run: action_fn!(cluster::delete),
     },
     ActionSpec {
         name: "kubeconfig.prune",
         summary: "remove the lab's contexts from the user's kubeconfig, keeping current-context valid",
         inputs: &[],
+        run: action_fn!(cluster::prune_kubeconfig),
     },
     ActionSpec {
         name: "lab.reset",
         summary: "remove what participants added to the lab's kinds and namespaces (on existing clusters: only objects with the lab's label)",
         inputs: &[],
+        run: action_fn!(reset::run),
     },
     ActionSpec {
         name: "lab.prune",
@@ -150,10 +185,26 @@ pub const ACTIONS: &[ActionSpec] = &[
             "keep",
             "filled by the planner: per cluster, `Kind/namespace/name` of every object the plan applies",
         )],
+        run: action_fn!(prune::run),
     },
 ];
 
 /// The action named `name`.
 pub fn find(name: &str) -> Option<&'static ActionSpec> {
     ACTIONS.iter().find(|a| a.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_names_are_unique_so_no_entry_is_shadowed() {
+        let mut names: Vec<&str> = ACTIONS.iter().map(|a| a.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "an action name is registered twice");
+        assert!(find("no.such-action").is_none());
+    }
 }

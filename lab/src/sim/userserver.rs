@@ -38,7 +38,10 @@ fn status(code: u16, reason: &str, message: &str) -> (u16, String) {
 }
 
 /// The port-forward and the GET. `Err` where the real backend fails before an HTTP answer.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of the request, each checked where the real port-forward and GET check it"
+)]
 pub(crate) fn get(
     w: &World,
     proxy_server: Result<(), String>,

@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::common::fixtures;
 use std::sync::OnceLock;
 
-use ocm_lab::crdschema::{CrdSchemas, ValidationFailure, Violation};
+use ocm_lab_testkit::crdschema::{CrdSchemas, ValidationFailure, Violation};
 use serde_json::{Value, json};
 
 /// The fixture CRDs, loaded once for all tests (compiling them is the slow part).

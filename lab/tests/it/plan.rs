@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use ocm_lab::crdschema::{CrdSchemas, ValidationFailure};
+use ocm_lab_testkit::crdschema::{CrdSchemas, ValidationFailure};
 use serde_json::{Value, json};
 
 use crate::common::{self, fixtures, ocm_lab};

@@ -138,7 +138,10 @@ impl Sim {
 
     /// `chart.install`: helm template, our chart patches when `patched`, the release namespace, CRDs
     /// first and waited for, then every object once its kind is served.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "mirrors the chart.install step's inputs one to one"
+    )]
     async fn install(
         &self,
         api: &dyn ClusterApi,
@@ -217,7 +220,10 @@ impl Sim {
 
     /// `ocm.join`: a TokenRequest on the hub, the bootstrap kubeconfig to the hub's internal endpoint,
     /// the klusterlet chart. `server`/`token` override the kubeconfig's (for broken joins).
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "each broken-join test overrides a different input"
+    )]
     async fn join_with(
         &self,
         hub: &dyn ClusterApi,
@@ -1830,8 +1836,9 @@ async fn every_mutating_call_counts_even_when_it_changes_nothing() {
     );
 }
 
-/// Not a timed assertion: prints how long a simulated `up`-like sequence takes through the traits.
-/// `SIM_SPOKES=500 cargo test --release --test it sim::scale -- --nocapture` for the big number.
+/// An `up`-like sequence at scale through the traits: every spoke ends with its ClusterProfile (properties,
+/// access provider, synced token), and the saved simulated world reloads with every object. It also prints
+/// timings, which are not asserted: `SIM_SPOKES=500 cargo test --release --test it sim::scale -- --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale() {
     use futures::StreamExt;
@@ -1924,8 +1931,23 @@ async fn scale() {
         "simulated lab: saved {:.1} MiB in {saved:?}, loaded (with a full resync) in {reloaded:?}",
         size as f64 / 1048576.0
     );
-    drop(loaded);
     let objects = s.lab.with_world(|w| w.object_count("hub"));
+    assert_eq!(
+        loaded.with_world(|w| w.object_count("hub")),
+        objects,
+        "the reloaded simulated world lost or gained hub objects"
+    );
+    drop(loaded);
+    let profiles = hub
+        .list(
+            "multicluster.x-k8s.io/v1alpha1",
+            "ClusterProfile",
+            Some("cluster-inventory"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(profiles.len(), n, "one ClusterProfile per joined spoke");
     eprintln!(
         "simulated lab: hub setup {setup:?}, {n} spokes joined with properties, access providers and tokens in {:?} ({:?}/spoke); {} calls, {} mutating, {objects} objects on the hub",
         total - setup,

@@ -555,7 +555,10 @@ pub(crate) fn fail(w: &World, work: &Work, msg: &str) -> Vec<Op> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the object's coordinates and the condition set on it, each written into the object as it is"
+)]
 fn mark(
     w: &World,
     cluster: &str,

@@ -1,0 +1,143 @@
+//! The import rules ARCHITECTURE.md states: a module of `lab/src` imports only from its own layer or the
+//! layers below it. The arrows that point up today are listed there (issue 16 item 5) and allowed here by
+//! name, so a new one fails this test until the document (and this list) say why.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The layers of ARCHITECTURE.md's code map, bottom first.
+const LAYERS: &[&[&str]] = &[
+    &["diag", "text", "embedded", "patch", "state"],
+    &["topology", "charts"],
+    &["backend"],
+    &["verify"],
+    &["workflow"],
+    &["actions"],
+    &["engine"],
+    &["sim"],
+    &[
+        "cli", "run", "doctor", "diagnose", "status", "plan_out", "error",
+    ],
+];
+
+/// Upward arrows ARCHITECTURE.md names ("Which way imports point"), as (importer, imported).
+const KNOWN_UPWARD: &[(&str, &str)] = &[
+    ("engine", "cli"),
+    ("workflow", "actions"),
+    ("actions", "engine"),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level modules a line of code names through `crate::` (comments skipped).
+fn crate_imports(line: &str) -> Vec<String> {
+    let code = line.trim_start();
+    if code.starts_with("//") {
+        return Vec::new();
+    }
+    let ident = |s: &str| -> String {
+        s.trim()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = group.split('}').next().unwrap_or_default();
+            found.extend(group.split(',').map(ident));
+        } else {
+            found.push(ident(rest));
+        }
+    }
+    found.retain(|m| !m.is_empty());
+    found
+}
+
+#[test]
+fn imports_point_down_the_layers_except_the_known_upward_arrows() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut unknown_modules = BTreeSet::new();
+    let mut upward = BTreeSet::new();
+    let mut seen_known = BTreeSet::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let module = first.trim_end_matches(".rs");
+        if matches!(module, "lib" | "main") {
+            continue;
+        }
+        let Some(from) = layer_of(module) else {
+            unknown_modules.insert(module.to_owned());
+            continue;
+        };
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for target in crate_imports(line) {
+                let Some(to) = layer_of(&target) else {
+                    unknown_modules.insert(target);
+                    continue;
+                };
+                if to <= from || target == module {
+                    continue;
+                }
+                if KNOWN_UPWARD.contains(&(module, target.as_str())) {
+                    seen_known.insert((module.to_owned(), target));
+                } else {
+                    upward.insert(format!("{}:{}: {module} -> {target}", rel.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        unknown_modules.is_empty(),
+        "modules missing from ARCHITECTURE.md's layers (and LAYERS here): {unknown_modules:?}"
+    );
+    assert!(
+        upward.is_empty(),
+        "imports that point up the layers (see ARCHITECTURE.md):\n{}",
+        upward.into_iter().collect::<Vec<_>>().join("\n")
+    );
+    // A known arrow that is gone should leave the list (and ARCHITECTURE.md) too.
+    for (from, to) in KNOWN_UPWARD {
+        assert!(
+            seen_known.contains(&((*from).to_owned(), (*to).to_owned())),
+            "{from} -> {to} no longer points up: remove it from ARCHITECTURE.md and KNOWN_UPWARD"
+        );
+    }
+}
+
+#[test]
+fn crate_imports_reads_paths_and_groups_and_skips_comments() {
+    assert_eq!(
+        crate_imports("use crate::engine::{Outputs, RunCtx};"),
+        ["engine"]
+    );
+    assert_eq!(
+        crate_imports("use crate::{embedded, plan_out};"),
+        ["embedded", "plan_out"]
+    );
+    assert!(crate_imports("/// See [`crate::sim`].").is_empty());
+}
