@@ -90,7 +90,7 @@ pub const ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "ocm.hub-ready",
-        summary: "wait for the ClusterManager's registration controller and, with the gate, the ClusterProfile CRD",
+        summary: "wait for the ClusterManager conditions, the six hub Deployments and webhooks and, with the gate, the ClusterProfile CRD",
         inputs: &[req("cluster", "the hub")],
         run: action_fn!(ocm::hub_ready),
     },
@@ -101,6 +101,7 @@ pub const ACTIONS: &[ActionSpec] = &[
             req("managedCluster", "ManagedCluster name"),
             req("cluster", "lab cluster the klusterlet runs on"),
         ],
+        run: action_fn!(ocm::klusterlet),
     },
     ActionSpec {
         name: "ocm.join",
