@@ -89,18 +89,21 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         let (events, mut rx) = Events::channel();
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
         // As the CLI runs it: the simulated world is saved (atomically, group-committed) at step ends.
+        // `UP_SIM_NO_SAVE=1` leaves the saves out, to measure what they cost.
         let world = state.sim_world();
-        let ctx = Arc::new(
-            RunCtx::new(
-                lab,
-                sim.backends(),
-                state,
-                patches,
-                events,
-                CancellationToken::new(),
-            )
-            .with_durability(sim.durability(&world)),
+        let ctx = RunCtx::new(
+            lab,
+            sim.backends(),
+            state,
+            patches,
+            events,
+            CancellationToken::new(),
         );
+        let ctx = Arc::new(if std::env::var_os("UP_SIM_NO_SAVE").is_some() {
+            ctx
+        } else {
+            ctx.with_durability(sim.durability(&world))
+        });
         let r = engine::run(&plan, ctx.clone(), &RunOptions { concurrency: 8 })
             .await
             .expect("journal");

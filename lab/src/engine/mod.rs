@@ -9,7 +9,9 @@
 //!
 //! Every outcome goes to the journal ([`journal`]), which is a hint that saves time, not the truth about
 //! the lab. When a step ends, a [`Durability`] hook (the simulated lab saves its world) makes its effects
-//! durable *before* the journal records it as done; concurrent step ends share one save. A later run of
+//! durable *before* the journal records it as done; concurrent step ends share one save, saves are spaced
+//! (at most a third of the time goes to saving), and the steps that need a finished step start without
+//! waiting for its save. A later run of
 //! the same workflow, when the last run was interrupted and no other workflow ran since, carries a
 //! finished step over only if the digest of its resolved inputs ([`digest`]) is unchanged; observe-only
 //! steps (preflight, verification) always run again. Everything else runs again, which is safe because
@@ -60,6 +62,8 @@ struct GroupCommit {
     requested: AtomicU64,
     /// The highest ticket a finished save covers. Held while saving, so saves never overlap.
     saved: tokio::sync::Mutex<u64>,
+    /// How long the last save took.
+    last_cost: Mutex<Duration>,
 }
 
 impl GroupCommit {
@@ -69,11 +73,17 @@ impl GroupCommit {
         if *saved >= ticket {
             return Ok(()); // a save that started after this step ended covered it
         }
+        // Saves are spaced so that at most a third of the time goes to saving: the step ends that arrive
+        // meanwhile share the next save (nothing waits on it but their journal lines).
+        let spacing = *self.last_cost.lock().expect("not poisoned") * 2;
+        tokio::time::sleep(spacing).await;
         // Every ticket up to here belongs to a step whose effects are already in the state being saved.
         let target = self.requested.load(Ordering::SeqCst);
         let hook = self.hook.clone();
-        tokio::task::spawn_blocking(move || hook.persist())
-            .await
+        let started = tokio::time::Instant::now();
+        let saved_now = tokio::task::spawn_blocking(move || hook.persist()).await;
+        *self.last_cost.lock().expect("not poisoned") = started.elapsed();
+        saved_now
             .map_err(|e| BackendError::permanent(format!("saving the lab's state failed: {e}")))?
             .map_err(|e| {
                 BackendError::permanent(format!("failed to save the lab's state: {e}"))
@@ -143,6 +153,7 @@ impl RunCtx {
             hook,
             requested: AtomicU64::new(0),
             saved: tokio::sync::Mutex::new(0),
+            last_cost: Mutex::new(Duration::ZERO),
         });
         self
     }
@@ -510,16 +521,10 @@ pub async fn run(
                 if crash_at == Some(boundaries) {
                     crash();
                 }
-                ctx.outputs
-                    .lock()
-                    .expect("not poisoned")
-                    .insert(id, outputs);
-                times[i] = started[i].map(|t| (t, ctx.events.elapsed_ms()));
                 match outcome {
                     Outcome::Changed => result.changed += 1,
                     _ => result.unchanged += 1,
                 }
-                mark_done(i, &mut done, &mut ready);
                 continue;
             }
             Joined::Committed((i, _, _, Err(e))) => {
@@ -535,6 +540,15 @@ pub async fn run(
         let id = plan.steps[i].id.clone();
         match end {
             StepEnd::Done(outcome, outputs) => {
+                // The steps that need this one start now: only the journal line waits for the save. A
+                // later step's save covers this step's effects too, so the journal never says a step is
+                // done whose effects a crash can lose, and the saves stay off the critical path.
+                ctx.outputs
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(id.clone(), outputs.clone());
+                times[i] = started[i].map(|t| (t, ctx.events.elapsed_ms()));
+                mark_done(i, &mut done, &mut ready);
                 let ctx = ctx.clone();
                 committing.spawn(async move {
                     let durable = match &ctx.durability {
