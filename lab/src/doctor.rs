@@ -302,6 +302,7 @@ pub fn tools(
     kind: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
     helm: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
     downloads: bool,
+    kind_minimum: &semver::Version,
 ) -> Vec<Finding> {
     [("kind", kind), ("helm", helm)]
         .into_iter()
@@ -310,7 +311,7 @@ pub fn tools(
             Err(e) => {
                 let fix = match (name, e) {
                     ("kind", crate::backend::tools::ToolError::TooOld { minimum, .. } | crate::backend::tools::ToolError::BadOverride { minimum, .. }) => format!("install kind v{minimum} or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
-                    ("kind", _) => "install kind v0.27.0 or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)".to_owned(),
+                    ("kind", _) => format!("install kind v{kind_minimum} or newer (what the node image needs): https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
                     _ => "install helm v3.14.0 or newer: https://helm.sh/docs/intro/install/ (or set OCM_LAB_HELM)".to_owned(),
                 };
                 let fix = if downloads {
@@ -324,7 +325,20 @@ pub fn tools(
                     crate::backend::tools::ToolError::TooOld { path, found, minimum, why, .. } => format!("{name} v{found} at {path} is older than v{minimum}{why}"),
                     other => other.to_string(),
                 };
-                Finding::fail(if name == "kind" { "kind" } else { "helm" }, detail, fix)
+                let check = if name == "kind" { "kind" } else { "helm" };
+                // Missing or too old, and `up` may download: it fetches the pinned release itself, so this
+                // does not stop `up` (unless the machine has no internet access, which `up` then says).
+                let up_downloads = downloads
+                    && matches!(
+                        e,
+                        crate::backend::tools::ToolError::NotFound { .. }
+                            | crate::backend::tools::ToolError::TooOld { .. }
+                    );
+                if up_downloads {
+                    Finding::warn(check, detail, fix)
+                } else {
+                    Finding::fail(check, detail, fix)
+                }
             }
         })
         .collect()

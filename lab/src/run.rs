@@ -375,6 +375,7 @@ fn open_backends(
         &kind,
         &helm,
         may_download || (command == "doctor" && !args.no_download),
+        &crate::topology::catalog::kind_for_node_image(node_image).0,
     );
     let docker = rt.block_on(Docker::connect());
     let backends = crate::backend::Backends {

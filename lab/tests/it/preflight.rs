@@ -303,3 +303,40 @@ fn the_planned_network_follows_kinds_override() {
         "workshop-net"
     );
 }
+
+/// A machine without kind and helm: `up` downloads the pinned releases, so `doctor` warns and names the
+/// kind the node image needs; with `--no-download` the same finding stops `up`, so it is a failure.
+#[test]
+fn missing_tools_warn_when_up_would_download_them_and_fail_with_no_download() {
+    let root = tempfile::tempdir().unwrap();
+    let empty = root.path().join("bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let env = [
+        ("PATH", empty.as_path()),
+        ("OCM_LAB_STATE_DIR", &root.path().join("state")),
+        ("OCM_LAB_CACHE_DIR", &root.path().join("cache")),
+        ("HOME", &root.path().join("home")),
+    ];
+    let line = |out: &crate::common::Output, tool: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.chars().skip(2).collect::<String>().starts_with(tool))
+            .unwrap_or_else(|| panic!("no {tool} line: {out:?}"))
+            .to_owned()
+    };
+    let doctor = crate::common::ocm_lab_env(&["doctor"], &env);
+    for tool in ["kind", "helm"] {
+        assert!(line(&doctor, tool).starts_with('!'), "{doctor:?}");
+    }
+    assert!(
+        doctor
+            .stdout
+            .contains("install kind v0.32.0 or newer (what the node image needs)"),
+        "{doctor:?}"
+    );
+    let strict = crate::common::ocm_lab_env(&["doctor", "--no-download"], &env);
+    assert_ne!(strict.code, 0, "{strict:?}");
+    for tool in ["kind", "helm"] {
+        assert!(line(&strict, tool).starts_with('✗'), "{strict:?}");
+    }
+}
