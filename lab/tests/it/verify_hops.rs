@@ -60,14 +60,15 @@ async fn verify(h: &Harness) -> Vec<Value> {
 }
 
 /// The results of the last verification, as `verify` saved them.
-fn saved_results(h: &Harness) -> Vec<Value> {
+pub(crate) fn saved_results(h: &Harness) -> Vec<Value> {
     let text = std::fs::read_to_string(h.state.path.join("last-verification.json"))
         .expect("verify saves its report");
     let report: Value = serde_json::from_str(&text).unwrap();
     report["results"].as_array().unwrap().clone()
 }
 
-fn result<'a>(results: &'a [Value], spoke: &str, check: Check) -> &'a Value {
+/// The result of `check` for `spoke`.
+pub(crate) fn result<'a>(results: &'a [Value], spoke: &str, check: Check) -> &'a Value {
     results
         .iter()
         .find(|r| r["spoke"] == spoke && r["check"] == check.as_str())

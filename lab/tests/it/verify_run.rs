@@ -14,26 +14,13 @@ use ocm_lab::engine::events::{Event, Outcome, ResultStatus, Stamped};
 use ocm_lab::sim::{Behaviour, Call, Fault};
 use ocm_lab::topology::Check;
 
+use crate::verify_hops::{result, saved_results};
+
 const INVENTORY: &str = "cluster-inventory";
 
 async fn up(h: &Harness) {
     let (r, _) = h.run("up").await;
     assert!(r.ok, "up: {}", failure(&r));
-}
-
-/// The results of the last verification, as `verify` saved them.
-fn saved_results(h: &Harness) -> Vec<Value> {
-    let text = std::fs::read_to_string(h.state.path.join("last-verification.json"))
-        .expect("verify saves its report");
-    let report: Value = serde_json::from_str(&text).unwrap();
-    report["results"].as_array().unwrap().clone()
-}
-
-fn result<'a>(results: &'a [Value], spoke: &str, check: Check) -> &'a Value {
-    results
-        .iter()
-        .find(|r| r["spoke"] == spoke && r["check"] == check.as_str())
-        .unwrap_or_else(|| panic!("no {check} result for {spoke}: {results:#?}"))
 }
 
 /// Runs `verify` and returns its events and the backend calls it made.
