@@ -22,32 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 /// A topology with `n` spokes, each with two properties, one exclusive set bound in two namespaces.
 fn topology(n: usize) -> String {
-    let mut spokes = String::new();
-    let mut members = Vec::new();
-    for i in 0..n {
-        spokes.push_str(&format!("    - name: spoke-{i}\n      properties: {{region: r-{}, tier.lab.example.com: t-{i}}}\n", i % 7));
-        members.push(format!("spoke-{i}"));
-    }
-    format!(
-        "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1
-kind: Topology
-metadata: {{name: bench-{n}}}
-spec:
-  hub: {{name: hub, featureGates: [ClusterProfile]}}
-  spokes:
-{spokes}  clusterSets:
-    - name: fleet
-      clusters: [{}]
-      bindTo: [cluster-inventory, open-cluster-management-addon]
-  addons:
-    cluster-proxy: {{clusterSet: fleet}}
-    managed-serviceaccount: {{clusterSet: fleet}}
-  serviceAccounts:
-    - name: reader
-  verify: {{namespaces: [cluster-inventory], checks: [properties, access-providers, credentials, conditions]}}
-",
-        members.join(", ")
-    )
+    ocm_lab_testkit::fleet_topology(&format!("bench-{n}"), n, |i| {
+        format!("region: r-{}, tier.lab.example.com: t-{i}", i % 7)
+    })
 }
 
 /// Peak resident set size of this process so far, in MiB (Linux `VmHWM`).

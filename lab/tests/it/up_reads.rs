@@ -18,30 +18,8 @@ const MUTATING: &[&str] = &[
 /// The shape of `benches/up_sim.rs`: `n` spokes with two properties each, one set bound in two
 /// namespaces, both addons, a managed service account per spoke.
 fn topology(n: usize) -> ocm_lab::topology::Lab {
-    let spokes: String = (0..n)
-        .map(|i| format!("    - name: spoke-{i}\n      properties: {{region: r-{i}}}\n"))
-        .collect();
-    let members: Vec<String> = (0..n).map(|i| format!("spoke-{i}")).collect();
-    let text = format!(
-        "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1
-kind: Topology
-metadata: {{name: reads-{n}}}
-spec:
-  hub: {{name: hub, featureGates: [ClusterProfile]}}
-  spokes:
-{spokes}  clusterSets:
-    - name: fleet
-      clusters: [{}]
-      bindTo: [cluster-inventory, open-cluster-management-addon]
-  addons:
-    cluster-proxy: {{clusterSet: fleet}}
-    managed-serviceaccount: {{clusterSet: fleet}}
-  serviceAccounts:
-    - name: reader
-  verify: {{namespaces: [cluster-inventory], checks: [properties, access-providers, credentials, conditions]}}
-",
-        members.join(", ")
-    );
+    let text =
+        ocm_lab_testkit::fleet_topology(&format!("reads-{n}"), n, |i| format!("region: r-{i}"));
     ocm_lab::topology::load_str("reads.yaml", &text)
         .expect("valid topology")
         .lab
