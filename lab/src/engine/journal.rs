@@ -194,24 +194,6 @@ impl Journal {
             None => Ok(()),
         }
     }
-
-    /// Reads every entry, skipping lines that do not parse (a torn last line, damage).
-    pub fn entries(&self) -> std::io::Result<Vec<Entry>> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        Ok(bytes
-            .split(|b| *b == b'\n')
-            .filter_map(|l| serde_json::from_slice(l).ok())
-            .collect())
-    }
-
-    /// The last run of `workflow`, read from the file (see [`last_run`]).
-    pub fn last_run(&self, workflow: &str) -> std::io::Result<LastRun> {
-        Ok(last_run(&self.entries()?, workflow))
-    }
 }
 
 /// Every entry of a journal's text, or why it cannot be read.
@@ -328,7 +310,7 @@ mod tests {
         ] {
             j.append(&e).unwrap();
         }
-        let last = j.last_run("up").unwrap();
+        let last = last_run(&Journal::open(&j.path).unwrap().1, "up");
         assert!(last.resumable());
         assert_eq!(last.done.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
         assert_eq!(last.done["a"].digest.as_deref(), Some("d-a"));
@@ -340,7 +322,11 @@ mod tests {
         .unwrap();
         j.append(&started("3", "up")).unwrap();
         // A new run after a completed one starts from nothing: it re-checks every step.
-        assert!(j.last_run("up").unwrap().done.is_empty());
+        assert!(
+            last_run(&Journal::open(&j.path).unwrap().1, "up")
+                .done
+                .is_empty()
+        );
     }
 
     #[test]
