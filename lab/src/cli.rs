@@ -152,7 +152,7 @@ pub struct SimArgs {
 #[derive(Debug, Clone, Copy, Args)]
 pub struct EngineArgs {
     /// Most steps running at once.
-    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, default_value_t = crate::engine::DEFAULT_CONCURRENCY, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
 }
 
@@ -284,7 +284,7 @@ impl RunArgs {
             lab: lab.clone(),
             simulate: sim.simulate,
             no_download: false,
-            concurrency: 8,
+            concurrency: crate::engine::DEFAULT_CONCURRENCY,
             junit: None,
             checks: Vec::new(),
         }

@@ -248,9 +248,14 @@ pub struct RunOptions {
     pub concurrency: usize,
 }
 
+/// Steps running at once unless `--concurrency` says otherwise.
+pub const DEFAULT_CONCURRENCY: u16 = 8;
+
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { concurrency: 8 }
+        RunOptions {
+            concurrency: DEFAULT_CONCURRENCY.into(),
+        }
     }
 }
 

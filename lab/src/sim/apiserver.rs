@@ -634,7 +634,7 @@ pub(crate) struct HubWebhook {
     pub conversion: bool,
 }
 
-const HUB_NS: &str = "open-cluster-management-hub";
+pub(crate) const HUB_NS: &str = "open-cluster-management-hub";
 
 /// The ManagedCluster mutating webhook: registered means it defaults the cluster set label.
 pub(crate) const MC_MUTATOR: HubWebhook = HubWebhook {

@@ -208,8 +208,8 @@ pub(crate) fn crd(name: &str) -> Value {
             "strategy": "Webhook",
             "webhook": {
                 "clientConfig": {"service": {
-                    "name": "cluster-manager-addon-webhook",
-                    "namespace": "open-cluster-management-hub",
+                    "name": super::apiserver::ADDON_WEBHOOK_SERVICE,
+                    "namespace": super::apiserver::HUB_NS,
                     "path": "/convert",
                     "port": 9443,
                 }},
