@@ -52,16 +52,12 @@ const BINDING_WEBHOOK: &str =
 /// alone comes before the webhooks exist (§1.5). `ValidFeatureGates=False` is caught by
 /// [`invalid_feature_gates`] instead.
 pub fn cluster_manager_ready(cm: &Value) -> bool {
+    use crate::backend::{condition, condition_status};
     let generation = &cm["metadata"]["generation"];
-    let condition = |kind: &str| {
-        cm.pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
-    };
-    let is = |kind: &str, status: &str| condition(kind).is_some_and(|c| c["status"] == status);
+    let is = |kind: &str, status: &str| condition_status(cm, kind) == Some(status);
     (generation.is_null() || cm["status"]["observedGeneration"] == *generation)
         && is("Applied", "True")
-        && condition("Progressing")
+        && condition(cm, "Progressing")
             .is_some_and(|c| c["status"] == "False" && c["reason"] == "ClusterManagerUpToDate")
         && is("HubRegistrationDegraded", "False")
         && is("HubPlacementDegraded", "False")
@@ -70,10 +66,8 @@ pub fn cluster_manager_ready(cm: &Value) -> bool {
 /// The message of `ValidFeatureGates=False`: a gate the operator does not know (FACTS-OCM-ROUND2 §1.5).
 /// Waiting cannot fix it. An operator that does not set the condition is not held against the hub.
 pub fn invalid_feature_gates(cm: &Value) -> Option<String> {
-    cm.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "ValidFeatureGates" && c["status"] == "False")
+    crate::backend::condition(cm, "ValidFeatureGates")
+        .filter(|c| c["status"] == "False")
         .map(|c| {
             format!(
                 "{}: {}",

@@ -254,13 +254,17 @@ impl Condition {
     }
 }
 
-/// The `status` of condition `kind` in `status.conditions`.
-pub fn condition_status<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
+/// Condition `kind` in `status.conditions`.
+pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == kind)
-        .and_then(|c| c["status"].as_str())
+}
+
+/// The `status` of condition `kind` in `status.conditions`.
+pub fn condition_status<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
+    condition(obj, kind).and_then(|c| c["status"].as_str())
 }
 
 /// Why a wait ended without its condition.

@@ -183,15 +183,9 @@ pub fn has_properties(profile: &Value, expected: &[Property]) -> bool {
 /// agent stopped renewing its lease: Available/ControlPlaneHealthy Unknown with reason
 /// `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.1, §5.3).
 pub fn agent_stopped(obj: &Value, condition: &str) -> bool {
-    obj["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            c["type"] == condition
-                && c["status"] == "Unknown"
-                && c["reason"] == "ManagedClusterLeaseUpdateStopped"
-        })
+    crate::backend::condition(obj, condition).is_some_and(|c| {
+        c["status"] == "Unknown" && c["reason"] == "ManagedClusterLeaseUpdateStopped"
+    })
 }
 
 /// `kubectl --context <context>`, or plain `kubectl` when the context is not known.
