@@ -555,19 +555,7 @@ fn run_workflows(cli: &Cli, args: &crate::cli::RunArgs, workflows: &[&str]) -> R
     state.cut_torn_owned_line()?;
     if workflows.iter().any(|w| *w != "down") {
         // A damaged ownership record stops everything but `down`, which reads around the damage.
-        if let Err(crate::state::StateError::Damaged {
-            path, line, reason, ..
-        }) = state.owned()
-        {
-            let recover = crate::state::damaged_help(&lab_command(args, "down"));
-            return Err(crate::state::StateError::Damaged {
-                path,
-                line,
-                reason,
-                recover,
-            }
-            .into());
-        }
+        state.owned_or(&lab_command(args, "down"))?;
     }
     for plan in &plans {
         run_workflow(cli, args, &lab, &state, plan, patches.clone())?;

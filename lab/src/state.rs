@@ -126,6 +126,12 @@ impl StateDir {
     /// contexts. A damaged line other than a torn last one is an error (see [`StateDir::owned_lenient`]
     /// for the reading `down` uses); a torn last line (a crash mid-append) is ignored with a warning.
     pub fn owned(&self) -> Result<Owned, StateError> {
+        self.owned_or("ocm-lab down -t <topology>")
+    }
+
+    /// [`Self::owned`], whose damage error names `down_command` (the user's own `-t` and `--simulate`) as
+    /// the command that recovers.
+    pub fn owned_or(&self, down_command: &str) -> Result<Owned, StateError> {
         let (owned, damage) = self.read_owned()?;
         match damage.into_iter().next() {
             None => Ok(owned),
@@ -133,7 +139,7 @@ impl StateDir {
                 path: self.owned_log().display().to_string(),
                 line,
                 reason,
-                recover: damaged_help("ocm-lab down -t <topology>"),
+                recover: damaged_help(down_command),
             }),
         }
     }
