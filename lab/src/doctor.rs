@@ -261,25 +261,22 @@ async fn clashes(
     let mut out = Vec::new();
     match state.owned() {
         Ok(owned) => {
-            let mut clashes = Vec::new();
-            for name in kind_clusters {
-                match backends.docker.look_alikes(name).await {
-                    Ok(looks) => {
-                        clashes.extend(crate::actions::foreign_look_alikes(&owned, name, &looks))
+            match crate::actions::foreign_containers(&*backends.docker, &owned, kind_clusters).await
+            {
+                Ok(clashes) => {
+                    if let Some(e) = crate::actions::clash_error(&lab.name, &owned, &clashes) {
+                        out.push(Finding::fail(
+                            "clusters",
+                            e.message,
+                            e.help.unwrap_or_default(),
+                        ));
                     }
-                    Err(e) => out.push(Finding::warn(
-                        "clusters",
-                        format!("could not list containers: {}", e.message),
-                        "check `docker ps -a` for containers named like the lab's kind nodes",
-                    )),
                 }
-            }
-            if let Some(e) = crate::actions::clash_error(&lab.name, &owned, &clashes) {
-                out.push(Finding::fail(
+                Err(e) => out.push(Finding::warn(
                     "clusters",
-                    e.message,
-                    e.help.unwrap_or_default(),
-                ));
+                    format!("could not list containers: {}", e.message),
+                    "check `docker ps -a` for containers named like the lab's kind nodes",
+                )),
             }
         }
         Err(e) => out.push(Finding::fail(

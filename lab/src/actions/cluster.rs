@@ -25,15 +25,26 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     // A container that looks like a node of one of our clusters and that this lab cannot prove it
     // created is someone else's: never adopt it, never let kind trip over it.
     let owned = ctx.run.state.owned().map_err(state_error)?;
-    let mut clashes = Vec::new();
-    for name in &kind_clusters {
-        let looks = ctx.run.backends.docker.look_alikes(name).await?;
-        clashes.extend(foreign_look_alikes(&owned, name, &looks));
-    }
+    let clashes = foreign_containers(&*ctx.run.backends.docker, &owned, &kind_clusters).await?;
     if let Some(e) = clash_error(&lab.name, &owned, &clashes) {
         return Err(e);
     }
     Ok((false, outputs([("docker", json!(docker))])))
+}
+
+/// Every container that looks like a node of one of `kind_clusters` and that the lab cannot prove it
+/// created, with the cluster it clashes with (preflight and `doctor` both ask this).
+pub async fn foreign_containers(
+    docker: &dyn crate::backend::ContainerRuntime,
+    owned: &Owned,
+    kind_clusters: &[&str],
+) -> Result<Vec<(String, LookAlike)>, BackendError> {
+    let mut clashes = Vec::new();
+    for name in kind_clusters {
+        let looks = docker.look_alikes(name).await?;
+        clashes.extend(foreign_look_alikes(owned, name, &looks));
+    }
+    Ok(clashes)
 }
 
 /// The containers among `looks` that make `cluster` not the lab's (all of them, unless the lab owns it).
