@@ -660,35 +660,8 @@ impl ContainerRuntime for Docker {
             return Err(BackendError::permanent("empty kind cluster name"));
         }
         let ids = self.cluster_container_ids(cluster).await?;
-        let results: Vec<_> = futures::stream::iter(ids)
-            .map(|id| async move {
-                let r = remove_container(&self.client, &id).await;
-                (id, r)
-            })
-            .buffer_unordered(4)
-            .collect()
-            .await;
-        let mut removed = 0;
-        let mut first_err = None;
-        for (id, r) in results {
-            match r {
-                Ok(()) => removed += 1,
-                // Someone else removed it, or is removing it: gone either way, not by us.
-                Err(e) if is_gone(&e) => {}
-                Err(e) => {
-                    first_err.get_or_insert_with(|| {
-                        self.err(
-                            &format!("remove container {id} of kind cluster {cluster}"),
-                            e,
-                        )
-                    });
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(removed),
-        }
+        self.remove_ids(ids, &format!(" of kind cluster {cluster}"))
+            .await
     }
 
     async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>> {
@@ -732,19 +705,42 @@ impl ContainerRuntime for Docker {
     }
 
     async fn remove_containers(&self, ids: &[String]) -> Result<usize> {
-        let mut removed = 0;
-        for id in ids {
-            match remove_container(&self.client, id).await {
-                Ok(()) => removed += 1,
-                Err(e) if is_gone(&e) => {}
-                Err(e) => return Err(self.err(&format!("remove container {id}"), e)),
-            }
-        }
-        Ok(removed)
+        self.remove_ids(ids.to_vec(), "").await
     }
 }
 
 impl Docker {
+    /// Force-removes these containers, four at a time; containers already gone are not an error. Tries
+    /// them all and reports the first failure (`what` follows the container id in it).
+    async fn remove_ids(&self, ids: Vec<String>, what: &str) -> Result<usize> {
+        let results: Vec<_> = futures::stream::iter(ids)
+            .map(|id| async move {
+                let r = remove_container(&self.client, &id).await;
+                (id, r)
+            })
+            .buffer_unordered(4)
+            .collect()
+            .await;
+        let mut removed = 0;
+        let mut first_err = None;
+        for (id, r) in results {
+            match r {
+                Ok(()) => removed += 1,
+                // Someone else removed it, or is removing it: gone either way, not by us.
+                Err(e) if is_gone(&e) => {}
+                Err(e) => {
+                    first_err.get_or_insert_with(|| {
+                        self.err(&format!("remove container {id}{what}"), e)
+                    });
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
+    }
+
     /// Whether `image` is present on the daemon (nothing is pulled).
     pub async fn image_present(&self, image: &str) -> Result<bool> {
         match self.client.inspect_image(image).await {
