@@ -124,11 +124,10 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
             }
         }
     }
+    save_report(ctx, &results);
     if let Some(e) = first_error {
-        save_report(ctx, &results);
         return Err(e);
     }
-    save_report(ctx, &results);
     let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
     if let Some(first) = failed.first() {
         let permanent = failed.iter().filter(|r| r.permanent).count();

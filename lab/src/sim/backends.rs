@@ -719,14 +719,7 @@ impl ClusterApi for SimApi {
                     return Err(apiserver::unreachable(&c));
                 }
                 // The hub's proxy server, as the user server's tunnel sees it (FACTS-OCM-ROUND2 §4.4).
-                let proxy_server = match st.faults.get(&Behaviour::ProxyServer).cloned() {
-                    Some(super::Fault::FailAlways(m)) => Err(m),
-                    Some(super::Fault::FailOnce(m)) => {
-                        st.faults.remove(&Behaviour::ProxyServer);
-                        Err(m)
-                    }
-                    _ => Ok(()),
-                };
+                let proxy_server = st.take_failure(Behaviour::ProxyServer).map_or(Ok(()), Err);
                 super::userserver::get(
                     &st.world,
                     proxy_server,

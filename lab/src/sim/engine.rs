@@ -45,6 +45,18 @@ impl State {
             Some(Fault::FailAlways(msg)) => Err(BackendError::permanent(msg)),
         }
     }
+
+    /// The message of a failing fault on `b`, if one is set; a `FailOnce` is used up by the call.
+    pub fn take_failure(&mut self, b: Behaviour) -> Option<String> {
+        match self.faults.get(&b)? {
+            Fault::FailAlways(msg) => Some(msg.clone()),
+            Fault::FailOnce(_) => match self.faults.remove(&b) {
+                Some(Fault::FailOnce(msg)) => Some(msg),
+                _ => None,
+            },
+            Fault::Delay(_) => None,
+        }
+    }
 }
 
 impl State {
@@ -57,21 +69,20 @@ impl State {
         api_version: &str,
         kind: &str,
     ) -> Result<(), BackendError> {
-        let why = match self.faults.get(&Behaviour::HubWebhooks) {
-            Some(Fault::FailOnce(why) | Fault::FailAlways(why)) => why.clone(),
-            _ => return Ok(()),
-        };
+        if !matches!(
+            self.faults.get(&Behaviour::HubWebhooks),
+            Some(Fault::FailOnce(_) | Fault::FailAlways(_))
+        ) {
+            return Ok(());
+        }
         let hooks = super::apiserver::hub_webhooks_for(&self.world, cluster, key, api_version);
         let Some(hook) = hooks.first() else {
-            return Ok(());
+            return Ok(()); // a write no webhook sees does not use up a FailOnce
         };
-        if matches!(
-            self.faults.get(&Behaviour::HubWebhooks),
-            Some(Fault::FailOnce(_))
-        ) {
-            self.faults.remove(&Behaviour::HubWebhooks);
+        match self.take_failure(Behaviour::HubWebhooks) {
+            Some(why) => Err(hook.failure(api_version, kind, &why)),
+            None => Ok(()),
         }
-        Err(hook.failure(api_version, kind, &why))
     }
 }
 
