@@ -193,6 +193,33 @@ pub fn plan_chart(
     })
 }
 
+/// The Helm releases the lab installs on lab cluster `cluster`, as (release, namespace), in install
+/// order. Names and namespaces as OCM's chart READMEs use them (`helm install cluster-manager
+/// ocm/cluster-manager --namespace=open-cluster-management`, klusterlet likewise; the add-ons in their
+/// topology namespace) and as `workflows/up.yaml` installs them.
+pub fn releases_on(lab: &Lab, cluster: &str) -> Vec<(String, String)> {
+    const OCM_NS: &str = "open-cluster-management";
+    let mut out = Vec::new();
+    if lab.hub.cluster.name == cluster {
+        out.push((Chart::ClusterManager.name().to_owned(), OCM_NS.to_owned()));
+    }
+    if lab.managed_clusters.iter().any(|m| m.cluster == cluster) {
+        out.push((Chart::Klusterlet.name().to_owned(), OCM_NS.to_owned()));
+    }
+    if lab.hub.cluster.name == cluster {
+        if let Some(cp) = &lab.addons.cluster_proxy {
+            out.push((Chart::ClusterProxy.name().to_owned(), cp.namespace.clone()));
+        }
+        if let Some(m) = &lab.addons.managed_serviceaccount {
+            out.push((
+                Chart::ManagedServiceaccount.name().to_owned(),
+                m.namespace.clone(),
+            ));
+        }
+    }
+    out
+}
+
 /// Why a chart's values would not do what the lab needs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{chart} {version}: {problem}")]

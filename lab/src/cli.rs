@@ -81,7 +81,8 @@ impl Cli {
             | Command::Topology(TopologyCommand::List { output }) => output.output,
             Command::Diagnose(_)
             | Command::Topology(TopologyCommand::Schema | TopologyCommand::Show { .. })
-            | Command::Completions { .. } => Output::Human,
+            | Command::Completions { .. }
+            | Command::PostRender(_) => Output::Human,
         }
     }
 }
@@ -354,7 +355,7 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
-    /// Delete the lab's clusters and contexts, and nothing else.
+    /// Delete the lab's kind clusters and contexts, and uninstall its Helm releases from existing clusters; nothing else.
     Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.
     Reset(UpArgs),
@@ -375,6 +376,23 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Helm's post-renderer: applies the chart patches to manifests on stdin (Helm runs this).
+    #[command(name = "__post-render", hide = true)]
+    PostRender(PostRenderArgs),
+}
+
+/// `__post-render`: which chart's manifests arrive on stdin, and where the patches are.
+#[derive(Debug, Clone, Args)]
+pub struct PostRenderArgs {
+    /// The chart name (`cluster-proxy`).
+    #[arg(long)]
+    pub chart: String,
+    /// The chart version (semver).
+    #[arg(long)]
+    pub chart_version: String,
+    /// Read chart patches from this folder instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub chart_patches: Option<PathBuf>,
 }
 
 /// A verification check, as named on the command line.

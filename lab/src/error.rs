@@ -114,6 +114,10 @@ pub enum Error {
     #[error("cancelled: running steps were stopped; run the same command again to resume")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
+    /// `__post-render` (run by Helm) could not patch the manifests; Helm stops the install.
+    #[error("ocm-lab post-renderer: {0}")]
+    #[diagnostic(code(ocm_lab::post_render))]
+    PostRender(String),
     #[error("failed to start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -145,6 +149,7 @@ impl Error {
             | Error::NotUp { .. }
             | Error::Preflight(_)
             | Error::Tools(_)
+            | Error::PostRender(_)
             | Error::Runtime(_) => exit::FAILURE,
         }
     }

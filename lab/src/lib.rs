@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod patch;
 pub mod plan_out;
+pub mod postrender;
 mod run;
 pub mod sim;
 pub mod state;

@@ -268,6 +268,7 @@ fn run(cli: &Cli) -> Result<(), Error> {
         // over both, so no other command can take the lab between the prune and the `up`.
         Command::Reset(a) => run_workflows(cli, &a.into(), &["reset", "up"]),
         Command::Doctor(a) => doctor(cli, &a.into()),
+        Command::PostRender(a) => crate::postrender::run(a),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(
@@ -347,7 +348,11 @@ fn open_backends(
             }
         };
         return Ok(Opened {
-            backends: sim.backends(),
+            // The simulated post-renderer applies the run's patches, as `__post-render` would.
+            backends: sim.backends_with_patches(match &args.lab.chart_patches {
+                None => crate::patch::PatchSet::embedded()?,
+                Some(dir) => crate::patch::PatchSet::load_dir(dir)?,
+            }),
             sim: Some(sim),
             findings: Vec::new(),
             docker: None,
@@ -388,7 +393,7 @@ fn open_backends(
             Err(e) => Arc::new(Unavailable(e.into())),
         },
         helm: match helm {
-            Ok(t) => Arc::new(Helm::new(t)),
+            Ok(t) => Arc::new(Helm::new(t, post_renderer(args, &cfg)?)),
             Err(e) => Arc::new(Unavailable(e.into())),
         },
         kube: Arc::new(KubeConnector::new()),
@@ -404,6 +409,28 @@ fn open_backends(
         findings,
         docker: docker.ok(),
         tool_versions,
+    })
+}
+
+/// How helm runs this binary as its post-renderer, with the run's `--chart-patches`.
+fn post_renderer(
+    args: &crate::cli::RunArgs,
+    cfg: &crate::backend::tools::ToolsConfig,
+) -> Result<crate::backend::helm::PostRenderer, Error> {
+    let exe = std::env::current_exe().map_err(|e| {
+        Error::PostRender(format!(
+            "cannot find the path of this ocm-lab binary, which helm runs as its post-renderer: {e}"
+        ))
+    })?;
+    Ok(crate::backend::helm::PostRenderer {
+        exe,
+        // Absolute: helm may run the post-renderer from another folder.
+        chart_patches: args
+            .lab
+            .chart_patches
+            .as_ref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+        plugins_dir: cfg.cache_dir.join("helm-plugins"),
     })
 }
 

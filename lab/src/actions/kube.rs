@@ -5,10 +5,11 @@ use serde_json::{Value, json};
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    ApplyOutcome, BackendError, ClusterApi, Condition, ObjectRef, WaitError, fieldset,
+    ApplyOutcome, BackendError, ClusterApi, Condition, HelmTarget, ObjectRef, Rendered, WaitError,
+    fieldset, undeclared,
 };
 use crate::charts::ChartPlan;
-use crate::patch;
+use crate::topology::Provider;
 
 /// Kinds every API server serves: no CRD to wait for.
 pub const BUILTIN_GROUPS: &[&str] = &[
@@ -156,8 +157,102 @@ pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
     Ok((false, outputs([])))
 }
 
-/// Installs a chart: `helm template`, our patches, CRDs first and served, then the rest. `extra` holds
-/// run-time values (for the klusterlet, the bootstrap kubeconfig: a secret, never logged).
+/// Where helm talks to lab cluster `cluster`: the lab's own kubeconfig file for a kind cluster, the
+/// user's for an existing one, with the cluster's context.
+pub fn helm_target(ctx: &StepCtx<'_>, cluster: &str) -> Result<HelmTarget, BackendError> {
+    let c = ctx.run.lab.cluster(cluster).ok_or_else(|| {
+        BackendError::permanent(format!(
+            "`{cluster}` is not a cluster of lab `{}`",
+            ctx.run.lab.name
+        ))
+    })?;
+    Ok(match &c.provider {
+        Provider::Kind => HelmTarget {
+            cluster: cluster.to_owned(),
+            kubeconfig: ctx.run.state.kubeconfig(cluster),
+            context: c.context.clone(),
+            lab: ctx.run.lab.name.clone(),
+        },
+        Provider::Existing {
+            kubeconfig,
+            context,
+        } => HelmTarget {
+            cluster: cluster.to_owned(),
+            kubeconfig: kubeconfig.into(),
+            context: context.clone(),
+            lab: ctx.run.lab.name.clone(),
+        },
+    })
+}
+
+/// Refuses a chart whose patched objects set fields their CRD does not declare, before anything reaches
+/// the API server (see [`undeclared`]). CRDs come from the chart itself, else from the cluster; a kind
+/// with no CRD yet (an operator installs it later) is not judged.
+async fn check_declared(
+    api: &dyn ClusterApi,
+    chart: &ChartPlan,
+    rendered: &Rendered,
+) -> Result<(), BackendError> {
+    let mut live: Option<Vec<Value>> = None;
+    for obj in &rendered.objects {
+        let Some(r) = ObjectRef::of(obj) else {
+            continue;
+        };
+        let group = r.group();
+        if BUILTIN_GROUPS.contains(&group) {
+            continue;
+        }
+        let version = r.api_version.rsplit('/').next().unwrap_or_default();
+        let crd = match rendered
+            .crds
+            .iter()
+            .find(|c| undeclared::defines(c, group, &r.kind))
+        {
+            Some(c) => Some(c),
+            None => {
+                if live.is_none() {
+                    live = Some(
+                        api.list(
+                            "apiextensions.k8s.io/v1",
+                            "CustomResourceDefinition",
+                            None,
+                            None,
+                        )
+                        .await?,
+                    );
+                }
+                live.as_ref()
+                    .and_then(|l| l.iter().find(|c| undeclared::defines(c, group, &r.kind)))
+            }
+        };
+        let Some(schema) = crd.and_then(|c| undeclared::schema_of(c, version)) else {
+            continue;
+        };
+        let fields = undeclared::undeclared_fields(obj, schema);
+        if !fields.is_empty() {
+            let crd_name = crd
+                .and_then(|c| c.pointer("/metadata/name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return Err(BackendError::permanent(format!(
+                "{} {} renders {r} with {} that its CRD {crd_name} ({version}) does not declare: {}; nothing was installed",
+                chart.chart.name(),
+                chart.version,
+                if fields.len() == 1 { "a field" } else { "fields" },
+                fields.join(", ")
+            ))
+            .with_help("a chart patch (charts-patches/, or `--chart-patches`) can remove them; or pick a chart version whose templates match its CRDs"));
+        }
+    }
+    Ok(())
+}
+
+/// Installs a chart as a Helm release. First, touching nothing: `helm template` through the
+/// post-renderer (our patches) and the undeclared-field check of the patched objects. Then the release
+/// namespace and the chart's CRDs (server-side applied by the lab and waited for until served: Helm never
+/// upgrades `crds/`), then `helm upgrade --install --skip-crds`, unless the release is already deployed
+/// with this chart version and these values and every object is in place. `extra` holds run-time values
+/// (for the klusterlet, the bootstrap kubeconfig: a secret, never logged).
 pub async fn install_chart(
     ctx: &StepCtx<'_>,
     chart: &ChartPlan,
@@ -167,6 +262,7 @@ pub async fn install_chart(
         BackendError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
     })?;
     let api = ctx.run.api(&chart.cluster).await?;
+    let helm = &ctx.run.backends.helm;
     let mut values = chart.values.clone();
     if let Some(Value::Object(extra)) = extra {
         for (k, v) in extra {
@@ -174,19 +270,21 @@ pub async fn install_chart(
         }
     }
     ctx.progress(format!("rendering {} {}", chart.chart, chart.version));
-    let mut rendered = ctx.run.backends.helm.template(chart, &values).await?;
+    let rendered = helm.template(chart, &values).await?;
     let version = semver::Version::parse(&chart.version)
         .map_err(|e| BackendError::permanent(format!("chart version {}: {e}", chart.version)))?;
-    let patches = ctx.run.patches.for_chart(chart.chart.name(), &version);
-    if !patches.is_empty() {
-        let report = patch::apply(&patches, &mut rendered.objects)
-            .map_err(|e| BackendError::permanent(e.to_string()))?;
-        for m in &report.missing_targets {
+    for p in ctx.run.patches.for_chart(chart.chart.name(), &version) {
+        if !rendered.objects.iter().any(|o| p.target.matches(o)) {
+            let m = format!(
+                "patch `{}` ({}) was not applied: the chart rendered no {}",
+                p.name, p.source, p.target
+            );
             ctx.progress(format!("warning: {m}"));
             tracing::warn!("{m}");
         }
     }
-    // The release namespace: `helm install --create-namespace` would create it.
+    check_declared(api.as_ref(), chart, &rendered).await?;
+    // The release namespace, with the lab label (`--create-namespace` would create it without).
     let mut total = ensure_objects(
         ctx,
         api.as_ref(),
@@ -217,13 +315,91 @@ pub async fn install_chart(
             }
         }
     }
-    let rest = ensure_objects(ctx, api.as_ref(), &rendered.objects, None).await?;
-    for o in [crds, rest] {
-        total.created += o.created;
-        total.updated += o.updated;
-        total.unchanged += o.unchanged;
+    total.created += crds.created;
+    total.updated += crds.updated;
+    total.unchanged += crds.unchanged;
+    let target = helm_target(ctx, &chart.cluster)?;
+    let existing = helm
+        .release(&target, &chart.release, &chart.namespace)
+        .await?;
+    let wanted_chart = format!("{}-{}", chart.chart.name(), chart.version);
+    if let Some(rel) = &existing
+        && rel.status == "deployed"
+        && rel.chart == wanted_chart
+        && rel.values == values
+        && objects_in_place(api.as_ref(), &rendered.objects).await?
+    {
+        total.unchanged += rendered.objects.len();
+        return Ok(total);
+    }
+    ctx.progress(format!(
+        "helm upgrade --install {} ({wanted_chart}) in namespace {}",
+        chart.release, chart.namespace
+    ));
+    for obj in &rendered.objects {
+        if let Some(r) = ObjectRef::of(obj) {
+            ensure_served(ctx, api.as_ref(), &r.api_version, &r.kind, None).await?;
+        }
+    }
+    let release = helm.upgrade_install(&target, chart, &values).await?;
+    tracing::info!(
+        release = %release.name,
+        namespace = %release.namespace,
+        revision = release.revision,
+        "helm release {}",
+        release.status
+    );
+    if existing.is_some() {
+        total.updated += rendered.objects.len();
+    } else {
+        total.created += rendered.objects.len();
     }
     Ok(total)
+}
+
+/// Whether every rendered object is in place on the cluster (see [`contains`]).
+async fn objects_in_place(api: &dyn ClusterApi, objects: &[Value]) -> Result<bool, BackendError> {
+    for obj in objects {
+        let Some(r) = ObjectRef::of(obj) else {
+            return Ok(false);
+        };
+        match api.get(&r).await? {
+            Some(live) if contains(&live, obj) => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// `chart.uninstall`: `helm uninstall` of the lab's releases on one cluster (add-ons before the OCM
+/// charts). Only releases labelled as this lab's are removed; a release of the same name that someone
+/// else installed is reported as not ours and left alone.
+pub async fn chart_uninstall(ctx: &StepCtx<'_>) -> ActionResult {
+    let cluster = ctx.input("cluster")?;
+    let releases = crate::charts::releases_on(&ctx.run.lab, cluster);
+    let target = helm_target(ctx, cluster)?;
+    let mut removed = Vec::new();
+    for (name, namespace) in releases.iter().rev() {
+        if ctx
+            .run
+            .backends
+            .helm
+            .uninstall(&target, name, namespace)
+            .await?
+        {
+            ctx.progress(format!("uninstalled Helm release {namespace}/{name}"));
+            removed.push(json!(format!("{namespace}/{name}")));
+        } else {
+            ctx.progress(format!(
+                "no Helm release {namespace}/{name} of lab `{}` (absent, or not ours: left alone)",
+                ctx.run.lab.name
+            ));
+        }
+    }
+    Ok((
+        !removed.is_empty(),
+        outputs([("uninstalled", Value::Array(removed))]),
+    ))
 }
 
 /// A Namespace object carrying the lab label.

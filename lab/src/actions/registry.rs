@@ -80,13 +80,19 @@ pub const ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "chart.install",
-        summary: "render a pinned chart with helm template, apply our chart patches, server-side apply CRDs first",
+        summary: "install a pinned chart as a Helm release (helm upgrade --install), our chart patches applied by the post-renderer; CRDs first",
         inputs: &[
             req("cluster", "lab cluster to install on"),
             req("chart", "chart name from the version catalog"),
             req("namespace", "release namespace"),
         ],
         run: action_fn!(kube::chart_install),
+    },
+    ActionSpec {
+        name: "chart.uninstall",
+        summary: "helm uninstall the lab's releases on a cluster (only releases labelled as this lab's)",
+        inputs: &[req("cluster", "lab cluster")],
+        run: action_fn!(kube::chart_uninstall),
     },
     ActionSpec {
         name: "ocm.hub-ready",

@@ -1,46 +1,242 @@
-//! The helm binary as a [`ChartRenderer`]: `helm template` a pinned chart from its repository and
-//! parse the result into objects, CRDs first.
+//! The helm binary as a [`ChartRenderer`]: installs the lab's charts as real Helm releases
+//! (`helm upgrade --install`, so `helm ls -A`, `helm get manifest` and `helm uninstall` work), and
+//! renders them (`helm template`) for the checks that must run before anything reaches a cluster.
 //!
-//! The command ([`template_args`]) is the same for Helm v3 and v4:
-//! `helm template <release> <chart> --repo <repo> --version <version> --namespace <ns> --include-crds
-//! --values <file>`. There is no post-renderer: our chart patches apply to the parsed objects.
+//! Our chart patches (`charts-patches/`) are applied by Helm's post-renderer, which is ocm-lab itself
+//! (the hidden `__post-render` command, `crate::postrender`). Helm 3 and Helm 4 run it differently
+//! (FACTS-HELM-KIND A1, A2):
+//! - Helm 3: `--post-renderer <path of ocm-lab> --post-renderer-args=__post-render
+//!   --post-renderer-args=--chart --post-renderer-args=<chart> …` (an executable path; each
+//!   `--post-renderer-args` is one argv element).
+//! - Helm 4: `--post-renderer` takes only the name of a `postrenderer/v1` plugin. ocm-lab writes the
+//!   plugin [`PLUGIN_NAME`] into its cache (`<cache>/helm-plugins/ocm-lab-post-render/plugin.yaml`,
+//!   subprocess runtime, command = this binary, args = `__post-render`) and points `HELM_PLUGINS` at
+//!   that folder for its own helm commands. `--post-renderer-args` are appended after the plugin's args.
+//!   Helm 4 also post-renders hooks; neither version post-renders `crds/`.
 //!
-//! Values can hold a secret (the klusterlet's bootstrap kubeconfig), so they go to a file created with
-//! mode 0600 in a private (0700) temporary folder that is removed as soon as helm exits, or when the
-//! call is cancelled. Values and helm's stdout (which renders them into Secrets) are never logged and
-//! never put into errors; errors carry the command line and helm's stderr.
+//! The commands (the values file is the plan's values plus run-time values):
+//! - `helm template <release> <chart> --repo <repo> --version <version> --namespace <ns>
+//!   --include-crds --values <file> <post-renderer>`
+//! - `helm upgrade --install <release> <chart> --repo … --version … --namespace <ns> --create-namespace
+//!   --skip-crds --values <file> --kubeconfig <file> --kube-context <context> <post-renderer>`
+//!   (`--skip-crds`: the install action applies the CRDs itself first, because Helm never upgrades
+//!   `crds/` and the lab waits for them to be served, A1.6, A1.8)
+//! - `helm list --all --filter ^<release>$ -n <ns> -o json`, `helm get values <release> -n <ns> -o json`
+//! - `helm upgrade` also gets `--labels ocm-lab.open-cluster-management.io/lab=<lab>` (Helm ≥ 3.13),
+//!   and `helm uninstall <release> -n <ns>` runs only when `helm list --selector` with that label
+//!   finds the release: a release of the same name that the lab did not install is left alone.
+//!
+//! Values can hold a secret, so they go to a file created with mode 0600 in a private (0700) temporary
+//! folder (`tempfile`) that is removed as soon as helm exits, or when the call is cancelled. Values and
+//! helm's stdout (which renders them into Secrets) are never logged and never put into errors; errors
+//! carry the command line and helm's stderr.
 //!
 //! Failures: a chart or version missing from the repository is permanent (help: check the version with
 //! `ocm-lab plan`); an unreachable repository (`dial tcp`, `i/o timeout`, `connection refused`,
 //! `TLS handshake`, `no such host`, `connection reset`, `Client.Timeout`, or an HTTP 5xx) is transient;
-//! everything else (a template error, a schema rejection) is permanent.
+//! everything else (a template error, a post-renderer failure, a schema rejection) is permanent.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use serde_json::Value;
 
 use super::tools::{self, Tool, Verdict};
-use super::{BackendError, ChartRenderer, Rendered, Result};
+use super::{BackendError, ChartRenderer, HelmTarget, Release, Rendered, Result};
 use crate::charts::ChartPlan;
+
+/// The hidden ocm-lab command Helm runs as its post-renderer (`crate::postrender`).
+pub const POST_RENDER_SUBCOMMAND: &str = "__post-render";
+
+/// The name of the Helm 4 post-renderer plugin ocm-lab writes.
+pub const PLUGIN_NAME: &str = "ocm-lab-post-render";
+
+/// Extra environment variables for a helm command.
+pub type Env = Vec<(String, OsString)>;
+
+/// How Helm runs ocm-lab as its post-renderer.
+#[derive(Debug, Clone)]
+pub struct PostRenderer {
+    /// The ocm-lab binary Helm runs (`std::env::current_exe()`).
+    pub exe: PathBuf,
+    /// `--chart-patches`, passed on so the post-renderer uses the same patches as the run.
+    pub chart_patches: Option<PathBuf>,
+    /// Where the Helm 4 plugin is written; `HELM_PLUGINS` points here.
+    pub plugins_dir: PathBuf,
+}
+
+impl PostRenderer {
+    /// The arguments of `ocm-lab __post-render` for `chart`.
+    pub fn command_args(&self, chart: &ChartPlan) -> Vec<String> {
+        let mut args = vec![
+            "--chart".to_owned(),
+            chart.chart.name().to_owned(),
+            "--chart-version".to_owned(),
+            chart.version.clone(),
+        ];
+        if let Some(dir) = &self.chart_patches {
+            args.push("--chart-patches".to_owned());
+            args.push(dir.to_string_lossy().into_owned());
+        }
+        args
+    }
+
+    /// The Helm 4 `plugin.yaml` (FACTS-HELM-KIND A2.3): a `postrenderer/v1` plugin, subprocess runtime.
+    pub fn plugin_yaml(&self) -> String {
+        // JSON strings are YAML strings: the path is quoted exactly.
+        let exe = serde_json::to_string(&self.exe.to_string_lossy()).expect("a string serializes");
+        format!(
+            "# Written by ocm-lab: Helm 4 runs ocm-lab as its post-renderer through this plugin.\n\
+             name: \"{PLUGIN_NAME}\"\n\
+             version: \"{}\"\n\
+             type: postrenderer/v1\n\
+             apiVersion: v1\n\
+             runtime: subprocess\n\
+             runtimeConfig:\n\
+             \x20 platformCommand:\n\
+             \x20 - command: {exe}\n\
+             \x20   args: [\"{}\"]\n",
+            env!("CARGO_PKG_VERSION"),
+            POST_RENDER_SUBCOMMAND
+        )
+    }
+
+    /// Writes the Helm 4 plugin (atomically: parallel installs may write it at once).
+    pub fn write_plugin(&self) -> std::io::Result<()> {
+        let dir = self.plugins_dir.join(PLUGIN_NAME);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("plugin.yaml");
+        let text = self.plugin_yaml();
+        if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
+            return Ok(());
+        }
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+        std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
 
 /// helm, run as a subprocess.
 #[derive(Debug, Clone)]
 pub struct Helm {
     tool: Tool,
+    post: PostRenderer,
 }
 
 impl Helm {
-    pub fn new(tool: Tool) -> Self {
-        Helm { tool }
+    pub fn new(tool: Tool, post: PostRenderer) -> Self {
+        Helm { tool, post }
     }
 
     pub fn tool(&self) -> &Tool {
         &self.tool
     }
+
+    /// The post-renderer flags for this helm's major version, and the environment they need.
+    pub fn post_renderer_flags(&self, chart: &ChartPlan) -> std::io::Result<(Vec<String>, Env)> {
+        post_renderer_flags(self.tool.version.major, &self.post, chart)
+    }
+
+    /// Runs helm with a private values file holding `values`, the post-renderer when `post` is set.
+    async fn run_with_values(
+        &self,
+        what: &str,
+        values: &Value,
+        args: impl FnOnce(&Path) -> Vec<String>,
+        chart: Option<&ChartPlan>,
+        target: Option<&HelmTarget>,
+    ) -> Result<tools::Output> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("ocm-lab-helm");
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        let scratch = builder.tempdir().map_err(|e| {
+            BackendError::permanent(format!(
+                "failed to {what}: failed to create a private temporary folder: {e}"
+            ))
+        })?;
+        let values_file = scratch.path().join("values.json");
+        // JSON is YAML, and exact: no YAML type guessing on strings like `on` or `1.10`.
+        let bytes = serde_json::to_vec(values).expect("JSON values serialize");
+        tools::write_private(&values_file, &bytes).map_err(|e| {
+            BackendError::permanent(format!(
+                "failed to {what}: failed to write the values file: {e}"
+            ))
+        })?;
+        let mut args = args(&values_file);
+        if let Some(t) = target {
+            args.extend(target_args(t));
+        }
+        let mut env = Vec::new();
+        if let Some(chart) = chart {
+            let (flags, e) = self.post_renderer_flags(chart).map_err(|e| {
+                BackendError::permanent(format!(
+                    "failed to {what}: failed to write the Helm 4 post-renderer plugin in {}: {e}",
+                    self.post.plugins_dir.display()
+                ))
+                .with_help("check that ocm-lab's cache folder (OCM_LAB_CACHE_DIR) is writable")
+            })?;
+            args.extend(flags);
+            env = e;
+        }
+        let out = tools::run_with_env(&self.tool, &args, None, &env).await;
+        // Remove the values (they may hold a bootstrap token) before anything else happens.
+        drop(scratch);
+        out
+    }
+
+    /// Runs a helm command that needs no values file.
+    async fn run_plain(&self, mut args: Vec<String>, target: &HelmTarget) -> Result<tools::Output> {
+        args.extend(target_args(target));
+        tools::run(&self.tool, &args, None).await
+    }
 }
 
-/// `helm template` arguments for `chart`, reading values from `values_file`.
+/// `--kubeconfig <file> --kube-context <context>`.
+pub fn target_args(t: &HelmTarget) -> Vec<String> {
+    vec![
+        "--kubeconfig".into(),
+        t.kubeconfig.to_string_lossy().into_owned(),
+        "--kube-context".into(),
+        t.context.clone(),
+    ]
+}
+
+/// The post-renderer flags for Helm `major` (3: an executable path; 4: a plugin name, with
+/// `HELM_PLUGINS` pointing at the plugin ocm-lab writes), and the environment to run helm with.
+pub fn post_renderer_flags(
+    major: u64,
+    post: &PostRenderer,
+    chart: &ChartPlan,
+) -> std::io::Result<(Vec<String>, Env)> {
+    let mut flags = Vec::new();
+    let mut env = Vec::new();
+    let mut args = post.command_args(chart);
+    if major >= 4 {
+        post.write_plugin()?;
+        flags.push("--post-renderer".to_owned());
+        flags.push(PLUGIN_NAME.to_owned());
+        env.push((
+            "HELM_PLUGINS".to_owned(),
+            post.plugins_dir.clone().into_os_string(),
+        ));
+    } else {
+        flags.push("--post-renderer".to_owned());
+        flags.push(post.exe.to_string_lossy().into_owned());
+        args.insert(0, POST_RENDER_SUBCOMMAND.to_owned());
+    }
+    // `=`: an argument starting with `--` must not be read as a flag of helm's own.
+    flags.extend(
+        args.into_iter()
+            .map(|a| format!("--post-renderer-args={a}")),
+    );
+    Ok((flags, env))
+}
+
+/// `helm template` arguments for `chart`, reading values from `values_file` (post-renderer flags
+/// are added by the adapter).
 pub fn template_args(chart: &ChartPlan, values_file: &Path) -> Vec<String> {
     vec![
         "template".into(),
@@ -53,6 +249,27 @@ pub fn template_args(chart: &ChartPlan, values_file: &Path) -> Vec<String> {
         "--namespace".into(),
         chart.namespace.clone(),
         "--include-crds".into(),
+        "--values".into(),
+        values_file.to_string_lossy().into_owned(),
+    ]
+}
+
+/// `helm upgrade --install` arguments for `chart` (target and post-renderer flags are added by the
+/// adapter).
+pub fn upgrade_args(chart: &ChartPlan, values_file: &Path) -> Vec<String> {
+    vec![
+        "upgrade".into(),
+        "--install".into(),
+        chart.release.clone(),
+        chart.chart.name().into(),
+        "--repo".into(),
+        chart.repo.clone(),
+        "--version".into(),
+        chart.version.clone(),
+        "--namespace".into(),
+        chart.namespace.clone(),
+        "--create-namespace".into(),
+        "--skip-crds".into(),
         "--values".into(),
         values_file.to_string_lossy().into_owned(),
     ]
@@ -164,46 +381,232 @@ pub fn classify_template_failure(chart: &ChartPlan, stderr: &str) -> Verdict {
     Verdict::permanent(None)
 }
 
+/// One entry of `helm list -o json` (`revision` is a string there).
+#[derive(Debug, serde::Deserialize)]
+struct Listed {
+    name: String,
+    namespace: String,
+    revision: String,
+    status: String,
+    chart: String,
+}
+
+fn describe(chart: &ChartPlan) -> String {
+    format!(
+        "{} {} (release `{}` in namespace `{}`)",
+        chart.chart.name(),
+        chart.version,
+        chart.release,
+        chart.namespace
+    )
+}
+
+fn utf8(out: tools::Output, what: &str) -> Result<String> {
+    String::from_utf8(out.stdout).map_err(|_| {
+        BackendError::permanent(format!(
+            "failed to {what}: `{}` printed output that is not UTF-8",
+            out.command
+        ))
+    })
+}
+
+/// Helm's message when the post-renderer failed, with what to do (Helm 4 hides its stderr).
+fn post_render_help(stderr: &str) -> Option<&'static str> {
+    (stderr.contains("post render") || stderr.contains("post-render")).then_some(
+        "ocm-lab's post-renderer (the chart patches) failed: `ocm-lab plan` and `up` run the same patches in their template pass and say which one; check `--chart-patches`",
+    )
+}
+
 #[async_trait]
 impl ChartRenderer for Helm {
     async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered> {
-        let what = format!(
-            "{} {} (release `{}` in namespace `{}`)",
-            chart.chart.name(),
-            chart.version,
-            chart.release,
-            chart.namespace
-        );
-        let scratch = tools::ScratchDir::new("ocm-lab-helm").map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to render {what}: failed to create a private temporary folder: {e}"
-            ))
-        })?;
-        let values_file = scratch.path.join("values.json");
-        // JSON is YAML, and exact: no YAML type guessing on strings like `on` or `1.10`.
-        let bytes = serde_json::to_vec(values).expect("JSON values serialize");
-        tools::write_private(&values_file, &bytes).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to render {what}: failed to write the values file: {e}"
-            ))
-        })?;
-        let args = template_args(chart, &values_file);
-        let out = tools::run(&self.tool, &args, None).await;
-        // Remove the values (they may hold a bootstrap token) before anything else happens.
-        drop(scratch);
-        let out = out?;
+        let what = format!("render {}", describe(chart));
+        let out = self
+            .run_with_values(
+                &what,
+                values,
+                |f| template_args(chart, f),
+                Some(chart),
+                None,
+            )
+            .await?;
         if !out.status.success() {
-            return Err(classify_template_failure(chart, &out.stderr)
-                .into_error(format!("failed to render {what}: {}", out.failure())));
+            let mut e = classify_template_failure(chart, &out.stderr)
+                .into_error(format!("failed to {what}: {}", out.failure()));
+            if e.help.is_none() {
+                e.help = post_render_help(&out.stderr).map(str::to_owned);
+            }
+            return Err(e);
         }
-        let text = String::from_utf8(out.stdout).map_err(|_| {
+        let command = out.command.clone();
+        let text = utf8(out, &what)?;
+        parse_manifests(&text)
+            .map_err(|e| BackendError::permanent(format!("failed to {what}: `{command}`: {e}")))
+    }
+
+    async fn upgrade_install(
+        &self,
+        target: &HelmTarget,
+        chart: &ChartPlan,
+        values: &Value,
+    ) -> Result<Release> {
+        let what = format!("install {}", describe(chart));
+        let out = self
+            .run_with_values(
+                &what,
+                values,
+                |f| {
+                    let mut args = upgrade_args(chart, f);
+                    args.push("--labels".into());
+                    args.push(format!("{}={}", crate::topology::LAB_LABEL, target.lab));
+                    args
+                },
+                Some(chart),
+                Some(target),
+            )
+            .await?;
+        if !out.status.success() {
+            let mut e = classify_template_failure(chart, &out.stderr)
+                .into_error(format!("failed to {what}: {}", out.failure()));
+            if e.help.is_none() {
+                e.help = post_render_help(&out.stderr)
+                    .map(str::to_owned)
+                    .or_else(|| {
+                        out.stderr.contains("another operation").then(|| format!(
+                            "Helm left the release in a pending state: `helm rollback {} -n {}` (or `helm uninstall`), then run `ocm-lab up` again",
+                            chart.release, chart.namespace
+                        ))
+                    });
+            }
+            return Err(e);
+        }
+        self.release(target, &chart.release, &chart.namespace)
+            .await?
+            .ok_or_else(|| {
+                BackendError::permanent(format!(
+                    "helm reported success for {what}, but `helm list` does not show the release"
+                ))
+            })
+    }
+
+    async fn release(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<Option<Release>> {
+        let what = format!("list Helm release `{name}` in namespace `{namespace}`");
+        let args = vec![
+            "list".into(),
+            "--all".into(),
+            "--filter".into(),
+            format!("^{name}$"),
+            "--namespace".into(),
+            namespace.to_owned(),
+            "--output".into(),
+            "json".into(),
+        ];
+        let out = self.run_plain(args, target).await?;
+        if !out.status.success() {
+            return Err(BackendError::transient(format!(
+                "failed to {what}: {}",
+                out.failure()
+            )));
+        }
+        let command = out.command.clone();
+        let text = utf8(out, &what)?;
+        let listed: Vec<Listed> = serde_json::from_str(text.trim()).map_err(|e| {
             BackendError::permanent(format!(
-                "failed to render {what}: `{}` printed output that is not UTF-8",
-                out.command
+                "failed to {what}: `{command}` printed unexpected JSON: {e}"
             ))
         })?;
-        parse_manifests(&text).map_err(|e| {
-            BackendError::permanent(format!("failed to render {what}: `{}`: {e}", out.command))
-        })
+        let Some(l) = listed.into_iter().find(|l| l.name == name) else {
+            return Ok(None);
+        };
+        let args = vec![
+            "get".into(),
+            "values".into(),
+            name.to_owned(),
+            "--namespace".into(),
+            namespace.to_owned(),
+            "--output".into(),
+            "json".into(),
+        ];
+        let out = self.run_plain(args, target).await?;
+        if !out.status.success() {
+            return Err(BackendError::transient(format!(
+                "failed to read the values of Helm release `{name}`: {}",
+                out.failure()
+            )));
+        }
+        let text = utf8(out, &what)?;
+        // Never quoted in errors: the values may hold secrets.
+        let values = match text.trim() {
+            "" | "null" => Value::Object(Default::default()),
+            t => serde_json::from_str(t).map_err(|_| {
+                BackendError::permanent(format!(
+                    "failed to read the values of Helm release `{name}`: helm printed something that is not JSON"
+                ))
+            })?,
+        };
+        Ok(Some(Release {
+            name: l.name,
+            namespace: l.namespace,
+            revision: l.revision.parse().unwrap_or(0),
+            status: l.status,
+            chart: l.chart,
+            values,
+        }))
+    }
+
+    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
+        // Only this lab's release: `helm list --selector` reads the labels `--labels` put on it.
+        let what = format!("list Helm release `{name}` in namespace `{namespace}`");
+        let args = vec![
+            "list".into(),
+            "--all".into(),
+            "--filter".into(),
+            format!("^{name}$"),
+            "--selector".into(),
+            format!("{}={}", crate::topology::LAB_LABEL, target.lab),
+            "--namespace".into(),
+            namespace.to_owned(),
+            "--output".into(),
+            "json".into(),
+        ];
+        let out = self.run_plain(args, target).await?;
+        if !out.status.success() {
+            return Err(BackendError::transient(format!(
+                "failed to {what}: {}",
+                out.failure()
+            )));
+        }
+        let command = out.command.clone();
+        let text = utf8(out, &what)?;
+        let listed: Vec<Listed> = serde_json::from_str(text.trim()).map_err(|e| {
+            BackendError::permanent(format!(
+                "failed to {what}: `{command}` printed unexpected JSON: {e}"
+            ))
+        })?;
+        if !listed.iter().any(|l| l.name == name) {
+            return Ok(false);
+        }
+        let args = vec![
+            "uninstall".into(),
+            name.to_owned(),
+            "--namespace".into(),
+            namespace.to_owned(),
+        ];
+        let out = self.run_plain(args, target).await?;
+        if out.status.success() {
+            return Ok(true);
+        }
+        if out.stderr.contains("not found") {
+            return Ok(false);
+        }
+        Err(BackendError::transient(format!(
+            "failed to uninstall Helm release `{name}` in namespace `{namespace}`: {}",
+            out.failure()
+        )))
     }
 }

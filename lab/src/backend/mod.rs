@@ -20,6 +20,7 @@ pub mod helm;
 pub mod kind;
 pub mod kube;
 pub mod tools;
+pub mod undeclared;
 
 /// Whether retrying may help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,11 +160,69 @@ pub struct Rendered {
     pub objects: Vec<Value>,
 }
 
-/// The chart renderer (`helm template`).
+/// The cluster a Helm command talks to: a kubeconfig file and one of its contexts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelmTarget {
+    /// The lab cluster's name (the simulated lab keys its releases by it).
+    pub cluster: String,
+    pub kubeconfig: std::path::PathBuf,
+    pub context: String,
+    /// The lab's name: releases are installed labelled `ocm-lab.open-cluster-management.io/lab=<lab>`
+    /// (Helm's `--labels`), and only releases carrying it are ever uninstalled.
+    pub lab: String,
+}
+
+/// A Helm release as Helm stores it: `helm list` plus the values it was installed with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Release {
+    pub name: String,
+    pub namespace: String,
+    pub revision: u64,
+    /// `deployed`, `failed`, `pending-install`, …
+    pub status: String,
+    /// `<chart>-<version>`, as `helm list` prints it.
+    pub chart: String,
+    /// The user-supplied values (`helm get values`).
+    pub values: Value,
+}
+
+/// Helm: renders charts and installs them as releases, with our chart patches applied by Helm's
+/// post-renderer (ocm-lab's hidden `__post-render` command) in both cases.
 #[async_trait]
 pub trait ChartRenderer: Send + Sync {
-    /// Renders `chart` with `values` (the plan's values plus run-time values).
+    /// `helm template --include-crds` through the post-renderer: the objects `upgrade_install` would
+    /// send, patched, CRDs separate. Touches no cluster.
     async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered>;
+    /// `helm upgrade --install --skip-crds` through the post-renderer (the caller applies the CRDs:
+    /// Helm never upgrades `crds/`). Returns the release as stored afterwards.
+    async fn upgrade_install(
+        &self,
+        target: &HelmTarget,
+        chart: &ChartPlan,
+        values: &Value,
+    ) -> Result<Release> {
+        let _ = (target, values);
+        Err(BackendError::permanent(format!(
+            "this backend cannot install release `{}`",
+            chart.release
+        )))
+    }
+    /// The release `name` in `namespace`, if Helm has one (any status).
+    async fn release(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<Option<Release>> {
+        let _ = (target, name, namespace);
+        Ok(None)
+    }
+    /// `helm uninstall` of a release labelled as this lab's (`crate::topology::LAB_LABEL`); `false` when there is
+    /// no such release of this lab (absent, or someone else's: left alone).
+    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
+        let _ = (target, name, namespace);
+        Ok(false)
+    }
 }
 
 /// Identifies an object.
@@ -504,6 +563,15 @@ impl ClusterProvisioner for Unavailable {
 #[async_trait]
 impl ChartRenderer for Unavailable {
     async fn template(&self, _: &ChartPlan, _: &Value) -> Result<Rendered> {
+        Err(self.0.clone())
+    }
+    async fn upgrade_install(&self, _: &HelmTarget, _: &ChartPlan, _: &Value) -> Result<Release> {
+        Err(self.0.clone())
+    }
+    async fn release(&self, _: &HelmTarget, _: &str, _: &str) -> Result<Option<Release>> {
+        Err(self.0.clone())
+    }
+    async fn uninstall(&self, _: &HelmTarget, _: &str, _: &str) -> Result<bool> {
         Err(self.0.clone())
     }
 }

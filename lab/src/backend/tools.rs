@@ -1230,10 +1230,21 @@ pub async fn run(
     args: &[String],
     stdin: Option<Vec<u8>>,
 ) -> Result<Output, BackendError> {
+    run_with_env(tool, args, stdin, &[]).await
+}
+
+/// [`run`] with extra environment variables (Helm 4's `HELM_PLUGINS`).
+pub async fn run_with_env(
+    tool: &Tool,
+    args: &[String],
+    stdin: Option<Vec<u8>>,
+    env: &[(String, std::ffi::OsString)],
+) -> Result<Output, BackendError> {
     use tokio::io::AsyncWriteExt as _;
 
     let command = tool.command_line(args);
     let mut cmd = tokio::process::Command::new(&tool.path);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.args(args)
         .kill_on_drop(true)
         .stdin(if stdin.is_some() {

@@ -15,8 +15,8 @@ use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use crate::backend::{
     BackendError, ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector,
-    ContainerRuntime, CreateCluster, LookAlike, NodeContainer, ObjectRef, Rendered, Result, Secret,
-    WaitError,
+    ContainerRuntime, CreateCluster, HelmTarget, LookAlike, NodeContainer, ObjectRef, Release,
+    Rendered, Result, Secret, WaitError,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
@@ -355,11 +355,51 @@ impl ClusterProvisioner for SimKind {
 
 // ---- helm ---------------------------------------------------------------------------------------
 
-pub(crate) struct SimHelm(pub Arc<Shared>);
+/// Simulated Helm: renders with the simulated charts, post-renders with our chart patches as
+/// `ocm-lab __post-render` does for real Helm, and keeps releases in the world (install, upgrade,
+/// list, uninstall; FACTS-HELM-KIND A5). Objects go in by server-side apply with field manager `helm`
+/// (Helm 4's default, A3); CRDs are left to the caller, as `--skip-crds` does.
+pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<crate::patch::PatchSet>);
+
+/// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
+fn sim_render(
+    patches: &crate::patch::PatchSet,
+    chart: &ChartPlan,
+    values: &Value,
+) -> Result<Rendered> {
+    let mut rendered = charts::render(chart, values)?;
+    let version = semver::Version::parse(&chart.version)
+        .map_err(|e| BackendError::permanent(format!("chart version {}: {e}", chart.version)))?;
+    let matching = patches.for_chart(chart.chart.name(), &version);
+    if !matching.is_empty() {
+        crate::patch::apply(&matching, &mut rendered.objects).map_err(|e| {
+            BackendError::permanent(format!(
+                "simulated Helm: error while running post render on files: ocm-lab post-renderer: {e}"
+            ))
+        })?;
+    }
+    Ok(rendered)
+}
+
+fn release_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn as_release(r: &super::world::SimRelease) -> Release {
+    Release {
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        revision: r.revision,
+        status: r.status.clone(),
+        chart: r.chart.clone(),
+        values: r.values.clone(),
+    }
+}
 
 #[async_trait]
 impl ChartRenderer for SimHelm {
     async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered> {
+        let patches = self.1.clone();
         call(
             &self.0,
             Behaviour::HelmTemplate,
@@ -367,7 +407,166 @@ impl ChartRenderer for SimHelm {
             "helm.template",
             format!("chart {}@{}", chart.chart, chart.version),
             false,
-            |_| charts::render(chart, values),
+            move |_| sim_render(&patches, chart, values),
+        )
+        .await
+    }
+
+    async fn upgrade_install(
+        &self,
+        target: &HelmTarget,
+        chart: &ChartPlan,
+        values: &Value,
+    ) -> Result<Release> {
+        let rendered = self.template(chart, values).await?;
+        let cluster = target.cluster.clone();
+        let lab = target.lab.clone();
+        call(
+            &self.0,
+            Behaviour::Apply,
+            &target.cluster,
+            "helm.upgrade-install",
+            format!("release {}/{}", chart.namespace, chart.release),
+            true,
+            move |st| {
+                let key = release_key(&chart.namespace, &chart.release);
+                let previous = st
+                    .world
+                    .releases
+                    .get(&cluster)
+                    .and_then(|rs| rs.get(&key))
+                    .cloned();
+                let mut manifest = Vec::new();
+                let mut result = Ok(());
+                for obj in &rendered.objects {
+                    let mut obj = obj.clone();
+                    // Helm puts namespaced objects without a namespace into the release namespace.
+                    if obj.pointer("/metadata/namespace").is_none()
+                        && let Some(info) = apiserver::resolve(
+                            &st.world,
+                            &cluster,
+                            obj["apiVersion"].as_str().unwrap_or_default(),
+                            obj["kind"].as_str().unwrap_or_default(),
+                        )
+                        && info.namespaced
+                    {
+                        obj["metadata"]["namespace"] = json!(chart.namespace);
+                    }
+                    let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_owned();
+                    let kind = obj["kind"].as_str().unwrap_or_default().to_owned();
+                    let applied = st
+                        .webhook_fault(&cluster, &gk::of_obj(&obj), &api_version, &kind)
+                        .and_then(|()| apiserver::apply_as(&mut st.world, &cluster, &obj, "helm"));
+                    if let Err(e) = applied {
+                        result = Err(e);
+                        break;
+                    }
+                    st.applied
+                        .entry(cluster.clone())
+                        .or_default()
+                        .push(obj.to_string().into_boxed_str());
+                    if let Some(r) = ObjectRef::of(&obj) {
+                        manifest.push(r);
+                    }
+                }
+                if result.is_ok()
+                    && let Some(prev) = &previous
+                {
+                    // An upgrade deletes what the new manifest no longer holds.
+                    for gone in prev.manifest.iter().filter(|r| !manifest.contains(r)) {
+                        if let Err(e) = apiserver::delete(&mut st.world, &cluster, gone) {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                let release = super::world::SimRelease {
+                    name: chart.release.clone(),
+                    namespace: chart.namespace.clone(),
+                    chart: format!("{}-{}", chart.chart.name(), chart.version),
+                    revision: previous.as_ref().map_or(0, |p| p.revision) + 1,
+                    status: if result.is_ok() { "deployed" } else { "failed" }.to_owned(),
+                    values: values.clone(),
+                    labels: [(crate::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
+                    manifest: if result.is_ok() {
+                        manifest
+                    } else {
+                        previous.map(|p| p.manifest).unwrap_or_default()
+                    },
+                };
+                let out = as_release(&release);
+                st.world
+                    .releases
+                    .entry(cluster.clone())
+                    .or_default()
+                    .insert(key, release);
+                result.map(|()| out)
+            },
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<Option<Release>> {
+        let cluster = target.cluster.clone();
+        let key = release_key(namespace, name);
+        call(
+            &self.0,
+            Behaviour::KubeRead,
+            &target.cluster,
+            "helm.list",
+            format!("release {key}"),
+            false,
+            move |st| {
+                if !st.world.reachable(&cluster) {
+                    return Err(apiserver::unreachable(&cluster));
+                }
+                Ok(st
+                    .world
+                    .releases
+                    .get(&cluster)
+                    .and_then(|rs| rs.get(&key))
+                    .map(as_release))
+            },
+        )
+        .await
+    }
+
+    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
+        let cluster = target.cluster.clone();
+        let lab = target.lab.clone();
+        let key = release_key(namespace, name);
+        call(
+            &self.0,
+            Behaviour::Delete,
+            &target.cluster,
+            "helm.uninstall",
+            format!("release {key}"),
+            true,
+            move |st| {
+                // Only this lab's release (labelled at install); anything else is left alone.
+                let Some(release) = st
+                    .world
+                    .releases
+                    .get(&cluster)
+                    .and_then(|rs| rs.get(&key))
+                    .filter(|r| r.labels.get(crate::topology::LAB_LABEL) == Some(&lab))
+                    .cloned()
+                else {
+                    return Ok(false);
+                };
+                for r in &release.manifest {
+                    apiserver::delete(&mut st.world, &cluster, r)?;
+                }
+                if let Some(rs) = st.world.releases.get_mut(&cluster) {
+                    rs.remove(&key);
+                }
+                Ok(true)
+            },
         )
         .await
     }

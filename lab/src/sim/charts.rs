@@ -166,8 +166,50 @@ const fn crd_def(
     }
 }
 
+/// The simulated CRD's schema: keeps unknown fields, except where the real CRD's declared fields matter
+/// to the lab: the ManagedProxyConfiguration's `spec.proxyAgent` and `spec.proxyServer.entrypoint.hostname`
+/// list their properties as cluster-proxy v0.10.0's CRD does (OCM-FACTS §6: proxyAgent has additionalArgs,
+/// additionalServiceCAConfigMap, image, imagePullSecrets, replicas; hostname has only value), so the
+/// install action's undeclared-field check sees what it would on a real cluster.
+fn schema_for(name: &str) -> Value {
+    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    if name != "managedproxyconfigurations.proxy.open-cluster-management.io" {
+        return open;
+    }
+    let any = || json!({"x-kubernetes-preserve-unknown-fields": true});
+    json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "spec": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {
+                    "proxyAgent": {"type": "object", "properties": {
+                        "additionalArgs": {"type": "array", "items": {"type": "string"}},
+                        "additionalServiceCAConfigMap": any(),
+                        "image": {"type": "string"},
+                        "imagePullSecrets": {"type": "array", "items": {"type": "string"}},
+                        "replicas": {"type": "integer"},
+                    }},
+                    "proxyServer": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {"entrypoint": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": true,
+                            "properties": {"hostname": {"type": "object", "properties": {"value": {"type": "string"}}}},
+                        }},
+                    },
+                },
+            },
+        },
+    })
+}
+
 /// A real `apiextensions.k8s.io/v1` CustomResourceDefinition for `<plural>.<group>`, with a minimal
-/// schema that keeps unknown fields (the simulation checks the fields that matter itself).
+/// schema that keeps unknown fields except where [`schema_for`] says (the simulated API server checks
+/// the fields that matter itself).
 pub(crate) fn crd(name: &str) -> Value {
     let d = CRDS
         .iter()
@@ -181,7 +223,7 @@ pub(crate) fn crd(name: &str) -> Value {
                 "name": v,
                 "served": true,
                 "storage": storage,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "schema": {"openAPIV3Schema": schema_for(name)},
                 "subresources": {"status": {}},
             })
         })

@@ -36,7 +36,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault, SIMULATED_FAILURE};
-pub use world::{Agent, Container, Network, SimCluster, TokenInfo, World};
+pub use world::{Agent, Container, Network, SimCluster, SimRelease, TokenInfo, World};
 
 use crate::backend::{Backends, ClusterApi, ObjectRef};
 use engine::Shared;
@@ -91,10 +91,15 @@ impl SimLab {
 
     /// The backends over this world.
     pub fn backends(self: &Arc<Self>) -> Backends {
+        self.backends_with_patches(crate::patch::PatchSet::embedded().unwrap_or_default())
+    }
+
+    /// The backends, with simulated Helm post-rendering `patches` (a run's `--chart-patches`).
+    pub fn backends_with_patches(self: &Arc<Self>, patches: crate::patch::PatchSet) -> Backends {
         Backends {
             docker: Arc::new(backends::SimDocker(self.shared.clone())),
             kind: Arc::new(backends::SimKind(self.shared.clone())),
-            helm: Arc::new(backends::SimHelm(self.shared.clone())),
+            helm: Arc::new(backends::SimHelm(self.shared.clone(), Arc::new(patches))),
             kube: Arc::new(backends::SimConnector(self.shared.clone())),
             simulated: true,
         }

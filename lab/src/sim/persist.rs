@@ -99,6 +99,7 @@ impl SaveCache {
             tokens,
             agents,
             tunnels,
+            releases,
             seq,
             rng,
             changes: _,
@@ -118,6 +119,8 @@ impl SaveCache {
         json(&mut out, agents)?;
         out.extend_from_slice(b",\"tunnels\":");
         json(&mut out, tunnels)?;
+        out.extend_from_slice(b",\"releases\":");
+        json(&mut out, releases)?;
         out.extend_from_slice(b",\"seq\":");
         json(&mut out, seq)?;
         out.extend_from_slice(b",\"rng\":");

@@ -144,6 +144,23 @@ impl ChangeKind {
     }
 }
 
+/// A simulated Helm release: what `helm list` and `helm get values` show, and the objects of its
+/// manifest (what `helm uninstall` deletes and an upgrade that no longer renders them removes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SimRelease {
+    pub name: String,
+    pub namespace: String,
+    /// `<chart>-<version>`.
+    pub chart: String,
+    pub revision: u64,
+    pub status: String,
+    pub values: Value,
+    pub manifest: Vec<crate::backend::ObjectRef>,
+    /// Release labels (`helm upgrade --labels`): the lab's ownership label.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
 /// The whole simulated world.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct World {
@@ -158,6 +175,10 @@ pub struct World {
     /// (FACTS-OCM-ROUND2 §4.3).
     #[serde(default)]
     pub(crate) tunnels: BTreeSet<String>,
+    /// Simulated Helm releases: cluster → `<namespace>/<release>` → release (as Helm's release Secrets
+    /// hold them, FACTS-HELM-KIND A5).
+    #[serde(default)]
+    pub(crate) releases: BTreeMap<String, BTreeMap<String, SimRelease>>,
     /// Counter for tokens, ports and addresses.
     pub(crate) seq: u64,
     /// Generator state for uids and ids.
@@ -480,6 +501,7 @@ impl World {
         }
         let prefix = format!("{name}/");
         self.set_index.retain(|k, _| !k.starts_with(&prefix));
+        self.releases.remove(name);
         if self.clusters.remove(name).is_some() {
             self.tokens.retain(|_, t| t.cluster != name);
             self.agents

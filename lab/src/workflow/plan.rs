@@ -109,6 +109,12 @@ fn collection(lab: &Lab, name: &str) -> Vec<Item> {
                 .map(|c| (c.name.clone(), ser(c)))
                 .collect(),
         ),
+        "existingClusters" => items(
+            lab.clusters()
+                .filter(|c| c.provider != Provider::Kind)
+                .map(|c| (c.name.clone(), ser(c)))
+                .collect(),
+        ),
         "spokes" => items(
             lab.spokes
                 .iter()

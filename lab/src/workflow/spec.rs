@@ -17,6 +17,7 @@ pub const KIND: &str = "Workflow";
 pub const FOREACH: &[&str] = &[
     "clusters",
     "kindClusters",
+    "existingClusters",
     "spokes",
     "managedClusters",
     "clusterSets",

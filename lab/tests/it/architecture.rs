@@ -16,7 +16,14 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["sim"],
     &[
-        "cli", "run", "doctor", "diagnose", "status", "plan_out", "error",
+        "cli",
+        "run",
+        "doctor",
+        "diagnose",
+        "status",
+        "plan_out",
+        "error",
+        "postrender",
     ],
 ];
 

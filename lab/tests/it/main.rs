@@ -10,6 +10,7 @@ mod crdschema;
 mod damaged;
 mod docker;
 mod engine;
+mod helm_release;
 mod hub_webhooks;
 mod klusterlet_first;
 mod kube_api;

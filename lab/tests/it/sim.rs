@@ -113,7 +113,8 @@ struct Sim {
 impl Sim {
     fn new() -> Self {
         let lab = SimLab::new();
-        let b = lab.backends();
+        // No post-renderer patches: `install` applies them itself when asked, to show both outcomes.
+        let b = lab.backends_with_patches(PatchSet::default());
         Sim {
             lab,
             b,

@@ -698,6 +698,15 @@ async fn a_tool_that_cannot_start_is_reported_with_its_command_line() {
     assert!(e.help.unwrap().contains("OCM_LAB_KIND"));
 }
 
+/// ocm-lab as helm's post-renderer, its Helm 4 plugin written next to the shim.
+fn post_renderer(shim: &Shim) -> helm::PostRenderer {
+    helm::PostRenderer {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_ocm-lab")),
+        chart_patches: None,
+        plugins_dir: shim.dir.path().join("plugins"),
+    }
+}
+
 /// Records the values file's mode, its folder's mode and its contents, as helm sees them.
 const RECORD_VALUES: &str = r#"
 prev=''
@@ -721,7 +730,7 @@ async fn helm_template_splits_crds_and_removes_its_private_values_file() {
         0,
     )
     .hook("template-cluster-proxy", RECORD_VALUES);
-    let helm = Helm::new(shim.tool(ToolName::Helm, "3.19.0"));
+    let helm = Helm::new(shim.tool(ToolName::Helm, "3.19.0"), post_renderer(&shim));
     let values =
         json!({"bootstrapHubKubeConfig": "token: s3cret", "userServer": {"enabled": true}});
     let rendered = helm.template(&chart_plan(), &values).await.unwrap();
@@ -729,10 +738,13 @@ async fn helm_template_splits_crds_and_removes_its_private_values_file() {
     assert_eq!(rendered.crds.len(), 1);
     assert_eq!(rendered.objects.len(), 5);
     let values_path = PathBuf::from(shim.file("values.path").unwrap());
-    assert_eq!(
-        shim.argv("template-cluster-proxy"),
-        helm::template_args(&chart_plan(), &values_path)
+    let mut expected = helm::template_args(&chart_plan(), &values_path);
+    expected.extend(
+        helm::post_renderer_flags(3, &post_renderer(&shim), &chart_plan())
+            .unwrap()
+            .0,
     );
+    assert_eq!(shim.argv("template-cluster-proxy"), expected);
     assert_eq!(shim.file("values.mode").unwrap().trim(), "600");
     assert_eq!(shim.file("values-dir.mode").unwrap().trim(), "700");
     let seen: Value = serde_json::from_str(&shim.file("values.copy").unwrap()).unwrap();
@@ -754,7 +766,7 @@ async fn helm_template_failures_keep_the_command_and_never_the_values() {
         1,
     )
     .hook("template-cluster-proxy", RECORD_VALUES);
-    let helm = Helm::new(shim.tool(ToolName::Helm, "4.0.1"));
+    let helm = Helm::new(shim.tool(ToolName::Helm, "4.0.1"), post_renderer(&shim));
     let values = json!({"bootstrapHubKubeConfig": "token: s3cret"});
     let e = helm.template(&chart_plan(), &values).await.unwrap_err();
     assert_eq!(e.transience, Transience::Permanent);

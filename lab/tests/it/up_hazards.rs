@@ -117,8 +117,9 @@ async fn a_join_never_starts_before_the_bootstrap_service_account_exists() {
     let sa = calls
         .iter()
         .position(|c| {
-            c.verb == "kube.apply"
-                && c.object.contains("agent-registration-bootstrap")
+            // The SA comes with the cluster-manager Helm release (`createBootstrapSA`).
+            c.verb == "helm.upgrade-install"
+                && c.object.contains("open-cluster-management/cluster-manager")
                 && c.outcome.is_ok()
         })
         .expect("the bootstrap SA was applied");

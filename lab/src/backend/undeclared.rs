@@ -1,0 +1,100 @@
+//! Fields a CRD does not declare: the check that refuses them before anything reaches the API server.
+//!
+//! A server-side apply of an object with a field its CRD's structural schema does not declare fails
+//! with HTTP 500 "field not declared in schema"; a client-side create (Helm 3) prunes it with a warning
+//! only (OCM-FACTS §6, §10). Either way the chart does not get what it rendered, so the install action
+//! walks every patched object against its CRD's `openAPIV3Schema` first and refuses the chart, naming
+//! the fields.
+//!
+//! Only what a structural schema says for sure is flagged: a key of an object whose schema lists
+//! `properties` and neither declares that key nor allows more (`additionalProperties`,
+//! `x-kubernetes-preserve-unknown-fields: true`). An object schema without `properties` is not judged.
+
+use serde_json::Value;
+
+/// The paths (`.spec.proxyAgent.additionalValues`) of the fields of `obj` that `schema` (a CRD
+/// version's `openAPIV3Schema`) does not declare, in document order. `apiVersion`, `kind` and
+/// `metadata` at the top are the API server's own and never flagged.
+pub fn undeclared_fields(obj: &Value, schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk(obj, schema, "", true, &mut out);
+    out
+}
+
+fn walk(v: &Value, schema: &Value, path: &str, top: bool, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let preserve = schema["x-kubernetes-preserve-unknown-fields"] == Value::Bool(true);
+            for (k, child) in map {
+                if top && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let here = format!("{path}.{k}");
+                if let Some(s) = props.and_then(|p| p.get(k)) {
+                    walk(child, s, &here, false, out);
+                } else if let Some(s) = additional.filter(|a| a.is_object()) {
+                    walk(child, s, &here, false, out);
+                } else if props.is_some() && !preserve && additional != Some(&Value::Bool(true)) {
+                    out.push(here);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, s, &format!("{path}[{i}]"), false, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `openAPIV3Schema` of `crd` for `version`, if it has one.
+pub fn schema_of<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == version)?
+        .pointer("/schema/openAPIV3Schema")
+}
+
+/// Whether `crd` defines `kind` in `group`.
+pub fn defines(crd: &Value, group: &str, kind: &str) -> bool {
+    crd.pointer("/spec/group").and_then(Value::as_str) == Some(group)
+        && crd.pointer("/spec/names/kind").and_then(Value::as_str) == Some(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flags_only_keys_a_listing_schema_leaves_out() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "proxyAgent": {"type": "object", "properties": {"image": {"type": "string"}}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "list": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+                "opaque": {"type": "object"},
+            }},
+        }});
+        let obj = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n", "whatever": 1},
+            "spec": {"proxyAgent": {"image": "i", "additionalValues": {"a": "b"}},
+                "free": {"anything": 1}, "labels": {"a": "b"}, "opaque": {"x": 1},
+                "list": [{"name": "a"}, {"name": "b", "extra": true}]}});
+        let mut found = undeclared_fields(&obj, &schema);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![".spec.list[1].extra", ".spec.proxyAgent.additionalValues"]
+        );
+        assert!(
+            undeclared_fields(&json!({"spec": {"proxyAgent": {"image": "i"}}}), &schema).is_empty()
+        );
+    }
+}

@@ -1,0 +1,436 @@
+//! The charts are installed as Helm releases, with our chart patches applied by Helm's post-renderer
+//! (ocm-lab itself), for Helm 3 and Helm 4. A stand-in `helm` records its arguments and runs the
+//! post-renderer as each Helm version does (FACTS-HELM-KIND A1.1-4: Helm 3 runs `--post-renderer` as an
+//! executable path with each `--post-renderer-args` as one argument; A2.1-5: Helm 4 finds a
+//! `postrenderer/v1` plugin by name under `HELM_PLUGINS` and runs its command, its args, then the
+//! `--post-renderer-args`; both feed the manifests on stdin, take stdout, and fail on a non-zero exit,
+//! Helm 4 without showing the plugin's stderr). It keeps releases in its folder for list/get/uninstall.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+
+use ocm_lab::backend::helm::{self, Helm, PostRenderer};
+use ocm_lab::backend::tools::{self, ToolName};
+use ocm_lab::backend::{ChartRenderer as _, HelmTarget, Transience};
+use ocm_lab::charts::ChartPlan;
+use ocm_lab::topology::catalog::Chart;
+use serde_json::{Value, json};
+
+const STAND_IN: &str = r#"#!/bin/sh
+d='@DIR@'
+major=$(cat "$d/major")
+{ printf '%s\n' "$@"; echo '--'; } >> "$d/calls"
+verb="$1"
+case "$verb" in
+  version) printf 'v%s.1.0' "$major"; exit 0 ;;
+esac
+pr=''; prev=''; values=''; ns=''; selector=''; labels=''; version=''; filter=''
+: > "$d/pr-args"
+for a in "$@"; do
+  case "$a" in --post-renderer-args=*) printf '%s\n' "${a#--post-renderer-args=}" >> "$d/pr-args" ;; esac
+  case "$prev" in
+    --post-renderer) pr="$a" ;;
+    --values) values="$a" ;;
+    --namespace) ns="$a" ;;
+    --selector) selector="$a" ;;
+    --labels) labels="$a" ;;
+    --version) version="$a" ;;
+    --filter) filter="$a" ;;
+  esac
+  prev="$a"
+done
+post_render() {
+  if [ "$major" -ge 4 ]; then
+    found=''
+    for f in "$HELM_PLUGINS"/*/plugin.yaml; do
+      if grep -q "^name: \"$pr\"" "$f" && grep -q '^type: postrenderer/v1' "$f" && grep -q '^apiVersion: v1' "$f"; then found="$f"; fi
+    done
+    if [ -z "$found" ]; then echo "Error: plugin: {Name:$pr Type:postrenderer/v1} not found" >&2; exit 1; fi
+    cmd=$(sed -n 's/^ *- command: "\(.*\)"$/\1/p' "$found")
+    first=$(sed -n 's/^ *args: \["\(.*\)"\]$/\1/p' "$found")
+    set -- "$first"
+  else
+    case "$pr" in /*) ;; *) echo "Error: unable to find binary at $pr" >&2; exit 1 ;; esac
+    cmd="$pr"
+    set --
+  fi
+  while IFS= read -r line; do set -- "$@" "$line"; done < "$d/pr-args"
+  printf '%s\n' "$cmd" "$@" > "$d/pr-argv"
+  if ! "$cmd" "$@" < "$d/manifests" > "$d/rendered" 2> "$d/pr-stderr"; then
+    if [ "$major" -ge 4 ]; then
+      echo "Error: error while running post render on files: failed to invoke post-renderer plugin \"$pr\": plugin \"$pr\" exited with error" >&2
+    else
+      echo "Error: error while running post render on files: error while running command $cmd. error output:" >&2
+      cat "$d/pr-stderr" >&2
+      echo ": exit status 1" >&2
+    fi
+    exit 1
+  fi
+}
+case "$verb" in
+  template)
+    post_render
+    cat "$d/rendered"
+    cat "$d/crds"
+    ;;
+  upgrade)
+    rel="$3"; chart="$4"
+    post_render
+    cp "$d/rendered" "$d/release-$rel.manifest"
+    cp "$values" "$d/release-$rel.values"
+    printf '%s' "$labels" > "$d/release-$rel.labels"
+    printf '[{"name":"%s","namespace":"%s","revision":"1","status":"deployed","chart":"%s-%s","app_version":"1.0.0"}]' \
+      "$rel" "$ns" "$chart" "$version" > "$d/release-$rel.json"
+    echo "Release \"$rel\" has been upgraded. Happy Helming!"
+    ;;
+  list)
+    rel=$(printf '%s' "$filter" | sed 's/^\^//; s/\$$//')
+    if [ -f "$d/release-$rel.json" ] && { [ -z "$selector" ] || [ "$selector" = "$(cat "$d/release-$rel.labels")" ]; }; then
+      cat "$d/release-$rel.json"
+    else
+      echo '[]'
+    fi
+    ;;
+  get) cat "$d/release-$3.values" ;;
+  uninstall)
+    if [ ! -f "$d/release-$2.json" ]; then echo "Error: uninstall: Release not loaded: $2: release: not found" >&2; exit 1; fi
+    rm -f "$d/release-$2".*
+    echo "release \"$2\" uninstalled"
+    ;;
+  *) echo "Error: unknown command \"$verb\" for \"helm\"" >&2; exit 1 ;;
+esac
+"#;
+
+/// What the chart "renders" (cluster-proxy 0.10.0's ManagedProxyConfiguration with the field its CRD
+/// lacks, which the embedded patch removes, and a ConfigMap); Helm 4 annotates each document.
+fn manifests(major: u64) -> String {
+    let note = |file: &str| {
+        if major >= 4 {
+            format!(
+                "  annotations:\n    postrenderer.helm.sh/postrender-filename: cluster-proxy/templates/{file}\n"
+            )
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "---\n# Source: cluster-proxy/templates/mpc.yaml\napiVersion: proxy.open-cluster-management.io/v1alpha1\nkind: ManagedProxyConfiguration\nmetadata:\n  name: cluster-proxy\n{}spec:\n  proxyAgent:\n    image: quay.io/open-cluster-management/cluster-proxy:v0.10.0\n    additionalValues:\n      enableImpersonation: \"true\"\n---\n# Source: cluster-proxy/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: open-cluster-management-addon\n{}data:\n  mode: \"on\"\n",
+        note("mpc.yaml"),
+        note("cm.yaml")
+    )
+}
+
+const CRDS: &str = "---\n# Source: cluster-proxy/crds/mpc.yaml\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: managedproxyconfigurations.proxy.open-cluster-management.io\nspec:\n  group: proxy.open-cluster-management.io\n  names: {kind: ManagedProxyConfiguration, plural: managedproxyconfigurations}\n  scope: Cluster\n  versions: []\n";
+
+struct StandIn {
+    dir: tempfile::TempDir,
+    helm: Helm,
+}
+
+impl StandIn {
+    /// A stand-in for Helm `major`, with ocm-lab (this build) as the post-renderer.
+    fn new(major: u64, chart_patches: Option<PathBuf>) -> StandIn {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("helm");
+        std::fs::write(
+            &path,
+            STAND_IN.replace("@DIR@", &dir.path().display().to_string()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("major"), major.to_string()).unwrap();
+        std::fs::write(dir.path().join("manifests"), manifests(major)).unwrap();
+        std::fs::write(dir.path().join("crds"), CRDS).unwrap();
+        // The version comes from the stand-in's own `helm version`, as ocm-lab reads a real helm's.
+        let version = tools::probe(ToolName::Helm, &path).unwrap();
+        assert_eq!(version.major, major);
+        let tool = tools::Tool {
+            name: ToolName::Helm,
+            path,
+            version,
+        };
+        let post = PostRenderer {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_ocm-lab")),
+            chart_patches,
+            plugins_dir: dir.path().join("cache/helm-plugins"),
+        };
+        StandIn {
+            helm: Helm::new(tool, post),
+            dir,
+        }
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    /// The argument lists of every helm call so far.
+    fn calls(&self) -> Vec<Vec<String>> {
+        self.file("calls")
+            .split("--\n")
+            .filter(|c| !c.is_empty())
+            .map(|c| c.lines().map(str::to_owned).collect())
+            .collect()
+    }
+
+    fn target(&self, lab: &str) -> HelmTarget {
+        HelmTarget {
+            cluster: "hub".into(),
+            kubeconfig: self.dir.path().join("hub.kubeconfig"),
+            context: "kind-hub".into(),
+            lab: lab.into(),
+        }
+    }
+}
+
+fn chart_plan() -> ChartPlan {
+    ChartPlan {
+        cluster: "hub".into(),
+        release: "cluster-proxy".into(),
+        namespace: "open-cluster-management-addon".into(),
+        repo: "https://open-cluster-management.io/helm-charts".into(),
+        chart: Chart::ClusterProxy,
+        version: "0.10.0".into(),
+        values: json!({}),
+        runtime_values: vec![],
+        patches: vec![],
+    }
+}
+
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.windows(2)
+        .find(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
+}
+
+async fn patches_through_the_post_renderer(major: u64) {
+    let s = StandIn::new(major, None);
+    let values = json!({"userServer": {"enabled": true}});
+    let rendered = s.helm.template(&chart_plan(), &values).await.unwrap();
+
+    // The embedded cluster-proxy 0.10 patch ran inside helm's post-render step.
+    assert_eq!(rendered.objects.len(), 2, "{:?}", rendered.objects);
+    assert_eq!(rendered.crds.len(), 1);
+    let mpc = &rendered.objects[0];
+    assert!(
+        mpc.pointer("/spec/proxyAgent/additionalValues").is_none(),
+        "{mpc}"
+    );
+    assert_eq!(
+        mpc["spec"]["proxyAgent"]["image"],
+        "quay.io/open-cluster-management/cluster-proxy:v0.10.0"
+    );
+    // Strings stay strings (no YAML 1.1 `on` → true).
+    assert_eq!(rendered.objects[1]["data"]["mode"], "on");
+
+    let call = &s.calls()[1];
+    assert_eq!(call[0], "template");
+    let argv = s.file("pr-argv");
+    let argv: Vec<&str> = argv.lines().collect();
+    assert_eq!(argv[0], env!("CARGO_BIN_EXE_ocm-lab"));
+    assert_eq!(
+        &argv[1..],
+        [
+            "__post-render",
+            "--chart",
+            "cluster-proxy",
+            "--chart-version",
+            "0.10.0"
+        ]
+    );
+    if major >= 4 {
+        assert_eq!(
+            flag_value(call, "--post-renderer"),
+            Some(helm::PLUGIN_NAME),
+            "{call:?}"
+        );
+        let plugin = s.file(&format!(
+            "cache/helm-plugins/{}/plugin.yaml",
+            helm::PLUGIN_NAME
+        ));
+        assert!(plugin.contains("type: postrenderer/v1"), "{plugin}");
+        // Helm 4 keeps track of each document's template file through this annotation.
+        assert_eq!(
+            mpc.pointer("/metadata/annotations/postrenderer.helm.sh~1postrender-filename"),
+            Some(&json!("cluster-proxy/templates/mpc.yaml"))
+        );
+    } else {
+        assert_eq!(
+            flag_value(call, "--post-renderer"),
+            Some(env!("CARGO_BIN_EXE_ocm-lab"))
+        );
+        assert!(
+            !s.dir.path().join("cache/helm-plugins").exists(),
+            "no plugin for Helm 3"
+        );
+    }
+
+    // Installed as a release, labelled as the lab's, into the cluster's context.
+    let release = s
+        .helm
+        .upgrade_install(&s.target("workshop"), &chart_plan(), &values)
+        .await
+        .unwrap();
+    assert_eq!(release.name, "cluster-proxy");
+    assert_eq!(release.namespace, "open-cluster-management-addon");
+    assert_eq!(release.status, "deployed");
+    assert_eq!(release.chart, "cluster-proxy-0.10.0");
+    assert_eq!(release.values, values);
+    let upgrade = s.calls().into_iter().find(|c| c[0] == "upgrade").unwrap();
+    assert_eq!(upgrade[1], "--install");
+    for (flag, value) in [
+        ("--namespace", "open-cluster-management-addon"),
+        ("--kube-context", "kind-hub"),
+        ("--version", "0.10.0"),
+        (
+            "--labels",
+            "ocm-lab.open-cluster-management.io/lab=workshop",
+        ),
+    ] {
+        assert_eq!(flag_value(&upgrade, flag), Some(value), "{upgrade:?}");
+    }
+    assert!(upgrade.contains(&"--skip-crds".to_owned()));
+    let stored = s.file("release-cluster-proxy.manifest");
+    assert!(stored.contains("ManagedProxyConfiguration"));
+    assert!(!stored.contains("additionalValues"), "{stored}");
+
+    // Another lab's `down` leaves this release alone; this lab's removes it.
+    assert!(
+        !s.helm
+            .uninstall(
+                &s.target("other"),
+                "cluster-proxy",
+                "open-cluster-management-addon"
+            )
+            .await
+            .unwrap()
+    );
+    assert!(s.dir.path().join("release-cluster-proxy.json").exists());
+    assert!(
+        s.helm
+            .uninstall(
+                &s.target("workshop"),
+                "cluster-proxy",
+                "open-cluster-management-addon"
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.helm
+            .release(
+                &s.target("workshop"),
+                "cluster-proxy",
+                "open-cluster-management-addon"
+            )
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn helm3_runs_ocm_lab_as_its_post_renderer_path() {
+    patches_through_the_post_renderer(3).await;
+}
+
+#[tokio::test]
+async fn helm4_runs_ocm_lab_through_a_post_renderer_plugin() {
+    patches_through_the_post_renderer(4).await;
+}
+
+/// A patch that no longer fits the chart stops helm before it installs anything.
+async fn a_failing_post_renderer_stops_helm(major: u64) {
+    let patches = tempfile::tempdir().unwrap();
+    std::fs::write(
+        patches.path().join("broken.yaml"),
+        "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: ChartPatch\nmetadata:\n  name: gone-field\nspec:\n  chart: cluster-proxy\n  versions: \">=0.10.0, <0.11.0\"\n  reason: test\n  target:\n    apiVersion: proxy.open-cluster-management.io/v1alpha1\n    kind: ManagedProxyConfiguration\n  operations:\n    - {op: remove, path: /spec/proxyAgent/noSuchField}\n",
+    )
+    .unwrap();
+    let s = StandIn::new(major, Some(patches.path().to_path_buf()));
+    let e = s
+        .helm
+        .upgrade_install(&s.target("workshop"), &chart_plan(), &json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.transience, Transience::Permanent);
+    assert!(
+        e.message.contains("error while running post render"),
+        "{e:?}"
+    );
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap_or_default()
+            .contains("chart patches"),
+        "{e:?}"
+    );
+    assert!(!s.dir.path().join("release-cluster-proxy.json").exists());
+    // The post-renderer said which patch and what to do, on stderr (Helm 3 shows it; Helm 4 does not).
+    let stderr = s.file("pr-stderr");
+    assert!(stderr.contains("gone-field"), "{stderr}");
+    assert!(stderr.contains("--chart-patches"), "{stderr}");
+    if major < 4 {
+        assert!(e.message.contains("gone-field"), "{e:?}");
+    }
+}
+
+#[tokio::test]
+async fn helm3_stops_on_a_failing_post_renderer() {
+    a_failing_post_renderer_stops_helm(3).await;
+}
+
+#[tokio::test]
+async fn helm4_stops_on_a_failing_post_renderer() {
+    a_failing_post_renderer_stops_helm(4).await;
+}
+
+#[test]
+fn the_post_renderer_reads_stdin_and_writes_the_patched_stream() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
+        .args([
+            "__post-render",
+            "--chart",
+            "cluster-proxy",
+            "--chart-version",
+            "0.10.0",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifests(3).as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(docs.len(), 2);
+    assert!(
+        docs[0]
+            .pointer("/spec/proxyAgent/additionalValues")
+            .is_none()
+    );
+
+    // Not YAML: a non-zero exit and a message on stderr.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
+        .args(["__post-render", "--chart", "x", "--chart-version", "1.0.0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"a: [\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("not valid YAML"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
