@@ -213,6 +213,37 @@ impl World {
         self.networks.keys().cloned().collect()
     }
 
+    /// The simulated Helm releases on `cluster`, by `<namespace>/<release>`.
+    pub fn releases(&self, cluster: &str) -> BTreeMap<String, SimRelease> {
+        self.releases.get(cluster).cloned().unwrap_or_default()
+    }
+
+    /// Adds a deployed release that someone else installed (labelled for lab `owner`, if any).
+    pub fn add_foreign_release(
+        &mut self,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+        owner: Option<&str>,
+    ) {
+        let labels = owner
+            .map(|o| [(crate::topology::LAB_LABEL.to_owned(), o.to_owned())].into())
+            .unwrap_or_default();
+        self.releases.entry(cluster.to_owned()).or_default().insert(
+            format!("{namespace}/{name}"),
+            SimRelease {
+                name: name.to_owned(),
+                namespace: namespace.to_owned(),
+                chart: format!("{name}-0.0.1"),
+                revision: 1,
+                status: "deployed".to_owned(),
+                values: json!({}),
+                manifest: Vec::new(),
+                labels,
+            },
+        );
+    }
+
     /// Adds a running kind cluster that was not created through the backends (someone else's).
     pub fn add_foreign_cluster(&mut self, name: &str) {
         self.create_cluster(name, "kindest/node:v1.36.1", true);

@@ -434,3 +434,166 @@ fn the_post_renderer_reads_stdin_and_writes_the_patched_stream() {
     assert!(stderr.contains("not valid YAML"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The same path in the simulated lab (`--simulate`).
+
+mod simulated {
+    use std::sync::Arc;
+
+    use ocm_lab::engine::events::Events;
+    use ocm_lab::engine::{self, RunCtx, RunOptions};
+    use ocm_lab::patch::PatchSet;
+    use ocm_lab::topology::LAB_LABEL;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::engine::{Harness, failure};
+
+    /// Runs `workflow` with `patches` both in the run and in the simulated post-renderer.
+    async fn run_with_patches(
+        h: &Harness,
+        workflow: &str,
+        patches: PatchSet,
+    ) -> ocm_lab::engine::RunResult {
+        let plan = crate::common::plan_workflow(&h.lab, workflow);
+        let (events, mut rx) = Events::channel();
+        let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let ctx = Arc::new(RunCtx::new(
+            h.lab.clone(),
+            h.sim.backends_with_patches(patches.clone()),
+            h.state.clone(),
+            patches,
+            events,
+            CancellationToken::new(),
+        ));
+        let r = engine::run(&plan, ctx.clone(), &RunOptions { concurrency: 8 })
+            .await
+            .unwrap();
+        drop(ctx);
+        drain.await.unwrap();
+        r
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn up_installs_labelled_releases_and_a_second_up_leaves_them_alone() {
+        let h = Harness::default_lab();
+        let (r, _) = h.run("up").await;
+        assert!(r.ok, "{}", failure(&r));
+        let hub = h.sim.with_world(|w| w.releases("hub"));
+        let names: Vec<&str> = hub.keys().map(String::as_str).collect();
+        for want in [
+            "open-cluster-management/cluster-manager",
+            "open-cluster-management-addon/cluster-proxy",
+        ] {
+            assert!(names.contains(&want), "{names:?}");
+        }
+        for rel in hub.values() {
+            assert_eq!(rel.status, "deployed", "{rel:?}");
+            assert_eq!(rel.revision, 1, "{rel:?}");
+            assert_eq!(rel.labels[LAB_LABEL], h.lab.name);
+        }
+        assert_eq!(
+            hub["open-cluster-management-addon/cluster-proxy"].chart,
+            "cluster-proxy-0.10.0"
+        );
+        let spoke = h.sim.with_world(|w| w.releases("cluster1"));
+        assert!(
+            spoke.contains_key("open-cluster-management/klusterlet"),
+            "{spoke:?}"
+        );
+
+        let (r, _) = h.run("up").await;
+        assert!(r.ok, "{}", failure(&r));
+        let again = h.sim.with_world(|w| w.releases("hub"));
+        for (k, rel) in &again {
+            assert_eq!(rel.revision, 1, "{k} was upgraded again by an unchanged up");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_undeclared_field_stops_the_chart_before_helm_installs_it() {
+        let h = Harness::default_lab();
+        // Without our patches, cluster-proxy 0.10.0 renders fields its own CRD lacks (OCM-FACTS §6).
+        let r = run_with_patches(&h, "up", PatchSet::default()).await;
+        assert!(!r.ok);
+        let (step, e) = r.failed.clone().unwrap();
+        assert_eq!(step, "cluster-proxy", "{}", failure(&r));
+        assert!(
+            e.message.contains("cluster-proxy 0.10.0 renders ManagedProxyConfiguration cluster-proxy with a field that its CRD managedproxyconfigurations.proxy.open-cluster-management.io (v1alpha1) does not declare: .spec.proxyAgent.additionalValues; nothing was installed"),
+            "{}",
+            e.message
+        );
+        assert!(e.help.unwrap().contains("chart patch"));
+        let calls = h.sim.calls();
+        assert!(
+            !calls
+                .iter()
+                .any(|c| c.verb == "helm.upgrade-install" && c.object.contains("/cluster-proxy")),
+            "helm was run for the refused chart"
+        );
+        assert!(
+            !h.sim
+                .with_world(|w| w.releases("hub"))
+                .contains_key("open-cluster-management-addon/cluster-proxy")
+        );
+    }
+
+    /// The default lab with its hub and cluster1 run by someone else (`existing:`).
+    fn mixed_lab() -> Harness {
+        let text = crate::common::default_with(
+            "    name: hub\n",
+            "    name: hub\n    existing: {kubeconfig: /nonexistent/hub.kubeconfig, context: their-hub}\n",
+        )
+        .replacen(
+            "    - name: cluster1\n",
+            "    - name: cluster1\n      existing: {kubeconfig: /nonexistent/c1.kubeconfig, context: their-c1}\n",
+            1,
+        );
+        let lab = match ocm_lab::topology::load_str("mixed.yaml", &text) {
+            Ok(l) => l.lab,
+            Err(e) => panic!("{}", ocm_lab::render(&e)),
+        };
+        let h = Harness::new(lab);
+        h.sim.with_world(|w| {
+            w.add_foreign_cluster("hub");
+            w.add_foreign_cluster("cluster1");
+        });
+        h
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn down_uninstalls_the_labs_releases_from_existing_clusters_and_nothing_else() {
+        let h = mixed_lab();
+        let (r, _) = h.run("up").await;
+        assert!(r.ok, "{}", failure(&r));
+        assert!(!h.sim.with_world(|w| w.releases("hub")).is_empty());
+        // Someone else's releases, one with a name the lab also uses on other clusters.
+        h.sim.with_world(|w| {
+            w.add_foreign_release("cluster1", "tools", "cert-manager", None);
+            w.add_foreign_release("hub", "elsewhere", "klusterlet", Some("another-lab"));
+        });
+
+        let (r, _) = h.run("down").await;
+        assert!(r.ok, "{}", failure(&r));
+        let hub = h.sim.with_world(|w| w.releases("hub"));
+        assert_eq!(
+            hub.keys().collect::<Vec<_>>(),
+            ["elsewhere/klusterlet"],
+            "only the lab's releases are gone"
+        );
+        let c1 = h.sim.with_world(|w| w.releases("cluster1"));
+        assert_eq!(c1.keys().collect::<Vec<_>>(), ["tools/cert-manager"]);
+        // The objects of the uninstalled releases are gone too.
+        let api = h.sim.api("hub");
+        let cma = api
+            .get(&ocm_lab::backend::ObjectRef::new(
+                "addon.open-cluster-management.io/v1alpha1",
+                "ClusterManagementAddOn",
+                None,
+                "cluster-proxy",
+            ))
+            .await
+            .unwrap();
+        assert!(cma.is_none(), "{cma:?}");
+    }
+}
