@@ -519,25 +519,23 @@ pub fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes a file holding secrets: mode 0600 from the start, atomically replaced.
+/// Writes a file holding secrets: mode 0600 from the start, atomically replaced. The temporary file
+/// (`tempfile`, private from creation) sits next to `path` and is removed if anything fails.
 pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-    {
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        let mut f = opts.open(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-    }
-    restrict(&tmp, 0o600)?;
-    std::fs::rename(&tmp, path)
+    let parent = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".ocm-lab-")
+        .suffix(".tmp")
+        .tempfile_in(parent)?;
+    tmp.write_all(contents)?;
+    tmp.as_file().sync_all()?;
+    restrict(tmp.path(), 0o600)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]

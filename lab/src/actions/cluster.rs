@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kube::config::Kubeconfig;
 use serde_json::{Value, json};
 
 use super::{ActionResult, StepCtx, outputs};
@@ -319,7 +320,7 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
     };
-    let mut merged = read_kubeconfig(&target)?;
+    let mut merged = as_value(&read_kubeconfig(&target)?)?;
     let mut changed = false;
     let mut contexts = Vec::new();
     for c in ctx
@@ -328,16 +329,12 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
         .clusters()
         .filter(|c| c.provider == Provider::Kind)
     {
-        let own = read_kubeconfig(&ctx.run.state.kubeconfig(&c.name))?;
+        let own = as_value(&read_kubeconfig(&ctx.run.state.kubeconfig(&c.name))?)?;
         changed |= merge_into(&mut merged, &own, &c.context);
         contexts.push(c.context.clone());
     }
     if changed {
-        let text = serde_saphyr::to_string(&merged)
-            .map_err(|e| BackendError::permanent(format!("failed to write kubeconfig: {e}")))?;
-        write_secret(&target, text.as_bytes()).map_err(|e| {
-            BackendError::permanent(format!("failed to write {}: {e}", target.display()))
-        })?;
+        write_kubeconfig(&target, merged)?;
     }
     ctx.run
         .state
@@ -367,14 +364,10 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     let Some(target) = user_kubeconfig().filter(|p| p.exists()) else {
         return Ok((false, outputs([])));
     };
-    let mut kc = read_kubeconfig(&target)?;
+    let mut kc = as_value(&read_kubeconfig(&target)?)?;
     let changed = prune(&mut kc, &owned.contexts);
     if changed {
-        let text = serde_saphyr::to_string(&kc)
-            .map_err(|e| BackendError::permanent(format!("failed to write kubeconfig: {e}")))?;
-        write_secret(&target, text.as_bytes()).map_err(|e| {
-            BackendError::permanent(format!("failed to write {}: {e}", target.display()))
-        })?;
+        write_kubeconfig(&target, kc)?;
     }
     ctx.run
         .state
@@ -383,15 +376,16 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     Ok((changed, outputs([])))
 }
 
-fn read_kubeconfig(path: &Path) -> Result<Value, BackendError> {
+/// Reads a kubeconfig with kube's [`Kubeconfig`] types (fields they do not model are kept for the
+/// write); a missing or empty file is an empty kubeconfig. Relative paths in it stay as written.
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, BackendError> {
+    let parse_error = |e: &dyn std::fmt::Display| {
+        BackendError::permanent(format!("failed to parse kubeconfig {}: {e}", path.display()))
+            .with_help("fix the file (`kubectl config view` shows what kubectl makes of it), or point KUBECONFIG at another file")
+    };
     match std::fs::read_to_string(path) {
         Ok(t) if t.trim().is_empty() => Ok(empty_kubeconfig()),
-        Ok(t) => serde_saphyr::from_str(&t).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to parse kubeconfig {}: {e}",
-                path.display()
-            ))
-        }),
+        Ok(t) => Kubeconfig::from_yaml(&t).map_err(|e| parse_error(&e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty_kubeconfig()),
         Err(e) => Err(BackendError::permanent(format!(
             "failed to read {}: {e}",
@@ -400,8 +394,36 @@ fn read_kubeconfig(path: &Path) -> Result<Value, BackendError> {
     }
 }
 
-fn empty_kubeconfig() -> Value {
-    json!({"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": [], "current-context": ""})
+/// Writes `kc` (the JSON form of a [`Kubeconfig`]) back through kube's types, mode 0600.
+fn write_kubeconfig(path: &Path, kc: Value) -> Result<(), BackendError> {
+    let typed: Kubeconfig = serde_json::from_value(kc).map_err(|e| {
+        BackendError::permanent(format!(
+            "failed to write kubeconfig {}: {e}",
+            path.display()
+        ))
+    })?;
+    let text = serde_saphyr::to_string(&typed).map_err(|e| {
+        BackendError::permanent(format!(
+            "failed to write kubeconfig {}: {e}",
+            path.display()
+        ))
+    })?;
+    write_secret(path, text.as_bytes())
+        .map_err(|e| BackendError::permanent(format!("failed to write {}: {e}", path.display())))
+}
+
+/// The JSON form of a kubeconfig, which [`merge_into`] and [`prune`] edit.
+fn as_value(kc: &Kubeconfig) -> Result<Value, BackendError> {
+    serde_json::to_value(kc)
+        .map_err(|e| BackendError::permanent(format!("failed to read kubeconfig: {e}")))
+}
+
+fn empty_kubeconfig() -> Kubeconfig {
+    Kubeconfig {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Config".to_owned()),
+        ..Kubeconfig::default()
+    }
 }
 
 /// Upserts `context` (and the cluster and user it names) from `own` into `into`. Returns whether anything
@@ -524,6 +546,39 @@ mod tests {
             user["current-context"], "prod",
             "the user's current context is kept"
         );
+    }
+
+    #[test]
+    fn the_users_kubeconfig_goes_through_kube_types_keeps_what_they_do_not_model_and_stays_0600() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod:6443\n    certificate-authority: ca.crt\n  x-custom: keep\ncontexts:\n- name: prod\n  context: {cluster: prod, user: me}\nusers:\n- name: me\n  user: {token: t0k}\ncurrent-context: prod\n",
+        )
+        .unwrap();
+        let mut kc = as_value(&read_kubeconfig(&path).unwrap()).unwrap();
+        assert!(merge_into(&mut kc, &kind_kc("hub"), "kind-hub"));
+        write_kubeconfig(&path, kc).unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let back = Kubeconfig::from_yaml(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(back.contexts.len(), 2);
+        assert_eq!(back.current_context.as_deref(), Some("prod"));
+        let prod = &back.clusters[0];
+        assert_eq!(prod.other["x-custom"], "keep");
+        let cluster = prod.cluster.as_ref().unwrap();
+        assert_eq!(cluster.certificate_authority.as_deref(), Some("ca.crt"));
+        let me = serde_json::to_value(&back.auth_infos[0]).unwrap();
+        assert_eq!(me["user"]["token"], "t0k");
+        // Not a kubeconfig: an error naming the file and what to do.
+        std::fs::write(&path, "clusters: 7\n").unwrap();
+        let e = read_kubeconfig(&path).unwrap_err();
+        assert!(e.message.contains("failed to parse kubeconfig"), "{e}");
+        assert!(e.help.unwrap().contains("KUBECONFIG"));
     }
 
     #[test]

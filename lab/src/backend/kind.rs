@@ -241,10 +241,13 @@ impl ClusterProvisioner for Kind {
     }
 
     async fn delete(&self, name: &str) -> Result<()> {
-        let scratch = tools::ScratchDir::new("ocm-lab-kind").map_err(|e| {
-            BackendError::permanent(format!("failed to create a temporary folder: {e}"))
-        })?;
-        let args = delete_args(name, &scratch.path.join("kubeconfig"));
+        let scratch = tempfile::Builder::new()
+            .prefix("ocm-lab-kind")
+            .tempdir()
+            .map_err(|e| {
+                BackendError::permanent(format!("failed to create a temporary folder: {e}"))
+            })?;
+        let args = delete_args(name, &scratch.path().join("kubeconfig"));
         let out = tools::run(&self.tool, &args, None).await?;
         if out.status.success() {
             return Ok(());

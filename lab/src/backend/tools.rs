@@ -23,8 +23,8 @@
 //! `<os>-<arch>/helm`), for linux and darwin on amd64 and arm64 (eight entries in [`PINNED`]).
 //!
 //! A download fetches the release's published checksum file first (the `.sha256sum` file next to the
-//! binary, on the same host), then the binary, hashing it while it streams into a temporary file in the
-//! cache folder. The file is used only when its sha256 equals the expected digest: the digest pinned in
+//! binary, on the same host), then the binary, hashing it while it streams into a private temporary file
+//! (`tempfile`) in the cache folder. The file is used only when its sha256 equals the expected digest: the digest pinned in
 //! [`PINNED`] when the entry has one (and then the published checksum must agree with the pin too), else
 //! the published one. A mismatch is a hard error naming both digests, and the temporary file is removed.
 //! Only then is the binary extracted (helm), made executable (0755), run once to check its version, and
@@ -42,8 +42,9 @@
 //! laid out as the union of the two: `<base>/v0.32.0/kind-linux-amd64` (+ `.sha256sum`) and
 //! `<base>/helm-v3.19.0-linux-amd64.tar.gz` (+ `.sha256sum`). Tests point it at a local server.
 //!
-//! The helm tarball is unpacked by the system `tar` (with gzip support, as on every Linux and macOS):
-//! the crate has no gzip or tar decoder among its dependencies.
+//! The helm tarball is unpacked in-process with the `tar` and `flate2` crates (no system `tar`), into a
+//! private temporary file (`tempfile`) in the cache folder, which is renamed into place only after the
+//! checks; any failure leaves nothing behind.
 //!
 //! # Running
 //!
@@ -56,7 +57,6 @@ use std::fmt;
 use std::io::{self, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use semver::Version;
@@ -877,9 +877,12 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
         ),
     };
 
-    let mut part = TempPath::new_file(&cfg.cache_dir, &format!(".{}.part", pin.file_name()))
+    // A private (0600) temporary file in the cache, removed when dropped unless persisted.
+    let mut part = tempfile::Builder::new()
+        .prefix(&format!(".{}.part", pin.file_name()))
+        .tempfile_in(&cfg.cache_dir)
         .map_err(cache_err(&cfg.cache_dir))?;
-    let actual = fetch_to_file(&agent, &url, part.file.take().expect("a fresh part file"))
+    let actual = fetch_to_file(&agent, &url, part.as_file_mut())
         .map_err(|problem| download_err(format!("{name} v{}", pin.version), &url, problem))?;
     if actual != expected {
         // `part` is removed when it drops: nothing is left in the cache.
@@ -893,12 +896,13 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
         });
     }
 
+    // Closed before it runs (an open write handle makes exec fail with ETXTBSY).
     let binary = match pin.archive_member {
-        None => part,
-        Some(member) => extract(&part.path, member, &cfg.cache_dir, name)?,
+        None => part.into_temp_path(),
+        Some(member) => extract(part.path(), member, &cfg.cache_dir, name)?,
     };
-    crate::state::restrict(&binary.path, 0o755).map_err(cache_err(&binary.path))?;
-    let found = probe(name, &binary.path)?;
+    crate::state::restrict(&binary, 0o755).map_err(cache_err(&binary))?;
+    let found = probe(name, &binary)?;
     let expected_version = name.pinned_version();
     if found != expected_version {
         return Err(ToolError::WrongVersion {
@@ -910,8 +914,9 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
     let dest = cfg.cached_path(name);
     let dest_dir = dest.parent().expect("cached paths have a parent");
     std::fs::create_dir_all(dest_dir).map_err(cache_err(dest_dir))?;
-    std::fs::rename(&binary.path, &dest).map_err(cache_err(&dest))?;
-    binary.keep();
+    binary
+        .persist(&dest)
+        .map_err(|e| cache_err(&dest)(e.error))?;
     tracing::info!(tool = %name, path = %dest.display(), "downloaded and verified");
     Ok(Tool {
         name,
@@ -959,7 +964,7 @@ fn fetch_text(agent: &ureq::Agent, url: &str) -> Result<String, String> {
 fn fetch_to_file(
     agent: &ureq::Agent,
     url: &str,
-    mut file: std::fs::File,
+    file: &mut std::fs::File,
 ) -> Result<String, String> {
     let mut body = get(agent, url)?
         .into_body()
@@ -984,145 +989,47 @@ fn fetch_to_file(
     Ok(hex::encode(hasher.finalize()))
 }
 
-/// Unpacks `member` from a `.tar.gz` (already verified) into a new temporary file in `dir`.
+/// Unpacks `member` from a `.tar.gz` (already verified) into a new private temporary file in `dir`,
+/// with the `tar` and `flate2` crates (no system `tar` needed).
 fn extract(
     archive: &Path,
     member: &str,
     dir: &Path,
     name: ToolName,
-) -> Result<TempPath, ToolError> {
+) -> Result<tempfile::TempPath, ToolError> {
     let fail = |problem: String| ToolError::Extract {
         member: member.to_owned(),
         archive: archive.display().to_string(),
         problem,
         install: name.install_url(),
     };
-    let scratch = ScratchDir::new_in(dir, ".extract").map_err(cache_err(dir))?;
-    let out = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(archive)
-        .arg("-C")
-        .arg(&scratch.path)
-        .arg(member)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| fail(format!("could not run `tar`: {e}")))?;
-    if !out.status.success() {
-        return Err(fail(format!(
-            "`tar` exited with {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let extracted = scratch.path.join(member);
-    match std::fs::symlink_metadata(&extracted) {
-        Ok(m) if m.file_type().is_file() => {}
-        Ok(_) => return Err(fail("it is not a regular file".to_owned())),
-        Err(e) => return Err(fail(e.to_string())),
-    }
-    let target = TempPath::reserve(dir, &format!(".{name}.part"));
-    std::fs::rename(&extracted, &target.path).map_err(cache_err(&target.path))?;
-    Ok(target)
-}
-
-static UNIQUE: AtomicU64 = AtomicU64::new(0);
-
-/// A name no other process or thread uses at the same time.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "{prefix}-{}-{}-{nanos}",
-        std::process::id(),
-        UNIQUE.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A temporary file, removed on drop unless kept.
-struct TempPath {
-    path: PathBuf,
-    file: Option<std::fs::File>,
-    keep: bool,
-}
-
-impl TempPath {
-    /// Creates a new file (mode 0600) in `dir`.
-    fn new_file(dir: &Path, prefix: &str) -> io::Result<TempPath> {
-        loop {
-            let path = dir.join(unique(prefix));
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-            match opts.open(&path) {
-                Ok(file) => {
-                    return Ok(TempPath {
-                        path,
-                        file: Some(file),
-                        keep: false,
-                    });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
+    let file = std::fs::File::open(archive).map_err(|e| fail(e.to_string()))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(io::BufReader::new(file)));
+    let entries = tar
+        .entries()
+        .map_err(|e| fail(format!("it is not a gzipped tar archive: {e}")))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| fail(format!("it is not a gzipped tar archive: {e}")))?;
+        let path = entry
+            .path()
+            .map_err(|e| fail(format!("an entry has an unreadable name: {e}")))?
+            .into_owned();
+        if path.strip_prefix(".").unwrap_or(&path) != Path::new(member) {
+            continue;
         }
-    }
-
-    /// A unique path in `dir` that is removed on drop if something is put there.
-    fn reserve(dir: &Path, prefix: &str) -> TempPath {
-        TempPath {
-            path: dir.join(unique(prefix)),
-            file: None,
-            keep: false,
+        if !entry.header().entry_type().is_file() {
+            return Err(fail("it is not a regular file".to_owned()));
         }
+        let mut out = tempfile::Builder::new()
+            .prefix(&format!(".{name}.part"))
+            .tempfile_in(dir)
+            .map_err(cache_err(dir))?;
+        io::copy(&mut entry, out.as_file_mut())
+            .and_then(|_| out.as_file().sync_all())
+            .map_err(|e| fail(format!("failed to unpack it: {e}")))?;
+        return Ok(out.into_temp_path());
     }
-
-    fn keep(mut self) {
-        self.keep = true;
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        self.file.take();
-        if !self.keep {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// A private temporary folder (mode 0700), removed with its contents on drop.
-#[derive(Debug)]
-pub(crate) struct ScratchDir {
-    pub path: PathBuf,
-}
-
-impl ScratchDir {
-    /// A new folder under the system temp folder.
-    pub fn new(prefix: &str) -> io::Result<ScratchDir> {
-        Self::new_in(&std::env::temp_dir(), prefix)
-    }
-
-    pub fn new_in(parent: &Path, prefix: &str) -> io::Result<ScratchDir> {
-        loop {
-            let path = parent.join(unique(prefix));
-            let mut builder = std::fs::DirBuilder::new();
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            match builder.create(&path) {
-                Ok(()) => return Ok(ScratchDir { path }),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+    Err(fail("the archive has no such member".to_owned()))
 }
 
 /// Writes a file only its owner can read (0600 from creation), for values that hold secrets.
