@@ -30,13 +30,13 @@
 //! Only then is the binary extracted (helm), made executable (0755), run once to check its version, and
 //! renamed atomically into place.
 //!
-//! **Which digests are pinned:** none, today. Every entry of [`PINNED`] has `sha256: None`, so all eight
-//! downloads are checked against the published `.sha256sum` file only. That proves the file arrived whole
-//! and is the one the release host publishes, but not that the host is honest: a pinned digest would also
-//! protect against a compromised mirror. The digests were not pinned because they could not be read from
-//! the upstream release pages when this was written (no network), and a wrong pin would break every
-//! download. To pin one, copy the digest from the entry's `checksum_url` into its `sha256`; the download
-//! then refuses a checksum file that disagrees with the pin.
+//! **Which digests are pinned:** those in `topology::catalog::TOOL_DIGESTS`, each with its source:
+//! helm v3.19.0 on all four platforms and kind v0.32.0 on linux/amd64 and darwin/arm64. kind v0.32.0 on
+//! linux/arm64 and darwin/amd64 has no pin (no corroborated published digest was found): those two
+//! downloads are checked against the published `.sha256sum` file only, and a warning says so. The
+//! published file proves the download arrived whole and is the one the release host publishes; the pin
+//! also protects against a compromised host or mirror (`OCM_LAB_TOOLS_BASE_URL`), because a checksum
+//! file that disagrees with the pin is refused.
 //!
 //! `OCM_LAB_TOOLS_BASE_URL` (or [`ToolsConfig::base_url`]) replaces both upstream hosts with one mirror,
 //! laid out as the union of the two: `<base>/v0.32.0/kind-linux-amd64` (+ `.sha256sum`) and
@@ -247,8 +247,8 @@ pub struct Pinned {
     pub sha256: Option<&'static str>,
 }
 
-/// The downloads ocm-lab knows. No digest is pinned yet (see the module docs): each entry names the
-/// upstream checksum file it is verified against.
+/// The downloads ocm-lab knows, each with the upstream checksum file it is verified against and the
+/// digest pinned for it in the catalog (`topology::catalog::TOOL_DIGESTS`), where one was found.
 pub const PINNED: &[Pinned] = &[
     Pinned {
         tool: ToolName::Kind,
@@ -258,7 +258,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-linux-amd64",
         checksum_url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-linux-amd64.sha256sum",
         archive_member: None,
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "kind",
+            KIND_PINNED_VERSION,
+            "linux",
+            "amd64",
+        ),
     },
     Pinned {
         tool: ToolName::Kind,
@@ -268,7 +273,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-linux-arm64",
         checksum_url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-linux-arm64.sha256sum",
         archive_member: None,
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "kind",
+            KIND_PINNED_VERSION,
+            "linux",
+            "arm64",
+        ),
     },
     Pinned {
         tool: ToolName::Kind,
@@ -278,7 +288,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-darwin-amd64",
         checksum_url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-darwin-amd64.sha256sum",
         archive_member: None,
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "kind",
+            KIND_PINNED_VERSION,
+            "darwin",
+            "amd64",
+        ),
     },
     Pinned {
         tool: ToolName::Kind,
@@ -288,7 +303,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-darwin-arm64",
         checksum_url: "https://kind.sigs.k8s.io/dl/v0.32.0/kind-darwin-arm64.sha256sum",
         archive_member: None,
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "kind",
+            KIND_PINNED_VERSION,
+            "darwin",
+            "arm64",
+        ),
     },
     Pinned {
         tool: ToolName::Helm,
@@ -298,7 +318,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://get.helm.sh/helm-v3.19.0-linux-amd64.tar.gz",
         checksum_url: "https://get.helm.sh/helm-v3.19.0-linux-amd64.tar.gz.sha256sum",
         archive_member: Some("linux-amd64/helm"),
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "helm",
+            HELM_PINNED_VERSION,
+            "linux",
+            "amd64",
+        ),
     },
     Pinned {
         tool: ToolName::Helm,
@@ -308,7 +333,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://get.helm.sh/helm-v3.19.0-linux-arm64.tar.gz",
         checksum_url: "https://get.helm.sh/helm-v3.19.0-linux-arm64.tar.gz.sha256sum",
         archive_member: Some("linux-arm64/helm"),
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "helm",
+            HELM_PINNED_VERSION,
+            "linux",
+            "arm64",
+        ),
     },
     Pinned {
         tool: ToolName::Helm,
@@ -318,7 +348,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://get.helm.sh/helm-v3.19.0-darwin-amd64.tar.gz",
         checksum_url: "https://get.helm.sh/helm-v3.19.0-darwin-amd64.tar.gz.sha256sum",
         archive_member: Some("darwin-amd64/helm"),
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "helm",
+            HELM_PINNED_VERSION,
+            "darwin",
+            "amd64",
+        ),
     },
     Pinned {
         tool: ToolName::Helm,
@@ -328,7 +363,12 @@ pub const PINNED: &[Pinned] = &[
         url: "https://get.helm.sh/helm-v3.19.0-darwin-arm64.tar.gz",
         checksum_url: "https://get.helm.sh/helm-v3.19.0-darwin-arm64.tar.gz.sha256sum",
         archive_member: Some("darwin-arm64/helm"),
-        sha256: None,
+        sha256: crate::topology::catalog::tool_digest(
+            "helm",
+            HELM_PINNED_VERSION,
+            "darwin",
+            "arm64",
+        ),
     },
 ];
 
@@ -871,10 +911,18 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
             }
             (pinned, "the digest pinned in ocm-lab".to_owned())
         }
-        None => (
-            published,
-            format!("the published checksum file {checksum_url}"),
-        ),
+        None => {
+            tracing::warn!(
+                "no sha256 is pinned in ocm-lab for {name} v{} ({}/{}): checking the download against the published checksum file {checksum_url} only",
+                pin.version,
+                pin.os,
+                pin.arch
+            );
+            (
+                published,
+                format!("the published checksum file {checksum_url}"),
+            )
+        }
     };
 
     // A private (0600) temporary file in the cache, removed when dropped unless persisted.

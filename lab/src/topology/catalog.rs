@@ -27,6 +27,98 @@ pub const KIND_FOR_NODE_MINOR: &[(u64, &str)] = &[(36, "0.32.0"), (35, "0.31.0")
 /// The kind for node images older than every row of [`KIND_FOR_NODE_MINOR`] (ocm-lab's minimum).
 pub const KIND_FOR_OLDER_NODES: &str = "0.27.0";
 
+/// sha256 digests of the kind and helm downloads ocm-lab may fetch (`backend::tools::PINNED`), as
+/// `(tool, version, os, arch, sha256)`. A download is used only when it hashes to this digest *and*
+/// the `.sha256sum` file published next to it agrees; a release or platform missing here falls back to
+/// the published file alone, with a warning. Only digests read from the upstream release notes or from
+/// at least two independent public repositories that pin the same file are listed; none was computed
+/// here (there is no network where this was written).
+///
+/// Sources:
+/// - helm v3.19.0 (all four): the "Installation and Upgrading" list of the helm/helm v3.19.0 GitHub
+///   release notes (each file with its `.sha256sum` digest), matched by a public Makefile pinning
+///   `helm_<os>_<arch>_SHA256SUM` for the same four files.
+/// - kind v0.32.0 linux/amd64: pinned to the same digest by four unrelated public repositories'
+///   tool-install scripts and CI workflows (`kind-linux-amd64` from the v0.32.0 release, checked with
+///   `sha256sum -c`).
+/// - kind v0.32.0 darwin/arm64: the same digest in two unrelated public repositories (a bootstrap
+///   document that checks it against the release's `.sha256sum`, and a pins table).
+///
+/// Not pinned (found in one repository only, so not corroborated): kind v0.32.0 linux/arm64 and
+/// darwin/amd64. Those downloads use the published `.sha256sum` alone and say so.
+pub const TOOL_DIGESTS: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "helm",
+        "3.19.0",
+        "linux",
+        "amd64",
+        "a7f81ce08007091b86d8bd696eb4d86b8d0f2e1b9f6c714be62f82f96a594496",
+    ),
+    (
+        "helm",
+        "3.19.0",
+        "linux",
+        "arm64",
+        "440cf7add0aee27ebc93fada965523c1dc2e0ab340d4348da2215737fc0d76ad",
+    ),
+    (
+        "helm",
+        "3.19.0",
+        "darwin",
+        "amd64",
+        "09a108c0abda42e45af172be65c49125354bf7cd178dbe10435e94540e49c7b9",
+    ),
+    (
+        "helm",
+        "3.19.0",
+        "darwin",
+        "arm64",
+        "31513e1193da4eb4ae042eb5f98ef9aca7890cfa136f4707c8d4f70e2115bef6",
+    ),
+    (
+        "kind",
+        "0.32.0",
+        "linux",
+        "amd64",
+        "50030de23cf40a18505f20426f6a8506bedf13c6e509244bd1fa9463721b0f54",
+    ),
+    (
+        "kind",
+        "0.32.0",
+        "darwin",
+        "arm64",
+        "dca67911095a110c2b5c36e26df6cac860c602033e456c0db47be498cdef1ebb",
+    ),
+];
+
+/// The pinned digest of `tool` `version` for `os`/`arch`, if [`TOOL_DIGESTS`] has one.
+pub const fn tool_digest(tool: &str, version: &str, os: &str, arch: &str) -> Option<&'static str> {
+    let mut i = 0;
+    while i < TOOL_DIGESTS.len() {
+        let (t, v, o, a, d) = TOOL_DIGESTS[i];
+        if const_eq(t, tool) && const_eq(v, version) && const_eq(o, os) && const_eq(a, arch) {
+            return Some(d);
+        }
+        i += 1;
+    }
+    None
+}
+
+const fn const_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The Kubernetes version a node image's tag names: `kindest/node:v1.36.1@sha256:…` → `1.36.1`.
 pub fn node_image_version(image: &str) -> Option<semver::Version> {
     let name = image.split('@').next().unwrap_or(image);
@@ -194,6 +286,22 @@ pub const SPOKE_REGISTRATION_GATES: &[&str] = &[
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_pinned_tool_digest_is_lowercase_sha256_of_a_known_download() {
+        for (tool, version, os, arch, digest) in TOOL_DIGESTS {
+            assert_eq!(digest.len(), 64, "{tool} {version} {os}/{arch}");
+            assert!(
+                digest
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                "{tool} {version} {os}/{arch}: {digest}"
+            );
+            assert_eq!(tool_digest(tool, version, os, arch), Some(*digest));
+        }
+        assert_eq!(tool_digest("helm", "3.19.0", "windows", "amd64"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -247,6 +247,12 @@ fn isolated_config(root: &Path, downloads: Downloads, base_url: Option<String>) 
     cfg.search_path = Some(empty.into_os_string());
     cfg.platform = Some(LINUX_AMD64);
     cfg.base_url = base_url;
+    // The tests serve fake binaries, which no real pinned digest matches: they check the published
+    // checksum path (the pins are tested on their own below).
+    cfg.pinned = tools::PINNED
+        .iter()
+        .map(|p| Pinned { sha256: None, ..*p })
+        .collect();
     cfg
 }
 
@@ -1024,6 +1030,25 @@ fn a_pinned_digest_overrules_the_published_checksum() {
     );
     cfg.base_url = Some(server.base.clone());
     tools::resolve(ToolName::Kind, &cfg).unwrap();
+}
+
+#[test]
+fn a_mirror_serving_another_kind_with_a_matching_checksum_file_is_refused_by_the_shipped_pin() {
+    let root = tempfile::tempdir().unwrap();
+    let digest = sha256(FAKE_KIND.as_bytes());
+    let server = serve(kind_routes(FAKE_KIND.as_bytes(), &digest), 2);
+    let mut cfg = isolated_config(root.path(), Downloads::Allow, Some(server.base.clone()));
+    cfg.pinned = tools::PINNED.to_vec();
+    let e = tools::resolve(ToolName::Kind, &cfg).unwrap_err();
+    assert!(matches!(e, ToolError::PinMismatch { .. }), "{e:?}");
+    let msg = e.to_string();
+    // kind v0.32.0 linux/amd64 as pinned in topology::catalog::TOOL_DIGESTS.
+    assert!(
+        msg.contains("50030de23cf40a18505f20426f6a8506bedf13c6e509244bd1fa9463721b0f54"),
+        "{msg}"
+    );
+    assert!(msg.contains(&digest), "{msg}");
+    assert!(files_under(&cfg.cache_dir).is_empty(), "nothing is cached");
 }
 
 #[test]
