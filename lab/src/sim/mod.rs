@@ -151,41 +151,24 @@ impl SimLab {
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let file_name = path
-            .file_name()
-            .map_or_else(|| "sim".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
+        // A private (0600) temporary file next to the world (tempfile), removed if anything fails.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".sim-world-")
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
         {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let written = (|| {
-            let mut f = opts.open(&tmp)?;
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            }
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut f);
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
             for p in &pieces {
                 w.write_all(p.as_ref())?;
             }
             w.flush()?;
-            drop(w);
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            // The rename is durable only once the folder is: a crash must find the old world or the new.
-            #[cfg(unix)]
-            std::fs::File::open(dir)?.sync_all()?;
-            Ok(())
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
         }
-        written
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        // The rename is durable only once the folder is: a crash must find the old world or the new.
+        #[cfg(unix)]
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(())
     }
 
     /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see
