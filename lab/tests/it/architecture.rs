@@ -15,9 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["actions"],
     &["engine"],
     &["sim"],
-    &[
-        "cli", "run", "doctor", "diagnose", "status", "plan_out", "error",
-    ],
+    &["cli", "run", "commands", "error"],
 ];
 
 /// Upward arrows ARCHITECTURE.md names ("Which way imports point"), as (importer, imported).

@@ -408,8 +408,8 @@ async fn a_stopped_agent_is_named_not_taken_for_a_gate_that_is_off() {
         ocm_lab::engine::events::Events::channel().0,
         tokio_util::sync::CancellationToken::new(),
     ));
-    let status = ocm_lab::status::collect(&ctx).await;
-    let text = ocm_lab::status::render(&status);
+    let status = ocm_lab::commands::status::collect(&ctx).await;
+    let text = ocm_lab::commands::status::render(&status);
     assert!(
         text.contains("registration agent stopped updating its lease"),
         "{text}"

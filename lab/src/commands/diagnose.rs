@@ -1,6 +1,7 @@
 //! `ocm-lab diagnose`: a bundle for a bug report. The journal, the topology, the resolved plan, and on every
 //! cluster the lab's OCM objects (with their conditions) and the events of the OCM namespaces, all with
-//! secrets redacted: Secret data, tokens, kubeconfigs and private keys never leave the machine.
+//! secrets redacted: Secret data, tokens, kubeconfigs and private keys never leave the machine ([`run`], at
+//! the end).
 
 use std::io::Write as _;
 use std::path::Path;
@@ -247,6 +248,52 @@ pub fn write_tarball(path: &Path, root: &str, files: &[(String, Vec<u8>)]) -> st
     let mut gz = tar.into_inner()?;
     gz.flush()?;
     gz.finish()?.sync_all()
+}
+
+/// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
+pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
+    use super::runner::{Purpose, open_backends, runtime};
+    use crate::engine::events::Events;
+    use crate::error::Error;
+    let run = crate::cli::RunArgs::from(args);
+    let (loaded, _, patches) = super::inputs(&run.lab)?;
+    let lab = loaded.lab;
+    let state = crate::state::StateDir::for_run(&lab.name, run.simulate)?;
+    let rt = runtime()?;
+    let opened = open_backends(
+        &rt,
+        &run,
+        &state,
+        Purpose::Look,
+        &lab.versions.kind_node_image,
+    )?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| format!("ocm-lab-{}-diagnostics.tar.gz", lab.name).into());
+    let files = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab.clone(),
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        gather(&ctx, &loaded.text).await
+    });
+    rt.shutdown_background();
+    let root = format!("ocm-lab-{}-diagnostics", lab.name);
+    write_tarball(&out, &root, &files).map_err(|source| Error::WriteFile {
+        path: out.display().to_string(),
+        source,
+    })?;
+    super::stdout(&format!(
+        "wrote {} ({}, secrets redacted)\n",
+        out.display(),
+        crate::text::count(files.len(), "file", "files")
+    ))
 }
 
 #[cfg(test)]

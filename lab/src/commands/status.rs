@@ -1,4 +1,4 @@
-//! `ocm-lab status`: what the lab's clusters report now, read-only.
+//! `ocm-lab status`: what the lab's clusters report now, read-only ([`run`], at the end).
 
 use std::fmt::Write as _;
 
@@ -362,4 +362,54 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
         }
     }
     out
+}
+
+/// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
+pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
+    use super::runner::{Purpose, ensure_up, open_backends, runtime};
+    use crate::engine::events::Events;
+    use crate::error::Error;
+    let output = args.output.output;
+    let args = crate::cli::RunArgs::from(args);
+    let (loaded, _, patches) = super::inputs(&args.lab)?;
+    super::warn(&loaded);
+    let lab = loaded.lab;
+    let state = crate::state::StateDir::for_run(&lab.name, args.simulate)?;
+    ensure_up(&lab, &state, &args)?;
+    let rt = runtime()?;
+    let opened = open_backends(
+        &rt,
+        &args,
+        &state,
+        Purpose::Look,
+        &lab.versions.kind_node_image,
+    )?;
+    let status = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab,
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        collect(&ctx).await
+    });
+    rt.shutdown_background();
+    super::document(output, &status, || {
+        render_for(&status, &args.command_line("verify"))
+    })?;
+    if status.healthy() {
+        Ok(())
+    } else {
+        Err(Error::Unhealthy {
+            lab: status.lab.clone(),
+            help: format!(
+                "`{}` repairs what it can; `{}` says which hop is broken",
+                args.command_line("up"),
+                args.command_line("verify")
+            ),
+        })
+    }
 }
