@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::backend::ClusterApi;
-use crate::engine::RunCtx;
+use crate::step::RunCtx;
 use crate::topology::Role;
 
 /// Kinds collected from the hub: (apiVersion, kind).

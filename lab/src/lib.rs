@@ -20,6 +20,7 @@ mod run;
 pub mod sim;
 pub mod state;
 pub mod status;
+pub mod step;
 pub mod text;
 pub mod topology;
 pub mod verify;

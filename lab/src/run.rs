@@ -7,14 +7,16 @@ use std::process::ExitCode;
 use clap::Parser;
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
+use crate::actions::Registry;
 use crate::cli::{Cli, Command, LabArgs, Output, RunArgs, TopologyCommand};
 use crate::diag::FileDiagnostics;
-use crate::engine::events::Events;
-use crate::engine::{self, RunCtx, RunOptions, report};
+use crate::engine::{self, RunOptions, report};
 use crate::error::{Error, exit};
 use crate::patch::PatchSet;
 use crate::sim::SimLab;
 use crate::state::StateDir;
+use crate::step::RunCtx;
+use crate::step::events::Events;
 use crate::topology::{self, Loaded};
 use crate::workflow::Sources;
 use crate::{embedded, plan_out};
@@ -165,8 +167,13 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Plan(args) => {
             let (loaded, sources, patches) = inputs(&args.lab)?;
             warn(&loaded);
-            let plan =
-                crate::workflow::plan::plan(&loaded.lab, &sources, &patches, &args.workflow)?;
+            let plan = crate::workflow::plan::plan(
+                &loaded.lab,
+                &sources,
+                &Registry,
+                &patches,
+                &args.workflow,
+            )?;
             match (&args.out, cli.output()) {
                 (Some(dir), output) => {
                     let written = plan_out::write(&loaded.lab, &plan, dir)?;
@@ -548,7 +555,7 @@ fn run_workflows(cli: &Cli, args: &crate::cli::RunArgs, workflows: &[&str]) -> R
     // Every workflow is planned before anything is touched: a broken workflow file fails first.
     let plans = workflows
         .iter()
-        .map(|w| crate::workflow::plan::plan(&lab, &sources, &patches, w))
+        .map(|w| crate::workflow::plan::plan(&lab, &sources, &Registry, &patches, w))
         .collect::<Result<Vec<_>, _>>()?;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
     let _lock = state.lock(&lab.name, workflows.first().copied().unwrap_or("run"))?;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::{Backends, ClusterApi, ObjectRef, condition_status};
-use crate::engine::RunCtx;
+use crate::step::RunCtx;
 use crate::topology::{Lab, Provider};
 
 #[derive(Debug, Clone, Serialize)]
