@@ -17,6 +17,7 @@ pub mod patch;
 mod run;
 pub mod sim;
 pub mod state;
+pub mod step;
 pub mod text;
 pub mod topology;
 pub mod verify;

@@ -16,6 +16,7 @@ use super::{ActionResult, StepCtx, outputs};
 use crate::backend::{BackendError, ClusterApi, ObjectRef};
 use crate::topology::{Cluster, LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
+use crate::workflow::plan::keep_id;
 
 /// The kinds the lab's templates and actions apply with its label (apiVersion, kind). ManagedCluster is
 /// missing on purpose.
@@ -41,18 +42,6 @@ pub const LAB_KINDS: &[(&str, &str)] = &[
     ),
     ("v1", "Namespace"),
 ];
-
-/// How the planner names an object in `keep`: `Kind/namespace/name` (namespace empty when
-/// cluster-scoped).
-pub fn keep_id(kind: &str, namespace: &str, name: &str) -> String {
-    format!("{kind}/{namespace}/{name}")
-}
-
-/// The `keep` id of an object.
-pub fn keep_id_of(obj: &Value) -> String {
-    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    keep_id(s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
-}
 
 fn has_owner(o: &Value) -> bool {
     o["metadata"]["ownerReferences"]

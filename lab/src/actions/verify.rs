@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::{BackendError, ClusterApi, Condition, ObjectRef, condition_status};
-use crate::engine::events::{Event, ResultStatus};
+use crate::step::events::{Event, ResultStatus};
 use crate::topology::{Check, LAB_LABEL, Lab, Property};
 use crate::verify::{self, CheckResult, PROBE_PROPERTY, PropertyEvidence};
 

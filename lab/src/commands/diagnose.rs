@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::backend::ClusterApi;
-use crate::engine::RunCtx;
+use crate::step::RunCtx;
 use crate::topology::Role;
 
 /// Kinds collected from the hub: (apiVersion, kind).
@@ -253,8 +253,8 @@ pub fn write_tarball(path: &Path, root: &str, files: &[(String, Vec<u8>)]) -> st
 /// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
 pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, open_backends, runtime};
-    use crate::engine::events::Events;
     use crate::error::Error;
+    use crate::step::events::Events;
     let run = crate::cli::RunArgs::from(args);
     let (loaded, _, patches) = super::inputs(&run.lab)?;
     let lab = loaded.lab;

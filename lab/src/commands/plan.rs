@@ -224,7 +224,13 @@ pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
     use crate::cli::Output;
     let (loaded, sources, patches) = super::inputs(&args.lab)?;
     super::warn(&loaded);
-    let plan = crate::workflow::plan::plan(&loaded.lab, &sources, &patches, &args.workflow)?;
+    let plan = crate::workflow::plan::plan(
+        &loaded.lab,
+        &sources,
+        &crate::actions::Registry,
+        &patches,
+        &args.workflow,
+    )?;
     match (&args.out, args.output.output) {
         (Some(dir), output) => {
             let written = write(&loaded.lab, &plan, dir)?;

@@ -10,12 +10,13 @@ use tokio_util::sync::CancellationToken;
 use super::doctor;
 use crate::backend::Backends;
 use crate::cli::{Output, RunArgs};
-use crate::engine::events::Events;
-use crate::engine::{self, RunCtx, RunOptions, report};
+use crate::engine::{self, RunOptions, report};
 use crate::error::Error;
 use crate::patch::PatchSet;
 use crate::sim::SimLab;
 use crate::state::StateDir;
+use crate::step::RunCtx;
+use crate::step::events::Events;
 use crate::topology::Lab;
 use crate::workflow::Plan;
 
@@ -239,7 +240,13 @@ pub fn run_workflows(args: &RunArgs, output: Output, workflows: &[Workflow]) -> 
         .map(|w| {
             Ok((
                 *w,
-                crate::workflow::plan::plan(&lab, &sources, &patches, w.name())?,
+                crate::workflow::plan::plan(
+                    &lab,
+                    &sources,
+                    &crate::actions::Registry,
+                    &patches,
+                    w.name(),
+                )?,
             ))
         })
         .collect::<Result<Vec<_>, Error>>()?;

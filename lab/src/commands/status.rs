@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::{Backends, ClusterApi, ObjectRef, condition_status};
-use crate::engine::RunCtx;
+use crate::step::RunCtx;
 use crate::topology::{Lab, Provider};
 
 #[derive(Debug, Clone, Serialize)]
@@ -367,8 +367,8 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
 /// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
 pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, ensure_up, open_backends, runtime};
-    use crate::engine::events::Events;
     use crate::error::Error;
+    use crate::step::events::Events;
     let output = args.output.output;
     let args = crate::cli::RunArgs::from(args);
     let (loaded, _, patches) = super::inputs(&args.lab)?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::events::{Event, Outcome, ResultStatus, Stamped};
 use crate::cli::Output;
+use crate::step::events::{Event, Outcome, ResultStatus, Stamped};
 
 /// Consumes events until the channel closes. Returns every event seen, for the caller's summary.
 pub async fn reporter(
@@ -185,7 +185,7 @@ impl Human {
                 ));
             }
             Event::Timing { timing, total_ms } => {
-                for l in super::timing::lines(timing, *total_ms) {
+                for l in crate::step::timing::lines(timing, *total_ms) {
                     self.line(l);
                 }
             }
@@ -225,4 +225,4 @@ impl Human {
     }
 }
 
-use super::timing::fmt_ms;
+use crate::step::timing::fmt_ms;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use serde_saphyr::Location;
 
+use super::Catalog;
 use super::spec::{self, Sources, Step, WorkflowError};
 use crate::charts::{self, ChartPlan};
 use crate::diag::{Collector, FileDiagnostics, suggest};
@@ -212,10 +213,11 @@ impl Globals {
 pub fn plan(
     lab: &Lab,
     sources: &Sources,
+    actions: &dyn Catalog,
     patches: &PatchSet,
     name: &str,
 ) -> Result<Plan, WorkflowError> {
-    let (wf, file, text) = spec::load(sources, name)?;
+    let (wf, file, text) = spec::load(sources, actions, name)?;
     let env = environment(sources).map_err(|e| {
         let mut c = Collector::new("");
         c.error(
@@ -390,10 +392,21 @@ pub fn plan(
     })
 }
 
+/// How the planner names an object in `lab.prune`'s `keep` input: `Kind/namespace/name` (namespace
+/// empty when cluster-scoped).
+pub fn keep_id(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// The `keep` id of an object.
+pub fn keep_id_of(obj: &Value) -> String {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    keep_id(s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+}
+
 /// Gives each `lab.prune` step the objects the plan applies, per cluster (its `keep` input): the rendered
 /// manifests, and the release namespace of each chart (created with the lab's label).
 fn fill_keep(steps: &mut [PlannedStep]) {
-    use crate::actions::prune::{keep_id, keep_id_of};
     let mut keep: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in steps.iter() {
         if let Some(cluster) = s.cluster() {

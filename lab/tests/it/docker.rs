@@ -615,7 +615,8 @@ async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_cluster
     use std::sync::Arc;
 
     use ocm_lab::backend::{BackendError, Backends, Unavailable};
-    use ocm_lab::engine::{self, RunCtx, RunOptions, events::Events};
+    use ocm_lab::engine::{self, RunOptions};
+    use ocm_lab::step::{RunCtx, events::Events};
     use tokio_util::sync::CancellationToken;
 
     let Some(d) = docker_or_skip().await else {

@@ -172,8 +172,8 @@ async fn status_reflects_a_spoke_going_unavailable() {
     let (res, _) = h.run("up").await;
     assert!(res.ok, "{}", failure(&res));
     let status = |h: &Harness| {
-        let (events, _rx) = ocm_lab::engine::events::Events::channel();
-        let ctx = ocm_lab::engine::RunCtx::new(
+        let (events, _rx) = ocm_lab::step::events::Events::channel();
+        let ctx = ocm_lab::step::RunCtx::new(
             h.lab.clone(),
             h.sim.backends(),
             h.state.clone(),

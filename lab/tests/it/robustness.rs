@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ocm_lab::backend::{BackendError, Backends, ClusterApi, Connector};
-use ocm_lab::engine::events::{Event, Events, Stamped};
-use ocm_lab::engine::{self, RunCtx, RunOptions, RunResult};
+use ocm_lab::engine::{self, RunOptions, RunResult};
 use ocm_lab::sim::SimLab;
 use ocm_lab::state::StateDir;
+use ocm_lab::step::RunCtx;
+use ocm_lab::step::events::{Event, Events, Stamped};
 use ocm_lab::topology::{Cluster, Lab};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;

@@ -174,7 +174,7 @@ async fn cluster_properties_wait_for_their_crd() {
     }
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     assert!(r.ok, "{}", failure(&r));
-    assert!(events.iter().any(|e| matches!(&e.event, ocm_lab::engine::events::Event::StepProgress { step, message } if step == "properties[cluster1]" && message.contains("waiting for ClusterProperty"))));
+    assert!(events.iter().any(|e| matches!(&e.event, ocm_lab::step::events::Event::StepProgress { step, message } if step == "properties[cluster1]" && message.contains("waiting for ClusterProperty"))));
 }
 
 #[tokio::test(start_paused = true)]
