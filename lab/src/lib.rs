@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod backend;
 pub mod charts;
+pub mod ci;
 pub mod cli;
 pub mod diag;
 pub mod diagnose;

@@ -264,6 +264,7 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Down(a) => run_workflows(cli, &a.into(), &["down"]),
         Command::Status(a) => status(cli, &a.into()),
         Command::Diagnose(a) => diagnose(a),
+        Command::Ci(c) => crate::ci::run(c),
         // Remove what participants added, then `up`: it restores what they changed and verifies. One lock
         // over both, so no other command can take the lab between the prune and the `up`.
         Command::Reset(a) => run_workflows(cli, &a.into(), &["reset", "up"]),

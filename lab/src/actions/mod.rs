@@ -12,7 +12,7 @@ pub mod verify;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use cluster::{clash_error, foreign_containers, foreign_look_alikes};
+pub use cluster::{clash_error, foreign_containers, foreign_look_alikes, user_kubeconfig};
 pub use kube::contains;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Input, find};
 use serde_json::Value;
