@@ -114,6 +114,21 @@ pub enum Error {
     #[error("cancelled: running steps were stopped; run the same command again to resume")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
+    #[error(
+        "no combination of the matrix fits in the runner's {runner_mib} MiB: the smallest, `{smallest}`, needs {need_mib} MiB ({clusters} kind clusters)"
+    )]
+    #[diagnostic(
+        code(ocm_lab::ci::nothing_fits),
+        help(
+            "give the runner's real memory (`--runner-memory 16GB` for GitHub's standard Linux runner), or a topology with fewer kind clusters (`-t minimal`)"
+        )
+    )]
+    CiNothingFits {
+        runner_mib: u64,
+        smallest: String,
+        need_mib: u64,
+        clusters: usize,
+    },
     #[error("failed to start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -130,7 +145,8 @@ impl Error {
             Error::Topology(_)
             | Error::Workflow(_)
             | Error::Patches(_)
-            | Error::PlanDirNotEmpty(_) => exit::INVALID_INPUT,
+            | Error::PlanDirNotEmpty(_)
+            | Error::CiNothingFits { .. } => exit::INVALID_INPUT,
             Error::ReadWorkflows { .. } => exit::INVALID_INPUT,
             Error::State(crate::state::StateError::Locked { .. }) => exit::FAILURE,
             Error::Cancelled => exit::CANCELLED,

@@ -84,5 +84,6 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Reset(args) => commands::reset::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Completions { shell } => commands::completions::run(*shell),
+        Command::Ci(command) => commands::ci::run(command),
     }
 }

@@ -9,7 +9,7 @@ mod registry;
 mod reset;
 pub mod verify;
 
-pub use cluster::{clash_error, foreign_containers, foreign_look_alikes};
+pub use cluster::{clash_error, foreign_containers, foreign_look_alikes, user_kubeconfig};
 pub use kube::contains;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Registry, find};
 use serde_json::Value;
