@@ -113,6 +113,8 @@ pub struct RunCtx {
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
     clients: Mutex<HashMap<String, Arc<ClientCell>>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
+    /// What this run's verification found ([`RunCtx::record_verification`]), for [`RunResult`].
+    verification: Mutex<Option<Vec<crate::verify::CheckResult>>>,
 }
 
 impl RunCtx {
@@ -143,6 +145,7 @@ impl RunCtx {
             durability: None,
             clients: Mutex::new(HashMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
+            verification: Mutex::new(None),
         }
     }
 
@@ -231,6 +234,15 @@ impl RunCtx {
         self.clients.lock().expect("not poisoned").remove(cluster);
     }
 
+    /// Records what a verification step found: the run's result carries it to the command.
+    pub fn record_verification(&self, results: &[crate::verify::CheckResult]) {
+        self.verification
+            .lock()
+            .expect("not poisoned")
+            .get_or_insert_with(Vec::new)
+            .extend_from_slice(results);
+    }
+
     /// Outputs of an earlier step instance, from this run or the run it resumed.
     pub fn output(&self, step: &str) -> Option<Outputs> {
         self.outputs
@@ -269,6 +281,8 @@ pub struct RunResult {
     pub changed: usize,
     pub unchanged: usize,
     pub resumed: usize,
+    /// What this run's verification found, when it verified (also when a check failed).
+    pub verification: Option<Vec<crate::verify::CheckResult>>,
 }
 
 /// Why a run could not start or record its progress: the journal could not be written (a journal that
@@ -403,6 +417,7 @@ pub async fn run(
         changed: 0,
         unchanged: 0,
         resumed: 0,
+        verification: None,
     };
 
     journal
@@ -603,6 +618,7 @@ pub async fn run(
         failed: result.failed.as_ref().map(|(s, _)| s.clone()),
         cancelled: result.cancelled,
     });
+    result.verification = ctx.verification.lock().expect("not poisoned").take();
     Ok(result)
 }
 
