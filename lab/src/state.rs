@@ -808,6 +808,34 @@ mod tests {
             .expect("free again after the guard drops");
     }
 
+    #[test]
+    fn a_discarded_lock_removes_only_a_lock_file_it_created_and_the_lab_locks_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        state.lock("lab", "up").unwrap().discard();
+        assert!(
+            !state.lock_file().exists(),
+            "the lock file it created is gone"
+        );
+        // A lock file that was there before stays.
+        drop(state.lock("lab", "up").unwrap());
+        state.lock("lab", "verify").unwrap().discard();
+        assert!(state.lock_file().exists());
+        // A lock file removed while another process still has it open: the lock is taken on a new file
+        // at the path, and that one refuses a second holder.
+        let stale = std::fs::File::open(state.lock_file()).unwrap();
+        std::fs::remove_file(state.lock_file()).unwrap();
+        let guard = state.lock("lab", "up").unwrap();
+        assert!(state.lock_file().exists());
+        assert!(matches!(
+            state.lock("lab", "down"),
+            Err(StateError::Locked { .. })
+        ));
+        drop((guard, stale));
+    }
+
     #[cfg(unix)]
     #[test]
     fn secret_files_are_0600() {
