@@ -1,4 +1,5 @@
-//! The lab's state folder: journal, per-cluster kubeconfigs, the simulated world, and the run lock.
+//! The lab's state folder: journal, per-cluster kubeconfigs, the ownership record, the last verification,
+//! the simulated world, and the run lock. Each file has one accessor here; no other module spells its name.
 //!
 //! One folder per lab name under the XDG state directory (`$XDG_STATE_HOME/ocm-lab/<lab>`, by default
 //! `~/.local/state/ocm-lab/<lab>`); `OCM_LAB_STATE_DIR` overrides the parent folder (tests use it).
