@@ -117,6 +117,15 @@ impl From<StreamOutput> for Output {
     }
 }
 
+impl From<StreamOutput> for crate::engine::report::Style {
+    fn from(o: StreamOutput) -> Self {
+        match o {
+            StreamOutput::Human => crate::engine::report::Style::Human,
+            StreamOutput::Json => crate::engine::report::Style::Json,
+        }
+    }
+}
+
 /// `-o` of the commands that print one result (a document, not a stream).
 #[derive(Debug, Clone, Copy, Args)]
 pub struct DocumentOutput {

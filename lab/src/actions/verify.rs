@@ -612,21 +612,19 @@ fn emit(ctx: &StepCtx<'_>, r: &CheckResult) {
     });
 }
 
-/// The last verification, kept for `status`.
+/// Hands this run's results to the run (the command prints them and writes `--junit` from the run's
+/// result), and keeps them as the last verification for `status` and `diagnose`.
 fn save_report(ctx: &StepCtx<'_>, results: &[CheckResult]) {
-    let report = json!({
-        "run": ctx.run.run_id,
-        "at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        "simulated": ctx.run.backends.simulated,
-        "ok": results.iter().all(|r| r.ok),
-        "results": results,
-    });
-    let path = ctx.run.state.path.join("last-verification.json");
-    if let Err(e) = std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&report).expect("serializes"),
-    ) {
-        tracing::warn!("failed to save {}: {e}", path.display());
+    ctx.run.record_verification(results);
+    let report = verify::report::LastVerification {
+        run: ctx.run.run_id.clone(),
+        at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        simulated: ctx.run.backends.simulated,
+        ok: results.iter().all(|r| r.ok),
+        results: results.to_vec(),
+    };
+    if let Err(e) = ctx.run.state.save_last_verification(&report) {
+        tracing::warn!("{e}");
     }
 }
 

@@ -166,15 +166,16 @@ pub async fn gather(ctx: &RunCtx, topology_text: &str) -> Vec<(String, Vec<u8>)>
     let pretty = |v: &Value| serde_json::to_vec_pretty(v).expect("JSON serializes");
     files.push(("topology.yaml".into(), topology_text.as_bytes().to_vec()));
     files.push(("lab.json".into(), pretty(&json!(lab))));
-    if let Ok(j) = std::fs::read(ctx.state.journal()) {
-        files.push(("journal.jsonl".into(), j));
-    }
-    // What the lab believes it owns (cluster names and node container IDs; no secrets).
-    if let Ok(o) = std::fs::read(ctx.state.owned_log()) {
-        files.push(("owned.jsonl".into(), o));
-    }
-    if let Ok(v) = std::fs::read(ctx.state.path.join("last-verification.json")) {
-        files.push(("last-verification.json".into(), v));
+    // The state files, under their own names: the journal, what the lab believes it owns (cluster names
+    // and node container IDs; no secrets), and the last verification (as it is, damaged or not).
+    for path in [
+        ctx.state.journal(),
+        ctx.state.owned_log(),
+        ctx.state.last_verification(),
+    ] {
+        if let (Ok(bytes), Some(name)) = (std::fs::read(&path), path.file_name()) {
+            files.push((name.to_string_lossy().into_owned(), bytes));
+        }
     }
     let mut summary = Vec::new();
     for c in lab.clusters() {

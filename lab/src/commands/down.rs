@@ -8,5 +8,5 @@ use crate::cli::{DownArgs, RunArgs};
 use crate::error::Error;
 
 pub fn run(args: &DownArgs) -> Result<(), Error> {
-    run_workflows(&RunArgs::from(args), args.output.into(), &[Workflow::Down])
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Down])
 }

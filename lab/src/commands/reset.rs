@@ -11,7 +11,7 @@ use crate::error::Error;
 pub fn run(args: &UpArgs) -> Result<(), Error> {
     run_workflows(
         &RunArgs::from(args),
-        args.output.into(),
+        args.output,
         &[Workflow::Reset, Workflow::Up],
     )
 }

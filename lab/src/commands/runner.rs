@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::doctor;
 use crate::backend::Backends;
-use crate::cli::{Output, RunArgs};
+use crate::cli::{RunArgs, StreamOutput};
 use crate::engine::{self, RunOptions, report};
 use crate::error::Error;
 use crate::patch::PatchSet;
@@ -227,7 +227,11 @@ pub fn open_backends(
 
 /// Runs workflows one after the other against the lab, under one lock: `reset` is `reset` then `up`, and
 /// no other command may take the lab in between.
-pub fn run_workflows(args: &RunArgs, output: Output, workflows: &[Workflow]) -> Result<(), Error> {
+pub fn run_workflows(
+    args: &RunArgs,
+    output: StreamOutput,
+    workflows: &[Workflow],
+) -> Result<(), Error> {
     let (loaded, sources, patches) = super::inputs(&args.lab)?;
     super::warn(&loaded);
     let mut lab = loaded.lab;
@@ -252,28 +256,52 @@ pub fn run_workflows(args: &RunArgs, output: Output, workflows: &[Workflow]) -> 
         .collect::<Result<Vec<_>, Error>>()?;
     let state = StateDir::for_run(&lab.name, args.simulate)?;
     let first = workflows.first().map_or("run", |w| w.name());
-    let _lock = state.lock(&lab.name, first)?;
+    let lock = state.lock(&lab.name, first)?;
     state.cut_torn_owned_line()?;
     if workflows.iter().any(|w| *w != Workflow::Down) {
         // A damaged ownership record stops everything but `down`, which reads around the damage.
         state.owned_or(&args.command_line("down"))?;
     }
-    for (workflow, plan) in &plans {
-        run_workflow(args, output, &lab, &state, *workflow, plan, patches.clone())?;
+    for (i, (workflow, plan)) in plans.iter().enumerate() {
+        let ready = match prepare(args, output, &lab, &state, *workflow, plan) {
+            Ok(ready) => ready,
+            Err(e) if i == 0 => {
+                // Nothing ran: the command leaves nothing behind, not even a lock file.
+                lock.discard();
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        run_workflow(
+            args,
+            output,
+            &lab,
+            &state,
+            *workflow,
+            plan,
+            patches.clone(),
+            ready,
+        )?;
     }
     Ok(())
 }
 
-/// Runs one workflow against the lab, whose lock the caller holds: backends, reporter, engine, Ctrl-C.
-fn run_workflow(
+/// A workflow ready to run: its runtime and backends.
+struct Ready {
+    runtime: tokio::runtime::Runtime,
+    opened: Opened,
+}
+
+/// What a workflow needs before it runs, none of which touches the lab: a lab that is up (for `verify`
+/// and `reset`), the backends, and on a real lab the preflight (the doctor's checks).
+fn prepare(
     args: &RunArgs,
-    output: Output,
+    output: StreamOutput,
     lab: &Lab,
     state: &StateDir,
     workflow: Workflow,
     plan: &Plan,
-    patches: PatchSet,
-) -> Result<(), Error> {
+) -> Result<Ready, Error> {
     if workflow.needs_lab() {
         ensure_up(lab, state, args)?;
     }
@@ -289,12 +317,82 @@ fn run_workflow(
         let findings = opened.doctor_findings(&runtime, lab, state);
         if doctor::failed(&findings) {
             let _ = writeln!(std::io::stderr(), "{}", doctor::render(&findings));
+            if output == StreamOutput::Json {
+                runtime.block_on(preflight_events(lab, plan, &findings));
+            }
+            runtime.shutdown_background();
             return Err(doctor::preflight_error(&findings));
         }
     }
+    Ok(Ready { runtime, opened })
+}
+
+/// The event stream of a run whose preflight failed, as any run's: `run-started`, the failure (a
+/// `step-failed` of the step `preflight`, with every failed finding and what to do), `run-finished`.
+async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) {
+    use crate::step::events::Event;
+    let (events, rx) = Events::channel();
+    let reporter = tokio::spawn(report::reporter(rx, report::Style::Json));
+    events.emit(Event::RunStarted {
+        lab: lab.name.clone(),
+        workflow: plan.workflow.clone(),
+        steps: plan.steps.len(),
+        simulated: false,
+        resumed: 0,
+    });
+    let failed: Vec<&doctor::Finding> = findings
+        .iter()
+        .filter(|f| f.level == doctor::Level::Fail)
+        .collect();
+    let error = failed
+        .iter()
+        .map(|f| format!("{}: {}", f.check, f.detail))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let help = failed
+        .iter()
+        .filter_map(|f| f.fix.as_deref())
+        .collect::<Vec<_>>()
+        .join("; ");
+    events.emit(Event::StepFailed {
+        step: "preflight".into(),
+        error: format!("the machine cannot finish the lab: {error}"),
+        help: (!help.is_empty()).then_some(help),
+        elapsed_ms: events.elapsed_ms(),
+    });
+    events.emit(Event::RunFinished {
+        ok: false,
+        elapsed_ms: events.elapsed_ms(),
+        changed: 0,
+        unchanged: 0,
+        resumed: 0,
+        failed: Some("preflight".into()),
+        cancelled: false,
+    });
+    drop(events);
+    let _ = reporter.await;
+}
+
+/// Runs one workflow against the lab, whose lock the caller holds: reporter, engine, Ctrl-C, saving the
+/// simulated world, the verification report, and forgetting a lab that went `down`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the run's parts, each used once; a struct would only name them again"
+)]
+fn run_workflow(
+    args: &RunArgs,
+    output: StreamOutput,
+    lab: &Lab,
+    state: &StateDir,
+    workflow: Workflow,
+    plan: &Plan,
+    patches: PatchSet,
+    ready: Ready,
+) -> Result<(), Error> {
+    let Ready { runtime, opened } = ready;
     let result = runtime.block_on(async {
         let (events, rx) = Events::channel();
-        let reporter = tokio::spawn(report::reporter(rx, output));
+        let reporter = tokio::spawn(report::reporter(rx, output.into()));
         let cancel = CancellationToken::new();
         let on_ctrl_c = cancel.clone();
         let ctrl_c = tokio::spawn(async move {
@@ -326,7 +424,6 @@ fn run_workflow(
             ctx = ctx.with_durability(sim.durability(&state.sim_world()));
         }
         let ctx = Arc::new(ctx);
-        let run_id = ctx.run_id.clone();
         let opts = RunOptions {
             concurrency: usize::from(args.concurrency),
         };
@@ -336,21 +433,16 @@ fn run_workflow(
         let _ = reporter.await;
         // The simulated world persists, so the next command sees the same simulated lab.
         opened.save(state)?;
-        Ok::<_, Error>((result?, run_id))
+        Ok::<_, Error>(result?)
     });
     runtime.shutdown_background();
-    let (result, run_id) = result?;
-    verification_report(output, args, state, &lab.name, &run_id)?;
+    let result = result?;
+    if let Some(results) = &result.verification {
+        verification_report(output, args, &lab.name, results)?;
+    }
     if result.ok && workflow == Workflow::Down {
-        // The lab is gone: forget its journal, simulated world and ownership records.
-        for f in [
-            state.journal(),
-            state.sim_world(),
-            state.owned_log(),
-            state.path.join("last-verification.json"),
-        ] {
-            let _ = std::fs::remove_file(f);
-        }
+        // The lab is gone: forget its journal, simulated world, ownership record and last verification.
+        state.forget()?;
     }
     if result.cancelled {
         return Err(Error::Cancelled);
@@ -398,34 +490,24 @@ pub fn ensure_up(lab: &Lab, state: &StateDir, args: &RunArgs) -> Result<(), Erro
         lab: lab.name.clone(),
         why: format!(
             "none of its clusters was created on this machine (no kubeconfig in {}){simulated_hint}",
-            state.path.join("kubeconfigs").display()
+            state.kubeconfigs().display()
         ),
         help: format!("run `{}` first", args.command_line("up")),
     })
 }
 
-/// Prints the verification table of this run (if it verified) and writes `--junit`.
+/// Prints the verification table of this run and writes `--junit`.
 fn verification_report(
-    output: Output,
+    output: StreamOutput,
     args: &RunArgs,
-    state: &StateDir,
     lab: &str,
-    run_id: &str,
+    results: &[crate::verify::CheckResult],
 ) -> Result<(), Error> {
-    let Some(report) = std::fs::read_to_string(state.path.join("last-verification.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .filter(|r| r["run"] == run_id)
-    else {
-        return Ok(());
-    };
-    let results: Vec<crate::verify::CheckResult> =
-        serde_json::from_value(report["results"].clone()).unwrap_or_default();
-    if output == Output::Human && !results.is_empty() {
-        super::stdout(&format!("\n{}", crate::verify::report::table(&results)))?;
+    if output == StreamOutput::Human && !results.is_empty() {
+        super::stdout(&format!("\n{}", crate::verify::report::table(results)))?;
     }
     if let Some(path) = &args.junit {
-        std::fs::write(path, crate::verify::report::junit(lab, &results)).map_err(|source| {
+        std::fs::write(path, crate::verify::report::junit(lab, results)).map_err(|source| {
             Error::WriteFile {
                 path: path.display().to_string(),
                 source,

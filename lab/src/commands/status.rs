@@ -3,7 +3,6 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::backend::{Backends, ClusterApi, ObjectRef, condition_status};
 use crate::step::RunCtx;
@@ -18,7 +17,10 @@ pub struct Status {
     pub managed_clusters: Vec<ManagedClusterStatus>,
     pub profiles: Vec<NamespaceProfiles>,
     /// The last verification recorded in the state folder.
-    pub last_verification: Option<Value>,
+    pub last_verification: Option<crate::verify::report::LastVerification>,
+    /// Why the recorded last verification cannot be read (a damaged file is reported, never skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_verification_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -95,9 +97,10 @@ pub async fn collect(ctx: &RunCtx) -> Status {
         ),
         None => (Vec::new(), Vec::new()),
     };
-    let last_verification = std::fs::read_to_string(ctx.state.path.join("last-verification.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let (last_verification, last_verification_error) = match ctx.state.last_verification_report() {
+        Ok(report) => (report, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     Status {
         lab: lab.name.clone(),
         simulated: ctx.backends.simulated,
@@ -105,6 +108,7 @@ pub async fn collect(ctx: &RunCtx) -> Status {
         managed_clusters,
         profiles,
         last_verification,
+        last_verification_error,
     }
 }
 
@@ -345,16 +349,22 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             );
         }
     }
-    match &s.last_verification {
-        Some(v) => {
+    match (&s.last_verification, &s.last_verification_error) {
+        (_, Some(e)) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: UNREADABLE: {e} (run `{verify_cmd}` to record a new one)"
+            );
+        }
+        (Some(v), None) => {
             let _ = writeln!(
                 out,
                 "\nLast verification: {} at {}",
-                if v["ok"] == true { "passed" } else { "FAILED" },
-                v["at"].as_str().unwrap_or("?")
+                if v.ok { "passed" } else { "FAILED" },
+                v.at
             );
         }
-        None => {
+        (None, None) => {
             let _ = writeln!(
                 out,
                 "\nLast verification: none recorded (run `{verify_cmd}`)"

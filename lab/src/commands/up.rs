@@ -9,5 +9,5 @@ use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
-    run_workflows(&RunArgs::from(args), args.output.into(), &[Workflow::Up])
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Up])
 }

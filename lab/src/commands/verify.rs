@@ -7,9 +7,5 @@ use crate::cli::{RunArgs, VerifyArgs};
 use crate::error::Error;
 
 pub fn run(args: &VerifyArgs) -> Result<(), Error> {
-    run_workflows(
-        &RunArgs::from(args),
-        args.output.into(),
-        &[Workflow::Verify],
-    )
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Verify])
 }

@@ -112,6 +112,8 @@ pub struct RunResult {
     pub changed: usize,
     pub unchanged: usize,
     pub resumed: usize,
+    /// What this run's verification found, when it verified (also when a check failed).
+    pub verification: Option<Vec<crate::verify::CheckResult>>,
 }
 
 /// Why a run could not start or record its progress: the journal could not be written (a journal that
@@ -246,6 +248,7 @@ pub async fn run(
         changed: 0,
         unchanged: 0,
         resumed: 0,
+        verification: None,
     };
 
     journal
@@ -445,6 +448,7 @@ pub async fn run(
         failed: result.failed.as_ref().map(|(s, _)| s.clone()),
         cancelled: result.cancelled,
     });
+    result.verification = ctx.take_verification();
     Ok(result)
 }
 

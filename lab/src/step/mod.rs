@@ -55,6 +55,8 @@ pub struct RunCtx {
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
     clients: Mutex<HashMap<String, Arc<ClientCell>>>,
     outputs: Mutex<BTreeMap<String, Outputs>>,
+    /// What this run's verification found ([`RunCtx::record_verification`]), for the run's result.
+    verification: Mutex<Option<Vec<crate::verify::CheckResult>>>,
 }
 
 impl RunCtx {
@@ -85,6 +87,7 @@ impl RunCtx {
             durability: None,
             clients: Mutex::new(HashMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
+            verification: Mutex::new(None),
         }
     }
 
@@ -171,6 +174,20 @@ impl RunCtx {
     /// Forgets a cached client (after a cluster is re-created or deleted).
     pub async fn forget(&self, cluster: &str) {
         self.clients.lock().expect("not poisoned").remove(cluster);
+    }
+
+    /// Records what a verification step found: the run's result carries it to the command.
+    pub fn record_verification(&self, results: &[crate::verify::CheckResult]) {
+        self.verification
+            .lock()
+            .expect("not poisoned")
+            .get_or_insert_with(Vec::new)
+            .extend_from_slice(results);
+    }
+
+    /// Takes what this run's verification found (the engine puts it in the run's result).
+    pub fn take_verification(&self) -> Option<Vec<crate::verify::CheckResult>> {
+        self.verification.lock().expect("not poisoned").take()
     }
 
     /// Outputs of an earlier step instance, from this run or the run it resumed.

@@ -62,7 +62,7 @@ fn the_matrix_is_every_embedded_topology_times_every_catalog_node_image() {
 #[test]
 fn runner_memory_leaves_out_the_topologies_whose_kind_clusters_do_not_fit_and_says_so() {
     // Just enough for the default lab's three clusters: the workshop's five do not fit.
-    let mib = (ocm_lab::doctor::MIB_PER_CLUSTER * kind_clusters("default")).to_string();
+    let mib = (ocm_lab::commands::doctor::MIB_PER_CLUSTER * kind_clusters("default")).to_string();
     let r = ocm_lab(&[
         "ci",
         "matrix",

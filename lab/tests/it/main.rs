@@ -22,6 +22,7 @@ mod preflight;
 mod recorded_objects;
 mod resume;
 mod robustness;
+mod run_outcomes;
 mod sim;
 mod sim_certs;
 mod timing;
