@@ -238,7 +238,9 @@ impl SimLab {
                     st.world.expire_lease(&spoke, seq)
                 };
                 if let Some((hub, mc)) = work {
-                    shared.mutate_with(vec![controllers::Work::HubAccept { hub, mc }], |_| ());
+                    let work =
+                        controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
+                    shared.mutate_with(vec![work], |_| ());
                 }
             }
         });
