@@ -2,6 +2,7 @@
 //! differs from what the step wants, and waits for the outcome with a watch, never a sleep loop.
 
 mod cluster;
+mod error;
 mod kube;
 mod ocm;
 pub mod prune;
@@ -13,11 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use cluster::{clash_error, foreign_containers, foreign_look_alikes};
+pub use error::ActionError;
 pub use kube::contains;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Input, find};
 use serde_json::Value;
 
-use crate::backend::BackendError;
 use crate::engine::{Outputs, RunCtx, events::Event};
 use crate::workflow::PlannedStep;
 
@@ -31,17 +32,17 @@ pub struct StepCtx<'a> {
 }
 
 /// `Ok((changed, outputs))`.
-pub type ActionResult = Result<(bool, Outputs), BackendError>;
+pub type ActionResult = Result<(bool, Outputs), ActionError>;
 
 impl StepCtx<'_> {
     /// A string input (rendered `with:` value).
-    pub fn input(&self, name: &str) -> Result<&str, BackendError> {
+    pub fn input(&self, name: &str) -> Result<&str, ActionError> {
         self.step
             .with
             .get(name)
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                BackendError::permanent(format!(
+                ActionError::permanent(format!(
                     "step {} has no string input `{name}`",
                     self.step.id
                 ))
@@ -67,7 +68,7 @@ impl StepCtx<'_> {
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     match find(&ctx.step.uses) {
         Some(action) => (action.run)(ctx).await,
-        None => Err(BackendError::permanent(format!(
+        None => Err(ActionError::permanent(format!(
             "no action named `{}`",
             ctx.step.uses
         ))),

@@ -33,8 +33,8 @@ use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::actions::{self, StepCtx};
-use crate::backend::{BackendError, Backends, ClusterApi};
+use crate::actions::{self, ActionError, StepCtx};
+use crate::backend::{Backends, ClusterApi, KubeError};
 use crate::patch::PatchSet;
 use crate::state::StateDir;
 use crate::topology::{Lab, Provider};
@@ -67,7 +67,7 @@ struct GroupCommit {
 }
 
 impl GroupCommit {
-    async fn commit(&self) -> Result<(), BackendError> {
+    async fn commit(&self) -> Result<(), ActionError> {
         let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
         let mut saved = self.saved.lock().await;
         if *saved >= ticket {
@@ -84,9 +84,9 @@ impl GroupCommit {
         let saved_now = tokio::task::spawn_blocking(move || hook.persist()).await;
         *self.last_cost.lock().expect("not poisoned") = started.elapsed();
         saved_now
-            .map_err(|e| BackendError::permanent(format!("saving the lab's state failed: {e}")))?
+            .map_err(|e| ActionError::permanent(format!("saving the lab's state failed: {e}")))?
             .map_err(|e| {
-                BackendError::permanent(format!("failed to save the lab's state: {e}"))
+                ActionError::permanent(format!("failed to save the lab's state: {e}"))
                     .with_help("check the state folder's permissions and free space, then run the same command again")
             })?;
         *saved = target;
@@ -160,13 +160,14 @@ impl RunCtx {
 
     /// The API of a lab cluster, connected once and shared. Each cluster has its own cell, so a cluster
     /// whose connection probe is slow delays only the steps that need that cluster.
-    pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, BackendError> {
-        let c = self.lab.cluster(cluster).ok_or_else(|| {
-            BackendError::permanent(format!(
-                "`{cluster}` is not a cluster of lab `{}`",
-                self.lab.name
-            ))
-        })?;
+    pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, KubeError> {
+        let c = self
+            .lab
+            .cluster(cluster)
+            .ok_or_else(|| KubeError::UnknownCluster {
+                cluster: cluster.to_owned(),
+                lab: self.lab.name.clone(),
+            })?;
         let cell = self
             .clients
             .lock()
@@ -193,36 +194,20 @@ impl RunCtx {
     /// A kind cluster that does not answer: ask Docker about its nodes before calling that transient. A
     /// control-plane container that is stopped or gone will not come back by waiting, so the error becomes
     /// permanent and says what to do; anything else (nodes running, Docker unsure) stays as it was.
-    async fn observe_nodes(&self, cluster: &str, e: BackendError) -> BackendError {
+    async fn observe_nodes(&self, cluster: &str, e: KubeError) -> KubeError {
         let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
             return e;
         };
         let control_plane = nodes.iter().find(|n| n.role == "control-plane");
-        let (what, real_help) = match control_plane {
+        let stopped_node = match control_plane {
             Some(n) if n.running => return e,
-            Some(n) => (
-                format!("its node container `{}` is stopped", n.name),
-                format!(
-                    "start it with `docker start {}` and run the command again, or rebuild the lab with \
-                     `ocm-lab down` then `ocm-lab up` (with the same `-t`)",
-                    n.name
-                ),
-            ),
-            None => (
-                "it has no control-plane container any more".to_owned(),
-                "rebuild the lab with `ocm-lab down` then `ocm-lab up` (with the same `-t`)"
-                    .to_owned(),
-            ),
+            Some(n) => Some(n.name.clone()),
+            None => None,
         };
-        BackendError {
-            message: format!("{} ({what}, as Docker reports)", e.message),
-            transience: crate::backend::Transience::Permanent,
-            // The simulated lab's own help already names the simulated commands.
-            help: if self.backends.simulated {
-                e.help
-            } else {
-                Some(real_help)
-            },
+        KubeError::ClusterDown {
+            source: Box::new(e),
+            stopped_node,
+            simulated: self.backends.simulated,
         }
     }
 
@@ -264,7 +249,7 @@ impl Default for RunOptions {
 pub struct RunResult {
     pub ok: bool,
     /// The step that failed first, and why.
-    pub failed: Option<(String, BackendError)>,
+    pub failed: Option<(String, ActionError)>,
     pub cancelled: bool,
     pub changed: usize,
     pub unchanged: usize,
@@ -292,7 +277,7 @@ pub struct JournalError {
 #[derive(Debug)]
 enum StepEnd {
     Done(Outcome, Outputs),
-    Failed(BackendError),
+    Failed(ActionError),
     Cancelled,
 }
 
@@ -456,7 +441,7 @@ pub async fn run(
     // Steps whose action runs, and steps that finished and wait for their effects to be made durable.
     let mut running: JoinSet<StepEnd> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
-    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), BackendError>)> =
+    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), ActionError>)> =
         JoinSet::new();
     let mut stopping = false;
     // When each step started and ended in this run, for the timing summary.
@@ -485,7 +470,7 @@ pub async fn run(
         }
         enum Joined {
             Ran(Result<(tokio::task::Id, StepEnd), tokio::task::JoinError>),
-            Committed((usize, Outcome, Outputs, Result<(), BackendError>)),
+            Committed((usize, Outcome, Outputs, Result<(), ActionError>)),
         }
         let joined = tokio::select! {
             Some(j) = running.join_next_with_id() => Joined::Ran(j),
@@ -501,7 +486,7 @@ pub async fn run(
                 } else {
                     format!("the step's task ended early: {e}")
                 };
-                let err = BackendError::permanent(message).with_help(
+                let err = ActionError::permanent(message).with_help(
                     "this is a bug in ocm-lab; please report it with the output of `ocm-lab diagnose`",
                 );
                 ctx.events.emit(Event::StepFailed {
@@ -651,7 +636,7 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
                 return StepEnd::Done(outcome, outputs);
             }
             Ok(Err(e)) => e,
-            Err(_) => BackendError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
+            Err(_) => ActionError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
                 .with_help("raise the matching `spec.timeouts` value in the topology if the machine is just slow"),
         };
         let may_retry = err.is_transient()
@@ -677,7 +662,7 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
             continue;
         }
         let err = if err.is_transient() && attempt > 1 {
-            BackendError {
+            ActionError {
                 message: format!("{} (after {attempt} attempts)", err.message),
                 ..err
             }

@@ -260,7 +260,7 @@ async fn the_simulated_operator_registers_the_webhooks_only_after_its_deployment
         "spec": {"clusterSet": "default"},
     });
     let e = hub.apply(&again).await.unwrap_err();
-    assert!(e.message.contains(BINDING_WEBHOOK), "{}", e.message);
+    assert!(e.to_string().contains(BINDING_WEBHOOK), "{}", e.to_string());
 }
 
 #[tokio::test(start_paused = true)]
@@ -324,13 +324,13 @@ async fn a_v1beta1_addon_object_needs_the_addon_conversion_webhook() {
     let e = hub.apply(&cma("v1beta1", "lab-test")).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     assert!(
-        e.message.contains("HTTP 500")
-            && e.message.contains(
+        e.to_string().contains("HTTP 500")
+            && e.to_string().contains(
                 "conversion webhook for addon.open-cluster-management.io/v1beta1, Kind=ClusterManagementAddOn failed"
             )
-            && e.message.contains("cluster-manager-addon-webhook"),
+            && e.to_string().contains("cluster-manager-addon-webhook"),
         "{}",
-        e.message
+        e.to_string()
     );
     // The storage version needs no conversion.
     hub.apply(&cma("v1alpha1", "lab-test")).await.unwrap();
