@@ -176,6 +176,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The sysctl container runs one tiny shell script; anything slower means the daemon is stuck.
 const SYSCTL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long after its first removal attempt the guard of a cancelled sysctl read looks again: a create
+/// request cut off mid-flight may still complete at the daemon after the first look found nothing.
+const GUARD_RECHECK: Duration = Duration::from_secs(2);
 
 /// A connection to a Docker daemon, and the network kind's nodes sit on.
 #[derive(Debug, Clone)]
@@ -185,6 +188,10 @@ pub struct Docker {
     host: String,
     /// The network whose address [`ContainerRuntime::node_containers`] reports.
     network: String,
+    /// See [`GUARD_RECHECK`]; tests shorten it.
+    guard_recheck: Duration,
+    /// The removals guards of cancelled reads run in the background, shared by every clone.
+    cleanups: tokio_util::task::TaskTracker,
 }
 
 /// What the doctor needs to know about the daemon.
@@ -267,6 +274,8 @@ impl Docker {
             client,
             host: host.to_owned(),
             network: kind_network(),
+            guard_recheck: GUARD_RECHECK,
+            cleanups: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -274,6 +283,21 @@ impl Docker {
     pub fn with_network(mut self, name: impl Into<String>) -> Self {
         self.network = name.into();
         self
+    }
+
+    /// The same connection, with the guard of a cancelled sysctl read looking again after `pause`
+    /// instead of 2 s (tests, which then need not wait the 2 s out).
+    pub fn with_guard_recheck(mut self, pause: Duration) -> Self {
+        self.guard_recheck = pause;
+        self
+    }
+
+    /// Waits until the background removals of cancelled sysctl reads (by this connection or a clone)
+    /// have finished.
+    pub async fn cleanups_done(&self) {
+        self.cleanups.close();
+        self.cleanups.wait().await;
+        self.cleanups.reopen();
     }
 
     /// The network whose addresses [`ContainerRuntime::node_containers`] reports.
@@ -418,6 +442,8 @@ impl Docker {
         let mut guard = RemoveOnDrop {
             client: self.client.clone(),
             name: Some(name.clone()),
+            recheck: self.guard_recheck,
+            tracker: self.cleanups.clone(),
         };
         let id = match self
             .client
@@ -895,6 +921,9 @@ impl Docker {
 struct RemoveOnDrop {
     client: bollard::Docker,
     name: Option<String>,
+    /// The pause before the second look.
+    recheck: Duration,
+    tracker: tokio_util::task::TaskTracker,
 }
 
 impl Drop for RemoveOnDrop {
@@ -903,10 +932,11 @@ impl Drop for RemoveOnDrop {
         let client = self.client.clone();
         // Best effort: only possible while a runtime is around to run the requests.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
+            let recheck = self.recheck;
+            self.tracker.spawn_on(async move {
                 // A create request cut off mid-flight may still complete at the daemon after our
                 // first removal found nothing: look once more a little later.
-                for pause in [Duration::ZERO, Duration::from_secs(2)] {
+                for pause in [Duration::ZERO, recheck] {
                     tokio::time::sleep(pause).await;
                     match remove_container(&client, &name).await {
                         Ok(()) => return,
@@ -917,7 +947,7 @@ impl Drop for RemoveOnDrop {
                         }
                     }
                 }
-            });
+            }, &handle);
         }
     }
 }

@@ -561,15 +561,17 @@ async fn read_sysctl_via_container_reads_inotify_limits_and_leaves_nothing() {
 
     // A cancelled read (a caller's timeout) leaves nothing either. In this test, not a separate one:
     // tests run in parallel and the leftover check looks at every sysctl container of this process.
-    // Cut the read off at different points: before, during and after the container's creation.
+    // Cut the read off at different points: before, during and after the container's creation. The
+    // guard removes in a spawned task, the second time after a pause (for a create that was still in
+    // flight), here 300 ms instead of 2 s; `cleanups_done` waits until both looks have run.
+    let quick = d.clone().with_guard_recheck(Duration::from_millis(300));
     for ms in [1, 5, 20, 50, 100] {
-        let read = d.read_sysctl_via_container(&image, &["fs.inotify.max_user_watches"]);
+        let read = quick.read_sysctl_via_container(&image, &["fs.inotify.max_user_watches"]);
         let _ = tokio::time::timeout(Duration::from_millis(ms), read).await;
     }
-    // The guard removes in a spawned task, the second time after 2 s (for a create that was still in
-    // flight): let both run before looking.
     let cut_off = leftover_sysctl_containers(&d).await.len();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    quick.cleanups_done().await;
+    // Auto-removal of a container that did start and exit is the daemon's, a moment after it exits.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut left = leftover_sysctl_containers(&d).await;
     while !left.is_empty() && tokio::time::Instant::now() < deadline {
