@@ -460,7 +460,8 @@ pub async fn run(
                 }
                 started[i] = Some(ctx.events.elapsed_ms());
                 let ctx = ctx.clone();
-                let step = plan.steps[i].clone();
+                // Shared, not copied: a step instance carries its rendered manifests.
+                let step = Arc::clone(&plan.steps[i]);
                 let task = running.spawn(async move { run_step(&step, &ctx).await });
                 tasks.insert(task.id(), i);
             }

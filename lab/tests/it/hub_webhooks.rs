@@ -74,7 +74,9 @@ fn only(plan: &Plan, keep: impl Fn(&str) -> bool) -> Plan {
     p.steps.retain(|s| keep(&s.id));
     let ids: Vec<String> = p.steps.iter().map(|s| s.id.clone()).collect();
     for s in &mut p.steps {
-        s.needs.retain(|n| ids.contains(n));
+        std::sync::Arc::make_mut(s)
+            .needs
+            .retain(|n| ids.contains(n));
     }
     p
 }
@@ -106,7 +108,9 @@ async fn up_rides_out_a_500_from_the_binding_webhook_not_ready_yet() {
         .iter_mut()
         .filter(|s| s.id.starts_with("accept["))
     {
-        s.needs.extend(bindings.iter().cloned());
+        std::sync::Arc::make_mut(s)
+            .needs
+            .extend(bindings.iter().cloned());
     }
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     assert!(r.ok, "{}", failure(&r));
@@ -149,11 +153,12 @@ async fn a_permanent_error_is_not_retried() {
     let h = Harness::default_lab();
     let mut plan = crate::common::plan_workflow(&h.lab, "up");
     // A binding named unlike its set: the binding webhook denies it (HTTP 400), which no retry fixes.
-    let step = plan
-        .steps
-        .iter_mut()
-        .find(|s| s.id.starts_with("bindings["))
-        .expect("a bindings step");
+    let step = std::sync::Arc::make_mut(
+        plan.steps
+            .iter_mut()
+            .find(|s| s.id.starts_with("bindings["))
+            .expect("a bindings step"),
+    );
     let id = step.id.clone();
     step.objects[0]["spec"]["clusterSet"] = json!("some-other-set");
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
