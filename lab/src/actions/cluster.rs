@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, CreateCluster, LookAlike};
+use crate::backend::{CreateCluster, LookAlike};
 use crate::state::{Owned, write_secret};
 use crate::topology::Provider;
 
@@ -38,7 +39,7 @@ pub async fn foreign_containers(
     docker: &dyn crate::backend::ContainerRuntime,
     owned: &Owned,
     kind_clusters: &[&str],
-) -> Result<Vec<(String, LookAlike)>, BackendError> {
+) -> Result<Vec<(String, LookAlike)>, crate::backend::DockerError> {
     let mut clashes = Vec::new();
     for name in kind_clusters {
         let looks = docker.look_alikes(name).await?;
@@ -70,7 +71,7 @@ pub fn clash_error(
     lab: &str,
     owned: &Owned,
     clashes: &[(String, LookAlike)],
-) -> Option<BackendError> {
+) -> Option<ActionError> {
     if clashes.is_empty() {
         return None;
     }
@@ -80,7 +81,7 @@ pub fn clash_error(
         .collect::<Vec<_>>()
         .join(", ");
     Some(
-        BackendError::permanent(format!(
+        ActionError::permanent(format!(
             "container(s) {list} look like kind nodes of this lab's clusters, and lab `{lab}` did not create them"
         ))
         .with_help(clash_help(owned, clashes)),
@@ -111,9 +112,9 @@ pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
     help
 }
 
-fn state_error(e: crate::state::StateError) -> BackendError {
+fn state_error(e: crate::state::StateError) -> ActionError {
     let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
-    let err = BackendError::permanent(e.to_string());
+    let err = ActionError::permanent(e.to_string());
     match help {
         Some(h) => err.with_help(h),
         None => err,
@@ -148,7 +149,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
         .run
         .lab
         .cluster(name)
-        .ok_or_else(|| BackendError::permanent(format!("no cluster `{name}` in the lab")))?
+        .ok_or_else(|| ActionError::permanent(format!("no cluster `{name}` in the lab")))?
         .clone();
     let mut changed = false;
     if cluster.provider == Provider::Kind {
@@ -184,7 +185,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                     if let Err(w) = ctx.run.state.withdraw_cluster(name) {
                         tracing::warn!(cluster = name, error = %w, "could not record the failed create");
                     }
-                    return Err(e);
+                    return Err(e.into());
                 }
                 let made: Vec<String> = docker
                     .look_alikes(name)
@@ -193,7 +194,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                     .map(|l| l.id)
                     .collect();
                 if made.is_empty() {
-                    return Err(BackendError::transient(format!(
+                    return Err(ActionError::transient(format!(
                         "kind reported cluster `{name}` created, but no container looks like its node"
                     )));
                 }
@@ -238,11 +239,11 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     let docker = &ctx.run.backends.docker;
     let looks = docker.look_alikes(name).await?;
     let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
-    let forget = |ctx: &StepCtx<'_>| -> Result<(), BackendError> {
+    let forget = |ctx: &StepCtx<'_>| -> Result<(), ActionError> {
         let kubeconfig = ctx.run.state.kubeconfig(name);
         if kubeconfig.exists() {
             std::fs::remove_file(&kubeconfig).map_err(|e| {
-                BackendError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
+                ActionError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
             })?;
         }
         if owned.clusters.contains_key(name) || owned.intended.contains(name) {
@@ -315,7 +316,7 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("skipped", json!("simulated lab"))])));
     }
     let Some(target) = user_kubeconfig() else {
-        return Err(BackendError::permanent(
+        return Err(ActionError::permanent(
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
     };
@@ -334,9 +335,9 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
     }
     if changed {
         let text = serde_saphyr::to_string(&merged)
-            .map_err(|e| BackendError::permanent(format!("failed to write kubeconfig: {e}")))?;
+            .map_err(|e| ActionError::permanent(format!("failed to write kubeconfig: {e}")))?;
         write_secret(&target, text.as_bytes()).map_err(|e| {
-            BackendError::permanent(format!("failed to write {}: {e}", target.display()))
+            ActionError::permanent(format!("failed to write {}: {e}", target.display()))
         })?;
     }
     ctx.run
@@ -371,9 +372,9 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     let changed = prune(&mut kc, &owned.contexts);
     if changed {
         let text = serde_saphyr::to_string(&kc)
-            .map_err(|e| BackendError::permanent(format!("failed to write kubeconfig: {e}")))?;
+            .map_err(|e| ActionError::permanent(format!("failed to write kubeconfig: {e}")))?;
         write_secret(&target, text.as_bytes()).map_err(|e| {
-            BackendError::permanent(format!("failed to write {}: {e}", target.display()))
+            ActionError::permanent(format!("failed to write {}: {e}", target.display()))
         })?;
     }
     ctx.run
@@ -383,17 +384,17 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     Ok((changed, outputs([])))
 }
 
-fn read_kubeconfig(path: &Path) -> Result<Value, BackendError> {
+fn read_kubeconfig(path: &Path) -> Result<Value, ActionError> {
     match std::fs::read_to_string(path) {
         Ok(t) if t.trim().is_empty() => Ok(empty_kubeconfig()),
         Ok(t) => serde_saphyr::from_str(&t).map_err(|e| {
-            BackendError::permanent(format!(
+            ActionError::permanent(format!(
                 "failed to parse kubeconfig {}: {e}",
                 path.display()
             ))
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty_kubeconfig()),
-        Err(e) => Err(BackendError::permanent(format!(
+        Err(e) => Err(ActionError::permanent(format!(
             "failed to read {}: {e}",
             path.display()
         ))),

@@ -2,10 +2,11 @@
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    ApplyOutcome, BackendError, ClusterApi, Condition, ObjectRef, WaitError, fieldset,
+    ApplyOutcome, ClusterApi, Condition, KubeError, ObjectRef, WaitError, fieldset,
 };
 use crate::charts::ChartPlan;
 use crate::patch;
@@ -39,16 +40,16 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 }
 
 /// A wait that ended without its condition, as a step error.
-pub fn wait_error(e: WaitError, hint: Option<&str>) -> BackendError {
+pub fn wait_error(e: WaitError, hint: Option<&str>) -> ActionError {
     match e {
         WaitError::Timeout { .. } => {
-            let err = BackendError::permanent(e.to_string());
+            let err = ActionError::permanent(e.to_string());
             match hint {
                 Some(h) => err.with_help(h),
                 None => err,
             }
         }
-        WaitError::Backend(b) => b,
+        WaitError::Backend(b) => b.into(),
     }
 }
 
@@ -59,7 +60,7 @@ pub async fn ensure_served(
     api_version: &str,
     kind: &str,
     hint: Option<&str>,
-) -> Result<(), BackendError> {
+) -> Result<(), ActionError> {
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     if BUILTIN_GROUPS.contains(&group) || api.served(api_version, kind).await? {
         return Ok(());
@@ -79,11 +80,11 @@ pub async fn ensure_objects(
     api: &dyn ClusterApi,
     objects: &[Value],
     hint: Option<&str>,
-) -> Result<ApplyOutcome, BackendError> {
+) -> Result<ApplyOutcome, ActionError> {
     let mut outcome = ApplyOutcome::default();
     for obj in objects {
         let r = ObjectRef::of(obj).ok_or_else(|| {
-            BackendError::permanent(format!("an object without apiVersion, kind or name: {obj}"))
+            ActionError::permanent(format!("an object without apiVersion, kind or name: {obj}"))
         })?;
         ensure_served(ctx, api, &r.api_version, &r.kind, hint).await?;
         match api.get(&r).await? {
@@ -107,11 +108,8 @@ pub async fn ensure_objects(
     Ok(outcome)
 }
 
-fn context(e: BackendError, r: &ObjectRef) -> BackendError {
-    BackendError {
-        message: format!("failed to apply {r}: {}", e.message),
-        ..e
-    }
+fn context(e: KubeError, r: &ObjectRef) -> ActionError {
+    ActionError::from(e).context(format_args!("failed to apply {r}"))
 }
 
 /// `manifest.apply`: the objects the plan rendered for this step.
@@ -162,9 +160,9 @@ pub async fn install_chart(
     ctx: &StepCtx<'_>,
     chart: &ChartPlan,
     extra: Option<Value>,
-) -> Result<ApplyOutcome, BackendError> {
+) -> Result<ApplyOutcome, ActionError> {
     crate::charts::check_values(chart, &ctx.run.lab).map_err(|e| {
-        BackendError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
+        ActionError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
     })?;
     let api = ctx.run.api(&chart.cluster).await?;
     let mut values = chart.values.clone();
@@ -176,11 +174,11 @@ pub async fn install_chart(
     ctx.progress(format!("rendering {} {}", chart.chart, chart.version));
     let mut rendered = ctx.run.backends.helm.template(chart, &values).await?;
     let version = semver::Version::parse(&chart.version)
-        .map_err(|e| BackendError::permanent(format!("chart version {}: {e}", chart.version)))?;
+        .map_err(|e| ActionError::permanent(format!("chart version {}: {e}", chart.version)))?;
     let patches = ctx.run.patches.for_chart(chart.chart.name(), &version);
     if !patches.is_empty() {
         let report = patch::apply(&patches, &mut rendered.objects)
-            .map_err(|e| BackendError::permanent(e.to_string()))?;
+            .map_err(|e| ActionError::permanent(e.to_string()))?;
         for m in &report.missing_targets {
             ctx.progress(format!("warning: {m}"));
             tracing::warn!("{m}");
@@ -234,7 +232,7 @@ pub fn namespace(name: &str, lab: &str) -> Value {
 /// `chart.install`.
 pub async fn chart_install(ctx: &StepCtx<'_>) -> ActionResult {
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
-        BackendError::permanent(format!("step {} has no chart in its plan", ctx.step.id))
+        ActionError::permanent(format!("step {} has no chart in its plan", ctx.step.id))
     })?;
     let o = install_chart(ctx, chart, None).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
@@ -245,7 +243,7 @@ pub async fn wait_all(
     ctx: &StepCtx<'_>,
     api: &dyn ClusterApi,
     waits: &[(ObjectRef, Condition, Option<&str>)],
-) -> Result<(), BackendError> {
+) -> Result<(), ActionError> {
     for (r, cond, hint) in waits {
         ctx.progress(format!("waiting for {r}: {}", cond.description));
         ensure_served(ctx, api, &r.api_version, &r.kind, *hint).await?;

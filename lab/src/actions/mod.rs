@@ -14,17 +14,17 @@ pub use kube::contains;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Registry, find};
 use serde_json::Value;
 
-use crate::backend::BackendError;
+use crate::step::ActionError;
 use crate::step::{Outputs, StepCtx};
 
 /// `Ok((changed, outputs))`.
-pub type ActionResult = Result<(bool, Outputs), BackendError>;
+pub type ActionResult = Result<(bool, Outputs), ActionError>;
 
 /// Runs the action a step names, through its entry in the registry.
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     match find(&ctx.step.uses) {
         Some(action) => (action.run)(ctx).await,
-        None => Err(BackendError::permanent(format!(
+        None => Err(ActionError::permanent(format!(
             "no action named `{}`",
             ctx.step.uses
         ))),

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::tools::{self, Tool, Verdict};
-use super::{BackendError, ChartRenderer, Rendered, Result};
+use super::{ChartRenderer, HelmError, Rendered};
 use crate::charts::ChartPlan;
 
 /// helm, run as a subprocess.
@@ -166,7 +166,7 @@ pub fn classify_template_failure(chart: &ChartPlan, stderr: &str) -> Verdict {
 
 #[async_trait]
 impl ChartRenderer for Helm {
-    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered> {
+    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered, HelmError> {
         let what = format!(
             "{} {} (release `{}` in namespace `{}`)",
             chart.chart.name(),
@@ -174,18 +174,16 @@ impl ChartRenderer for Helm {
             chart.release,
             chart.namespace
         );
-        let scratch = tools::ScratchDir::new("ocm-lab-helm").map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to render {what}: failed to create a private temporary folder: {e}"
-            ))
+        let scratch = tools::ScratchDir::new("ocm-lab-helm").map_err(|e| HelmError::Scratch {
+            chart: what.clone(),
+            detail: e.to_string(),
         })?;
         let values_file = scratch.path.join("values.json");
         // JSON is YAML, and exact: no YAML type guessing on strings like `on` or `1.10`.
         let bytes = serde_json::to_vec(values).expect("JSON values serialize");
-        tools::write_private(&values_file, &bytes).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to render {what}: failed to write the values file: {e}"
-            ))
+        tools::write_private(&values_file, &bytes).map_err(|e| HelmError::ValuesFile {
+            chart: what.clone(),
+            detail: e.to_string(),
         })?;
         let args = template_args(chart, &values_file);
         let out = tools::run(&self.tool, &args, None).await;
@@ -193,17 +191,20 @@ impl ChartRenderer for Helm {
         drop(scratch);
         let out = out?;
         if !out.status.success() {
-            return Err(classify_template_failure(chart, &out.stderr)
-                .into_error(format!("failed to render {what}: {}", out.failure())));
+            return Err(HelmError::Template {
+                chart: what,
+                failure: out.failure(),
+                verdict: classify_template_failure(chart, &out.stderr),
+            });
         }
-        let text = String::from_utf8(out.stdout).map_err(|_| {
-            BackendError::permanent(format!(
-                "failed to render {what}: `{}` printed output that is not UTF-8",
-                out.command
-            ))
+        let text = String::from_utf8(out.stdout).map_err(|_| HelmError::NotUtf8 {
+            chart: what.clone(),
+            command: out.command.clone(),
         })?;
-        parse_manifests(&text).map_err(|e| {
-            BackendError::permanent(format!("failed to render {what}: `{}`: {e}", out.command))
+        parse_manifests(&text).map_err(|e| HelmError::BadOutput {
+            chart: what,
+            command: out.command,
+            detail: e.to_string(),
         })
     }
 }

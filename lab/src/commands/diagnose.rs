@@ -183,7 +183,8 @@ pub async fn gather(ctx: &RunCtx, topology_text: &str) -> Vec<(String, Vec<u8>)>
         let api = match ctx.api(&c.name).await {
             Ok(api) => api,
             Err(e) => {
-                summary.push(json!({"cluster": c.name, "reachable": false, "error": e.message}));
+                summary
+                    .push(json!({"cluster": c.name, "reachable": false, "error": e.to_string()}));
                 continue;
             }
         };

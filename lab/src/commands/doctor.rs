@@ -167,9 +167,8 @@ pub async fn check(
         Ok(v) => out.push(Finding::ok("docker", format!("Docker {v} reachable"))),
         Err(e) => out.push(Finding::fail(
             "docker",
-            e.message.clone(),
-            e.help
-                .clone()
+            e.to_string(),
+            e.help()
                 .unwrap_or_else(|| "start Docker, or set DOCKER_HOST".into()),
         )),
     }
@@ -275,7 +274,7 @@ async fn clashes(
                 }
                 Err(e) => out.push(Finding::warn(
                     "clusters",
-                    format!("could not list containers: {}", e.message),
+                    format!("could not list containers: {e}"),
                     "check `docker ps -a` for containers named like the lab's kind nodes",
                 )),
             }

@@ -141,9 +141,9 @@ async fn cluster_status(
         match ctx.api(&c.name).await {
             Ok(api) => match api.version().await {
                 Ok(v) => (true, Some(v), None),
-                Err(e) => (false, None, Some(e.message)),
+                Err(e) => (false, None, Some(e.to_string())),
             },
-            Err(e) => (false, None, Some(e.message)),
+            Err(e) => (false, None, Some(e.to_string())),
         }
     };
     ClusterStatus {

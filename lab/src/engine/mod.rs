@@ -29,9 +29,8 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use crate::actions;
-use crate::backend::BackendError;
 use crate::step::events::{Event, Outcome};
-use crate::step::{Durability, Outputs, RunCtx, StepCtx, timing};
+use crate::step::{ActionError, Durability, Outputs, RunCtx, StepCtx, timing};
 use crate::workflow::{Plan, PlannedStep};
 use journal::{Entry, Journal};
 
@@ -57,7 +56,7 @@ impl GroupCommit {
         }
     }
 
-    async fn commit(&self) -> Result<(), BackendError> {
+    async fn commit(&self) -> Result<(), ActionError> {
         let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
         let mut saved = self.saved.lock().await;
         if *saved >= ticket {
@@ -74,9 +73,9 @@ impl GroupCommit {
         let saved_now = tokio::task::spawn_blocking(move || hook.persist()).await;
         *self.last_cost.lock().expect("not poisoned") = started.elapsed();
         saved_now
-            .map_err(|e| BackendError::permanent(format!("saving the lab's state failed: {e}")))?
+            .map_err(|e| ActionError::permanent(format!("saving the lab's state failed: {e}")))?
             .map_err(|e| {
-                BackendError::permanent(format!("failed to save the lab's state: {e}"))
+                ActionError::permanent(format!("failed to save the lab's state: {e}"))
                     .with_help("check the state folder's permissions and free space, then run the same command again")
             })?;
         *saved = target;
@@ -107,7 +106,7 @@ impl Default for RunOptions {
 pub struct RunResult {
     pub ok: bool,
     /// The step that failed first, and why.
-    pub failed: Option<(String, BackendError)>,
+    pub failed: Option<(String, ActionError)>,
     pub cancelled: bool,
     pub changed: usize,
     pub unchanged: usize,
@@ -137,7 +136,7 @@ pub struct JournalError {
 #[derive(Debug)]
 enum StepEnd {
     Done(Outcome, Outputs),
-    Failed(BackendError),
+    Failed(ActionError),
     Cancelled,
 }
 
@@ -304,7 +303,7 @@ pub async fn run(
     // Steps whose action runs, and steps that finished and wait for their effects to be made durable.
     let mut running: JoinSet<StepEnd> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
-    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), BackendError>)> =
+    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), ActionError>)> =
         JoinSet::new();
     let mut stopping = false;
     // When each step started and ended in this run, for the timing summary.
@@ -323,7 +322,8 @@ pub async fn run(
                 }
                 started[i] = Some(ctx.events.elapsed_ms());
                 let ctx = ctx.clone();
-                let step = plan.steps[i].clone();
+                // Shared, not copied: a step instance carries its rendered manifests.
+                let step = Arc::clone(&plan.steps[i]);
                 let task = running.spawn(async move { run_step(&step, &ctx).await });
                 tasks.insert(task.id(), i);
             }
@@ -333,7 +333,7 @@ pub async fn run(
         }
         enum Joined {
             Ran(Result<(tokio::task::Id, StepEnd), tokio::task::JoinError>),
-            Committed((usize, Outcome, Outputs, Result<(), BackendError>)),
+            Committed((usize, Outcome, Outputs, Result<(), ActionError>)),
         }
         let joined = tokio::select! {
             Some(j) = running.join_next_with_id() => Joined::Ran(j),
@@ -349,7 +349,7 @@ pub async fn run(
                 } else {
                     format!("the step's task ended early: {e}")
                 };
-                let err = BackendError::permanent(message).with_help(
+                let err = ActionError::permanent(message).with_help(
                     "this is a bug in ocm-lab; please report it with the output of `ocm-lab diagnose`",
                 );
                 ctx.events.emit(Event::StepFailed {
@@ -497,7 +497,7 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
                 return StepEnd::Done(outcome, outputs);
             }
             Ok(Err(e)) => e,
-            Err(_) => BackendError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
+            Err(_) => ActionError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
                 .with_help("raise the matching `spec.timeouts` value in the topology if the machine is just slow"),
         };
         let may_retry = err.is_transient()
@@ -523,7 +523,7 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
             continue;
         }
         let err = if err.is_transient() && attempt > 1 {
-            BackendError {
+            ActionError {
                 message: format!("{} (after {attempt} attempts)", err.message),
                 ..err
             }

@@ -5,8 +5,11 @@
 //! the action; the action reads the lab through the `RunCtx`'s backends and reports through its events. So
 //! the engine depends on the actions, and the actions only on this module.
 
+mod error;
 pub mod events;
 pub mod timing;
+
+pub use error::ActionError;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -16,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{BackendError, Backends, ClusterApi};
+use crate::backend::{Backends, ClusterApi, KubeError};
 use crate::patch::PatchSet;
 use crate::state::StateDir;
 use crate::topology::{Lab, Provider};
@@ -105,13 +108,14 @@ impl RunCtx {
 
     /// The API of a lab cluster, connected once and shared. Each cluster has its own cell, so a cluster
     /// whose connection probe is slow delays only the steps that need that cluster.
-    pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, BackendError> {
-        let c = self.lab.cluster(cluster).ok_or_else(|| {
-            BackendError::permanent(format!(
-                "`{cluster}` is not a cluster of lab `{}`",
-                self.lab.name
-            ))
-        })?;
+    pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, KubeError> {
+        let c = self
+            .lab
+            .cluster(cluster)
+            .ok_or_else(|| KubeError::UnknownCluster {
+                cluster: cluster.to_owned(),
+                lab: self.lab.name.clone(),
+            })?;
         let cell = self
             .clients
             .lock()
@@ -138,36 +142,20 @@ impl RunCtx {
     /// A kind cluster that does not answer: ask Docker about its nodes before calling that transient. A
     /// control-plane container that is stopped or gone will not come back by waiting, so the error becomes
     /// permanent and says what to do; anything else (nodes running, Docker unsure) stays as it was.
-    async fn observe_nodes(&self, cluster: &str, e: BackendError) -> BackendError {
+    async fn observe_nodes(&self, cluster: &str, e: KubeError) -> KubeError {
         let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
             return e;
         };
         let control_plane = nodes.iter().find(|n| n.role == "control-plane");
-        let (what, real_help) = match control_plane {
+        let stopped_node = match control_plane {
             Some(n) if n.running => return e,
-            Some(n) => (
-                format!("its node container `{}` is stopped", n.name),
-                format!(
-                    "start it with `docker start {}` and run the command again, or rebuild the lab with \
-                     `ocm-lab down` then `ocm-lab up` (with the same `-t`)",
-                    n.name
-                ),
-            ),
-            None => (
-                "it has no control-plane container any more".to_owned(),
-                "rebuild the lab with `ocm-lab down` then `ocm-lab up` (with the same `-t`)"
-                    .to_owned(),
-            ),
+            Some(n) => Some(n.name.clone()),
+            None => None,
         };
-        BackendError {
-            message: format!("{} ({what}, as Docker reports)", e.message),
-            transience: crate::backend::Transience::Permanent,
-            // The simulated lab's own help already names the simulated commands.
-            help: if self.backends.simulated {
-                e.help
-            } else {
-                Some(real_help)
-            },
+        KubeError::ClusterDown {
+            source: Box::new(e),
+            stopped_node,
+            simulated: self.backends.simulated,
         }
     }
 
@@ -220,13 +208,13 @@ pub struct StepCtx<'a> {
 
 impl StepCtx<'_> {
     /// A string input (rendered `with:` value).
-    pub fn input(&self, name: &str) -> Result<&str, BackendError> {
+    pub fn input(&self, name: &str) -> Result<&str, ActionError> {
         self.step
             .with
             .get(name)
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                BackendError::permanent(format!(
+                ActionError::permanent(format!(
                     "step {} has no string input `{name}`",
                     self.step.id
                 ))

@@ -22,8 +22,9 @@ use crate::topology::{CLUSTERSET_LABEL, LAB_LABEL, Lab, Provider, duration_text}
 pub struct Plan {
     pub workflow: String,
     pub lab: String,
-    /// Step instances in a topological order (file order where the graph allows it).
-    pub steps: Vec<PlannedStep>,
+    /// Step instances in a topological order (file order where the graph allows it). Shared: the engine
+    /// hands each running step its instance (manifests included) without copying it.
+    pub steps: Vec<std::sync::Arc<PlannedStep>>,
 }
 
 /// One step instance: a step, or one item of a `foreach` step.
@@ -388,7 +389,7 @@ pub fn plan(
     Ok(Plan {
         workflow: wf.metadata.name.value.clone(),
         lab: lab.name.clone(),
-        steps,
+        steps: steps.into_iter().map(std::sync::Arc::new).collect(),
     })
 }
 
@@ -698,7 +699,7 @@ impl Plan {
     }
 
     pub fn step(&self, id: &str) -> Option<&PlannedStep> {
-        self.steps.iter().find(|s| s.id == id)
+        self.steps.iter().find(|s| s.id == id).map(|s| &**s)
     }
 
     /// Every object the plan applies, with the lab cluster it goes to.

@@ -331,7 +331,7 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
         })
         .await
         .unwrap_err();
-    assert!(e.message.contains("is already in use"), "{e}");
+    assert!(e.to_string().contains("is already in use"), "{e}");
     let (res, _) = h.run("down").await;
     assert!(res.ok, "{}", failure(&res));
     let left = h.sim.with_world(|w| w.container_names());
