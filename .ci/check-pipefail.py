@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fail when a GitHub workflow step pipes an `ocm-lab` command without `pipefail` in effect.
+"""Fail when a GitHub workflow step (or a composite action's step) pipes an `ocm-lab` command without `pipefail` in effect.
 
 Why: GitHub runs a `run:` step with `bash -e {0}` unless `shell: bash` is given explicitly (then it is
 `bash --noprofile --norc -eo pipefail {0}`). Without pipefail, `ocm-lab up ... | tee up.jsonl` takes the
@@ -22,7 +22,10 @@ import sys
 
 import yaml
 
-OCM_LAB_WORD = re.compile(r"(?:^|[\s;&(|/\"'])ocm-lab(?=$|[\s;&)|\"'])")
+# The command `ocm-lab` (any path to it), or the variable the action keeps its path in (`"$OCM_LAB"`).
+OCM_LAB_WORD = re.compile(
+    r"(?:^|[\s;&(|/\"'])ocm-lab(?=$|[\s;&)|\"'])|\$\{?OCM_LAB\}?(?![A-Za-z0-9_])"
+)
 SET_PIPEFAIL = re.compile(r"^\s*set\s+(?:[-+]\w+\s+)*-\w*o\s+pipefail\b")
 UNSET_PIPEFAIL = re.compile(r"^\s*set\s+(?:[-+]\w+\s+)*\+\w*o\s+pipefail\b")
 EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.S)
@@ -159,36 +162,48 @@ def run_defaults_shell(node):
     return run.get("shell") if isinstance(run, dict) else None
 
 
+def check_steps(steps, default_shell, name, owner):
+    """Problems of a list of steps (a job's, or a composite action's) whose shell defaults to `default_shell`."""
+    problems = []
+    for index, step in enumerate(steps or []):
+        if not isinstance(step, dict) or "run" not in step:
+            continue
+        script = str(step["run"])
+        shell = step.get("shell", default_shell)
+        if shell_sets_pipefail(shell):
+            continue
+        for offset, stages in pipelines(script):
+            piped = [s for s in stages[:-1] if OCM_LAB_WORD.search(s)]
+            if not piped or script_pipefail_before(script, offset):
+                continue
+            step_name = step.get("name", f"#{index + 1}")
+            where = f"{name}:{step.get('__line__', '?')}"
+            problems.append(
+                f"{where}: {owner}, step {step_name!r} pipes an ocm-lab command without "
+                f"pipefail (shell: {shell or 'default, bash -e'}): {' | '.join(stages)}\n"
+                f"    the step would take the status of {stages[-1].split()[0]!r}, not of ocm-lab; "
+                f"set `shell: bash` (step, job or workflow `defaults.run.shell`) or `set -o pipefail`"
+            )
+    return problems
+
+
 def check_workflow(doc, name):
-    """Return a list of problems, one line each."""
+    """Return a list of problems, one line each. `doc` is a workflow, or a composite action (action.yml:
+    its `runs.steps`, where each run step names its own shell)."""
     problems = []
     if not isinstance(doc, dict):
         return problems
+    runs = doc.get("runs")
+    if isinstance(runs, dict):
+        problems += check_steps(runs.get("steps"), None, name, "composite action")
     workflow_shell = run_defaults_shell(doc)
     jobs = doc.get("jobs") or {}
     for job_id, job in jobs.items():
         if job_id == "__line__" or not isinstance(job, dict):
             continue
         job_shell = run_defaults_shell(job)
-        for index, step in enumerate(job.get("steps") or []):
-            if not isinstance(step, dict) or "run" not in step:
-                continue
-            script = str(step["run"])
-            shell = step.get("shell", job_shell if job_shell is not None else workflow_shell)
-            if shell_sets_pipefail(shell):
-                continue
-            for offset, stages in pipelines(script):
-                piped = [s for s in stages[:-1] if OCM_LAB_WORD.search(s)]
-                if not piped or script_pipefail_before(script, offset):
-                    continue
-                step_name = step.get("name", f"#{index + 1}")
-                where = f"{name}:{step.get('__line__', '?')}"
-                problems.append(
-                    f"{where}: job {job_id!r}, step {step_name!r} pipes an ocm-lab command without "
-                    f"pipefail (shell: {shell or 'default, bash -e'}): {' | '.join(stages)}\n"
-                    f"    the step would take the status of {stages[-1].split()[0]!r}, not of ocm-lab; "
-                    f"set `shell: bash` (step, job or workflow `defaults.run.shell`) or `set -o pipefail`"
-                )
+        shell = job_shell if job_shell is not None else workflow_shell
+        problems += check_steps(job.get("steps"), shell, name, f"job {job_id!r}")
     return problems
 
 
@@ -289,11 +304,32 @@ jobs:
       - shell: sh
         run: ocm-lab up -t "${{ matrix.topology || 'default' }}" |& tee up.txt
 """),
-    ("ocm-lab-state is not the command", 0, """
+    ("composite action: a run step with shell sh pipes ocm-lab", 1, """
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      run: ocm-lab up --output json | tee up.jsonl
+    - shell: sh
+      run: '"$OCM_LAB" verify | tee verify.txt'
+"""),
+    ("composite action: shell bash, and set -o pipefail under sh", 0, """
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      run: '"$OCM_LAB" "${args[@]}" | tee "$WORK/up.jsonl"'
+    - shell: sh -e {0}
+      run: |
+        set -o pipefail
+        ocm-lab verify | tee verify.txt
+"""),
+    ("ocm-lab-state is not the command, nor is $OCM_LAB_STATE_DIR", 0, """
 jobs:
   lab:
     steps:
       - run: ls .ocm-lab-state | wc -l
+      - run: ls "$OCM_LAB_STATE_DIR" | wc -l
 """),
 ]
 
@@ -330,7 +366,7 @@ def main(argv):
     if problems:
         print(f"check-pipefail: {len(problems)} step(s) pipe ocm-lab without pipefail")
         return 1
-    print(f"check-pipefail: {len(argv) - 1} workflow file(s), no ocm-lab pipeline without pipefail")
+    print(f"check-pipefail: {len(argv) - 1} workflow/action file(s), no ocm-lab pipeline without pipefail")
     return 0
 
 

@@ -10,11 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ocm_lab::engine::events::{Event, Events};
-use ocm_lab::engine::{self, RunCtx, RunOptions};
+use ocm_lab::actions::Registry;
+use ocm_lab::engine::{self, RunOptions};
 use ocm_lab::patch::PatchSet;
 use ocm_lab::sim::{Behaviour, Fault, SimLab};
 use ocm_lab::state::StateDir;
+use ocm_lab::step::RunCtx;
+use ocm_lab::step::events::{Event, Events};
 use ocm_lab::topology::Lab;
 use ocm_lab::workflow::Sources;
 use tokio_util::sync::CancellationToken;
@@ -52,7 +54,8 @@ async fn run_timed(
 ) -> (Duration, String) {
     let patches = PatchSet::embedded().expect("patches");
     let plan =
-        ocm_lab::workflow::plan::plan(lab, &Sources::embedded(), &patches, workflow).expect("plan");
+        ocm_lab::workflow::plan::plan(lab, &Sources::embedded(), &Registry, &patches, workflow)
+            .expect("plan");
     let (events, mut rx) = Events::channel();
     let drain = tokio::spawn(async move {
         let mut path = String::new();

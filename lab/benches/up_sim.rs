@@ -12,11 +12,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ocm_lab::engine::events::Events;
-use ocm_lab::engine::{self, RunCtx, RunOptions};
+use ocm_lab::actions::Registry;
+use ocm_lab::engine::{self, RunOptions};
 use ocm_lab::patch::PatchSet;
 use ocm_lab::sim::SimLab;
 use ocm_lab::state::StateDir;
+use ocm_lab::step::RunCtx;
+use ocm_lab::step::events::Events;
 use ocm_lab::workflow::Sources;
 use tokio_util::sync::CancellationToken;
 
@@ -48,8 +50,8 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         .expect("valid topology")
         .lab;
     let patches = PatchSet::embedded().expect("patches");
-    let plan =
-        ocm_lab::workflow::plan::plan(&lab, &Sources::embedded(), &patches, "up").expect("plan");
+    let plan = ocm_lab::workflow::plan::plan(&lab, &Sources::embedded(), &Registry, &patches, "up")
+        .expect("plan");
     let planned = t0.elapsed();
     let dir = tempfile::tempdir().expect("tempdir");
     let state = StateDir {

@@ -79,6 +79,8 @@ impl Cli {
             Command::Plan(a) => a.output.output,
             Command::Topology(TopologyCommand::Check { output, .. })
             | Command::Topology(TopologyCommand::List { output }) => output.output,
+            Command::Ci(CiCommand::Matrix(a)) => a.output,
+            Command::Ci(CiCommand::Contexts(a)) => a.output,
             Command::Diagnose(_)
             | Command::Topology(TopologyCommand::Schema | TopologyCommand::Show { .. })
             | Command::Completions { .. }
@@ -112,6 +114,15 @@ impl From<StreamOutput> for Output {
         match o {
             StreamOutput::Human => Output::Human,
             StreamOutput::Json => Output::Json,
+        }
+    }
+}
+
+impl From<StreamOutput> for crate::engine::report::Style {
+    fn from(o: StreamOutput) -> Self {
+        match o {
+            StreamOutput::Human => crate::engine::report::Style::Human,
+            StreamOutput::Json => crate::engine::report::Style::Json,
         }
     }
 }
@@ -366,6 +377,9 @@ pub enum Command {
     /// Check topology files, list the embedded ones, print the JSON Schema.
     #[command(subcommand)]
     Topology(TopologyCommand),
+    /// For CI workflows: a GitHub Actions job matrix, and the contexts of a lab (the Action's outputs).
+    #[command(subcommand)]
+    Ci(CiCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     ///
     /// For example: `ocm-lab completions bash > ~/.local/share/bash-completion/completions/ocm-lab`,
@@ -465,4 +479,45 @@ pub enum TopologyCommand {
         #[arg(value_name = "NAME", default_value = "default")]
         name: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CiCommand {
+    /// Print a GitHub Actions `strategy.matrix` (JSON) of topologies × node images.
+    ///
+    /// Without -t and --node-image: every embedded topology × every node image the version catalog knows.
+    /// With --runner-memory, a combination whose kind clusters need more memory than the runner has
+    /// (1536 MiB per cluster, as preflight reckons) is left out, and said so on stderr. Use it as
+    /// `matrix: ${{ fromJSON(needs.<job>.outputs.matrix) }}`; each job gets `matrix.topology`,
+    /// `matrix.node` (the image), `matrix.k8s` (its Kubernetes version) and `matrix.clusters`.
+    Matrix(CiMatrixArgs),
+    /// Print the kube contexts of a lab's hub and spokes, and the kubeconfig `up` writes them to (JSON).
+    Contexts(CiContextsArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CiMatrixArgs {
+    /// A topology of the matrix (repeatable): a file path or an embedded name. Default: every embedded one.
+    #[arg(short = 't', long = "topology", value_name = "FILE|NAME")]
+    pub topology: Vec<String>,
+    /// A kindest/node image of the matrix (repeatable). Default: the node images the catalog knows.
+    #[arg(long, value_name = "IMAGE")]
+    pub node_image: Vec<String>,
+    /// The runner's memory: MiB (`7168`) or with a unit (`16GB`, `16GiB`, `7G`). GitHub's standard Linux
+    /// runner has 16 GB in public repositories. Default: leave nothing out.
+    #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
+    pub runner_memory: Option<u64>,
+    /// Output format (JSON, on one line, is what `$GITHUB_OUTPUT` takes).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Json)]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CiContextsArgs {
+    /// Topology: a file path, or the name of an embedded topology (default, minimal, workshop).
+    #[arg(short = 't', long = "topology", value_name = "FILE|NAME")]
+    pub topology: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Json)]
+    pub output: Output,
 }

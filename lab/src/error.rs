@@ -114,10 +114,35 @@ pub enum Error {
     #[error("cancelled: running steps were stopped; run the same command again to resume")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
+    #[error(
+        "no combination of the matrix fits in the runner's {runner_mib} MiB: the smallest, `{smallest}`, needs {need_mib} MiB ({clusters} kind clusters)"
+    )]
+    #[diagnostic(
+        code(ocm_lab::ci::nothing_fits),
+        help(
+            "give the runner's real memory (`--runner-memory 16GB` for GitHub's standard Linux runner), or a topology with fewer kind clusters (`-t minimal`)"
+        )
+    )]
+    CiNothingFits {
+        runner_mib: u64,
+        smallest: String,
+        need_mib: u64,
+        clusters: usize,
+    },
     /// `__post-render` (run by Helm) could not patch the manifests; Helm stops the install.
     #[error("ocm-lab post-renderer: {0}")]
     #[diagnostic(code(ocm_lab::post_render))]
-    PostRender(String),
+    PostRender(#[from] crate::commands::postrender::PostRenderError),
+    #[error(
+        "cannot find the path of this ocm-lab binary, which helm runs as its post-renderer: {0}"
+    )]
+    #[diagnostic(
+        code(ocm_lab::current_exe),
+        help(
+            "run ocm-lab from a path that still exists (it may have been moved or deleted while running)"
+        )
+    )]
+    CurrentExe(#[source] std::io::Error),
     #[error("failed to start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -134,7 +159,8 @@ impl Error {
             Error::Topology(_)
             | Error::Workflow(_)
             | Error::Patches(_)
-            | Error::PlanDirNotEmpty(_) => exit::INVALID_INPUT,
+            | Error::PlanDirNotEmpty(_)
+            | Error::CiNothingFits { .. } => exit::INVALID_INPUT,
             Error::ReadWorkflows { .. } => exit::INVALID_INPUT,
             Error::State(crate::state::StateError::Locked { .. }) => exit::FAILURE,
             Error::Cancelled => exit::CANCELLED,
@@ -150,6 +176,7 @@ impl Error {
             | Error::Preflight(_)
             | Error::Tools(_)
             | Error::PostRender(_)
+            | Error::CurrentExe(_)
             | Error::Runtime(_) => exit::FAILURE,
         }
     }

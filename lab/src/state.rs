@@ -1,4 +1,5 @@
-//! The lab's state folder: journal, per-cluster kubeconfigs, the simulated world, and the run lock.
+//! The lab's state folder: journal, per-cluster kubeconfigs, the ownership record, the last verification,
+//! the simulated world, and the run lock. Each file has one accessor here; no other module spells its name.
 //!
 //! One folder per lab name under the XDG state directory (`$XDG_STATE_HOME/ocm-lab/<lab>`, by default
 //! `~/.local/state/ocm-lab/<lab>`); `OCM_LAB_STATE_DIR` overrides the parent folder (tests use it).
@@ -44,6 +45,12 @@ pub enum StateError {
         /// The command that recovers (see [`damaged_help`]).
         recover: String,
     },
+    #[error("the state file {path} cannot be read: {reason}")]
+    #[diagnostic(
+        code(ocm_lab::state::unreadable),
+        help("the command that writes it writes a new one; or delete it by hand")
+    )]
+    Unreadable { path: String, reason: String },
     #[error("cannot find a state folder: neither XDG_STATE_HOME nor HOME is set")]
     #[diagnostic(
         code(ocm_lab::state::home),
@@ -107,14 +114,86 @@ impl StateDir {
         Ok(dir)
     }
 
+    // One accessor per file of the state folder: no other module spells a state file's name.
+
+    /// The journal: what each step of the last runs did (a hint for resuming, see `engine::journal`).
     pub fn journal(&self) -> PathBuf {
         self.path.join("journal.jsonl")
     }
 
+    /// The folder of the per-cluster kubeconfigs ([`StateDir::kubeconfig`]).
+    pub fn kubeconfigs(&self) -> PathBuf {
+        self.path.join("kubeconfigs")
+    }
+
+    /// The kubeconfig of one of the lab's kind clusters (mode 0600).
     pub fn kubeconfig(&self, cluster: &str) -> PathBuf {
-        self.path
-            .join("kubeconfigs")
-            .join(format!("{cluster}.yaml"))
+        self.kubeconfigs().join(format!("{cluster}.yaml"))
+    }
+
+    /// The run lock ([`StateDir::lock`]): says which command holds the lab.
+    pub fn lock_file(&self) -> PathBuf {
+        self.path.join("lock")
+    }
+
+    /// The last verification's report, kept for `status` and `diagnose`
+    /// ([`StateDir::save_last_verification`], [`StateDir::last_verification_report`]).
+    pub fn last_verification(&self) -> PathBuf {
+        self.path.join("last-verification.json")
+    }
+
+    /// Writes the last verification's report (atomically: a crash leaves the old one or the new one).
+    pub fn save_last_verification(&self, report: &impl serde::Serialize) -> Result<(), StateError> {
+        let path = self.last_verification();
+        let text = serde_json::to_string_pretty(report).expect("reports serialize");
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                io(&path)(e)
+            })
+    }
+
+    /// The last verification's report: `None` when none was recorded, an error naming the file when it
+    /// cannot be read (never silently skipped: `verify` writes a new one).
+    pub fn last_verification_report<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Result<Option<T>, StateError> {
+        let path = self.last_verification();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| StateError::Unreadable {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Forgets a lab that is gone (after `down`): its journal, simulated world, ownership record and last
+    /// verification, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
+    pub fn forget(&self) -> Result<(), StateError> {
+        for f in [
+            self.journal(),
+            self.sim_world(),
+            self.owned_log(),
+            self.last_verification(),
+        ] {
+            match std::fs::remove_file(&f) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&f)(e)),
+                _ => {}
+            }
+        }
+        let dir = self.kubeconfigs();
+        let empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
+        if empty {
+            std::fs::remove_dir(&dir).map_err(io(&dir))?;
+        }
+        Ok(())
     }
 
     /// The ownership record: an append-only log of what the lab created (and later deleted).
@@ -333,32 +412,34 @@ impl StateDir {
     }
 
     /// Takes the lab's run lock, or says who holds it. Released when the guard drops (and by the OS if the
-    /// process dies, so a crashed run never leaves a stale lock).
+    /// process dies, so a crashed run never leaves a stale lock). A command that stops before touching
+    /// anything removes a lock file it created ([`LockGuard::discard`]).
     pub fn lock(&self, lab: &str, command: &str) -> Result<LockGuard, StateError> {
-        let path = self.path.join("lock");
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io(&path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&path).unwrap_or_default();
-                let holder = if holder.trim().is_empty() {
-                    "another ocm-lab process holds its lock".to_owned()
-                } else {
-                    holder.trim().to_owned()
-                };
-                return Err(StateError::Locked {
-                    lab: lab.to_owned(),
-                    holder,
-                });
+        let path = self.lock_file();
+        // A lock file can be removed by the command that holds it (`discard`): a lock taken on a file that
+        // is no longer at `path` is no lock, so take it again on the one that is.
+        let (mut file, created) = loop {
+            let (file, created) = open_lock_file(&path).map_err(io(&path))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let holder = if holder.trim().is_empty() {
+                        "another ocm-lab process holds its lock".to_owned()
+                    } else {
+                        holder.trim().to_owned()
+                    };
+                    return Err(StateError::Locked {
+                        lab: lab.to_owned(),
+                        holder,
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
-        }
+            if same_file(&file, &path) {
+                break (file, created);
+            }
+        };
         file.set_len(0).map_err(io(&path))?;
         let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
         writeln!(
@@ -367,7 +448,43 @@ impl StateDir {
             std::process::id()
         )
         .map_err(io(&path))?;
-        Ok(LockGuard { _file: file })
+        Ok(LockGuard {
+            file,
+            path,
+            created,
+        })
+    }
+}
+
+/// Opens the lock file, creating it if missing; `true` when this call created it.
+fn open_lock_file(path: &Path) -> std::io::Result<(File, bool)> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true);
+    match opts.clone().create_new(true).open(path) {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => opts
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map(|f| (f, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `file` is still the file at `path` (not removed or replaced since it was opened).
+fn same_file(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
     }
 }
 
@@ -504,7 +621,22 @@ impl OwnedChange {
 /// Holds a lab's lock while alive.
 #[derive(Debug)]
 pub struct LockGuard {
-    _file: File,
+    file: File,
+    path: PathBuf,
+    /// This lock created the lock file (the lab had none).
+    created: bool,
+}
+
+impl LockGuard {
+    /// Releases the lock of a command that stopped before touching anything (a failed preflight, a lab
+    /// that is not up): a lock file this command created goes too, so it leaves nothing behind. Removed
+    /// while still locked; a command that opened the file meanwhile sees it gone and takes a new one.
+    pub fn discard(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        drop(self.file);
+    }
 }
 
 /// Sets Unix permissions (no-op elsewhere).
@@ -673,6 +805,34 @@ mod tests {
         state
             .lock("lab", "down")
             .expect("free again after the guard drops");
+    }
+
+    #[test]
+    fn a_discarded_lock_removes_only_a_lock_file_it_created_and_the_lab_locks_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        state.lock("lab", "up").unwrap().discard();
+        assert!(
+            !state.lock_file().exists(),
+            "the lock file it created is gone"
+        );
+        // A lock file that was there before stays.
+        drop(state.lock("lab", "up").unwrap());
+        state.lock("lab", "verify").unwrap().discard();
+        assert!(state.lock_file().exists());
+        // A lock file removed while another process still has it open: the lock is taken on a new file
+        // at the path, and that one refuses a second holder.
+        let stale = std::fs::File::open(state.lock_file()).unwrap();
+        std::fs::remove_file(state.lock_file()).unwrap();
+        let guard = state.lock("lab", "up").unwrap();
+        assert!(state.lock_file().exists());
+        assert!(matches!(
+            state.lock("lab", "down"),
+            Err(StateError::Locked { .. })
+        ));
+        drop((guard, stale));
     }
 
     #[cfg(unix)]

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use kube::config::Kubeconfig;
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, CreateCluster, LookAlike};
+use crate::backend::{CreateCluster, LookAlike};
 use crate::state::{Owned, write_secret};
 use crate::topology::Provider;
 
@@ -39,7 +40,7 @@ pub async fn foreign_containers(
     docker: &dyn crate::backend::ContainerRuntime,
     owned: &Owned,
     kind_clusters: &[&str],
-) -> Result<Vec<(String, LookAlike)>, BackendError> {
+) -> Result<Vec<(String, LookAlike)>, crate::backend::DockerError> {
     let mut clashes = Vec::new();
     for name in kind_clusters {
         let looks = docker.look_alikes(name).await?;
@@ -71,7 +72,7 @@ pub fn clash_error(
     lab: &str,
     owned: &Owned,
     clashes: &[(String, LookAlike)],
-) -> Option<BackendError> {
+) -> Option<ActionError> {
     if clashes.is_empty() {
         return None;
     }
@@ -81,7 +82,7 @@ pub fn clash_error(
         .collect::<Vec<_>>()
         .join(", ");
     Some(
-        BackendError::permanent(format!(
+        ActionError::permanent(format!(
             "container(s) {list} look like kind nodes of this lab's clusters, and lab `{lab}` did not create them"
         ))
         .with_help(clash_help(owned, clashes)),
@@ -112,9 +113,9 @@ pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
     help
 }
 
-fn state_error(e: crate::state::StateError) -> BackendError {
+fn state_error(e: crate::state::StateError) -> ActionError {
     let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
-    let err = BackendError::permanent(e.to_string());
+    let err = ActionError::permanent(e.to_string());
     match help {
         Some(h) => err.with_help(h),
         None => err,
@@ -149,7 +150,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
         .run
         .lab
         .cluster(name)
-        .ok_or_else(|| BackendError::permanent(format!("no cluster `{name}` in the lab")))?
+        .ok_or_else(|| ActionError::permanent(format!("no cluster `{name}` in the lab")))?
         .clone();
     let mut changed = false;
     if cluster.provider == Provider::Kind {
@@ -185,7 +186,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                     if let Err(w) = ctx.run.state.withdraw_cluster(name) {
                         tracing::warn!(cluster = name, error = %w, "could not record the failed create");
                     }
-                    return Err(e);
+                    return Err(e.into());
                 }
                 let made: Vec<String> = docker
                     .look_alikes(name)
@@ -194,7 +195,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                     .map(|l| l.id)
                     .collect();
                 if made.is_empty() {
-                    return Err(BackendError::transient(format!(
+                    return Err(ActionError::transient(format!(
                         "kind reported cluster `{name}` created, but no container looks like its node"
                     )));
                 }
@@ -239,11 +240,11 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     let docker = &ctx.run.backends.docker;
     let looks = docker.look_alikes(name).await?;
     let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
-    let forget = |ctx: &StepCtx<'_>| -> Result<(), BackendError> {
+    let forget = |ctx: &StepCtx<'_>| -> Result<(), ActionError> {
         let kubeconfig = ctx.run.state.kubeconfig(name);
         if kubeconfig.exists() {
             std::fs::remove_file(&kubeconfig).map_err(|e| {
-                BackendError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
+                ActionError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
             })?;
         }
         if owned.clusters.contains_key(name) || owned.intended.contains(name) {
@@ -316,7 +317,7 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("skipped", json!("simulated lab"))])));
     }
     let Some(target) = user_kubeconfig() else {
-        return Err(BackendError::permanent(
+        return Err(ActionError::permanent(
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
     };
@@ -378,16 +379,16 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// Reads a kubeconfig with kube's [`Kubeconfig`] types (fields they do not model are kept for the
 /// write); a missing or empty file is an empty kubeconfig. Relative paths in it stay as written.
-fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, BackendError> {
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ActionError> {
     let parse_error = |e: &dyn std::fmt::Display| {
-        BackendError::permanent(format!("failed to parse kubeconfig {}: {e}", path.display()))
+        ActionError::permanent(format!("failed to parse kubeconfig {}: {e}", path.display()))
             .with_help("fix the file (`kubectl config view` shows what kubectl makes of it), or point KUBECONFIG at another file")
     };
     match std::fs::read_to_string(path) {
         Ok(t) if t.trim().is_empty() => Ok(empty_kubeconfig()),
         Ok(t) => Kubeconfig::from_yaml(&t).map_err(|e| parse_error(&e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty_kubeconfig()),
-        Err(e) => Err(BackendError::permanent(format!(
+        Err(e) => Err(ActionError::permanent(format!(
             "failed to read {}: {e}",
             path.display()
         ))),
@@ -395,27 +396,27 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, BackendError> {
 }
 
 /// Writes `kc` (the JSON form of a [`Kubeconfig`]) back through kube's types, mode 0600.
-fn write_kubeconfig(path: &Path, kc: Value) -> Result<(), BackendError> {
+fn write_kubeconfig(path: &Path, kc: Value) -> Result<(), ActionError> {
     let typed: Kubeconfig = serde_json::from_value(kc).map_err(|e| {
-        BackendError::permanent(format!(
+        ActionError::permanent(format!(
             "failed to write kubeconfig {}: {e}",
             path.display()
         ))
     })?;
     let text = serde_saphyr::to_string(&typed).map_err(|e| {
-        BackendError::permanent(format!(
+        ActionError::permanent(format!(
             "failed to write kubeconfig {}: {e}",
             path.display()
         ))
     })?;
     write_secret(path, text.as_bytes())
-        .map_err(|e| BackendError::permanent(format!("failed to write {}: {e}", path.display())))
+        .map_err(|e| ActionError::permanent(format!("failed to write {}: {e}", path.display())))
 }
 
 /// The JSON form of a kubeconfig, which [`merge_into`] and [`prune`] edit.
-fn as_value(kc: &Kubeconfig) -> Result<Value, BackendError> {
+fn as_value(kc: &Kubeconfig) -> Result<Value, ActionError> {
     serde_json::to_value(kc)
-        .map_err(|e| BackendError::permanent(format!("failed to read kubeconfig: {e}")))
+        .map_err(|e| ActionError::permanent(format!("failed to read kubeconfig: {e}")))
 }
 
 fn empty_kubeconfig() -> Kubeconfig {

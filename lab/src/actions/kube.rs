@@ -2,10 +2,11 @@
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    ApplyOutcome, BackendError, ClusterApi, Condition, HelmTarget, ObjectRef, Rendered, WaitError,
+    ApplyOutcome, ClusterApi, Condition, HelmTarget, KubeError, ObjectRef, Rendered, WaitError,
     fieldset, undeclared,
 };
 use crate::charts::ChartPlan;
@@ -40,16 +41,16 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 }
 
 /// A wait that ended without its condition, as a step error.
-pub fn wait_error(e: WaitError, hint: Option<&str>) -> BackendError {
+pub fn wait_error(e: WaitError, hint: Option<&str>) -> ActionError {
     match e {
         WaitError::Timeout { .. } => {
-            let err = BackendError::permanent(e.to_string());
+            let err = ActionError::permanent(e.to_string());
             match hint {
                 Some(h) => err.with_help(h),
                 None => err,
             }
         }
-        WaitError::Backend(b) => b,
+        WaitError::Backend(b) => b.into(),
     }
 }
 
@@ -60,7 +61,7 @@ pub async fn ensure_served(
     api_version: &str,
     kind: &str,
     hint: Option<&str>,
-) -> Result<(), BackendError> {
+) -> Result<(), ActionError> {
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     if BUILTIN_GROUPS.contains(&group) || api.served(api_version, kind).await? {
         return Ok(());
@@ -80,11 +81,11 @@ pub async fn ensure_objects(
     api: &dyn ClusterApi,
     objects: &[Value],
     hint: Option<&str>,
-) -> Result<ApplyOutcome, BackendError> {
+) -> Result<ApplyOutcome, ActionError> {
     let mut outcome = ApplyOutcome::default();
     for obj in objects {
         let r = ObjectRef::of(obj).ok_or_else(|| {
-            BackendError::permanent(format!("an object without apiVersion, kind or name: {obj}"))
+            ActionError::permanent(format!("an object without apiVersion, kind or name: {obj}"))
         })?;
         ensure_served(ctx, api, &r.api_version, &r.kind, hint).await?;
         match api.get(&r).await? {
@@ -108,11 +109,8 @@ pub async fn ensure_objects(
     Ok(outcome)
 }
 
-fn context(e: BackendError, r: &ObjectRef) -> BackendError {
-    BackendError {
-        message: format!("failed to apply {r}: {}", e.message),
-        ..e
-    }
+fn context(e: KubeError, r: &ObjectRef) -> ActionError {
+    ActionError::from(e).context(format_args!("failed to apply {r}"))
 }
 
 /// `manifest.apply`: the objects the plan rendered for this step.
@@ -159,9 +157,9 @@ pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// Where helm talks to lab cluster `cluster`: the lab's own kubeconfig file for a kind cluster, the
 /// user's for an existing one, with the cluster's context.
-pub fn helm_target(ctx: &StepCtx<'_>, cluster: &str) -> Result<HelmTarget, BackendError> {
+pub fn helm_target(ctx: &StepCtx<'_>, cluster: &str) -> Result<HelmTarget, ActionError> {
     let c = ctx.run.lab.cluster(cluster).ok_or_else(|| {
-        BackendError::permanent(format!(
+        ActionError::permanent(format!(
             "`{cluster}` is not a cluster of lab `{}`",
             ctx.run.lab.name
         ))
@@ -192,7 +190,7 @@ async fn check_declared(
     api: &dyn ClusterApi,
     chart: &ChartPlan,
     rendered: &Rendered,
-) -> Result<(), BackendError> {
+) -> Result<(), ActionError> {
     let mut live: Option<Vec<Value>> = None;
     for obj in &rendered.objects {
         let Some(r) = ObjectRef::of(obj) else {
@@ -234,7 +232,7 @@ async fn check_declared(
                 .and_then(|c| c.pointer("/metadata/name"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            return Err(BackendError::permanent(format!(
+            return Err(ActionError::permanent(format!(
                 "{} {} renders {r} with {} that its CRD {crd_name} ({version}) does not declare: {}; nothing was installed",
                 chart.chart.name(),
                 chart.version,
@@ -257,9 +255,9 @@ pub async fn install_chart(
     ctx: &StepCtx<'_>,
     chart: &ChartPlan,
     extra: Option<Value>,
-) -> Result<ApplyOutcome, BackendError> {
+) -> Result<ApplyOutcome, ActionError> {
     crate::charts::check_values(chart, &ctx.run.lab).map_err(|e| {
-        BackendError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
+        ActionError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
     })?;
     let api = ctx.run.api(&chart.cluster).await?;
     let helm = &ctx.run.backends.helm;
@@ -272,7 +270,7 @@ pub async fn install_chart(
     ctx.progress(format!("rendering {} {}", chart.chart, chart.version));
     let rendered = helm.template(chart, &values).await?;
     let version = semver::Version::parse(&chart.version)
-        .map_err(|e| BackendError::permanent(format!("chart version {}: {e}", chart.version)))?;
+        .map_err(|e| ActionError::permanent(format!("chart version {}: {e}", chart.version)))?;
     for p in ctx.run.patches.for_chart(chart.chart.name(), &version) {
         if !rendered.objects.iter().any(|o| p.target.matches(o)) {
             let m = format!(
@@ -358,7 +356,7 @@ pub async fn install_chart(
 }
 
 /// Whether every rendered object is in place on the cluster (see [`contains`]).
-async fn objects_in_place(api: &dyn ClusterApi, objects: &[Value]) -> Result<bool, BackendError> {
+async fn objects_in_place(api: &dyn ClusterApi, objects: &[Value]) -> Result<bool, ActionError> {
     for obj in objects {
         let Some(r) = ObjectRef::of(obj) else {
             return Ok(false);
@@ -410,7 +408,7 @@ pub fn namespace(name: &str, lab: &str) -> Value {
 /// `chart.install`.
 pub async fn chart_install(ctx: &StepCtx<'_>) -> ActionResult {
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
-        BackendError::permanent(format!("step {} has no chart in its plan", ctx.step.id))
+        ActionError::permanent(format!("step {} has no chart in its plan", ctx.step.id))
     })?;
     let o = install_chart(ctx, chart, None).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
@@ -421,7 +419,7 @@ pub async fn wait_all(
     ctx: &StepCtx<'_>,
     api: &dyn ClusterApi,
     waits: &[(ObjectRef, Condition, Option<&str>)],
-) -> Result<(), BackendError> {
+) -> Result<(), ActionError> {
     for (r, cond, hint) in waits {
         ctx.progress(format!("waiting for {r}: {}", cond.description));
         ensure_served(ctx, api, &r.api_version, &r.kind, *hint).await?;

@@ -9,65 +9,22 @@ mod registry;
 mod reset;
 pub mod verify;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-pub use cluster::{clash_error, foreign_containers, foreign_look_alikes};
+pub use cluster::{clash_error, foreign_containers, foreign_look_alikes, user_kubeconfig};
 pub use kube::contains;
-pub use registry::{ACTIONS, ActionFn, ActionSpec, Input, find};
+pub use registry::{ACTIONS, ActionFn, ActionSpec, Registry, find};
 use serde_json::Value;
 
-use crate::backend::BackendError;
-use crate::engine::{Outputs, RunCtx, events::Event};
-use crate::workflow::PlannedStep;
-
-/// What a step's action sees.
-pub struct StepCtx<'a> {
-    pub step: &'a PlannedStep,
-    pub run: &'a Arc<RunCtx>,
-    /// When the step's time is up. Waits inside the step end here, so they report what they waited for;
-    /// the engine's own deadline is a little later and only catches actions that do not wait.
-    pub deadline: tokio::time::Instant,
-}
+use crate::step::ActionError;
+use crate::step::{Outputs, StepCtx};
 
 /// `Ok((changed, outputs))`.
-pub type ActionResult = Result<(bool, Outputs), BackendError>;
-
-impl StepCtx<'_> {
-    /// A string input (rendered `with:` value).
-    pub fn input(&self, name: &str) -> Result<&str, BackendError> {
-        self.step
-            .with
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                BackendError::permanent(format!(
-                    "step {} has no string input `{name}`",
-                    self.step.id
-                ))
-            })
-    }
-
-    /// Reports progress on this step.
-    pub fn progress(&self, message: impl Into<String>) {
-        self.run.events.emit(Event::StepProgress {
-            step: self.step.id.clone(),
-            message: message.into(),
-        });
-    }
-
-    /// Time left before the step's deadline, for waits inside it.
-    pub fn timeout(&self) -> Duration {
-        self.deadline
-            .saturating_duration_since(tokio::time::Instant::now())
-    }
-}
+pub type ActionResult = Result<(bool, Outputs), ActionError>;
 
 /// Runs the action a step names, through its entry in the registry.
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     match find(&ctx.step.uses) {
         Some(action) => (action.run)(ctx).await,
-        None => Err(BackendError::permanent(format!(
+        None => Err(ActionError::permanent(format!(
             "no action named `{}`",
             ctx.step.uses
         ))),

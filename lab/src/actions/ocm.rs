@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::kube::{deployment, ensure_served, install_chart, wait_all, wait_error};
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, ClusterApi, Condition, ObjectRef, condition_status};
+use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
 use crate::topology::{Lab, Provider};
 
 const BOOTSTRAP_NS: &str = "open-cluster-management";
@@ -110,7 +111,7 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     if let Some(cm) = api.get(&cm_ref).await?
         && let Some(why) = invalid_feature_gates(&cm)
     {
-        return Err(BackendError::permanent(format!(
+        return Err(ActionError::permanent(format!(
             "the cluster-manager operator rejects the hub's feature gates (ValidFeatureGates=False, {why})"
         ))
         .with_help("fix the gate names in the topology's `hub.featureGates`; waiting cannot help"));
@@ -168,7 +169,7 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
 async fn hub_endpoint(
     ctx: &StepCtx<'_>,
     hub: &dyn ClusterApi,
-) -> Result<(String, Option<String>), BackendError> {
+) -> Result<(String, Option<String>), ActionError> {
     let lab = &ctx.run.lab;
     let info = hub
         .get(&ObjectRef::new(
@@ -198,7 +199,7 @@ async fn hub_endpoint(
         return Ok((server, ca));
     }
     let server = lab.hub.cluster.internal_endpoint.clone().ok_or_else(|| {
-        BackendError::permanent(
+        ActionError::permanent(
             "the hub has no kube-public/cluster-info and no known internal endpoint",
         )
         .with_help(
@@ -221,7 +222,7 @@ fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
 }
 
 /// On kind, the hub's control-plane container must be on the `kind` network, or spokes cannot reach it.
-async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), BackendError> {
+async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionError> {
     if lab.hub.cluster.provider != Provider::Kind {
         return Ok(());
     }
@@ -234,9 +235,9 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), Backend
     let cp = nodes.iter().find(|n| n.role == "control-plane");
     match cp {
         Some(n) if n.ip.is_some() => Ok(()),
-        Some(n) => Err(BackendError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))
+        Some(n) => Err(ActionError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))
             .with_help("spokes reach the hub at https://<hub>-control-plane:6443 over the `kind` Docker network (OCM-FACTS §1)")),
-        None => Err(BackendError::transient(format!("no control-plane container found for kind cluster {}", lab.hub.cluster.name))),
+        None => Err(ActionError::transient(format!("no control-plane container found for kind cluster {}", lab.hub.cluster.name))),
     }
 }
 
@@ -292,7 +293,7 @@ fn klusterlet_ref() -> ObjectRef {
 pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
-        BackendError::permanent(format!(
+        ActionError::permanent(format!(
             "step {} has no klusterlet chart in its plan",
             ctx.step.id
         ))
@@ -379,12 +380,9 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         });
         // The operator created the namespace (`ocm.klusterlet` waited for it); the object holds a token and is
         // never logged: errors name the object only.
-        spoke.apply(&secret).await.map_err(|e| BackendError {
-            message: format!(
-                "writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}: {}",
-                e.message
-            ),
-            ..e
+        spoke.apply(&secret).await.map_err(|e| {
+            ActionError::from(e)
+                .context(format_args!("writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}"))
         })?;
         changed = true;
     }
@@ -403,7 +401,7 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
     ))
 }
 
-async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, BackendError> {
+async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, ActionError> {
     let Some(cm) = api
         .get(&ObjectRef::new(
             "v1",
@@ -419,7 +417,7 @@ async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, BackendError
         return Ok(None);
     };
     let kc: Value = serde_saphyr::from_str(text).map_err(|e| {
-        BackendError::permanent(format!("kube-public/cluster-info holds no kubeconfig: {e}"))
+        ActionError::permanent(format!("kube-public/cluster-info holds no kubeconfig: {e}"))
     })?;
     Ok(kc["clusters"][0]["cluster"]["server"]
         .as_str()
@@ -466,7 +464,7 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
     let mut changed = false;
     loop {
         let mc = hub.get(&r).await?.ok_or_else(|| {
-            BackendError::transient(format!("ManagedCluster {name} does not exist yet"))
+            ActionError::transient(format!("ManagedCluster {name} does not exist yet"))
         })?;
         if joined(&mc) {
             return Ok((changed, outputs([("managedCluster", json!(name))])));
@@ -493,7 +491,7 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
-            return Err(BackendError::permanent(format!(
+            return Err(ActionError::permanent(format!(
                 "timed out waiting for ManagedCluster {name} to join; last seen: {}",
                 crate::backend::last_seen(&Some(mc))
             ))
@@ -509,7 +507,7 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
         match hub.wait(&r, &cond, slice).await {
             Ok(_) => return Ok((true, outputs([("managedCluster", json!(name))]))),
             Err(crate::backend::WaitError::Timeout { .. }) => continue,
-            Err(crate::backend::WaitError::Backend(e)) => return Err(e),
+            Err(crate::backend::WaitError::Backend(e)) => return Err(e.into()),
         }
     }
 }
@@ -527,7 +525,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 .addons
                 .cluster_proxy
                 .as_ref()
-                .ok_or_else(|| BackendError::permanent("cluster-proxy is not enabled"))?;
+                .ok_or_else(|| ActionError::permanent("cluster-proxy is not enabled"))?;
             waits.push((
                 ObjectRef::new(
                     "proxy.open-cluster-management.io/v1alpha1",
@@ -556,7 +554,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
         "managed-serviceaccount" => {
             let m =
                 lab.addons.managed_serviceaccount.as_ref().ok_or_else(|| {
-                    BackendError::permanent("managed-serviceaccount is not enabled")
+                    ActionError::permanent("managed-serviceaccount is not enabled")
                 })?;
             waits.push((
                 deployment(ns, "managed-serviceaccount-addon-manager"),
@@ -565,7 +563,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
             ));
             m.clusters.clone()
         }
-        other => return Err(BackendError::permanent(format!("unknown addon `{other}`"))),
+        other => return Err(ActionError::permanent(format!("unknown addon `{other}`"))),
     };
     for c in &clusters {
         waits.push((

@@ -12,10 +12,12 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, ClusterApi, ObjectRef};
+use crate::backend::{ClusterApi, ObjectRef};
 use crate::topology::{Cluster, LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
+use crate::workflow::plan::keep_id;
 
 /// The kinds the lab's templates and actions apply with its label (apiVersion, kind). ManagedCluster is
 /// missing on purpose.
@@ -42,18 +44,6 @@ pub const LAB_KINDS: &[(&str, &str)] = &[
     ("v1", "Namespace"),
 ];
 
-/// How the planner names an object in `keep`: `Kind/namespace/name` (namespace empty when
-/// cluster-scoped).
-pub fn keep_id(kind: &str, namespace: &str, name: &str) -> String {
-    format!("{kind}/{namespace}/{name}")
-}
-
-/// The `keep` id of an object.
-pub fn keep_id_of(obj: &Value) -> String {
-    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    keep_id(s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
-}
-
 fn has_owner(o: &Value) -> bool {
     o["metadata"]["ownerReferences"]
         .as_array()
@@ -61,7 +51,7 @@ fn has_owner(o: &Value) -> bool {
 }
 
 /// What pruning one kind on one cluster did: objects removed, or a warning.
-type KindOutcome = Result<(Vec<String>, Option<String>), BackendError>;
+type KindOutcome = Result<(Vec<String>, Option<String>), ActionError>;
 
 /// Prunes one kind on one cluster.
 async fn prune_kind(
@@ -80,13 +70,13 @@ async fn prune_kind(
         Ok(o) => o,
         // The lab may not list everything on a cluster someone else runs: what it cannot see it
         // cannot have applied there either, or it will show up once the lab may list it.
-        Err(e) if e.message.contains("HTTP 403") => {
+        Err(e) if e.status_code() == Some(403) => {
             let w = format!("warning: cannot list {kind} on {}: {e}", cluster.name);
             ctx.progress(w.clone());
             tracing::warn!("{w}");
             return Ok((removed, Some(w)));
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     for o in objects {
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
@@ -99,10 +89,11 @@ async fn prune_kind(
         }
         let r = ObjectRef::new(api_version, kind, ns, name);
         ctx.progress(format!("removing {r} from {}", cluster.name));
-        if api.delete(&r).await.map_err(|e| BackendError {
-            message: format!("failed to delete {r}: {}", e.message),
-            ..e
-        })? {
+        if api
+            .delete(&r)
+            .await
+            .map_err(|e| ActionError::from(e).context(format_args!("failed to delete {r}")))?
+        {
             removed.push(format!("{}: {r}", cluster.name));
         }
     }
@@ -113,7 +104,7 @@ async fn prune_kind(
 async fn prune_cluster(
     ctx: &StepCtx<'_>,
     cluster: &Cluster,
-) -> Result<Vec<KindOutcome>, BackendError> {
+) -> Result<Vec<KindOutcome>, ActionError> {
     let keep: BTreeSet<&str> = ctx
         .step
         .with

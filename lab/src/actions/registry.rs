@@ -5,6 +5,8 @@
 use futures::future::BoxFuture;
 
 use super::{ActionResult, StepCtx, cluster, kube, ocm, prune, reset, verify};
+use crate::workflow::Catalog;
+use crate::workflow::catalog::Input;
 
 /// The function that runs an action: the boxed future of the action's `async fn`.
 pub type ActionFn = for<'a, 'b> fn(&'a StepCtx<'b>) -> BoxFuture<'a, ActionResult>;
@@ -17,14 +19,6 @@ macro_rules! action_fn {
         }
         run as ActionFn
     }};
-}
-
-/// One input of an action (`with:` key).
-#[derive(Debug, Clone, Copy)]
-pub struct Input {
-    pub name: &'static str,
-    pub required: bool,
-    pub doc: &'static str,
 }
 
 /// An action's contract.
@@ -199,6 +193,20 @@ pub const ACTIONS: &[ActionSpec] = &[
 /// The action named `name`.
 pub fn find(name: &str) -> Option<&'static ActionSpec> {
     ACTIONS.iter().find(|a| a.name == name)
+}
+
+/// The registry as the workflow loader sees it: [`ACTIONS`]' names and inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry;
+
+impl Catalog for Registry {
+    fn inputs(&self, name: &str) -> Option<&'static [Input]> {
+        find(name).map(|a| a.inputs)
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        ACTIONS.iter().map(|a| a.name).collect()
+    }
 }
 
 #[cfg(test)]

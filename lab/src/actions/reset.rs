@@ -13,8 +13,9 @@
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, ClusterApi, ObjectRef};
+use crate::backend::{ClusterApi, ObjectRef};
 use crate::topology::{LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 
@@ -45,7 +46,7 @@ struct Target {
 async fn target(
     ctx: &StepCtx<'_>,
     cluster: &crate::topology::Cluster,
-) -> Result<Target, BackendError> {
+) -> Result<Target, ActionError> {
     Ok(Target {
         api: ctx.run.api(&cluster.name).await?,
         only: matches!(cluster.provider, Provider::Existing { .. })
@@ -60,7 +61,7 @@ async fn prune(
     (api_version, kind): (&str, &str),
     namespaces: &[Option<String>],
     keep: impl Fn(Option<&str>, &Value) -> bool,
-) -> Result<Vec<String>, BackendError> {
+) -> Result<Vec<String>, ActionError> {
     let api = t.api.as_ref();
     let mut removed = Vec::new();
     if !api.served(api_version, kind).await? {

@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{BackendError, ClusterApi, Condition, ObjectRef, condition_status};
-use crate::engine::events::{Event, ResultStatus};
+use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
+use crate::step::events::{Event, ResultStatus};
 use crate::topology::{Check, LAB_LABEL, Lab, Property};
 use crate::verify::{self, CheckResult, PROBE_PROPERTY, PropertyEvidence};
 
@@ -131,7 +132,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
     if let Some(first) = failed.first() {
         let permanent = failed.iter().filter(|r| r.permanent).count();
-        let mut err = BackendError::permanent(format!(
+        let mut err = ActionError::permanent(format!(
             "{} of {} checks failed{}; first: {} for {} in {}: {}",
             failed.len(),
             results.len(),
@@ -178,7 +179,7 @@ impl SpokeRun<'_, '_> {
         &self,
         namespaces: &[&str],
         probe_value: Option<&str>,
-    ) -> Result<(Vec<CheckResult>, bool), BackendError> {
+    ) -> Result<(Vec<CheckResult>, bool), ActionError> {
         let mut probed = false;
         if self.checks.contains(&Check::Properties)
             && let Some(value) = probe_value
@@ -202,7 +203,7 @@ impl SpokeRun<'_, '_> {
                 )
                 .await?;
             }
-            Ok::<(), BackendError>(())
+            Ok::<(), ActionError>(())
         }
         .await;
         if probed {
@@ -231,7 +232,7 @@ impl SpokeRun<'_, '_> {
         probe_value: Option<&str>,
         clock: tokio::time::Instant,
         results: &mut Vec<CheckResult>,
-    ) -> Result<(), BackendError> {
+    ) -> Result<(), ActionError> {
         let spoke = self.spoke;
         let hub = self.hub;
         if self.checks.contains(&Check::Properties) {
@@ -373,7 +374,7 @@ impl SpokeRun<'_, '_> {
     async fn profile_blocker(
         &self,
         ns: &str,
-    ) -> Result<Option<(verify::Hop, String, String)>, BackendError> {
+    ) -> Result<Option<(verify::Hop, String, String)>, ActionError> {
         if !self.hub_served {
             return Ok(Some((
                 verify::Hop::HubGateOff,
@@ -406,7 +407,7 @@ impl SpokeRun<'_, '_> {
         expected: &[Property],
         clock: tokio::time::Instant,
         probe_included: bool,
-    ) -> Result<CheckResult, BackendError> {
+    ) -> Result<CheckResult, ActionError> {
         let (hub, spoke) = (self.hub, self.spoke);
         let pass = || {
             let latency = clock.elapsed().as_millis() as u64;
@@ -464,7 +465,7 @@ impl SpokeRun<'_, '_> {
                 Err(crate::backend::WaitError::Backend(e)) if e.is_transient() => {
                     tokio::time::sleep(slice).await;
                 }
-                Err(crate::backend::WaitError::Backend(e)) => return Err(e),
+                Err(crate::backend::WaitError::Backend(e)) => return Err(e.into()),
             }
         }
     }
@@ -474,7 +475,7 @@ impl SpokeRun<'_, '_> {
         &self,
         ns: &str,
         expected: &[Property],
-    ) -> Result<CheckResult, BackendError> {
+    ) -> Result<CheckResult, ActionError> {
         let (hub, spoke) = (self.hub, self.spoke);
         let spoke_api = self.ctx.run.api(spoke).await?;
         let spoke_served = spoke_api
@@ -541,14 +542,14 @@ async fn wait_quietly(
     r: &ObjectRef,
     cond: Condition,
     deadline: tokio::time::Instant,
-) -> Result<Option<Value>, BackendError> {
+) -> Result<Option<Value>, ActionError> {
     let left = deadline
         .saturating_duration_since(tokio::time::Instant::now())
         .max(Duration::from_millis(1));
     match api.wait(r, &cond, left).await {
         Ok(v) => Ok(Some(v)),
         Err(crate::backend::WaitError::Timeout { last, .. }) => Ok(last),
-        Err(crate::backend::WaitError::Backend(e)) => Err(e),
+        Err(crate::backend::WaitError::Backend(e)) => Err(e.into()),
     }
 }
 
@@ -559,7 +560,7 @@ async fn binding_state(
     lab: &Lab,
     spoke: &str,
     ns: &str,
-) -> Result<(bool, bool), BackendError> {
+) -> Result<(bool, bool), ActionError> {
     let api = "cluster.open-cluster-management.io/v1beta2";
     if !hub.served(api, "ManagedClusterSetBinding").await? {
         return Ok((false, false));
@@ -612,21 +613,19 @@ fn emit(ctx: &StepCtx<'_>, r: &CheckResult) {
     });
 }
 
-/// The last verification, kept for `status`.
+/// Hands this run's results to the run (the command prints them and writes `--junit` from the run's
+/// result), and keeps them as the last verification for `status` and `diagnose`.
 fn save_report(ctx: &StepCtx<'_>, results: &[CheckResult]) {
-    let report = json!({
-        "run": ctx.run.run_id,
-        "at": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        "simulated": ctx.run.backends.simulated,
-        "ok": results.iter().all(|r| r.ok),
-        "results": results,
-    });
-    let path = ctx.run.state.path.join("last-verification.json");
-    if let Err(e) = std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&report).expect("serializes"),
-    ) {
-        tracing::warn!("failed to save {}: {e}", path.display());
+    ctx.run.record_verification(results);
+    let report = verify::report::LastVerification {
+        run: ctx.run.run_id.clone(),
+        at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        simulated: ctx.run.backends.simulated,
+        ok: results.iter().all(|r| r.ok),
+        results: results.to_vec(),
+    };
+    if let Err(e) = ctx.run.state.save_last_verification(&report) {
+        tracing::warn!("{e}");
     }
 }
 
@@ -645,7 +644,7 @@ impl SpokeRun<'_, '_> {
         &self,
         ns: &str,
         profile: Option<&Value>,
-    ) -> Result<CheckResult, BackendError> {
+    ) -> Result<CheckResult, ActionError> {
         use base64::Engine as _;
         let (hub, spoke) = (self.hub, self.spoke);
         let lab = self.lab();
@@ -818,7 +817,7 @@ impl SpokeRun<'_, '_> {
             ),
             Err(e) => fail(
                 verify::Hop::NotReachable,
-                format!("the request did not get through{tried}: {}", e.message),
+                format!("the request did not get through{tried}: {e}"),
                 Some(format!(
                     "{hub_ctx} -n {namespace} get pods,svc; the user server needs its serving cert and enableServiceProxy"
                 )),

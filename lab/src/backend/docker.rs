@@ -36,7 +36,121 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 use serde::Serialize;
 
-use super::{BackendError, ContainerRuntime, LookAlike, NodeContainer, Result, is_kind_node_name};
+use super::{
+    ContainerRuntime, Failure, LookAlike, NodeContainer, SimulatedFault, Transience,
+    is_kind_node_name,
+};
+
+type Result<T, E = DockerError> = std::result::Result<T, E>;
+
+/// What went wrong talking to Docker, with the facts: what we asked, where, and what the daemon said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DockerError {
+    /// The daemon answered `what` with an error status: 5xx and 409 are transient (the daemon or
+    /// another client may be busy), other statuses permanent.
+    #[error("{what}: Docker answered {status}: {message}")]
+    Daemon {
+        what: String,
+        status: u16,
+        message: String,
+    },
+    /// No daemon listens at `host` (socket missing, connection refused).
+    #[error("Docker is not running or not reachable at {host}: start Docker (or set DOCKER_HOST)")]
+    NotRunning { host: String },
+    #[error("cannot {what}: DOCKER_HOST={uri} is not supported")]
+    UnsupportedHost { what: String, uri: String },
+    #[error("{what}: Docker at {host} did not answer in time")]
+    Timeout { what: String, host: String },
+    #[error(
+        "permission denied connecting to Docker at {host}: add your user to the docker group or use rootless Docker with DOCKER_HOST"
+    )]
+    PermissionDenied { host: String },
+    #[error("cannot {what}: lost or failed connection to Docker at {host}: {detail}")]
+    Connection {
+        what: String,
+        host: String,
+        detail: String,
+    },
+    /// Anything else bollard reports (a body it could not parse, a bad request it refused to send).
+    #[error("{what}: {detail}")]
+    Client { what: String, detail: String },
+    #[error(
+        "DOCKER_HOST={host} with DOCKER_TLS_VERIFY set: ocm-lab does not support TLS connections to Docker"
+    )]
+    TlsUnsupported { host: String },
+    #[error("Docker's /version answer has no version")]
+    NoVersion,
+    #[error("image {image} is not present on the Docker daemon at {host}")]
+    ImageMissing { image: String, host: String },
+    #[error("reading kernel settings in container {container} took longer than {after:?}")]
+    SysctlTimeout { container: String, after: Duration },
+    #[error("image {image} has no cat to read kernel settings with")]
+    NoCat { image: String },
+    /// The daemon could not start a container of `image` (it answers 500 when there is no /bin/sh).
+    #[error("{source}")]
+    NoShell {
+        image: String,
+        source: Box<DockerError>,
+    },
+    #[error("the sysctl container of {image} printed nothing but: {stderr}")]
+    SysctlStderr { image: String, stderr: String },
+    #[error(
+        "could not create Docker network {network}: exhausted attempts trying to find a non-overlapping subnet"
+    )]
+    SubnetsExhausted { network: String },
+    #[error("could not create Docker network {network}: concurrent creators kept colliding")]
+    NetworkRace { network: String },
+    /// An empty name where one is needed (`what`: "Docker network name", "kind cluster name").
+    #[error("empty {what}")]
+    EmptyName { what: &'static str },
+    #[error("not a sysctl name: {key:?} (expected e.g. fs.inotify.max_user_watches)")]
+    NotSysctl { key: String },
+    #[error(transparent)]
+    Simulated(#[from] SimulatedFault),
+}
+
+impl Failure for DockerError {
+    fn transience(&self) -> Transience {
+        match self {
+            DockerError::Daemon { status, .. } if *status >= 500 || *status == 409 => {
+                Transience::Transient
+            }
+            DockerError::Timeout { .. }
+            | DockerError::SysctlTimeout { .. }
+            | DockerError::NetworkRace { .. } => Transience::Transient,
+            DockerError::Simulated(f) => f.transience,
+            _ => Transience::Permanent,
+        }
+    }
+
+    fn help(&self) -> Option<String> {
+        Some(match self {
+            DockerError::NotRunning { host } | DockerError::Connection { host, .. } => {
+                reach_help(host)
+            }
+            DockerError::UnsupportedHost { .. } => "use unix:///path/to/docker.sock or tcp://host:port (ssh:// and TLS are not supported: forward the socket with ssh -L and use unix://)".to_owned(),
+            DockerError::PermissionDenied { .. } => "sudo usermod -aG docker $USER, then log out and in again (or run `newgrp docker`); for rootless Docker: export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock".to_owned(),
+            DockerError::TlsUnsupported { .. } => "run ocm-lab on the Docker host, or forward the daemon's socket (ssh -L /tmp/docker.sock:/var/run/docker.sock host) and set DOCKER_HOST=unix:///tmp/docker.sock".to_owned(),
+            DockerError::ImageMissing { .. } => "ocm-lab does not pull images to read kernel settings: pass an image that exists locally (docker images), e.g. a kind node image".to_owned(),
+            DockerError::NoCat { .. } => "pass another local image, e.g. a kind node image".to_owned(),
+            DockerError::NoShell { image, .. } => format!("the image must contain /bin/sh; pass another local image (e.g. a kind node image) instead of {image}"),
+            DockerError::SubnetsExhausted { .. } => "remove unused Docker networks (`docker network prune`) and run again".to_owned(),
+            DockerError::Simulated(f) => return f.help.clone(),
+            _ => return None,
+        })
+    }
+}
+
+impl DockerError {
+    /// The HTTP status of the daemon's answer, when it answered with one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            DockerError::Daemon { status, .. } => Some(*status),
+            DockerError::NoShell { source, .. } => source.status(),
+            _ => None,
+        }
+    }
+}
 
 /// Label kind puts on every node container: the cluster's name.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
@@ -62,6 +176,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The sysctl container runs one tiny shell script; anything slower means the daemon is stuck.
 const SYSCTL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long after its first removal attempt the guard of a cancelled sysctl read looks again: a create
+/// request cut off mid-flight may still complete at the daemon after the first look found nothing.
+const GUARD_RECHECK: Duration = Duration::from_secs(2);
 
 /// A connection to a Docker daemon, and the network kind's nodes sit on.
 #[derive(Debug, Clone)]
@@ -71,6 +188,10 @@ pub struct Docker {
     host: String,
     /// The network whose address [`ContainerRuntime::node_containers`] reports.
     network: String,
+    /// See [`GUARD_RECHECK`]; tests shorten it.
+    guard_recheck: Duration,
+    /// The removals guards of cancelled reads run in the background, shared by every clone.
+    cleanups: tokio_util::task::TaskTracker,
 }
 
 /// What the doctor needs to know about the daemon.
@@ -116,12 +237,7 @@ impl Docker {
         // bollard is built without TLS here: with DOCKER_TLS_VERIFY the daemon expects TLS and would
         // answer our plain HTTP with a confusing 400. Say so before trying.
         if env_set("DOCKER_TLS_VERIFY") && from_env.is_some() {
-            return Err(BackendError::permanent(format!(
-                "DOCKER_HOST={host} with DOCKER_TLS_VERIFY set: ocm-lab does not support TLS connections to Docker"
-            ))
-            .with_help(
-                "run ocm-lab on the Docker host, or forward the daemon's socket (ssh -L /tmp/docker.sock:/var/run/docker.sock host) and set DOCKER_HOST=unix:///tmp/docker.sock",
-            ));
+            return Err(DockerError::TlsUnsupported { host });
         }
         if from_env.is_none()
             && let Some(ctx) = cli_context()
@@ -158,6 +274,8 @@ impl Docker {
             client,
             host: host.to_owned(),
             network: kind_network(),
+            guard_recheck: GUARD_RECHECK,
+            cleanups: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -165,6 +283,21 @@ impl Docker {
     pub fn with_network(mut self, name: impl Into<String>) -> Self {
         self.network = name.into();
         self
+    }
+
+    /// The same connection, with the guard of a cancelled sysctl read looking again after `pause`
+    /// instead of 2 s (tests, which then need not wait the 2 s out).
+    pub fn with_guard_recheck(mut self, pause: Duration) -> Self {
+        self.guard_recheck = pause;
+        self
+    }
+
+    /// Waits until the background removals of cancelled sysctl reads (by this connection or a clone)
+    /// have finished.
+    pub async fn cleanups_done(&self) {
+        self.cleanups.close();
+        self.cleanups.wait().await;
+        self.cleanups.reopen();
     }
 
     /// The network whose addresses [`ContainerRuntime::node_containers`] reports.
@@ -197,7 +330,7 @@ impl Docker {
             .map_err(|e| self.err("read the Docker version", e))?;
         v.version
             .filter(|v| !v.is_empty())
-            .ok_or_else(|| BackendError::permanent("Docker's /version answer has no version"))
+            .ok_or(DockerError::NoVersion)
     }
 
     /// What the doctor reports about the daemon: versions, OS and kernel, and whether the daemon's kernel
@@ -260,13 +393,10 @@ impl Docker {
         match self.client.inspect_image(image).await {
             Ok(_) => {}
             Err(e) if status(&e) == Some(404) => {
-                return Err(BackendError::permanent(format!(
-                    "image {image} is not present on the Docker daemon at {}",
-                    self.host
-                ))
-                .with_help(
-                    "ocm-lab does not pull images to read kernel settings: pass an image that exists locally (docker images), e.g. a kind node image",
-                ));
+                return Err(DockerError::ImageMissing {
+                    image: image.to_owned(),
+                    host: self.host.clone(),
+                });
             }
             Err(e) => return Err(self.err(&format!("inspect image {image}"), e)),
         }
@@ -312,6 +442,8 @@ impl Docker {
         let mut guard = RemoveOnDrop {
             client: self.client.clone(),
             name: Some(name.clone()),
+            recheck: self.guard_recheck,
+            tracker: self.cleanups.clone(),
         };
         let id = match self
             .client
@@ -338,18 +470,18 @@ impl Docker {
             Err(_) => {
                 self.force_remove_quietly(&id).await;
                 guard.name = None;
-                return Err(BackendError::transient(format!(
-                    "reading kernel settings in container {name} took longer than {SYSCTL_TIMEOUT:?}"
-                )));
+                return Err(DockerError::SysctlTimeout {
+                    container: name,
+                    after: SYSCTL_TIMEOUT,
+                });
             }
         };
         guard.name = None;
 
         if output.lines().any(|l| l == "E=no cat") {
-            return Err(BackendError::permanent(format!(
-                "image {image} has no cat to read kernel settings with"
-            ))
-            .with_help("pass another local image, e.g. a kind node image"));
+            return Err(DockerError::NoCat {
+                image: image.to_owned(),
+            });
         }
         let mut found: HashMap<usize, String> = HashMap::new();
         for line in output.lines() {
@@ -394,11 +526,10 @@ impl Docker {
             .await
         {
             // The daemon answers 500 when the image has no /bin/sh: not something a retry fixes.
-            let mut err = self.err(&format!("start a container of {image}"), e);
-            err.transience = super::Transience::Permanent;
-            return Err(err.with_help(format!(
-                "the image must contain /bin/sh; pass another local image (e.g. a kind node image) instead of {image}"
-            )));
+            return Err(DockerError::NoShell {
+                image: image.to_owned(),
+                source: Box::new(self.err(&format!("start a container of {image}"), e)),
+            });
         }
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
@@ -415,10 +546,10 @@ impl Docker {
         self.await_removal(id).await?;
         let stdout = String::from_utf8_lossy(&stdout).into_owned();
         if stdout.trim().is_empty() && !stderr.is_empty() {
-            return Err(BackendError::permanent(format!(
-                "the sysctl container of {image} printed nothing but: {}",
-                String::from_utf8_lossy(&stderr).trim()
-            )));
+            return Err(DockerError::SysctlStderr {
+                image: image.to_owned(),
+                stderr: String::from_utf8_lossy(&stderr).trim().to_owned(),
+            });
         }
         Ok(stdout)
     }
@@ -519,10 +650,9 @@ impl Docker {
                 Err(e) => return Err(self.err(&format!("create Docker network {name}"), e)),
             }
         }
-        Err(BackendError::permanent(format!(
-            "could not create Docker network {name}: exhausted attempts trying to find a non-overlapping subnet"
-        ))
-        .with_help("remove unused Docker networks (`docker network prune`) and run again"))
+        Err(DockerError::SubnetsExhausted {
+            network: name.to_owned(),
+        })
     }
 
     /// The MTU of Docker's default `bridge` network, when it sets one above 0 (kind's
@@ -555,7 +685,7 @@ impl Docker {
             .collect())
     }
 
-    fn err(&self, what: &str, e: BollardError) -> BackendError {
+    fn err(&self, what: &str, e: BollardError) -> DockerError {
         map_error(&self.host, what, e)
     }
 }
@@ -569,7 +699,9 @@ impl ContainerRuntime for Docker {
 
     async fn ensure_network(&self, name: &str) -> Result<bool> {
         if name.is_empty() {
-            return Err(BackendError::permanent("empty Docker network name"));
+            return Err(DockerError::EmptyName {
+                what: "Docker network name",
+            });
         }
         // Docker ≥ 25 refuses a second network of the same name (409). Older daemons (API < 1.44)
         // create it, because bollard cannot send CheckDuplicate. So after creating, look again: a racer
@@ -603,14 +735,16 @@ impl ContainerRuntime for Docker {
             }
             tokio::time::sleep(jitter(attempt)).await;
         }
-        Err(BackendError::transient(format!(
-            "could not create Docker network {name}: concurrent creators kept colliding"
-        )))
+        Err(DockerError::NetworkRace {
+            network: name.to_owned(),
+        })
     }
 
     async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>> {
         if cluster.is_empty() {
-            return Err(BackendError::permanent("empty kind cluster name"));
+            return Err(DockerError::EmptyName {
+                what: "kind cluster name",
+            });
         }
         let mut nodes = Vec::new();
         for id in self.cluster_container_ids(cluster).await? {
@@ -657,7 +791,9 @@ impl ContainerRuntime for Docker {
     async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize> {
         // An empty name would become the filter `io.x-k8s.kind.cluster=`: refuse rather than guess.
         if cluster.is_empty() {
-            return Err(BackendError::permanent("empty kind cluster name"));
+            return Err(DockerError::EmptyName {
+                what: "kind cluster name",
+            });
         }
         let ids = self.cluster_container_ids(cluster).await?;
         self.remove_ids(ids, &format!(" of kind cluster {cluster}"))
@@ -666,7 +802,9 @@ impl ContainerRuntime for Docker {
 
     async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>> {
         if cluster.is_empty() {
-            return Err(BackendError::permanent("empty kind cluster name"));
+            return Err(DockerError::EmptyName {
+                what: "kind cluster name",
+            });
         }
         // All containers, filtered here: Docker's `name` filter matches substrings and cannot express
         // "this name or that label".
@@ -783,6 +921,9 @@ impl Docker {
 struct RemoveOnDrop {
     client: bollard::Docker,
     name: Option<String>,
+    /// The pause before the second look.
+    recheck: Duration,
+    tracker: tokio_util::task::TaskTracker,
 }
 
 impl Drop for RemoveOnDrop {
@@ -791,10 +932,11 @@ impl Drop for RemoveOnDrop {
         let client = self.client.clone();
         // Best effort: only possible while a runtime is around to run the requests.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
+            let recheck = self.recheck;
+            self.tracker.spawn_on(async move {
                 // A create request cut off mid-flight may still complete at the daemon after our
                 // first removal found nothing: look once more a little later.
-                for pause in [Duration::ZERO, Duration::from_secs(2)] {
+                for pause in [Duration::ZERO, recheck] {
                     tokio::time::sleep(pause).await;
                     match remove_container(&client, &name).await {
                         Ok(()) => return,
@@ -805,7 +947,7 @@ impl Drop for RemoveOnDrop {
                         }
                     }
                 }
-            });
+            }, &handle);
         }
     }
 }
@@ -899,7 +1041,7 @@ fn is_remote(host: &str) -> bool {
         .any(|p| host.starts_with(p))
 }
 
-/// Turns a bollard error into a [`BackendError`] that says what failed, whether a retry can help, and
+/// Turns a bollard error into a [`DockerError`] that says what failed, whether a retry can help, and
 /// what the user can do.
 ///
 /// - daemon answers: 5xx and 409 are transient (the daemon or another client may be busy), other
@@ -907,52 +1049,39 @@ fn is_remote(host: &str) -> bool {
 /// - cannot reach the daemon (socket missing, refused, permission denied, bad `DOCKER_HOST`): permanent,
 ///   with help, since retrying does not start Docker;
 /// - a request timeout is transient.
-pub fn map_error(host: &str, what: &str, e: BollardError) -> BackendError {
+pub fn map_error(host: &str, what: &str, e: BollardError) -> DockerError {
+    let (what, host) = (what.to_owned(), host.to_owned());
     match &e {
         BollardError::DockerResponseServerError {
             status_code,
             message,
-        } => {
-            let msg = format!("{what}: Docker answered {status_code}: {message}");
-            if *status_code >= 500 || *status_code == 409 {
-                BackendError::transient(msg)
-            } else {
-                BackendError::permanent(msg)
-            }
-        }
-        BollardError::SocketNotFoundError(_) => not_running(host),
-        BollardError::UnsupportedURISchemeError { uri } => BackendError::permanent(format!(
-            "cannot {what}: DOCKER_HOST={uri} is not supported"
-        ))
-        .with_help(
-            "use unix:///path/to/docker.sock or tcp://host:port (ssh:// and TLS are not supported: forward the socket with ssh -L and use unix://)",
-        ),
-        BollardError::RequestTimeoutError => BackendError::transient(format!(
-            "{what}: Docker at {host} did not answer in time"
-        )),
+        } => DockerError::Daemon {
+            what,
+            status: *status_code,
+            message: message.clone(),
+        },
+        BollardError::SocketNotFoundError(_) => DockerError::NotRunning { host },
+        BollardError::UnsupportedURISchemeError { uri } => DockerError::UnsupportedHost {
+            what,
+            uri: uri.clone(),
+        },
+        BollardError::RequestTimeoutError => DockerError::Timeout { what, host },
         _ => match connection_error_kind(&e) {
-            Some(io::ErrorKind::PermissionDenied) => BackendError::permanent(format!(
-                "permission denied connecting to Docker at {host}: add your user to the docker group or use rootless Docker with DOCKER_HOST"
-            ))
-            .with_help(
-                "sudo usermod -aG docker $USER, then log out and in again (or run `newgrp docker`); for rootless Docker: export DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock",
-            ),
-            Some(io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => not_running(host),
-            Some(_) => BackendError::permanent(format!(
-                "cannot {what}: lost or failed connection to Docker at {host}: {e}"
-            ))
-            .with_help(reach_help(host)),
-            None => BackendError::permanent(format!("{what}: {e}")),
+            Some(io::ErrorKind::PermissionDenied) => DockerError::PermissionDenied { host },
+            Some(io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
+                DockerError::NotRunning { host }
+            }
+            Some(_) => DockerError::Connection {
+                what,
+                host,
+                detail: e.to_string(),
+            },
+            None => DockerError::Client {
+                what,
+                detail: e.to_string(),
+            },
         },
     }
-}
-
-/// "Socket missing" and "connection refused" both mean no daemon listens where we look.
-fn not_running(host: &str) -> BackendError {
-    BackendError::permanent(format!(
-        "Docker is not running or not reachable at {host}: start Docker (or set DOCKER_HOST)"
-    ))
-    .with_help(reach_help(host))
 }
 
 /// For errors that are about the connection itself, the I/O error kind underneath; `None` otherwise.
@@ -1046,9 +1175,9 @@ fn sysctl_path(key: &str) -> Result<String> {
         && !rel.starts_with(['.', '/'])
         && !rel.contains("..");
     if !ok {
-        return Err(BackendError::permanent(format!(
-            "not a sysctl name: {key:?} (expected e.g. fs.inotify.max_user_watches)"
-        )));
+        return Err(DockerError::NotSysctl {
+            key: key.to_owned(),
+        });
     }
     Ok(format!("/proc/sys/{}", rel.replace('.', "/")))
 }
@@ -1133,8 +1262,9 @@ mod tests {
             },
         );
         assert!(!e.is_transient());
-        assert!(e.message.contains("docker group"), "{}", e.message);
-        assert!(e.message.contains("rootless"), "{}", e.message);
+        let message = e.to_string();
+        assert!(message.contains("docker group"), "{message}");
+        assert!(message.contains("rootless"), "{message}");
 
         let e = map_error(
             "unix:///nope.sock",
@@ -1142,9 +1272,10 @@ mod tests {
             BollardError::SocketNotFoundError("/nope.sock".into()),
         );
         assert!(!e.is_transient());
-        assert!(e.message.contains("unix:///nope.sock"), "{}", e.message);
-        assert!(e.message.contains("start Docker"), "{}", e.message);
-        let help = e.help.unwrap_or_default();
+        let message = e.to_string();
+        assert!(message.contains("unix:///nope.sock"), "{message}");
+        assert!(message.contains("start Docker"), "{message}");
+        let help = e.help().unwrap_or_default();
         assert!(help.contains("docker CLI contexts"), "{help}");
 
         let e = map_error(
@@ -1154,8 +1285,8 @@ mod tests {
                 uri: "ssh://h".into(),
             },
         );
-        assert!(e.message.contains("ssh://h"), "{}", e.message);
-        assert!(e.help.unwrap_or_default().contains("unix://"));
+        assert!(e.to_string().contains("ssh://h"), "{e}");
+        assert!(e.help().unwrap_or_default().contains("unix://"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! renders them (`helm template`) for the checks that must run before anything reaches a cluster.
 //!
 //! Our chart patches (`charts-patches/`) are applied by Helm's post-renderer, which is ocm-lab itself
-//! (the hidden `__post-render` command, `crate::postrender`). Helm 3 and Helm 4 run it differently
+//! (the hidden `__post-render` command, `commands::postrender`). Helm 3 and Helm 4 run it differently
 //! (FACTS-HELM-KIND A1, A2):
 //! - Helm 3: `--post-renderer <path of ocm-lab> --post-renderer-args=__post-render
 //!   --post-renderer-args=--chart --post-renderer-args=<chart> …` (an executable path; each
@@ -43,10 +43,13 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::tools::{self, Tool, Verdict};
-use super::{BackendError, ChartRenderer, HelmTarget, Release, Rendered, Result};
+use super::{ChartRenderer, HelmError, HelmTarget, Release, Rendered};
 use crate::charts::ChartPlan;
 
-/// The hidden ocm-lab command Helm runs as its post-renderer (`crate::postrender`).
+/// The adapter's results: a [`HelmError`] unless said otherwise.
+type Result<T, E = HelmError> = std::result::Result<T, E>;
+
+/// The hidden ocm-lab command Helm runs as its post-renderer (`commands::postrender`).
 pub const POST_RENDER_SUBCOMMAND: &str = "__post-render";
 
 /// The name of the Helm 4 post-renderer plugin ocm-lab writes.
@@ -152,18 +155,16 @@ impl Helm {
         builder.prefix("ocm-lab-helm");
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-        let scratch = builder.tempdir().map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to {what}: failed to create a private temporary folder: {e}"
-            ))
+        let scratch = builder.tempdir().map_err(|e| HelmError::Scratch {
+            what: what.to_owned(),
+            detail: e.to_string(),
         })?;
         let values_file = scratch.path().join("values.json");
         // JSON is YAML, and exact: no YAML type guessing on strings like `on` or `1.10`.
         let bytes = serde_json::to_vec(values).expect("JSON values serialize");
-        tools::write_private(&values_file, &bytes).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to {what}: failed to write the values file: {e}"
-            ))
+        tools::write_private(&values_file, &bytes).map_err(|e| HelmError::ValuesFile {
+            what: what.to_owned(),
+            detail: e.to_string(),
         })?;
         let mut args = args(&values_file);
         if let Some(t) = target {
@@ -171,26 +172,26 @@ impl Helm {
         }
         let mut env = Vec::new();
         if let Some(chart) = chart {
-            let (flags, e) = self.post_renderer_flags(chart).map_err(|e| {
-                BackendError::permanent(format!(
-                    "failed to {what}: failed to write the Helm 4 post-renderer plugin in {}: {e}",
-                    self.post.plugins_dir.display()
-                ))
-                .with_help("check that ocm-lab's cache folder (OCM_LAB_CACHE_DIR) is writable")
-            })?;
+            let (flags, e) = self
+                .post_renderer_flags(chart)
+                .map_err(|e| HelmError::Plugin {
+                    what: what.to_owned(),
+                    dir: self.post.plugins_dir.display().to_string(),
+                    detail: e.to_string(),
+                })?;
             args.extend(flags);
             env = e;
         }
         let out = tools::run_with_env(&self.tool, &args, None, &env).await;
         // Remove the values (they may hold a bootstrap token) before anything else happens.
         drop(scratch);
-        out
+        Ok(out?)
     }
 
     /// Runs a helm command that needs no values file.
     async fn run_plain(&self, mut args: Vec<String>, target: &HelmTarget) -> Result<tools::Output> {
         args.extend(target_args(target));
-        tools::run(&self.tool, &args, None).await
+        Ok(tools::run(&self.tool, &args, None).await?)
     }
 }
 
@@ -402,11 +403,9 @@ fn describe(chart: &ChartPlan) -> String {
 }
 
 fn utf8(out: tools::Output, what: &str) -> Result<String> {
-    String::from_utf8(out.stdout).map_err(|_| {
-        BackendError::permanent(format!(
-            "failed to {what}: `{}` printed output that is not UTF-8",
-            out.command
-        ))
+    String::from_utf8(out.stdout).map_err(|_| HelmError::NotUtf8 {
+        what: what.to_owned(),
+        command: out.command,
     })
 }
 
@@ -431,17 +430,23 @@ impl ChartRenderer for Helm {
             )
             .await?;
         if !out.status.success() {
-            let mut e = classify_template_failure(chart, &out.stderr)
-                .into_error(format!("failed to {what}: {}", out.failure()));
-            if e.help.is_none() {
-                e.help = post_render_help(&out.stderr).map(str::to_owned);
+            let mut verdict = classify_template_failure(chart, &out.stderr);
+            if verdict.help.is_none() {
+                verdict.help = post_render_help(&out.stderr).map(str::to_owned);
             }
-            return Err(e);
+            return Err(HelmError::Template {
+                what,
+                failure: out.failure(),
+                verdict,
+            });
         }
         let command = out.command.clone();
         let text = utf8(out, &what)?;
-        parse_manifests(&text)
-            .map_err(|e| BackendError::permanent(format!("failed to {what}: `{command}`: {e}")))
+        parse_manifests(&text).map_err(|e| HelmError::BadOutput {
+            what,
+            command,
+            detail: e.to_string(),
+        })
     }
 
     async fn upgrade_install(
@@ -466,10 +471,9 @@ impl ChartRenderer for Helm {
             )
             .await?;
         if !out.status.success() {
-            let mut e = classify_template_failure(chart, &out.stderr)
-                .into_error(format!("failed to {what}: {}", out.failure()));
-            if e.help.is_none() {
-                e.help = post_render_help(&out.stderr)
+            let mut verdict = classify_template_failure(chart, &out.stderr);
+            if verdict.help.is_none() {
+                verdict.help = post_render_help(&out.stderr)
                     .map(str::to_owned)
                     .or_else(|| {
                         out.stderr.contains("another operation").then(|| format!(
@@ -478,15 +482,15 @@ impl ChartRenderer for Helm {
                         ))
                     });
             }
-            return Err(e);
+            return Err(HelmError::Template {
+                what,
+                failure: out.failure(),
+                verdict,
+            });
         }
         self.release(target, &chart.release, &chart.namespace)
             .await?
-            .ok_or_else(|| {
-                BackendError::permanent(format!(
-                    "helm reported success for {what}, but `helm list` does not show the release"
-                ))
-            })
+            .ok_or(HelmError::ReleaseMissing { what })
     }
 
     async fn release(
@@ -508,18 +512,19 @@ impl ChartRenderer for Helm {
         ];
         let out = self.run_plain(args, target).await?;
         if !out.status.success() {
-            return Err(BackendError::transient(format!(
-                "failed to {what}: {}",
-                out.failure()
-            )));
+            return Err(HelmError::Release {
+                what,
+                failure: out.failure(),
+            });
         }
         let command = out.command.clone();
         let text = utf8(out, &what)?;
-        let listed: Vec<Listed> = serde_json::from_str(text.trim()).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to {what}: `{command}` printed unexpected JSON: {e}"
-            ))
-        })?;
+        let listed: Vec<Listed> =
+            serde_json::from_str(text.trim()).map_err(|e| HelmError::BadOutput {
+                what: what.clone(),
+                command,
+                detail: format!("it printed unexpected JSON: {e}"),
+            })?;
         let Some(l) = listed.into_iter().find(|l| l.name == name) else {
             return Ok(None);
         };
@@ -534,19 +539,20 @@ impl ChartRenderer for Helm {
         ];
         let out = self.run_plain(args, target).await?;
         if !out.status.success() {
-            return Err(BackendError::transient(format!(
-                "failed to read the values of Helm release `{name}`: {}",
-                out.failure()
-            )));
+            return Err(HelmError::Release {
+                what: format!("read the values of Helm release `{name}`"),
+                failure: out.failure(),
+            });
         }
+        let command = out.command.clone();
         let text = utf8(out, &what)?;
         // Never quoted in errors: the values may hold secrets.
         let values = match text.trim() {
             "" | "null" => Value::Object(Default::default()),
-            t => serde_json::from_str(t).map_err(|_| {
-                BackendError::permanent(format!(
-                    "failed to read the values of Helm release `{name}`: helm printed something that is not JSON"
-                ))
+            t => serde_json::from_str(t).map_err(|_| HelmError::BadOutput {
+                what: format!("read the values of Helm release `{name}`"),
+                command,
+                detail: "helm printed something that is not JSON".to_owned(),
             })?,
         };
         Ok(Some(Release {
@@ -576,18 +582,19 @@ impl ChartRenderer for Helm {
         ];
         let out = self.run_plain(args, target).await?;
         if !out.status.success() {
-            return Err(BackendError::transient(format!(
-                "failed to {what}: {}",
-                out.failure()
-            )));
+            return Err(HelmError::Release {
+                what,
+                failure: out.failure(),
+            });
         }
         let command = out.command.clone();
         let text = utf8(out, &what)?;
-        let listed: Vec<Listed> = serde_json::from_str(text.trim()).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to {what}: `{command}` printed unexpected JSON: {e}"
-            ))
-        })?;
+        let listed: Vec<Listed> =
+            serde_json::from_str(text.trim()).map_err(|e| HelmError::BadOutput {
+                what: what.clone(),
+                command,
+                detail: format!("it printed unexpected JSON: {e}"),
+            })?;
         if !listed.iter().any(|l| l.name == name) {
             return Ok(false);
         }
@@ -604,9 +611,9 @@ impl ChartRenderer for Helm {
         if out.stderr.contains("not found") {
             return Ok(false);
         }
-        Err(BackendError::transient(format!(
-            "failed to uninstall Helm release `{name}` in namespace `{namespace}`: {}",
-            out.failure()
-        )))
+        Err(HelmError::Release {
+            what: format!("uninstall Helm release `{name}` in namespace `{namespace}`"),
+            failure: out.failure(),
+        })
     }
 }

@@ -37,11 +37,91 @@
 //! | anything else | permanent | kind's output is attached |
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::tools::{self, Tool, Verdict};
-use super::{BackendError, ClusterProvisioner, CreateCluster, Result};
+use super::tools::{self, Tool, ToolError, ToolFailure, Verdict};
+use super::{ClusterProvisioner, CreateCluster, Failure, SimulatedFault, Transience};
+
+type Result<T, E = KindError> = std::result::Result<T, E>;
+
+/// What went wrong running kind, with the facts: the cluster, the command, its exit status and stderr.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum KindError {
+    /// kind could not be found, downloaded, started or waited for.
+    #[error(transparent)]
+    Tool(Arc<ToolError>),
+    #[error("failed to find a free port on 127.0.0.1 for cluster `{cluster}`: {detail}")]
+    NoFreePort { cluster: String, detail: String },
+    #[error("failed to create the folder of {path}: {detail}")]
+    KubeconfigFolder { path: String, detail: String },
+    /// `kind create cluster` failed; `verdict` is what its stderr says about retrying (the table in the
+    /// module docs).
+    #[error(
+        "failed to create kind cluster `{cluster}` (API server on 127.0.0.1:{port}): {failure}"
+    )]
+    Create {
+        cluster: String,
+        port: u16,
+        failure: ToolFailure,
+        verdict: Verdict,
+    },
+    /// Another kind command failed (`action`: "list kind clusters", "delete kind cluster `x`", ...).
+    #[error("failed to {action}: {failure}")]
+    Command {
+        action: String,
+        failure: ToolFailure,
+        /// Its stderr says Docker is down, unreachable or missing.
+        docker_problem: bool,
+    },
+    #[error("failed to create a temporary folder: {detail}")]
+    Scratch { detail: String },
+    #[error("`{command}` printed no kubeconfig")]
+    NoKubeconfig { command: String },
+    #[error("failed to write the kubeconfig of `{cluster}` to {path}: {detail}")]
+    WriteKubeconfig {
+        cluster: String,
+        path: String,
+        detail: String,
+    },
+    /// The simulated kind could not write the kubeconfig it exported.
+    #[error("failed to write kubeconfig {path}: {detail}")]
+    WriteFile { path: String, detail: String },
+    #[error(transparent)]
+    Simulated(#[from] SimulatedFault),
+}
+
+impl From<ToolError> for KindError {
+    fn from(e: ToolError) -> Self {
+        KindError::Tool(Arc::new(e))
+    }
+}
+
+impl Failure for KindError {
+    fn transience(&self) -> Transience {
+        match self {
+            KindError::Tool(e) => e.transience(),
+            KindError::NoFreePort { .. } => Transience::Transient,
+            KindError::Create { verdict, .. } => verdict.transience,
+            KindError::Simulated(f) => f.transience,
+            _ => Transience::Permanent,
+        }
+    }
+
+    fn help(&self) -> Option<String> {
+        match self {
+            KindError::Tool(e) => e.help(),
+            KindError::Create { verdict, .. } => verdict.help.clone(),
+            KindError::Command {
+                docker_problem: true,
+                ..
+            } => Some(DOCKER_HELP.to_owned()),
+            KindError::Simulated(f) => f.help.clone(),
+            _ => None,
+        }
+    }
+}
 
 /// kind, run as a subprocess.
 #[derive(Debug, Clone)]
@@ -187,11 +267,11 @@ pub fn classify_create_failure(name: &str, stderr: &str) -> Verdict {
 }
 
 /// A failure of a kind command other than create: Docker trouble gets its help, the rest is permanent.
-fn other_failure(message: String, stderr: &str) -> BackendError {
-    if docker_problem(stderr) {
-        BackendError::permanent(message).with_help(DOCKER_HELP)
-    } else {
-        BackendError::permanent(message)
+fn other_failure(action: String, out: &tools::Output) -> KindError {
+    KindError::Command {
+        action,
+        failure: out.failure(),
+        docker_problem: docker_problem(&out.stderr),
     }
 }
 
@@ -201,27 +281,20 @@ impl ClusterProvisioner for Kind {
         let args = vec!["get".to_owned(), "clusters".to_owned()];
         let out = tools::run(&self.tool, &args, None).await?;
         if !out.status.success() {
-            return Err(other_failure(
-                format!("failed to list kind clusters: {}", out.failure()),
-                &out.stderr,
-            ));
+            return Err(other_failure("list kind clusters".to_owned(), &out));
         }
         Ok(parse_clusters(&String::from_utf8_lossy(&out.stdout)))
     }
 
     async fn create(&self, req: &CreateCluster) -> Result<()> {
-        let port = free_port().map_err(|e| {
-            BackendError::transient(format!(
-                "failed to find a free port on 127.0.0.1 for cluster `{}`: {e}",
-                req.name
-            ))
+        let port = free_port().map_err(|e| KindError::NoFreePort {
+            cluster: req.name.clone(),
+            detail: e.to_string(),
         })?;
         if let Some(dir) = req.kubeconfig.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                BackendError::permanent(format!(
-                    "failed to create the folder of {}: {e}",
-                    req.kubeconfig.display()
-                ))
+            std::fs::create_dir_all(dir).map_err(|e| KindError::KubeconfigFolder {
+                path: req.kubeconfig.display().to_string(),
+                detail: e.to_string(),
             })?;
         }
         tracing::info!(cluster = %req.name, image = %req.image, api_server_port = port, "creating kind cluster");
@@ -231,21 +304,20 @@ impl ClusterProvisioner for Kind {
             tracing::info!(cluster = %req.name, api_server_port = port, "created kind cluster");
             return Ok(());
         }
-        Err(
-            classify_create_failure(&req.name, &out.stderr).into_error(format!(
-                "failed to create kind cluster `{}` (API server on 127.0.0.1:{port}): {}",
-                req.name,
-                out.failure()
-            )),
-        )
+        Err(KindError::Create {
+            cluster: req.name.clone(),
+            port,
+            failure: out.failure(),
+            verdict: classify_create_failure(&req.name, &out.stderr),
+        })
     }
 
     async fn delete(&self, name: &str) -> Result<()> {
         let scratch = tempfile::Builder::new()
             .prefix("ocm-lab-kind")
             .tempdir()
-            .map_err(|e| {
-                BackendError::permanent(format!("failed to create a temporary folder: {e}"))
+            .map_err(|e| KindError::Scratch {
+                detail: e.to_string(),
             })?;
         let args = delete_args(name, &scratch.path().join("kubeconfig"));
         let out = tools::run(&self.tool, &args, None).await?;
@@ -262,10 +334,7 @@ impl ClusterProvisioner for Kind {
             );
             return Ok(());
         }
-        Err(other_failure(
-            format!("failed to delete kind cluster `{name}`: {}", out.failure()),
-            &out.stderr,
-        ))
+        Err(other_failure(format!("delete kind cluster `{name}`"), &out))
     }
 
     async fn export_kubeconfig(&self, name: &str, path: &Path) -> Result<()> {
@@ -278,25 +347,20 @@ impl ClusterProvisioner for Kind {
         let out = tools::run(&self.tool, &args, None).await?;
         if !out.status.success() {
             return Err(other_failure(
-                format!(
-                    "failed to get the kubeconfig of kind cluster `{name}`: {}",
-                    out.failure()
-                ),
-                &out.stderr,
+                format!("get the kubeconfig of kind cluster `{name}`"),
+                &out,
             ));
         }
         if out.stdout.iter().all(u8::is_ascii_whitespace) {
-            return Err(BackendError::permanent(format!(
-                "`{}` printed no kubeconfig",
-                out.command
-            )));
+            return Err(KindError::NoKubeconfig {
+                command: out.command,
+            });
         }
         // The kubeconfig holds the cluster-admin client key: written 0600, never logged.
-        crate::state::write_secret(path, &out.stdout).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to write the kubeconfig of `{name}` to {}: {e}",
-                path.display()
-            ))
+        crate::state::write_secret(path, &out.stdout).map_err(|e| KindError::WriteKubeconfig {
+            cluster: name.to_owned(),
+            path: path.display().to_string(),
+            detail: e.to_string(),
         })
     }
 }

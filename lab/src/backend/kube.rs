@@ -6,6 +6,7 @@
 //! Waits are watches bounded by a timeout, never sleep loops.
 
 mod classify;
+mod error;
 mod portforward;
 mod resources;
 
@@ -32,10 +33,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::Value;
 
 pub use classify::{classify, classify_status, undeclared_fields};
+pub use error::{ForbiddenCause, KubeError};
 pub use portforward::PortForward;
 use resources::{Resolved, Resources};
 
-use super::{BackendError, ClusterApi, Condition, Connector, ObjectRef, Result, Secret, WaitError};
+use super::{ClusterApi, Condition, Connector, ObjectRef, Secret, WaitError};
+
+type Result<T, E = KubeError> = std::result::Result<T, E>;
 use crate::topology::{Cluster, Provider};
 
 /// The field manager of every write.
@@ -68,32 +72,31 @@ pub fn context_of(cluster: &Cluster) -> String {
 impl Connector for KubeConnector {
     async fn connect(&self, cluster: &Cluster, kubeconfig: &Path) -> Result<Arc<dyn ClusterApi>> {
         let context = context_of(cluster);
-        let what = format!("cluster `{}`", cluster.name);
         let api = KubeApi::from_kubeconfig(kubeconfig, &context)
             .await
             .map_err(|e| {
-                let help = match (&cluster.provider, e.help.clone()) {
-                    (_, Some(h)) => h,
-                    (Provider::Kind, None) => format!(
+                let help = match &cluster.provider {
+                    Provider::Kind => format!(
                         "the lab writes this file when it creates the kind cluster: run `ocm-lab up`, or \
                          `kind export kubeconfig --name {} --kubeconfig {}`",
                         cluster.name,
                         kubeconfig.display()
                     ),
-                    (Provider::Existing { .. }, None) => {
+                    Provider::Existing { .. } => {
                         "fix `existing.kubeconfig` / `existing.context` of this cluster in the topology"
                             .to_owned()
                     }
                 };
-                BackendError {
-                    message: format!("failed to connect to {what}: {}", e.message),
+                KubeError::Connect {
+                    cluster: cluster.name.clone(),
+                    source: Box::new(e),
                     help: Some(help),
-                    ..e
                 }
             })?;
-        api.probe().await.map_err(|e| BackendError {
-            message: format!("failed to connect to {what}: {}", e.message),
-            ..e
+        api.probe().await.map_err(|e| KubeError::Connect {
+            cluster: cluster.name.clone(),
+            source: Box::new(e),
+            help: None,
         })?;
         Ok(Arc::new(api))
     }
@@ -138,36 +141,22 @@ impl KubeApi {
     /// A client for `context` of the kubeconfig file at `path`. Fails, with what to do, when the file
     /// or the context does not exist. Does not contact the server.
     pub async fn from_kubeconfig(path: &Path, context: &str) -> Result<Self> {
-        let shown = path.display();
-        match std::fs::metadata(path) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(BackendError::permanent(format!(
-                    "kubeconfig {shown} does not exist"
-                )));
-            }
-            Err(e) => {
-                return Err(BackendError::permanent(format!(
-                    "failed to read kubeconfig {shown}: {e}"
-                )));
-            }
-        }
-        let kc = Kubeconfig::read_from(path).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to read kubeconfig {shown}: {}",
-                classify::chain(&e)
-            ))
-        })?;
+        let shown = path.display().to_string();
+        // Reading and parsing the file blocks: off the async threads, since every step that connects
+        // to a cluster comes here.
+        let owned = path.to_owned();
+        let read_shown = shown.clone();
+        let kc = tokio::task::spawn_blocking(move || read_kubeconfig(&owned, read_shown))
+            .await
+            .map_err(|e| KubeError::TaskFailed {
+                detail: e.to_string(),
+            })??;
         if !kc.contexts.iter().any(|c| c.name == context) {
-            let have: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-            let have = if have.is_empty() {
-                "it has no contexts".to_owned()
-            } else {
-                format!("it has: {}", have.join(", "))
-            };
-            return Err(BackendError::permanent(format!(
-                "kubeconfig {shown} has no context `{context}` ({have})"
-            )));
+            return Err(KubeError::NoContext {
+                path: shown,
+                context: context.to_owned(),
+                have: kc.contexts.iter().map(|c| c.name.clone()).collect(),
+            });
         }
         let opts = KubeConfigOptions {
             context: Some(context.to_owned()),
@@ -175,18 +164,15 @@ impl KubeApi {
         };
         let config = Config::from_custom_kubeconfig(kc, &opts)
             .await
-            .map_err(|e| {
-                BackendError::permanent(format!(
-                    "failed to load context `{context}` of kubeconfig {shown}: {}",
-                    classify::chain(&e)
-                ))
+            .map_err(|e| KubeError::BadContext {
+                path: shown.clone(),
+                context: context.to_owned(),
+                detail: classify::chain(&e),
             })?;
-        Self::from_config(config).map_err(|e| BackendError {
-            message: format!(
-                "failed to use context `{context}` of kubeconfig {shown}: {}",
-                e.message
-            ),
-            ..e
+        Self::from_config(config).map_err(|e| KubeError::UseContext {
+            path: shown,
+            context: context.to_owned(),
+            source: Box::new(e),
         })
     }
 
@@ -194,11 +180,9 @@ impl KubeApi {
     pub fn from_config(config: Config) -> Result<Self> {
         let server = config.cluster_url.to_string();
         let server = server.trim_end_matches('/').to_owned();
-        let client = Client::try_from(config).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to build a client for {server}: {}",
-                classify::chain(&e)
-            ))
+        let client = Client::try_from(config).map_err(|e| KubeError::ClientBuild {
+            server: server.clone(),
+            detail: classify::chain(&e),
         })?;
         Ok(KubeApi {
             client,
@@ -221,18 +205,14 @@ impl KubeApi {
     async fn probe(&self) -> Result<String> {
         match tokio::time::timeout(PROBE_TIMEOUT, self.version()).await {
             Ok(r) => r,
-            Err(_) => Err(BackendError::transient(format!(
-                "the API server at {} did not answer within {PROBE_TIMEOUT:?}",
-                self.server
-            ))
-            .with_help(
-                "check that the cluster is running (for kind: `docker ps` lists its control-plane \
-                 container) and that the kubeconfig's server address is reachable from this machine",
-            )),
+            Err(_) => Err(KubeError::ProbeTimeout {
+                server: self.server.clone(),
+                after: PROBE_TIMEOUT,
+            }),
         }
     }
 
-    fn err(&self, e: ::kube::Error) -> BackendError {
+    fn err(&self, e: ::kube::Error) -> KubeError {
         classify::classify(e, &self.server)
     }
 
@@ -287,12 +267,12 @@ impl KubeApi {
                     if !e.is_transient() {
                         return Err(e);
                     }
-                    tracing::debug!(object = name, "watch failed, retrying: {}", e.message);
+                    tracing::debug!(object = name, "watch failed, retrying: {e}");
                     seen.error = Some(e);
                 }
             }
         }
-        Err(BackendError::transient("the watch ended unexpectedly"))
+        Err(KubeError::WatchEnded { what: "the watch" })
     }
 
     /// Watches the CRDs until one that defines `kind` in `group`/`version` is Established, then checks
@@ -313,7 +293,7 @@ impl KubeApi {
                     if !e.is_transient() {
                         return Err(e);
                     }
-                    tracing::debug!("CRD watch failed, retrying: {}", e.message);
+                    tracing::debug!("CRD watch failed, retrying: {e}");
                     continue;
                 }
             };
@@ -331,7 +311,9 @@ impl KubeApi {
                 return Ok(());
             }
         }
-        Err(BackendError::transient("the CRD watch ended unexpectedly"))
+        Err(KubeError::WatchEnded {
+            what: "the CRD watch",
+        })
     }
 
     /// Discovery may lag an Established CRD by a moment, and no watch event marks the moment it catches
@@ -367,7 +349,9 @@ impl ClusterApi for KubeApi {
             portforward::https_get_localhost(local, &path, &ca, &token)
         })
         .await
-        .map_err(|e| BackendError::permanent(format!("the request task failed: {e}")))?;
+        .map_err(|e| KubeError::TaskFailed {
+            detail: e.to_string(),
+        })?;
         drop(forward);
         answer
     }
@@ -419,11 +403,7 @@ impl ClusterApi for KubeApi {
     }
 
     async fn apply(&self, obj: &Value) -> Result<()> {
-        let r = ObjectRef::of(obj).ok_or_else(|| {
-            BackendError::permanent(
-                "the object has no apiVersion, kind or metadata.name: server-side apply needs all three",
-            )
-        })?;
+        let r = ObjectRef::of(obj).ok_or(KubeError::NoIdentity)?;
         let res = self.resolve_required(&r.api_version, &r.kind).await?;
         let mut body = obj.clone();
         if !res.namespaced
@@ -522,12 +502,11 @@ impl ClusterApi for KubeApi {
             Ok(Err(e)) => Err(WaitError::Backend(e)),
             Err(_) => match seen.error {
                 // Nothing was ever seen because the watch kept failing: say why, not "it does not exist".
-                Some(e) if !seen.any => Err(WaitError::Backend(BackendError {
-                    message: format!(
-                        "timed out after {timeout:?} waiting for {r}: {}; the watch kept failing: {}",
-                        cond.description, e.message
-                    ),
-                    ..e
+                Some(e) if !seen.any => Err(WaitError::Backend(KubeError::WatchKeptFailing {
+                    object: Box::new(r.clone()),
+                    condition: cond.description.clone(),
+                    after: timeout,
+                    source: Box::new(e),
                 })),
                 _ => Err(timed_out(seen.last)),
             },
@@ -585,11 +564,8 @@ impl ClusterApi for KubeApi {
             .map(|s| s.token)
             .filter(|t| !t.is_empty())
             .map(Secret::new)
-            .ok_or_else(|| {
-                BackendError::permanent(format!(
-                    "the TokenRequest for ServiceAccount {} returned no token",
-                    ns_name(namespace, service_account)
-                ))
+            .ok_or_else(|| KubeError::NoToken {
+                service_account: ns_name(namespace, service_account),
             })
     }
 
@@ -599,8 +575,8 @@ impl ClusterApi for KubeApi {
             .get_opt(name)
             .await
             .map_err(|e| self.err(e))?
-            .ok_or_else(|| {
-                BackendError::permanent(format!("CertificateSigningRequest {name} does not exist"))
+            .ok_or_else(|| KubeError::CsrMissing {
+                name: name.to_owned(),
             })?;
         let conditions = csr
             .status
@@ -616,10 +592,9 @@ impl ClusterApi for KubeApi {
             return Ok(());
         }
         if has("Denied") {
-            return Err(BackendError::permanent(format!(
-                "CertificateSigningRequest {name} was denied; a denied CSR cannot be approved"
-            ))
-            .with_help("the agent creates a new CSR after a while; approve that one"));
+            return Err(KubeError::CsrDenied {
+                name: name.to_owned(),
+            });
         }
         // What `clusteradm accept` does (OCM-FACTS §2.3); the API server fills in the timestamps.
         conditions.push(CertificateSigningRequestCondition {
@@ -644,7 +619,7 @@ struct Seen {
     /// The last state: `None` when the object did not exist.
     last: Option<Value>,
     /// The last (transient) watch error.
-    error: Option<BackendError>,
+    error: Option<KubeError>,
 }
 
 /// `group/version` (or `v1` for the core group) and kind.
@@ -654,22 +629,40 @@ fn parse_gvk(api_version: &str, kind: &str) -> Result<GroupVersionKind> {
         None => ("", api_version),
     };
     if version.is_empty() || version.contains('/') || kind.is_empty() {
-        return Err(BackendError::permanent(format!(
-            "invalid apiVersion/kind `{api_version}`/`{kind}`"
-        )));
+        return Err(KubeError::BadKind {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        });
     }
     Ok(GroupVersionKind::gvk(group, version, kind))
 }
 
 /// What kubectl says when discovery does not know a kind.
-fn no_matches(api_version: &str, kind: &str) -> BackendError {
-    BackendError::permanent(format!(
-        "no matches for kind \"{kind}\" in version \"{api_version}\""
-    ))
-    .with_help(
-        "the cluster does not serve this kind: apply its CRD first and wait until it is Established \
-         (OCM's gated kinds appear only once the operator installs them)",
-    )
+fn no_matches(api_version: &str, kind: &str) -> KubeError {
+    KubeError::NotServed {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+    }
+}
+
+/// Reads the kubeconfig file at `path` (shown as `shown`). Blocking.
+fn read_kubeconfig(path: &Path, shown: String) -> Result<Kubeconfig> {
+    match std::fs::metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(KubeError::KubeconfigMissing { path: shown });
+        }
+        Err(e) => {
+            return Err(KubeError::KubeconfigUnreadable {
+                path: shown,
+                detail: e.to_string(),
+            });
+        }
+    }
+    Kubeconfig::read_from(path).map_err(|e| KubeError::KubeconfigUnreadable {
+        path: shown,
+        detail: classify::chain(&e),
+    })
 }
 
 /// An object as JSON, with the `apiVersion` and `kind` that list responses leave out of their items.
@@ -782,10 +775,9 @@ current-context: other
             .unwrap_err();
         assert!(!e.is_transient());
         assert!(
-            e.message
+            e.to_string()
                 .ends_with("has no context `kind-spoke1` (it has: kind-hub, other)"),
-            "{}",
-            e.message
+            "{e}"
         );
     }
 
@@ -797,7 +789,7 @@ current-context: other
             .await
             .unwrap_err();
         assert_eq!(
-            e.message,
+            e.to_string(),
             format!("kubeconfig {} does not exist", path.display())
         );
     }
@@ -818,11 +810,11 @@ current-context: other
             Err(e) => e,
         };
         assert!(
-            e.message
+            e.to_string()
                 .starts_with("failed to connect to cluster `spoke1`: kubeconfig")
         );
         assert!(
-            e.help
+            e.help()
                 .unwrap()
                 .contains("kind export kubeconfig --name spoke1")
         );
@@ -858,14 +850,13 @@ current-context: other
         };
         assert!(e.is_transient(), "{e:?}");
         assert!(
-            e.message.starts_with(&format!(
+            e.to_string().starts_with(&format!(
                 "failed to connect to cluster `hub`: failed to reach the API server at https://127.0.0.1:{port}"
             )),
-            "{}",
-            e.message
+            "{e}"
         );
         assert!(
-            e.help
+            e.help()
                 .unwrap()
                 .contains("check that the cluster is running")
         );

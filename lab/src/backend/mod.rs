@@ -17,6 +17,7 @@ use crate::topology::Cluster;
 pub mod docker;
 pub mod fieldset;
 pub mod helm;
+mod helm_error;
 pub mod kind;
 pub mod kube;
 pub mod tools;
@@ -32,61 +33,99 @@ pub enum Transience {
     Permanent,
 }
 
-/// An error from a backend: what failed, whether a retry may help, and what the user can do.
-#[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize)]
+/// What every backend error says besides its message: whether a retry may help, and what the user can
+/// do. Each backend has its own typed error (`DockerError`, `KindError`, `HelmError`, `KubeError`,
+/// `ToolError`) whose variants carry the facts (status code, object, container, exit status, stderr);
+/// actions turn them into their own error at the action boundary.
+pub trait Failure: std::error::Error {
+    /// Whether a retry with backoff may succeed.
+    fn transience(&self) -> Transience;
+    /// What the user should do, when we know.
+    fn help(&self) -> Option<String>;
+    fn is_transient(&self) -> bool {
+        self.transience() == Transience::Transient
+    }
+}
+
+/// The [`Failure`] methods as inherent methods too, so callers need not import the trait.
+macro_rules! inherent_failure_methods {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// Whether a retry with backoff may succeed.
+            pub fn transience(&self) -> Transience {
+                Failure::transience(self)
+            }
+            /// What the user should do, when we know.
+            pub fn help(&self) -> Option<String> {
+                Failure::help(self)
+            }
+            pub fn is_transient(&self) -> bool {
+                Failure::is_transient(self)
+            }
+        }
+    )*};
+}
+// Not `ToolError`: its `help` is miette's `Diagnostic::help`, which an inherent method would shadow.
+inherent_failure_methods!(DockerError, KindError, HelmError, KubeError);
+
+/// A failure injected into the simulated lab (a test's or `--simulate`'s fault), or a simulated tool's
+/// answer that the real adapter only ever sees as text (kind's and helm's stderr). Every backend error
+/// has a variant for it, so the simulated backends fail with the same types as the real ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct BackendError {
+pub struct SimulatedFault {
     pub message: String,
     pub transience: Transience,
-    /// What to do next, when we know.
     pub help: Option<String>,
 }
 
-impl BackendError {
+impl SimulatedFault {
     pub fn permanent(message: impl Into<String>) -> Self {
-        BackendError {
+        SimulatedFault {
             message: message.into(),
             transience: Transience::Permanent,
             help: None,
         }
     }
     pub fn transient(message: impl Into<String>) -> Self {
-        BackendError {
+        SimulatedFault {
             message: message.into(),
             transience: Transience::Transient,
             help: None,
         }
     }
+    #[must_use]
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
     }
-    pub fn is_transient(&self) -> bool {
-        self.transience == Transience::Transient
-    }
 }
 
-pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+pub use docker::DockerError;
+pub use helm_error::HelmError;
+pub use kind::KindError;
+pub use kube::KubeError;
+pub use tools::ToolError;
 
 /// The container runtime (Docker).
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
     /// Engine version, or an error saying how to reach the daemon.
-    async fn ping(&self) -> Result<String>;
+    async fn ping(&self) -> Result<String, DockerError>;
     /// Creates the network if absent; `true` when it was created now.
-    async fn ensure_network(&self, name: &str) -> Result<bool>;
+    async fn ensure_network(&self, name: &str) -> Result<bool, DockerError>;
     /// The node containers of a kind cluster (label `io.x-k8s.kind.cluster=<name>`).
-    async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>>;
+    async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>, DockerError>;
     /// Removes a kind cluster's leftover node containers; returns how many were removed.
-    async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize>;
+    async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize, DockerError>;
     /// Every container, running or not, that looks like a node of kind cluster `cluster`, labelled or
     /// not: named `<cluster>-control-plane`, `<cluster>-worker`, `<cluster>-worker<N>` or
     /// `<cluster>-external-load-balancer` (kind's names), or labelled `io.x-k8s.kind.cluster=<cluster>`.
     /// Sorted by name.
-    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>>;
+    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>, DockerError>;
     /// Force-removes these containers (and their anonymous volumes); returns how many it removed.
     /// Containers already gone are not an error.
-    async fn remove_containers(&self, ids: &[String]) -> Result<usize>;
+    async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError>;
 }
 
 /// A container that looks like a kind node (see [`ContainerRuntime::look_alikes`]).
@@ -146,11 +185,11 @@ pub struct CreateCluster {
 /// The cluster provisioner (kind).
 #[async_trait]
 pub trait ClusterProvisioner: Send + Sync {
-    async fn list(&self) -> Result<Vec<String>>;
-    async fn create(&self, req: &CreateCluster) -> Result<()>;
-    async fn delete(&self, name: &str) -> Result<()>;
+    async fn list(&self) -> Result<Vec<String>, KindError>;
+    async fn create(&self, req: &CreateCluster) -> Result<(), KindError>;
+    async fn delete(&self, name: &str) -> Result<(), KindError>;
     /// Writes the cluster's kubeconfig (host endpoint) to `path` with mode 0600.
-    async fn export_kubeconfig(&self, name: &str, path: &std::path::Path) -> Result<()>;
+    async fn export_kubeconfig(&self, name: &str, path: &std::path::Path) -> Result<(), KindError>;
 }
 
 /// A chart rendered into objects, CRDs separated from the rest.
@@ -192,7 +231,7 @@ pub struct Release {
 pub trait ChartRenderer: Send + Sync {
     /// `helm template --include-crds` through the post-renderer: the objects `upgrade_install` would
     /// send, patched, CRDs separate. Touches no cluster.
-    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered>;
+    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered, HelmError>;
     /// `helm upgrade --install --skip-crds` through the post-renderer (the caller applies the CRDs:
     /// Helm never upgrades `crds/`). Returns the release as stored afterwards.
     async fn upgrade_install(
@@ -200,12 +239,11 @@ pub trait ChartRenderer: Send + Sync {
         target: &HelmTarget,
         chart: &ChartPlan,
         values: &Value,
-    ) -> Result<Release> {
+    ) -> Result<Release, HelmError> {
         let _ = (target, values);
-        Err(BackendError::permanent(format!(
-            "this backend cannot install release `{}`",
-            chart.release
-        )))
+        Err(HelmError::CannotInstall {
+            release: chart.release.clone(),
+        })
     }
     /// The release `name` in `namespace`, if Helm has one (any status).
     async fn release(
@@ -213,13 +251,18 @@ pub trait ChartRenderer: Send + Sync {
         target: &HelmTarget,
         name: &str,
         namespace: &str,
-    ) -> Result<Option<Release>> {
+    ) -> Result<Option<Release>, HelmError> {
         let _ = (target, name, namespace);
         Ok(None)
     }
     /// `helm uninstall` of a release labelled as this lab's (`crate::topology::LAB_LABEL`); `false` when there is
     /// no such release of this lab (absent, or someone else's: left alone).
-    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
+    async fn uninstall(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<bool, HelmError> {
         let _ = (target, name, namespace);
         Ok(false)
     }
@@ -337,7 +380,7 @@ pub enum WaitError {
         last: Option<Value>,
     },
     #[error(transparent)]
-    Backend(#[from] BackendError),
+    Backend(#[from] KubeError),
 }
 
 impl WaitError {
@@ -408,10 +451,10 @@ pub struct ApplyOutcome {
 #[async_trait]
 pub trait ClusterApi: Send + Sync {
     /// Server version (`/version` gitVersion).
-    async fn version(&self) -> Result<String>;
+    async fn version(&self) -> Result<String, KubeError>;
     /// Whether `apiVersion`/`kind` is served now (discovery).
-    async fn served(&self, api_version: &str, kind: &str) -> Result<bool>;
-    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>>;
+    async fn served(&self, api_version: &str, kind: &str) -> Result<bool, KubeError>;
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, KubeError>;
     /// Lists objects of a kind, in one namespace or all, optionally filtered by a label selector.
     async fn list(
         &self,
@@ -419,13 +462,13 @@ pub trait ClusterApi: Send + Sync {
         kind: &str,
         namespace: Option<&str>,
         labels: Option<&str>,
-    ) -> Result<Vec<Value>>;
+    ) -> Result<Vec<Value>, KubeError>;
     /// Server-side apply with field manager `ocm-lab`, force, and Strict field validation.
-    async fn apply(&self, obj: &Value) -> Result<()>;
+    async fn apply(&self, obj: &Value) -> Result<(), KubeError>;
     /// JSON merge patch.
-    async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<()>;
+    async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<(), KubeError>;
     /// Deletes; `false` when it did not exist.
-    async fn delete(&self, r: &ObjectRef) -> Result<bool>;
+    async fn delete(&self, r: &ObjectRef) -> Result<bool, KubeError>;
     /// Watches until `cond` holds or `timeout` passes.
     async fn wait(
         &self,
@@ -446,9 +489,9 @@ pub trait ClusterApi: Send + Sync {
         namespace: &str,
         service_account: &str,
         seconds: i64,
-    ) -> Result<Secret>;
+    ) -> Result<Secret, KubeError>;
     /// Approves a CertificateSigningRequest through its `/approval` subresource.
-    async fn approve_csr(&self, name: &str, reason: &str) -> Result<()>;
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), KubeError>;
     /// GETs `path` through port `port` of Service `namespace/service` of this cluster the way a user on the
     /// host would: the Service is port-forwarded to 127.0.0.1, the server is verified with `ca_pem` under
     /// the name `localhost`, and the request carries `token` as a bearer token. Returns status and body.
@@ -460,11 +503,9 @@ pub trait ClusterApi: Send + Sync {
         path: &str,
         ca_pem: &[u8],
         token: &Secret,
-    ) -> Result<(u16, String)> {
+    ) -> Result<(u16, String), KubeError> {
         let _ = (namespace, service, port, path, ca_pem, token);
-        Err(BackendError::permanent(
-            "this backend cannot send requests through a Service",
-        ))
+        Err(KubeError::NoServiceRequests)
     }
 }
 
@@ -503,7 +544,7 @@ pub trait Connector: Send + Sync {
         &self,
         cluster: &Cluster,
         kubeconfig: &std::path::Path,
-    ) -> Result<Arc<dyn ClusterApi>>;
+    ) -> Result<Arc<dyn ClusterApi>, KubeError>;
 }
 
 /// Everything a run talks to.
@@ -518,60 +559,70 @@ pub struct Backends {
 }
 
 /// A backend that could not be set up (Docker down, a tool missing). Commands that never need it work;
-/// any use fails with the error that says what to do.
+/// any use fails with the error that says what to do. `E` is the error of the trait it stands in for.
 #[derive(Debug, Clone)]
-pub struct Unavailable(pub BackendError);
+pub struct Unavailable<E>(pub E);
 
 #[async_trait]
-impl ContainerRuntime for Unavailable {
-    async fn ping(&self) -> Result<String> {
+impl ContainerRuntime for Unavailable<DockerError> {
+    async fn ping(&self) -> Result<String, DockerError> {
         Err(self.0.clone())
     }
-    async fn ensure_network(&self, _: &str) -> Result<bool> {
+    async fn ensure_network(&self, _: &str) -> Result<bool, DockerError> {
         Err(self.0.clone())
     }
-    async fn node_containers(&self, _: &str) -> Result<Vec<NodeContainer>> {
+    async fn node_containers(&self, _: &str) -> Result<Vec<NodeContainer>, DockerError> {
         Err(self.0.clone())
     }
-    async fn remove_cluster_containers(&self, _: &str) -> Result<usize> {
+    async fn remove_cluster_containers(&self, _: &str) -> Result<usize, DockerError> {
         Err(self.0.clone())
     }
-    async fn look_alikes(&self, _: &str) -> Result<Vec<LookAlike>> {
+    async fn look_alikes(&self, _: &str) -> Result<Vec<LookAlike>, DockerError> {
         Err(self.0.clone())
     }
-    async fn remove_containers(&self, _: &[String]) -> Result<usize> {
+    async fn remove_containers(&self, _: &[String]) -> Result<usize, DockerError> {
         Err(self.0.clone())
     }
 }
 
 #[async_trait]
-impl ClusterProvisioner for Unavailable {
-    async fn list(&self) -> Result<Vec<String>> {
+impl ClusterProvisioner for Unavailable<KindError> {
+    async fn list(&self) -> Result<Vec<String>, KindError> {
         Err(self.0.clone())
     }
-    async fn create(&self, _: &CreateCluster) -> Result<()> {
+    async fn create(&self, _: &CreateCluster) -> Result<(), KindError> {
         Err(self.0.clone())
     }
-    async fn delete(&self, _: &str) -> Result<()> {
+    async fn delete(&self, _: &str) -> Result<(), KindError> {
         Err(self.0.clone())
     }
-    async fn export_kubeconfig(&self, _: &str, _: &std::path::Path) -> Result<()> {
+    async fn export_kubeconfig(&self, _: &str, _: &std::path::Path) -> Result<(), KindError> {
         Err(self.0.clone())
     }
 }
 
 #[async_trait]
-impl ChartRenderer for Unavailable {
-    async fn template(&self, _: &ChartPlan, _: &Value) -> Result<Rendered> {
+impl ChartRenderer for Unavailable<HelmError> {
+    async fn template(&self, _: &ChartPlan, _: &Value) -> Result<Rendered, HelmError> {
         Err(self.0.clone())
     }
-    async fn upgrade_install(&self, _: &HelmTarget, _: &ChartPlan, _: &Value) -> Result<Release> {
+    async fn upgrade_install(
+        &self,
+        _: &HelmTarget,
+        _: &ChartPlan,
+        _: &Value,
+    ) -> Result<Release, HelmError> {
         Err(self.0.clone())
     }
-    async fn release(&self, _: &HelmTarget, _: &str, _: &str) -> Result<Option<Release>> {
+    async fn release(
+        &self,
+        _: &HelmTarget,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<Release>, HelmError> {
         Err(self.0.clone())
     }
-    async fn uninstall(&self, _: &HelmTarget, _: &str, _: &str) -> Result<bool> {
+    async fn uninstall(&self, _: &HelmTarget, _: &str, _: &str) -> Result<bool, HelmError> {
         Err(self.0.clone())
     }
 }

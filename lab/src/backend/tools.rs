@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use semver::Version;
 use sha2::{Digest as _, Sha256};
 
-use super::BackendError;
+use super::{Failure, Transience};
 
 /// The kind release ocm-lab downloads when none is installed.
 pub const KIND_PINNED_VERSION: &str = "0.32.0";
@@ -608,9 +608,7 @@ pub enum ToolError {
     #[error("failed to extract {member} from {archive}: {problem}")]
     #[diagnostic(
         code(ocm_lab::tools::extract),
-        help(
-            "the system `tar` unpacks the helm tarball; install it, or install helm by hand from {install}"
-        )
+        help("the helm tarball may be damaged: run again, or install helm by hand from {install}")
     )]
     Extract {
         member: String,
@@ -645,16 +643,39 @@ pub enum ToolError {
         help("set OCM_LAB_CACHE_DIR to a writable folder")
     )]
     NoCacheDir,
+    #[error("failed to start `{command}`: {source}")]
+    #[diagnostic(
+        code(ocm_lab::tools::start),
+        help("check that {path} still exists and runs, or set {var} to a working {tool}")
+    )]
+    Start {
+        command: String,
+        tool: ToolName,
+        path: String,
+        var: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to wait for `{command}`: {source}")]
+    #[diagnostic(code(ocm_lab::tools::wait))]
+    Wait {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
 }
 
-impl From<ToolError> for BackendError {
-    fn from(e: ToolError) -> Self {
-        let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
-        BackendError {
-            message: e.to_string(),
-            transience: super::Transience::Permanent,
-            help,
+impl Failure for ToolError {
+    /// Only losing track of a running tool may pass; a missing, broken or unverifiable tool stays so.
+    fn transience(&self) -> Transience {
+        match self {
+            ToolError::Wait { .. } => Transience::Transient,
+            _ => Transience::Permanent,
         }
+    }
+
+    fn help(&self) -> Option<String> {
+        miette::Diagnostic::help(self).map(|h| h.to_string())
     }
 }
 
@@ -1133,14 +1154,16 @@ impl Verdict {
             help: Some(help.into()),
         }
     }
+}
 
-    pub fn into_error(self, message: String) -> BackendError {
-        BackendError {
-            message,
-            transience: self.transience,
-            help: self.help,
-        }
-    }
+/// A tool that ran and failed: its command line, exit status, and the end of its stderr.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{command}` exited with {status}:\n{stderr_tail}")]
+pub struct ToolFailure {
+    pub command: String,
+    pub status: ExitStatus,
+    /// The end of stderr (long output is cut to its last part).
+    pub stderr_tail: String,
 }
 
 /// What a finished tool printed.
@@ -1156,13 +1179,12 @@ pub struct Output {
 
 impl Output {
     /// "`<command>` exited with exit status: 1:\n<stderr>", with long stderr cut to its end.
-    pub fn failure(&self) -> String {
-        format!(
-            "`{}` exited with {}:\n{}",
-            self.command,
-            self.status,
-            tail(self.stderr.trim_end(), MAX_STDERR_IN_ERROR)
-        )
+    pub fn failure(&self) -> ToolFailure {
+        ToolFailure {
+            command: self.command.clone(),
+            status: self.status,
+            stderr_tail: tail(self.stderr.trim_end(), MAX_STDERR_IN_ERROR),
+        }
     }
 }
 
@@ -1184,7 +1206,7 @@ pub async fn run(
     tool: &Tool,
     args: &[String],
     stdin: Option<Vec<u8>>,
-) -> Result<Output, BackendError> {
+) -> Result<Output, ToolError> {
     run_with_env(tool, args, stdin, &[]).await
 }
 
@@ -1194,7 +1216,7 @@ pub async fn run_with_env(
     args: &[String],
     stdin: Option<Vec<u8>>,
     env: &[(String, std::ffi::OsString)],
-) -> Result<Output, BackendError> {
+) -> Result<Output, ToolError> {
     use tokio::io::AsyncWriteExt as _;
 
     let command = tool.command_line(args);
@@ -1217,16 +1239,13 @@ pub async fn run_with_env(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(e) => {
-                return Err(
-                    BackendError::permanent(format!("failed to start `{command}`: {e}")).with_help(
-                        format!(
-                            "check that {} still exists and runs, or set {} to a working {}",
-                            tool.path.display(),
-                            tool.name.env_var(),
-                            tool.name
-                        ),
-                    ),
-                );
+                return Err(ToolError::Start {
+                    command,
+                    tool: tool.name,
+                    path: tool.path.display().to_string(),
+                    var: tool.name.env_var(),
+                    source: e,
+                });
             }
             Ok(child) => break child,
         }
@@ -1244,8 +1263,10 @@ pub async fn run_with_env(
         }
     };
     let (_, out) = tokio::join!(feed, child.wait_with_output());
-    let out =
-        out.map_err(|e| BackendError::transient(format!("failed to wait for `{command}`: {e}")))?;
+    let out = out.map_err(|source| ToolError::Wait {
+        command: command.clone(),
+        source,
+    })?;
     Ok(Output {
         status: out.status,
         stdout: out.stdout,

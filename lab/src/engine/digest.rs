@@ -130,9 +130,14 @@ mod tests {
 
     fn digests(lab: &Lab) -> BTreeMap<String, String> {
         let patches = PatchSet::embedded().unwrap();
-        let plan =
-            crate::workflow::plan::plan(lab, &crate::workflow::Sources::embedded(), &patches, "up")
-                .unwrap();
+        let plan = crate::workflow::plan::plan(
+            lab,
+            &crate::workflow::Sources::embedded(),
+            &crate::actions::Registry,
+            &patches,
+            "up",
+        )
+        .unwrap();
         let tools = BTreeMap::new();
         let d = Digester::new(lab, &patches, &tools);
         plan.steps

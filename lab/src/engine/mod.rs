@@ -18,41 +18,21 @@
 //! every action observes before it acts. `up` on a finished lab re-checks every step.
 
 pub mod digest;
-pub mod events;
 pub mod journal;
 pub mod report;
-pub mod timing;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
-use crate::actions::{self, StepCtx};
-use crate::backend::{BackendError, Backends, ClusterApi};
-use crate::patch::PatchSet;
-use crate::state::StateDir;
-use crate::topology::{Lab, Provider};
+use crate::actions;
+use crate::step::events::{Event, Outcome};
+use crate::step::{ActionError, Durability, Outputs, RunCtx, StepCtx, timing};
 use crate::workflow::{Plan, PlannedStep};
-use events::{Event, Events, Outcome};
 use journal::{Entry, Journal};
-
-/// Outputs of a step (never secrets).
-pub type Outputs = BTreeMap<String, Value>;
-
-/// Makes what steps did durable, so the journal never says a step is done whose effects a crash can
-/// lose. The simulated lab implements it by saving its world; real labs keep their state in Docker and
-/// the clusters, which need nothing.
-pub trait Durability: Send + Sync {
-    /// Makes the effects of everything done so far durable. Blocking: the engine calls it on a blocking
-    /// thread, and never twice at once.
-    fn persist(&self) -> std::io::Result<()>;
-}
 
 /// Group commit over a [`Durability`] hook: a step end that arrives while a save runs waits for the
 /// next save, which covers every step that ended meanwhile, so N concurrent step ends cost one save.
@@ -67,7 +47,16 @@ struct GroupCommit {
 }
 
 impl GroupCommit {
-    async fn commit(&self) -> Result<(), BackendError> {
+    fn new(hook: Arc<dyn Durability>) -> Self {
+        GroupCommit {
+            hook,
+            requested: AtomicU64::new(0),
+            saved: tokio::sync::Mutex::new(0),
+            last_cost: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    async fn commit(&self) -> Result<(), ActionError> {
         let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
         let mut saved = self.saved.lock().await;
         if *saved >= ticket {
@@ -84,160 +73,13 @@ impl GroupCommit {
         let saved_now = tokio::task::spawn_blocking(move || hook.persist()).await;
         *self.last_cost.lock().expect("not poisoned") = started.elapsed();
         saved_now
-            .map_err(|e| BackendError::permanent(format!("saving the lab's state failed: {e}")))?
+            .map_err(|e| ActionError::permanent(format!("saving the lab's state failed: {e}")))?
             .map_err(|e| {
-                BackendError::permanent(format!("failed to save the lab's state: {e}"))
+                ActionError::permanent(format!("failed to save the lab's state: {e}"))
                     .with_help("check the state folder's permissions and free space, then run the same command again")
             })?;
         *saved = target;
         Ok(())
-    }
-}
-
-/// A cluster's API client, connected at most once (by the first step that needs it).
-type ClientCell = OnceCell<Arc<dyn ClusterApi>>;
-
-/// Everything steps share during a run.
-pub struct RunCtx {
-    pub lab: Lab,
-    pub backends: Backends,
-    pub state: StateDir,
-    pub patches: PatchSet,
-    pub events: Events,
-    pub cancel: CancellationToken,
-    /// A unique id for this run (journal, verification probe values).
-    pub run_id: String,
-    /// Versions of the external tools this run uses (kind, helm), part of every step's input digest.
-    pub tool_versions: BTreeMap<String, String>,
-    durability: Option<GroupCommit>,
-    /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
-    clients: Mutex<HashMap<String, Arc<ClientCell>>>,
-    outputs: Mutex<BTreeMap<String, Outputs>>,
-}
-
-impl RunCtx {
-    pub fn new(
-        lab: Lab,
-        backends: Backends,
-        state: StateDir,
-        patches: PatchSet,
-        events: Events,
-        cancel: CancellationToken,
-    ) -> Self {
-        let run_id = format!(
-            "{}-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis()),
-            std::process::id()
-        );
-        RunCtx {
-            lab,
-            backends,
-            state,
-            patches,
-            events,
-            cancel,
-            run_id,
-            tool_versions: BTreeMap::new(),
-            durability: None,
-            clients: Mutex::new(HashMap::new()),
-            outputs: Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    /// Makes every step's effects durable through `hook` before the journal records the step as done.
-    #[must_use]
-    pub fn with_durability(mut self, hook: Arc<dyn Durability>) -> Self {
-        self.durability = Some(GroupCommit {
-            hook,
-            requested: AtomicU64::new(0),
-            saved: tokio::sync::Mutex::new(0),
-            last_cost: Mutex::new(Duration::ZERO),
-        });
-        self
-    }
-
-    /// The API of a lab cluster, connected once and shared. Each cluster has its own cell, so a cluster
-    /// whose connection probe is slow delays only the steps that need that cluster.
-    pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, BackendError> {
-        let c = self.lab.cluster(cluster).ok_or_else(|| {
-            BackendError::permanent(format!(
-                "`{cluster}` is not a cluster of lab `{}`",
-                self.lab.name
-            ))
-        })?;
-        let cell = self
-            .clients
-            .lock()
-            .expect("not poisoned")
-            .entry(cluster.to_owned())
-            .or_default()
-            .clone();
-        cell.get_or_try_init(|| async {
-            let kubeconfig = match &c.provider {
-                Provider::Kind => self.state.kubeconfig(cluster),
-                Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
-            };
-            match self.backends.kube.connect(c, &kubeconfig).await {
-                Err(e) if e.is_transient() && matches!(c.provider, Provider::Kind) => {
-                    Err(self.observe_nodes(cluster, e).await)
-                }
-                other => other,
-            }
-        })
-        .await
-        .cloned()
-    }
-
-    /// A kind cluster that does not answer: ask Docker about its nodes before calling that transient. A
-    /// control-plane container that is stopped or gone will not come back by waiting, so the error becomes
-    /// permanent and says what to do; anything else (nodes running, Docker unsure) stays as it was.
-    async fn observe_nodes(&self, cluster: &str, e: BackendError) -> BackendError {
-        let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
-            return e;
-        };
-        let control_plane = nodes.iter().find(|n| n.role == "control-plane");
-        let (what, real_help) = match control_plane {
-            Some(n) if n.running => return e,
-            Some(n) => (
-                format!("its node container `{}` is stopped", n.name),
-                format!(
-                    "start it with `docker start {}` and run the command again, or rebuild the lab with \
-                     `ocm-lab down` then `ocm-lab up` (with the same `-t`)",
-                    n.name
-                ),
-            ),
-            None => (
-                "it has no control-plane container any more".to_owned(),
-                "rebuild the lab with `ocm-lab down` then `ocm-lab up` (with the same `-t`)"
-                    .to_owned(),
-            ),
-        };
-        BackendError {
-            message: format!("{} ({what}, as Docker reports)", e.message),
-            transience: crate::backend::Transience::Permanent,
-            // The simulated lab's own help already names the simulated commands.
-            help: if self.backends.simulated {
-                e.help
-            } else {
-                Some(real_help)
-            },
-        }
-    }
-
-    /// Forgets a cached client (after a cluster is re-created or deleted).
-    pub async fn forget(&self, cluster: &str) {
-        self.clients.lock().expect("not poisoned").remove(cluster);
-    }
-
-    /// Outputs of an earlier step instance, from this run or the run it resumed.
-    pub fn output(&self, step: &str) -> Option<Outputs> {
-        self.outputs
-            .lock()
-            .expect("not poisoned")
-            .get(step)
-            .cloned()
     }
 }
 
@@ -264,11 +106,13 @@ impl Default for RunOptions {
 pub struct RunResult {
     pub ok: bool,
     /// The step that failed first, and why.
-    pub failed: Option<(String, BackendError)>,
+    pub failed: Option<(String, ActionError)>,
     pub cancelled: bool,
     pub changed: usize,
     pub unchanged: usize,
     pub resumed: usize,
+    /// What this run's verification found, when it verified (also when a check failed).
+    pub verification: Option<Vec<crate::verify::CheckResult>>,
 }
 
 /// Why a run could not start or record its progress: the journal could not be written (a journal that
@@ -292,7 +136,7 @@ pub struct JournalError {
 #[derive(Debug)]
 enum StepEnd {
     Done(Outcome, Outputs),
-    Failed(BackendError),
+    Failed(ActionError),
     Cancelled,
 }
 
@@ -403,6 +247,7 @@ pub async fn run(
         changed: 0,
         unchanged: 0,
         resumed: 0,
+        verification: None,
     };
 
     journal
@@ -438,10 +283,7 @@ pub async fn run(
                 outputs: outputs.clone(),
             })
             .map_err(jerr)?;
-        ctx.outputs
-            .lock()
-            .expect("not poisoned")
-            .insert(s.id.clone(), outputs);
+        ctx.record_output(&s.id, outputs);
         ctx.events.emit(Event::StepFinished {
             step: s.id.clone(),
             outcome: Outcome::Resumed,
@@ -451,12 +293,17 @@ pub async fn run(
         result.resumed += 1;
     }
 
+    // One group commit per run over the context's durability hook (a context serves one run).
+    let group = ctx
+        .durability()
+        .cloned()
+        .map(|hook| Arc::new(GroupCommit::new(hook)));
     let crash_at = crash_point();
     let mut boundaries = 0usize;
     // Steps whose action runs, and steps that finished and wait for their effects to be made durable.
     let mut running: JoinSet<StepEnd> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
-    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), BackendError>)> =
+    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), ActionError>)> =
         JoinSet::new();
     let mut stopping = false;
     // When each step started and ended in this run, for the timing summary.
@@ -475,7 +322,8 @@ pub async fn run(
                 }
                 started[i] = Some(ctx.events.elapsed_ms());
                 let ctx = ctx.clone();
-                let step = plan.steps[i].clone();
+                // Shared, not copied: a step instance carries its rendered manifests.
+                let step = Arc::clone(&plan.steps[i]);
                 let task = running.spawn(async move { run_step(&step, &ctx).await });
                 tasks.insert(task.id(), i);
             }
@@ -485,7 +333,7 @@ pub async fn run(
         }
         enum Joined {
             Ran(Result<(tokio::task::Id, StepEnd), tokio::task::JoinError>),
-            Committed((usize, Outcome, Outputs, Result<(), BackendError>)),
+            Committed((usize, Outcome, Outputs, Result<(), ActionError>)),
         }
         let joined = tokio::select! {
             Some(j) = running.join_next_with_id() => Joined::Ran(j),
@@ -501,7 +349,7 @@ pub async fn run(
                 } else {
                     format!("the step's task ended early: {e}")
                 };
-                let err = BackendError::permanent(message).with_help(
+                let err = ActionError::permanent(message).with_help(
                     "this is a bug in ocm-lab; please report it with the output of `ocm-lab diagnose`",
                 );
                 ctx.events.emit(Event::StepFailed {
@@ -548,15 +396,12 @@ pub async fn run(
                 // The steps that need this one start now: only the journal line waits for the save. A
                 // later step's save covers this step's effects too, so the journal never says a step is
                 // done whose effects a crash can lose, and the saves stay off the critical path.
-                ctx.outputs
-                    .lock()
-                    .expect("not poisoned")
-                    .insert(id.clone(), outputs.clone());
+                ctx.record_output(&id, outputs.clone());
                 times[i] = started[i].map(|t| (t, ctx.events.elapsed_ms()));
                 mark_done(i, &mut done, &mut ready);
-                let ctx = ctx.clone();
+                let group = group.clone();
                 committing.spawn(async move {
-                    let durable = match &ctx.durability {
+                    let durable = match &group {
                         Some(g) => g.commit().await,
                         None => Ok(()),
                     };
@@ -603,6 +448,7 @@ pub async fn run(
         failed: result.failed.as_ref().map(|(s, _)| s.clone()),
         cancelled: result.cancelled,
     });
+    result.verification = ctx.take_verification();
     Ok(result)
 }
 
@@ -651,7 +497,7 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
                 return StepEnd::Done(outcome, outputs);
             }
             Ok(Err(e)) => e,
-            Err(_) => BackendError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
+            Err(_) => ActionError::permanent(format!("timed out after {}", humantime::format_duration(step.timeout)))
                 .with_help("raise the matching `spec.timeouts` value in the topology if the machine is just slow"),
         };
         let may_retry = err.is_transient()
@@ -677,7 +523,7 @@ async fn run_step(step: &PlannedStep, ctx: &Arc<RunCtx>) -> StepEnd {
             continue;
         }
         let err = if err.is_transient() && attempt > 1 {
-            BackendError {
+            ActionError {
                 message: format!("{} (after {attempt} attempts)", err.message),
                 ..err
             }

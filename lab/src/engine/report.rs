@@ -7,16 +7,24 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::events::{Event, Outcome, ResultStatus, Stamped};
-use crate::cli::Output;
+use crate::step::events::{Event, Outcome, ResultStatus, Stamped};
+
+/// How the reporter shows a run (the front maps its `--output` onto this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Live progress on stderr and a summary, for people.
+    Human,
+    /// One JSON object per event per line on stdout.
+    Json,
+}
 
 /// Consumes events until the channel closes. Returns every event seen, for the caller's summary.
 pub async fn reporter(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Stamped>,
-    output: Output,
+    style: Style,
 ) -> Vec<Stamped> {
     let mut seen = Vec::new();
-    let mut human = (output == Output::Human).then(Human::new);
+    let mut human = (style == Style::Human).then(Human::new);
     while let Some(e) = rx.recv().await {
         match &mut human {
             Some(h) => h.show(&e),
@@ -185,7 +193,7 @@ impl Human {
                 ));
             }
             Event::Timing { timing, total_ms } => {
-                for l in super::timing::lines(timing, *total_ms) {
+                for l in crate::step::timing::lines(timing, *total_ms) {
                     self.line(l);
                 }
             }
@@ -225,4 +233,4 @@ impl Human {
     }
 }
 
-use super::timing::fmt_ms;
+use crate::step::timing::fmt_ms;

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::util;
 use super::world::World;
-use crate::backend::{BackendError, ObjectRef};
+use crate::backend::kube::ForbiddenCause;
+use crate::backend::{KubeError, ObjectRef};
 
 /// Group/kind keys (`Kind.group`, or `Kind` for the core group): how objects are stored, whatever
 /// version they were written at.
@@ -402,40 +403,31 @@ pub(crate) fn resolve(w: &World, cluster: &str, api_version: &str, kind: &str) -
 // the simulation replaces the API server *and* the client.
 
 /// A discovery miss (kubectl's wording; OCM-FACTS §9.3): permanent, like the real backend's.
-fn no_match(api_version: &str, kind: &str) -> BackendError {
-    BackendError::permanent(format!(
-        "no matches for kind \"{kind}\" in version \"{api_version}\""
-    ))
-    .with_help(
-        "the cluster does not serve this kind: apply its CRD first and wait until it is Established \
-         (OCM's gated kinds appear only once the operator installs them)",
-    )
+fn no_match(api_version: &str, kind: &str) -> KubeError {
+    KubeError::NotServed {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+    }
 }
 
-fn not_found(info: &KindInfo, name: &str) -> BackendError {
-    BackendError::permanent(format!(
-        "not found (HTTP 404): {} \"{name}\" not found",
-        info.resource()
-    ))
+fn not_found(info: &KindInfo, name: &str) -> KubeError {
+    KubeError::NotFound {
+        message: format!("{} \"{name}\" not found", info.resource()),
+    }
 }
 
 /// A request the API server refused (HTTP 4xx other than 404).
-fn rejected(code: u16, msg: String) -> BackendError {
-    BackendError::permanent(format!("rejected (HTTP {code}): {msg}"))
+fn rejected(code: u16, message: String) -> KubeError {
+    KubeError::Rejected { code, message }
 }
 
-pub(crate) fn unreachable(cluster: &str) -> BackendError {
-    BackendError::transient(format!(
-        "failed to reach the API server of cluster {cluster}: cluster {cluster} is not reachable (simulated)"
-    ))
-    .with_help(
-        "this simulated cluster is stopped or gone in the simulated world (there is no container to inspect: \
-         it is a simulation); rebuild the simulated lab with `ocm-lab down --simulate`, then \
-         `ocm-lab up --simulate` (with the same `-t` as this command)",
-    )
+pub(crate) fn unreachable(cluster: &str) -> KubeError {
+    KubeError::SimulatedUnreachable {
+        cluster: cluster.to_owned(),
+    }
 }
 
-fn check_reachable(w: &World, cluster: &str) -> Result<(), BackendError> {
+fn check_reachable(w: &World, cluster: &str) -> Result<(), KubeError> {
     if w.reachable(cluster) {
         Ok(())
     } else {
@@ -452,7 +444,7 @@ fn at_version(obj: &Value, api_version: &str) -> Value {
     o
 }
 
-pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Value>, BackendError> {
+pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
     check_reachable(w, cluster)?;
     // A kind that is not served reads as absent (a 404, like `get_opt`).
     let Some(info) = resolve(w, cluster, &r.api_version, &r.kind) else {
@@ -468,7 +460,7 @@ pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Valu
 }
 
 /// A parsed label selector: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated.
-pub(crate) fn parse_selector(s: &str) -> Result<Vec<(String, SelOp)>, BackendError> {
+pub(crate) fn parse_selector(s: &str) -> Result<Vec<(String, SelOp)>, KubeError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let term = if let Some((k, v)) = part.split_once("!=") {
@@ -483,9 +475,9 @@ pub(crate) fn parse_selector(s: &str) -> Result<Vec<(String, SelOp)>, BackendErr
             (part.to_owned(), SelOp::Exists)
         };
         if term.0.is_empty() || term.0.contains(' ') {
-            return Err(BackendError::permanent(format!(
-                "unable to parse requirement: invalid label selector {s:?}"
-            )));
+            return Err(KubeError::BadSelector {
+                selector: s.to_owned(),
+            });
         }
         out.push(term);
     }
@@ -519,7 +511,7 @@ pub(crate) fn list(
     kind: &str,
     namespace: Option<&str>,
     labels: Option<&str>,
-) -> Result<Vec<Value>, BackendError> {
+) -> Result<Vec<Value>, KubeError> {
     check_reachable(w, cluster)?;
     let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
     let sel = parse_selector(labels.unwrap_or(""))?;
@@ -545,7 +537,7 @@ fn valid_subdomain(name: &str) -> bool {
             .all(|l| !l.is_empty() && l.starts_with(alnum) && l.ends_with(alnum))
 }
 
-fn validate_name(info: &KindInfo, name: &str) -> Result<(), BackendError> {
+fn validate_name(info: &KindInfo, name: &str) -> Result<(), KubeError> {
     let ok = if info.group == "rbac.authorization.k8s.io" {
         // RBAC names are path segments (`open-cluster-management:bootstrap` is fine).
         !name.is_empty()
@@ -571,7 +563,7 @@ fn validate_name(info: &KindInfo, name: &str) -> Result<(), BackendError> {
 }
 
 /// The HTTP 500 a server-side apply gets for fields the CRD does not declare (OCM-FACTS §10).
-fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(), BackendError> {
+fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(), KubeError> {
     let key = gk::make(&info.group, &info.kind);
     let Some((_, paths)) = UNDECLARED.iter().find(|(k, _)| *k == key) else {
         return Ok(());
@@ -601,23 +593,11 @@ fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(),
         format!("{head}: errors:\n{}", lines.join("\n"))
     };
     // ... as the real backend reports it: permanent, naming the fields (kubernetes#122480).
-    let list = found
-        .iter()
-        .map(|f| format!("`{f}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let (noun, verb) = if found.len() == 1 {
-        ("field", "is")
-    } else {
-        ("fields", "are")
-    };
-    Err(BackendError::permanent(format!(
-        "{noun} {list} {verb} not declared in the schema the cluster has for this kind (HTTP 500: {server})"
-    ))
-    .with_help(
-        "the object sets a field the installed CRD does not define: remove it, or patch the chart \
-         that renders it (charts-patches/); retrying cannot help",
-    ))
+    Err(KubeError::UndeclaredFields {
+        code: 500,
+        fields: found,
+        message: server,
+    })
 }
 
 /// A hub webhook a request goes through, as the cluster-manager operator sets them up
@@ -683,7 +663,7 @@ impl HubWebhook {
 
     /// What the API server answers while the webhook cannot be called (`failurePolicy: Fail`): HTTP 500,
     /// worded and classified (transient) like the real backend's `classify_status`.
-    pub(crate) fn failure(&self, api_version: &str, kind: &str, why: &str) -> BackendError {
+    pub(crate) fn failure(&self, api_version: &str, kind: &str, why: &str) -> KubeError {
         let msg = if self.conversion {
             format!(
                 "conversion webhook for {api_version}, Kind={kind} failed: Post \"{}\": {why}",
@@ -696,11 +676,14 @@ impl HubWebhook {
                 self.url()
             )
         };
-        BackendError::transient(format!("the API server failed (HTTP 500): {msg}"))
+        KubeError::ServerFailed {
+            code: 500,
+            message: msg,
+        }
     }
 
     /// The failure while no ready Pod serves the webhook.
-    pub(crate) fn unready(&self, api_version: &str, kind: &str) -> BackendError {
+    pub(crate) fn unready(&self, api_version: &str, kind: &str) -> KubeError {
         self.failure(
             api_version,
             kind,
@@ -781,7 +764,7 @@ fn conversion_webhook(
 }
 
 /// Calls the hub webhooks a write goes through: each must have a ready Pod behind it.
-fn call_hub_webhooks(w: &World, cluster: &str, key: &str, obj: &Value) -> Result<(), BackendError> {
+fn call_hub_webhooks(w: &World, cluster: &str, key: &str, obj: &Value) -> Result<(), KubeError> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
     for hook in hub_webhooks_for(w, cluster, key, api_version) {
         if !hub_deployment_ready(w, cluster, hook.service) {
@@ -815,12 +798,7 @@ pub(crate) fn gate_on(list: Option<&Value>, gate: &str, default: bool) -> bool {
 /// OCM's hub webhooks where they matter (OCM-FACTS §2.2, §9.10): each must answer (a ready Pod behind
 /// it, FACTS-OCM-ROUND2 §1.3-1.4), then the ManagedCluster default cluster set label, and a binding's
 /// name equal to its set. Before the operator registers the admission webhooks nothing is validated.
-pub(crate) fn admit(
-    w: &World,
-    cluster: &str,
-    key: &str,
-    obj: &mut Value,
-) -> Result<(), BackendError> {
+pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Result<(), KubeError> {
     call_hub_webhooks(w, cluster, key, obj)?;
     if key == gk::MANAGED_CLUSTER
         && webhook_registered(w, cluster, &MC_MUTATOR)
@@ -841,15 +819,13 @@ pub(crate) fn admit(
             .get(cluster, gk::NAMESPACE, "", name)
             .is_some_and(|ns| ns.at("/status/phase") == Some(&json!("Terminating")));
         if accepting && terminating {
-            return Err(BackendError::transient(format!(
-                "forbidden while the cluster's hub namespace is still being deleted (HTTP 403): admission \
-                 webhook \"{}\" denied the request: cluster namespace \"{name}\" is terminating",
-                MC_VALIDATOR.name
-            ))
-            .with_help(
-                "a `reset` or `down` left the cluster's namespace on the hub Terminating; the accept passes \
-                 once it is gone",
-            ));
+            return Err(KubeError::Forbidden {
+                message: format!(
+                    "admission webhook \"{}\" denied the request: cluster namespace \"{name}\" is terminating",
+                    MC_VALIDATOR.name
+                ),
+                cause: ForbiddenCause::ClusterNamespaceTerminating,
+            });
         }
     }
     if key == gk::SET_BINDING && webhook_registered(w, cluster, &BINDING_VALIDATOR) {
@@ -894,7 +870,7 @@ fn normalize(obj: &mut Value, key: &str) {
 }
 
 /// Server-side apply (field manager `ocm-lab`, force, Strict validation): see [`apply_as`].
-pub(crate) fn apply(w: &mut World, cluster: &str, obj: &Value) -> Result<Value, BackendError> {
+pub(crate) fn apply(w: &mut World, cluster: &str, obj: &Value) -> Result<Value, KubeError> {
     apply_as(w, cluster, obj, crate::backend::kube::FIELD_MANAGER)
 }
 
@@ -908,11 +884,9 @@ pub(crate) fn apply_as(
     cluster: &str,
     obj: &Value,
     manager: &str,
-) -> Result<Value, BackendError> {
+) -> Result<Value, KubeError> {
     check_reachable(w, cluster)?;
-    let r = ObjectRef::of(obj).ok_or_else(|| {
-        BackendError::permanent("the object has no apiVersion, kind or metadata.name")
-    })?;
+    let r = ObjectRef::of(obj).ok_or(KubeError::NoIdentity)?;
     let info = resolve(w, cluster, &r.api_version, &r.kind)
         .ok_or_else(|| no_match(&r.api_version, &r.kind))?;
     validate_name(&info, &r.name)?;
@@ -921,9 +895,9 @@ pub(crate) fn apply_as(
     let ns = if info.namespaced {
         let ns = r.namespace.clone().unwrap_or_else(|| "default".to_owned());
         if w.get(cluster, gk::NAMESPACE, "", &ns).is_none() {
-            return Err(BackendError::permanent(format!(
-                "not found (HTTP 404): namespaces \"{ns}\" not found"
-            ))
+            return Err(KubeError::NotFound {
+                message: format!("namespaces \"{ns}\" not found"),
+            }
             .with_help(format!("create namespace {ns} first")));
         }
         obj["metadata"]["namespace"] = json!(ns);
@@ -1014,7 +988,7 @@ pub(crate) fn merge_patch(
     cluster: &str,
     r: &ObjectRef,
     patch: &Value,
-) -> Result<(), BackendError> {
+) -> Result<(), KubeError> {
     check_reachable(w, cluster)?;
     let info = resolve(w, cluster, &r.api_version, &r.kind)
         .ok_or_else(|| no_match(&r.api_version, &r.kind))?;
@@ -1041,7 +1015,7 @@ pub(crate) fn merge_patch(
     Ok(())
 }
 
-pub(crate) fn delete(w: &mut World, cluster: &str, r: &ObjectRef) -> Result<bool, BackendError> {
+pub(crate) fn delete(w: &mut World, cluster: &str, r: &ObjectRef) -> Result<bool, KubeError> {
     check_reachable(w, cluster)?;
     let Some(info) = resolve(w, cluster, &r.api_version, &r.kind) else {
         return Ok(false);
@@ -1065,12 +1039,12 @@ pub(crate) fn token_request(
     namespace: &str,
     sa: &str,
     seconds: i64,
-) -> Result<String, BackendError> {
+) -> Result<String, KubeError> {
     check_reachable(w, cluster)?;
     if w.get(cluster, gk::SERVICE_ACCOUNT, namespace, sa).is_none() {
-        return Err(BackendError::permanent(format!(
-            "not found (HTTP 404): serviceaccounts \"{sa}\" not found"
-        ))
+        return Err(KubeError::NotFound {
+            message: format!("serviceaccounts \"{sa}\" not found"),
+        }
         .with_help(format!(
             "the ServiceAccount {namespace}/{sa} must exist before a token can be requested"
         )));
@@ -1097,21 +1071,20 @@ pub(crate) fn approve_csr(
     cluster: &str,
     name: &str,
     reason: &str,
-) -> Result<(), BackendError> {
+) -> Result<(), KubeError> {
     check_reachable(w, cluster)?;
     let Some(csr) = w.get(cluster, gk::CSR, "", name) else {
-        return Err(BackendError::permanent(format!(
-            "CertificateSigningRequest {name} does not exist"
-        )));
+        return Err(KubeError::CsrMissing {
+            name: name.to_owned(),
+        });
     };
     if util::condition_is(csr, "Approved", "True") {
         return Ok(());
     }
     if util::condition_is(csr, "Denied", "True") {
-        return Err(BackendError::permanent(format!(
-            "CertificateSigningRequest {name} was denied; a denied CSR cannot be approved"
-        ))
-        .with_help("the agent creates a new CSR after a while; approve that one"));
+        return Err(KubeError::CsrDenied {
+            name: name.to_owned(),
+        });
     }
     let mut csr = csr.clone();
     let now = util::now_rfc3339();

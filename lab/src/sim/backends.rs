@@ -14,9 +14,9 @@ use super::engine::{Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use crate::backend::{
-    BackendError, ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector,
-    ContainerRuntime, CreateCluster, HelmTarget, LookAlike, NodeContainer, ObjectRef, Release,
-    Rendered, Result, Secret, WaitError,
+    ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
+    CreateCluster, DockerError, HelmError, HelmTarget, KindError, KubeError, LookAlike,
+    NodeContainer, ObjectRef, Release, Rendered, Secret, SimulatedFault, WaitError,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
@@ -24,15 +24,15 @@ use crate::topology::Cluster;
 /// What every backend call goes through: its fault (delay, transient or permanent failure), the
 /// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
 /// The world's lock is taken once before any delay and once for the work and its log entry.
-async fn call<T>(
+async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
     shared: &Arc<Shared>,
     b: Behaviour,
     cluster: &str,
     verb: &str,
     object: String,
     mutating: bool,
-    f: impl FnOnce(&mut State) -> Result<T>,
-) -> Result<T> {
+    f: impl FnOnce(&mut State) -> Result<T, E>,
+) -> Result<T, E> {
     let fault = {
         let mut st = shared.lock();
         if mutating {
@@ -53,8 +53,8 @@ async fn call<T>(
     if let Some(d) = fault? {
         tokio::time::sleep(d).await;
     }
-    let logged = |st: &mut State, result: Result<T>| {
-        let outcome = result.as_ref().map(|_| ()).map_err(|e| e.message.clone());
+    let logged = |st: &mut State, result: Result<T, E>| {
+        let outcome = result.as_ref().map(|_| ()).map_err(ToString::to_string);
         shared.log_locked(st, cluster, verb, object, outcome);
         result
     };
@@ -98,7 +98,7 @@ pub(crate) struct SimDocker(pub Arc<Shared>);
 
 #[async_trait]
 impl ContainerRuntime for SimDocker {
-    async fn ping(&self) -> Result<String> {
+    async fn ping(&self) -> Result<String, DockerError> {
         call(
             &self.0,
             Behaviour::DockerPing,
@@ -111,7 +111,7 @@ impl ContainerRuntime for SimDocker {
         .await
     }
 
-    async fn ensure_network(&self, name: &str) -> Result<bool> {
+    async fn ensure_network(&self, name: &str) -> Result<bool, DockerError> {
         let n = name.to_owned();
         call(
             &self.0,
@@ -131,7 +131,7 @@ impl ContainerRuntime for SimDocker {
         .await
     }
 
-    async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>> {
+    async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>, DockerError> {
         let c = cluster.to_owned();
         call(
             &self.0,
@@ -162,7 +162,7 @@ impl ContainerRuntime for SimDocker {
         .await
     }
 
-    async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize> {
+    async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize, DockerError> {
         let c = cluster.to_owned();
         call(
             &self.0,
@@ -176,7 +176,7 @@ impl ContainerRuntime for SimDocker {
         .await
     }
 
-    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>> {
+    async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>, DockerError> {
         let c = cluster.to_owned();
         call(
             &self.0,
@@ -207,7 +207,7 @@ impl ContainerRuntime for SimDocker {
         .await
     }
 
-    async fn remove_containers(&self, ids: &[String]) -> Result<usize> {
+    async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError> {
         let ids = ids.to_vec();
         call(
             &self.0,
@@ -251,7 +251,7 @@ pub(crate) struct SimKind(pub Arc<Shared>);
 
 #[async_trait]
 impl ClusterProvisioner for SimKind {
-    async fn list(&self) -> Result<Vec<String>> {
+    async fn list(&self) -> Result<Vec<String>, KindError> {
         call(
             &self.0,
             Behaviour::DockerPing,
@@ -264,7 +264,7 @@ impl ClusterProvisioner for SimKind {
         .await
     }
 
-    async fn create(&self, req: &CreateCluster) -> Result<()> {
+    async fn create(&self, req: &CreateCluster) -> Result<(), KindError> {
         let r = req.clone();
         let kubeconfig = call(
             &self.0,
@@ -275,36 +275,34 @@ impl ClusterProvisioner for SimKind {
             true,
             move |st| {
                 if !st.world.containers_of(&r.name).is_empty() {
-                    return Err(BackendError::permanent(format!(
+                    return Err(KindError::from(SimulatedFault::permanent(format!(
                         "node(s) already exist for a cluster with the name \"{}\"",
                         r.name
                     ))
                     .with_help(format!(
                         "delete it first (`kind delete cluster --name {}`) or choose another name",
                         r.name
-                    )));
+                    ))));
                 }
                 // Docker refuses a second container of a name (kind's `docker run` fails), labelled or not.
                 let cp = format!("{}-control-plane", r.name);
                 if st.world.containers.contains_key(&cp) {
-                    return Err(BackendError::permanent(format!(
+                    return Err(KindError::from(SimulatedFault::permanent(format!(
                         "failed to create cluster: command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use (simulated)"
-                    )));
+                    ))));
                 }
                 st.world.create_cluster(&r.name, &r.image, false);
                 Ok(st.world.kubeconfig(&r.name).expect("just created"))
             },
         )
         .await?;
-        write_private(&req.kubeconfig, &kubeconfig).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to write kubeconfig {}: {e}",
-                req.kubeconfig.display()
-            ))
+        write_private(&req.kubeconfig, &kubeconfig).map_err(|e| KindError::WriteFile {
+            path: req.kubeconfig.display().to_string(),
+            detail: e.to_string(),
         })
     }
 
-    async fn delete(&self, name: &str) -> Result<()> {
+    async fn delete(&self, name: &str) -> Result<(), KindError> {
         let n = name.to_owned();
         call(
             &self.0,
@@ -321,7 +319,7 @@ impl ClusterProvisioner for SimKind {
         .await
     }
 
-    async fn export_kubeconfig(&self, name: &str, path: &Path) -> Result<()> {
+    async fn export_kubeconfig(&self, name: &str, path: &Path) -> Result<(), KindError> {
         let n = name.to_owned();
         let text = call(
             &self.0,
@@ -332,23 +330,21 @@ impl ClusterProvisioner for SimKind {
             false,
             move |st| {
                 if st.world.containers_of(&n).is_empty() {
-                    return Err(BackendError::permanent(format!(
+                    return Err(KindError::from(SimulatedFault::permanent(format!(
                         "could not locate any control plane nodes for cluster named '{n}'. Use the --name option to select a different cluster"
-                    )));
+                    ))));
                 }
                 st.world.kubeconfig(&n).ok_or_else(|| {
-                    BackendError::permanent(format!(
+                    KindError::from(SimulatedFault::permanent(format!(
                         "cluster {n} has node containers but no API server"
-                    ))
+                    )))
                 })
             },
         )
         .await?;
-        write_private(path, &text).map_err(|e| {
-            BackendError::permanent(format!(
-                "failed to write kubeconfig {}: {e}",
-                path.display()
-            ))
+        write_private(path, &text).map_err(|e| KindError::WriteFile {
+            path: path.display().to_string(),
+            detail: e.to_string(),
         })
     }
 }
@@ -366,16 +362,20 @@ fn sim_render(
     patches: &crate::patch::PatchSet,
     chart: &ChartPlan,
     values: &Value,
-) -> Result<Rendered> {
+) -> Result<Rendered, HelmError> {
     let mut rendered = charts::render(chart, values)?;
-    let version = semver::Version::parse(&chart.version)
-        .map_err(|e| BackendError::permanent(format!("chart version {}: {e}", chart.version)))?;
+    let version = semver::Version::parse(&chart.version).map_err(|e| {
+        HelmError::from(SimulatedFault::permanent(format!(
+            "chart version {}: {e}",
+            chart.version
+        )))
+    })?;
     let matching = patches.for_chart(chart.chart.name(), &version);
     if !matching.is_empty() {
         crate::patch::apply(&matching, &mut rendered.objects).map_err(|e| {
-            BackendError::permanent(format!(
+            HelmError::from(SimulatedFault::permanent(format!(
                 "simulated Helm: error while running post render on files: ocm-lab post-renderer: {e}"
-            ))
+            )))
         })?;
     }
     Ok(rendered)
@@ -398,7 +398,7 @@ fn as_release(r: &super::world::SimRelease) -> Release {
 
 #[async_trait]
 impl ChartRenderer for SimHelm {
-    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered> {
+    async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered, HelmError> {
         let patches = self.1.clone();
         call(
             &self.0,
@@ -417,7 +417,7 @@ impl ChartRenderer for SimHelm {
         target: &HelmTarget,
         chart: &ChartPlan,
         values: &Value,
-    ) -> Result<Release> {
+    ) -> Result<Release, HelmError> {
         let rendered = self.template(chart, values).await?;
         let cluster = target.cluster.clone();
         let lab = target.lab.clone();
@@ -500,7 +500,7 @@ impl ChartRenderer for SimHelm {
                     .entry(cluster.clone())
                     .or_default()
                     .insert(key, release);
-                result.map(|()| out)
+                result.map(|()| out).map_err(HelmError::from)
             },
         )
         .await
@@ -511,7 +511,7 @@ impl ChartRenderer for SimHelm {
         target: &HelmTarget,
         name: &str,
         namespace: &str,
-    ) -> Result<Option<Release>> {
+    ) -> Result<Option<Release>, HelmError> {
         let cluster = target.cluster.clone();
         let key = release_key(namespace, name);
         call(
@@ -523,7 +523,7 @@ impl ChartRenderer for SimHelm {
             false,
             move |st| {
                 if !st.world.reachable(&cluster) {
-                    return Err(apiserver::unreachable(&cluster));
+                    return Err(apiserver::unreachable(&cluster).into());
                 }
                 Ok(st
                     .world
@@ -536,7 +536,12 @@ impl ChartRenderer for SimHelm {
         .await
     }
 
-    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
+    async fn uninstall(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<bool, HelmError> {
         let cluster = target.cluster.clone();
         let lab = target.lab.clone();
         let key = release_key(namespace, name);
@@ -578,7 +583,11 @@ pub(crate) struct SimConnector(pub Arc<Shared>);
 
 #[async_trait]
 impl Connector for SimConnector {
-    async fn connect(&self, cluster: &Cluster, _kubeconfig: &Path) -> Result<Arc<dyn ClusterApi>> {
+    async fn connect(
+        &self,
+        cluster: &Cluster,
+        _kubeconfig: &Path,
+    ) -> Result<Arc<dyn ClusterApi>, KubeError> {
         let name = cluster.name.clone();
         call(
             &self.0,
@@ -634,7 +643,7 @@ async fn watch<T>(
     cluster: &str,
     deadline: Instant,
     mut ok: impl FnMut(&World) -> Option<T>,
-) -> Result<Option<T>> {
+) -> Result<Option<T>, KubeError> {
     let notify = shared.notifier(cluster);
     loop {
         let notified = notify.notified();
@@ -663,15 +672,15 @@ impl SimApi {
         verb: &str,
         object: String,
         mutating: bool,
-        f: impl FnOnce(&mut State) -> Result<T>,
-    ) -> Result<T> {
+        f: impl FnOnce(&mut State) -> Result<T, KubeError>,
+    ) -> Result<T, KubeError> {
         call(&self.shared, b, &self.cluster, verb, object, mutating, f).await
     }
 }
 
 #[async_trait]
 impl ClusterApi for SimApi {
-    async fn version(&self) -> Result<String> {
+    async fn version(&self) -> Result<String, KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::KubeRead,
@@ -688,7 +697,7 @@ impl ClusterApi for SimApi {
         .await
     }
 
-    async fn served(&self, api_version: &str, kind: &str) -> Result<bool> {
+    async fn served(&self, api_version: &str, kind: &str) -> Result<bool, KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::KubeRead,
@@ -705,7 +714,7 @@ impl ClusterApi for SimApi {
         .await
     }
 
-    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>> {
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::KubeRead,
@@ -723,7 +732,7 @@ impl ClusterApi for SimApi {
         kind: &str,
         namespace: Option<&str>,
         labels: Option<&str>,
-    ) -> Result<Vec<Value>> {
+    ) -> Result<Vec<Value>, KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::KubeRead,
@@ -741,7 +750,7 @@ impl ClusterApi for SimApi {
         .await
     }
 
-    async fn apply(&self, obj: &Value) -> Result<()> {
+    async fn apply(&self, obj: &Value) -> Result<(), KubeError> {
         let c = self.cluster.clone();
         let desc =
             ObjectRef::of(obj).map_or_else(|| "(invalid object)".to_owned(), |r| r.to_string());
@@ -759,7 +768,7 @@ impl ClusterApi for SimApi {
         .await
     }
 
-    async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<()> {
+    async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<(), KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::MergePatch,
@@ -774,7 +783,7 @@ impl ClusterApi for SimApi {
         .await
     }
 
-    async fn delete(&self, r: &ObjectRef) -> Result<bool> {
+    async fn delete(&self, r: &ObjectRef) -> Result<bool, KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::Delete,
@@ -883,7 +892,7 @@ impl ClusterApi for SimApi {
         namespace: &str,
         service_account: &str,
         seconds: i64,
-    ) -> Result<Secret> {
+    ) -> Result<Secret, KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::TokenRequest,
@@ -906,7 +915,7 @@ impl ClusterApi for SimApi {
         path: &str,
         ca_pem: &[u8],
         token: &Secret,
-    ) -> Result<(u16, String)> {
+    ) -> Result<(u16, String), KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::ServiceRequest,
@@ -935,7 +944,7 @@ impl ClusterApi for SimApi {
         .await
     }
 
-    async fn approve_csr(&self, name: &str, reason: &str) -> Result<()> {
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), KubeError> {
         let c = self.cluster.clone();
         self.call(
             Behaviour::CsrApprove,

@@ -7,7 +7,7 @@ use super::util::At as _;
 use serde_json::{Value, json};
 
 use super::util::{self, helm_text, truthy};
-use crate::backend::{BackendError, Rendered};
+use crate::backend::{HelmError, Rendered};
 use crate::charts::ChartPlan;
 use crate::topology::catalog::Chart;
 
@@ -402,7 +402,7 @@ fn sorted(mut objects: Vec<Value>) -> Vec<Value> {
 }
 
 /// Renders a chart like `helm template`.
-pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, BackendError> {
+pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, HelmError> {
     let ns = chart.namespace.as_str();
     let rendered = match (chart.chart, chart.version.as_str()) {
         (Chart::ClusterManager, "1.3.1") => cluster_manager(ns, values),
@@ -410,9 +410,10 @@ pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, Back
         (Chart::ClusterProxy, v @ ("0.10.0" | "0.11.0")) => cluster_proxy(ns, v, values),
         (Chart::ManagedServiceaccount, "0.10.0") => managed_serviceaccount(ns, values),
         (c, v) => {
-            return Err(BackendError::permanent(format!(
-                "chart {c} version {v} is not modelled by the simulated lab (it knows cluster-manager 1.3.1, klusterlet 1.3.1, cluster-proxy 0.10.0 and 0.11.0, managed-serviceaccount 0.10.0)"
-            )));
+            return Err(HelmError::NotModelled {
+                chart: c.to_string(),
+                version: v.to_owned(),
+            });
         }
     };
     Ok(Rendered {

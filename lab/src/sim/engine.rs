@@ -13,7 +13,7 @@ use super::Call;
 use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
-use crate::backend::BackendError;
+use crate::backend::{KubeError, SimulatedFault};
 
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
@@ -34,15 +34,15 @@ pub(crate) struct State {
 
 impl State {
     /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
-    pub fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, BackendError> {
+    pub fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, SimulatedFault> {
         match self.faults.get(&b).cloned() {
             None => Ok(None),
             Some(Fault::Delay(d)) => Ok(Some(d)),
             Some(Fault::FailOnce(msg)) => {
                 self.faults.remove(&b);
-                Err(BackendError::transient(msg))
+                Err(SimulatedFault::transient(msg))
             }
-            Some(Fault::FailAlways(msg)) => Err(BackendError::permanent(msg)),
+            Some(Fault::FailAlways(msg)) => Err(SimulatedFault::permanent(msg)),
         }
     }
 
@@ -68,7 +68,7 @@ impl State {
         key: &str,
         api_version: &str,
         kind: &str,
-    ) -> Result<(), BackendError> {
+    ) -> Result<(), KubeError> {
         if !matches!(
             self.faults.get(&Behaviour::HubWebhooks),
             Some(Fault::FailOnce(_) | Fault::FailAlways(_))

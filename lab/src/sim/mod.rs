@@ -57,13 +57,13 @@ pub struct Call {
     pub outcome: Result<(), String>,
 }
 
-/// Saves the simulated world at step ends (the simulated lab's [`crate::engine::Durability`]).
+/// Saves the simulated world at step ends (the simulated lab's [`crate::step::Durability`]).
 struct SaveWorld {
     lab: Arc<SimLab>,
     path: std::path::PathBuf,
 }
 
-impl crate::engine::Durability for SaveWorld {
+impl crate::step::Durability for SaveWorld {
     fn persist(&self) -> std::io::Result<()> {
         self.lab.save(&self.path)
     }
@@ -174,7 +174,7 @@ impl SimLab {
     /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see
     /// [`SimLab::save`]) before the journal records a step as done, so a killed run never leaves a journal
     /// that is ahead of the simulated world.
-    pub fn durability(self: &Arc<Self>, path: &Path) -> Arc<dyn crate::engine::Durability> {
+    pub fn durability(self: &Arc<Self>, path: &Path) -> Arc<dyn crate::step::Durability> {
         Arc::new(SaveWorld {
             lab: self.clone(),
             path: path.to_owned(),
@@ -226,7 +226,9 @@ impl SimLab {
                     st.world.expire_lease(&spoke, seq)
                 };
                 if let Some((hub, mc)) = work {
-                    shared.mutate_with(vec![controllers::Work::HubAccept { hub, mc }], |_| ());
+                    let work =
+                        controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
+                    shared.mutate_with(vec![work], |_| ());
                 }
             }
         });

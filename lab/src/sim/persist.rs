@@ -281,6 +281,7 @@ mod tests {
         let plan = crate::workflow::plan::plan(
             &lab,
             &crate::workflow::Sources::embedded(),
+            &crate::actions::Registry,
             &patches,
             "up",
         )
@@ -289,9 +290,9 @@ mod tests {
         let sim = SimLab::new();
         let mut cache = caches();
         same_as_serde(&mut cache, &sim.shared.lock().world);
-        let (events, mut rx) = crate::engine::events::Events::channel();
+        let (events, mut rx) = crate::step::events::Events::channel();
         tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        let ctx = std::sync::Arc::new(crate::engine::RunCtx::new(
+        let ctx = std::sync::Arc::new(crate::step::RunCtx::new(
             lab,
             sim.backends(),
             crate::state::StateDir {

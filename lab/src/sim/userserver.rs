@@ -9,7 +9,7 @@ use super::apiserver::gk;
 use super::controllers;
 use super::util;
 use super::world::World;
-use crate::backend::BackendError;
+use crate::backend::KubeError;
 
 const USER_SERVER: &str = "cluster-proxy-addon-user";
 const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
@@ -52,20 +52,20 @@ pub(crate) fn get(
     path: &str,
     ca_pem: &[u8],
     token: &str,
-) -> Result<(u16, String), BackendError> {
+) -> Result<(u16, String), KubeError> {
     let svc_name = format!("{namespace}/{service}");
     // The port-forward: Service, selector, port, a running Pod (an Available Deployment here).
-    let svc = w
-        .get(hub, "Service", namespace, service)
-        .ok_or_else(|| BackendError::permanent(format!("Service {svc_name} does not exist")))?;
+    let svc =
+        w.get(hub, "Service", namespace, service)
+            .ok_or_else(|| KubeError::ServiceMissing {
+                service: svc_name.clone(),
+            })?;
     let selector = svc["spec"]["selector"]
         .as_object()
         .cloned()
         .unwrap_or_default();
     if selector.is_empty() {
-        return Err(BackendError::permanent(format!(
-            "Service {svc_name} has no selector: there is no Pod to forward to"
-        )));
+        return Err(KubeError::NoSelector { service: svc_name });
     }
     let ports: Vec<i64> = svc["spec"]["ports"]
         .as_array()
@@ -74,11 +74,11 @@ pub(crate) fn get(
         .filter_map(|p| p["port"].as_i64())
         .collect();
     if !ports.contains(&i64::from(port)) {
-        let have: Vec<String> = ports.iter().map(ToString::to_string).collect();
-        return Err(BackendError::permanent(format!(
-            "Service {svc_name} has no port {port} (it has: {})",
-            have.join(", ")
-        )));
+        return Err(KubeError::NoServicePort {
+            service: svc_name,
+            port,
+            have: ports.iter().map(ToString::to_string).collect(),
+        });
     }
     let labels = selector
         .iter()
@@ -94,10 +94,10 @@ pub(crate) fn get(
             })
     });
     let Some(backend) = backend else {
-        return Err(BackendError::transient(format!(
-            "no running Pod behind Service {svc_name} (selector {labels})"
-        ))
-        .with_help("wait for the Service's Deployment to roll out, then try again"));
+        return Err(KubeError::NoReadyPod {
+            service: svc_name,
+            selector: labels,
+        });
     };
     if util::name(backend) != USER_SERVER {
         return Ok(status(
@@ -112,9 +112,7 @@ pub(crate) fn get(
     let url = format!("https://localhost:{port}{path}");
     let trusted = pem_certs(&String::from_utf8_lossy(ca_pem));
     if trusted.is_empty() {
-        return Err(BackendError::permanent(
-            "the CA bundle holds no PEM certificate",
-        ));
+        return Err(KubeError::NoCaCertificate);
     }
     let presented = w
         .get(hub, gk::SECRET, namespace, SERVING_CERT)
@@ -125,9 +123,10 @@ pub(crate) fn get(
     // Verified like a TLS client does with a pinned bundle: the presented chain (leaf, then its CA)
     // must reach a certificate the bundle holds.
     if !presented.iter().any(|c| trusted.contains(c)) {
-        return Err(BackendError::permanent(format!(
-            "GET {url} failed: io: invalid peer certificate: UnknownIssuer"
-        )));
+        return Err(KubeError::Request {
+            url,
+            detail: "io: invalid peer certificate: UnknownIssuer".to_owned(),
+        });
     }
     user_server(w, proxy_server, hub, path, token)
 }
@@ -141,7 +140,7 @@ fn user_server(
     hub: &str,
     path: &str,
     token: &str,
-) -> Result<(u16, String), BackendError> {
+) -> Result<(u16, String), KubeError> {
     let trimmed = path.trim_start_matches('/');
     let (cluster, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
     if cluster.is_empty() {

@@ -10,6 +10,20 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use super::CheckResult;
 use crate::topology::Check;
 
+/// The last verification of a lab, as the state folder keeps it for `status` and `diagnose` (the command
+/// that verified gets its results from the run itself).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LastVerification {
+    /// The run that verified.
+    pub run: String,
+    /// When (RFC 3339, seconds).
+    pub at: String,
+    pub simulated: bool,
+    /// Every check passed.
+    pub ok: bool,
+    pub results: Vec<CheckResult>,
+}
+
 /// The table: one row per spoke and namespace, one column per check that ran.
 pub fn table(results: &[CheckResult]) -> String {
     let checks: Vec<Check> = Check::ALL

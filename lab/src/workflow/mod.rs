@@ -5,9 +5,11 @@
 //! template with minijinja (strict: an undefined variable is an error), resolves `needs` to concrete step
 //! instances, checks the graph for cycles, and renders the manifests and chart values each step applies.
 
+pub mod catalog;
 pub mod plan;
 pub mod spec;
 
 pub use crate::charts::ChartPlan;
+pub use catalog::Catalog;
 pub use plan::{Plan, PlannedStep, Retry};
 pub use spec::{Sources, WorkflowFile};

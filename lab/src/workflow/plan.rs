@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use serde_saphyr::Location;
 
+use super::Catalog;
 use super::spec::{self, Sources, Step, WorkflowError};
 use crate::charts::{self, ChartPlan};
 use crate::diag::{Collector, FileDiagnostics, suggest};
@@ -21,8 +22,9 @@ use crate::topology::{CLUSTERSET_LABEL, LAB_LABEL, Lab, Provider, duration_text}
 pub struct Plan {
     pub workflow: String,
     pub lab: String,
-    /// Step instances in a topological order (file order where the graph allows it).
-    pub steps: Vec<PlannedStep>,
+    /// Step instances in a topological order (file order where the graph allows it). Shared: the engine
+    /// hands each running step its instance (manifests included) without copying it.
+    pub steps: Vec<std::sync::Arc<PlannedStep>>,
 }
 
 /// One step instance: a step, or one item of a `foreach` step.
@@ -218,10 +220,11 @@ impl Globals {
 pub fn plan(
     lab: &Lab,
     sources: &Sources,
+    actions: &dyn Catalog,
     patches: &PatchSet,
     name: &str,
 ) -> Result<Plan, WorkflowError> {
-    let (wf, file, text) = spec::load(sources, name)?;
+    let (wf, file, text) = spec::load(sources, actions, name)?;
     let env = environment(sources).map_err(|e| {
         let mut c = Collector::new("");
         c.error(
@@ -392,14 +395,25 @@ pub fn plan(
     Ok(Plan {
         workflow: wf.metadata.name.value.clone(),
         lab: lab.name.clone(),
-        steps,
+        steps: steps.into_iter().map(std::sync::Arc::new).collect(),
     })
+}
+
+/// How the planner names an object in `lab.prune`'s `keep` input: `Kind/namespace/name` (namespace
+/// empty when cluster-scoped).
+pub fn keep_id(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// The `keep` id of an object.
+pub fn keep_id_of(obj: &Value) -> String {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    keep_id(s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
 }
 
 /// Gives each `lab.prune` step the objects the plan applies, per cluster (its `keep` input): the rendered
 /// manifests, and the release namespace of each chart (created with the lab's label).
 fn fill_keep(steps: &mut [PlannedStep]) {
-    use crate::actions::prune::{keep_id, keep_id_of};
     let mut keep: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in steps.iter() {
         if let Some(cluster) = s.cluster() {
@@ -691,7 +705,7 @@ impl Plan {
     }
 
     pub fn step(&self, id: &str) -> Option<&PlannedStep> {
-        self.steps.iter().find(|s| s.id == id)
+        self.steps.iter().find(|s| s.id == id).map(|s| &**s)
     }
 
     /// Every object the plan applies, with the lab cluster it goes to.

@@ -6,9 +6,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::actions;
 use crate::diag::{Collector, FileDiagnostics, suggest};
 use crate::embedded;
+use crate::workflow::Catalog;
 
 pub const API_VERSION: &str = "ocm-lab.open-cluster-management.io/v1alpha1";
 pub const KIND: &str = "Workflow";
@@ -171,6 +171,7 @@ pub enum WorkflowError {
 /// ids, known actions and their inputs, known `foreach` collections.
 pub fn load(
     sources: &Sources,
+    actions: &dyn Catalog,
     name: &str,
 ) -> Result<(WorkflowFile, String, String), WorkflowError> {
     let text = sources
@@ -203,7 +204,7 @@ pub fn load(
         }
     };
     if let Some(w) = &parsed {
-        check(w, &mut c);
+        check(w, actions, &mut c);
     }
     match parsed {
         Some(w) if !c.has_errors() => Ok((w, file, text.to_owned())),
@@ -213,7 +214,7 @@ pub fn load(
     }
 }
 
-fn check(w: &WorkflowFile, c: &mut Collector<'_>) {
+fn check(w: &WorkflowFile, actions: &dyn Catalog, c: &mut Collector<'_>) {
     if w.api_version.value != API_VERSION {
         c.error(
             Some(&w.api_version.referenced),
@@ -252,13 +253,14 @@ fn check(w: &WorkflowFile, c: &mut Collector<'_>) {
             );
         }
         ids.push(s.id.value.clone());
-        let Some(action) = actions::find(&s.uses.value) else {
+        let action = s.uses.value.as_str();
+        let Some(inputs) = actions.inputs(action) else {
             let issue = c.error(
                 Some(&s.uses.referenced),
                 format!("{field}.uses"),
                 format!("unknown action `{}`", s.uses.value),
             );
-            if let Some(sug) = suggest(&s.uses.value, actions::ACTIONS.iter().map(|a| a.name)) {
+            if let Some(sug) = suggest(action, actions.names()) {
                 issue.help(format!("did you mean `{sug}`?"));
             }
             continue;
@@ -270,35 +272,29 @@ fn check(w: &WorkflowFile, c: &mut Collector<'_>) {
             .map(|w| &w.referenced)
             .unwrap_or(&s.uses.referenced);
         for key in with.into_iter().flat_map(|w| w.keys()) {
-            if !action.inputs.iter().any(|i| i.name == key) {
+            if !inputs.iter().any(|i| i.name == key) {
                 let issue = c.error(
                     Some(with_loc),
                     format!("{field}.with.{key}"),
-                    format!("action `{}` has no input `{key}`", action.name),
+                    format!("action `{action}` has no input `{key}`"),
                 );
-                match suggest(key, action.inputs.iter().map(|i| i.name)) {
+                match suggest(key, inputs.iter().map(|i| i.name)) {
                     Some(sug) => issue.help(format!("did you mean `{sug}`?")),
                     None => issue.help(format!(
-                        "inputs of `{}`: {}",
-                        action.name,
-                        action
-                            .inputs
-                            .iter()
-                            .map(|i| i.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "inputs of `{action}`: {}",
+                        inputs.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
                     )),
                 };
             }
         }
-        for input in action.inputs.iter().filter(|i| i.required) {
+        for input in inputs.iter().filter(|i| i.required) {
             if !with.is_some_and(|w| w.contains_key(input.name)) {
                 c.error(
                     Some(with_loc),
                     format!("{field}.with"),
                     format!(
-                        "action `{}` needs input `{}` ({})",
-                        action.name, input.name, input.doc
+                        "action `{action}` needs input `{}` ({})",
+                        input.name, input.doc
                     ),
                 );
             }

@@ -482,18 +482,35 @@ fn yaml_comment_commands(file: &Path) -> Vec<DocCommand> {
     out
 }
 
-/// `ocm-lab …` commands the CI workflows run (`./target/release/ocm-lab up -t "${{ matrix.topology }}"`).
+/// `ocm-lab …` commands the CI workflows run: `./target/release/ocm-lab up -t "${{ matrix.topology }}"`,
+/// `ocm-lab down …` (on PATH from the repository's action), `matrix=$(ocm-lab ci matrix …)`.
 fn workflow_commands(file: &Path) -> Vec<DocCommand> {
     let text = std::fs::read_to_string(file).unwrap();
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with('#') {
+        let code = line.trim_start();
+        if code.starts_with('#') {
             continue;
         }
-        if let Some(i) = line.find("target/release/ocm-lab ") {
+        let code = code.strip_prefix("run: ").unwrap_or(code);
+        let start = if let Some(i) = code.find("target/release/ocm-lab ") {
+            Some(i + "target/release/".len())
+        } else if code.starts_with("ocm-lab ") {
+            Some(0)
+        } else {
+            code.find("$(ocm-lab ").map(|i| i + 2)
+        };
+        if let Some(i) = start {
+            let command = &code[i..];
+            // Up to the `)` that closes `$(`, outside quotes (no quoted `)` in these commands).
+            let command = if code[..i].ends_with("$(") {
+                command.split(')').next().unwrap_or(command)
+            } else {
+                command
+            };
             out.push(DocCommand {
                 at: format!("{}:{}", file.display(), n + 1),
-                words: shell_words(&line[i + "target/release/".len()..]),
+                words: shell_words(command),
                 prose: false,
             });
         }
@@ -541,6 +558,7 @@ fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
         ),
         ("workshop-exercises.md", "ocm-lab reset -t workshop"),
         ("e2e.yml", "ocm-lab down -t ${{ matrix.topology }}"),
+        ("e2e.yml", "ocm-lab ci matrix --runner-memory 16GB"),
     ] {
         assert!(
             commands

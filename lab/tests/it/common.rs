@@ -85,8 +85,14 @@ pub fn default_with(from: &str, to: &str) -> String {
 
 pub fn plan(lab: &ocm_lab::topology::Lab) -> ocm_lab::workflow::Plan {
     let patches = ocm_lab::patch::PatchSet::embedded().expect("embedded patches load");
-    ocm_lab::workflow::plan::plan(lab, &ocm_lab::workflow::Sources::embedded(), &patches, "up")
-        .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
+    ocm_lab::workflow::plan::plan(
+        lab,
+        &ocm_lab::workflow::Sources::embedded(),
+        &ocm_lab::actions::Registry,
+        &patches,
+        "up",
+    )
+    .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
 }
 
 pub fn plan_workflow(lab: &ocm_lab::topology::Lab, workflow: &str) -> ocm_lab::workflow::Plan {
@@ -94,6 +100,7 @@ pub fn plan_workflow(lab: &ocm_lab::topology::Lab, workflow: &str) -> ocm_lab::w
     ocm_lab::workflow::plan::plan(
         lab,
         &ocm_lab::workflow::Sources::embedded(),
+        &ocm_lab::actions::Registry,
         &patches,
         workflow,
     )

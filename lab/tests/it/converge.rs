@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use ocm_lab::actions::prune::{LAB_KINDS, keep_id_of};
+use ocm_lab::actions::prune::LAB_KINDS;
 use ocm_lab::backend::fieldset;
 use ocm_lab::backend::kube::FIELD_MANAGER;
 use ocm_lab::backend::{ClusterApi, ObjectRef};
 use ocm_lab::topology::{LAB_LABEL, Lab};
 use ocm_lab::verify::PROBE_PROPERTY;
+use ocm_lab::workflow::plan::keep_id_of;
 use serde_json::{Value, json};
 
 use crate::engine::{Harness, failure};

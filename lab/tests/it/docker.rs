@@ -37,7 +37,7 @@ pub(crate) async fn docker_or_skip() -> Option<Docker> {
         Ok(d) => Some(d),
         Err(e) if require_docker() => panic!(
             "OCM_LAB_REQUIRE_DOCKER=1 but Docker is not reachable: {e}\n{}",
-            e.help.as_deref().unwrap_or_default()
+            e.help().as_deref().unwrap_or_default()
         ),
         Err(e) => {
             eprintln!("skipped: {e} (set OCM_LAB_REQUIRE_DOCKER=1 to require Docker)");
@@ -465,11 +465,15 @@ async fn connecting_to_a_missing_socket_says_to_start_docker() {
     let e = Docker::connect_to("unix:///nonexistent.sock")
         .await
         .expect_err("no daemon there");
-    assert_eq!(e.transience, Transience::Permanent);
-    assert!(e.message.contains("/nonexistent.sock"), "{}", e.message);
-    assert!(e.message.contains("start Docker"), "{}", e.message);
+    assert_eq!(e.transience(), Transience::Permanent);
     assert!(
-        e.help
+        e.to_string().contains("/nonexistent.sock"),
+        "{}",
+        e.to_string()
+    );
+    assert!(e.to_string().contains("start Docker"), "{}", e.to_string());
+    assert!(
+        e.help()
             .as_deref()
             .unwrap_or_default()
             .contains("DOCKER_HOST"),
@@ -486,9 +490,9 @@ async fn connecting_to_a_stale_socket_or_closed_port_says_to_start_docker() {
     let host = format!("unix://{}", path.display());
     for host in [host.as_str(), "tcp://127.0.0.1:1"] {
         let e = Docker::connect_to(host).await.expect_err("no daemon there");
-        assert_eq!(e.transience, Transience::Permanent, "{host}");
-        assert!(e.message.contains(host), "{}", e.message);
-        assert!(e.message.contains("start Docker"), "{}", e.message);
+        assert_eq!(e.transience(), Transience::Permanent, "{host}");
+        assert!(e.to_string().contains(host), "{}", e.to_string());
+        assert!(e.to_string().contains("start Docker"), "{}", e.to_string());
     }
 }
 
@@ -496,10 +500,10 @@ async fn connecting_to_a_stale_socket_or_closed_port_says_to_start_docker() {
 async fn unsupported_docker_hosts_say_which_forms_work() {
     for host in ["ssh://me@example.invalid", "/var/run/docker.sock"] {
         let e = Docker::connect_to(host).await.expect_err("unsupported");
-        assert_eq!(e.transience, Transience::Permanent);
-        assert!(e.message.contains(host), "{}", e.message);
+        assert_eq!(e.transience(), Transience::Permanent);
+        assert!(e.to_string().contains(host), "{}", e.to_string());
         assert!(
-            e.help.as_deref().unwrap_or_default().contains("unix://"),
+            e.help().as_deref().unwrap_or_default().contains("unix://"),
             "{e:?}"
         );
     }
@@ -546,8 +550,8 @@ async fn read_sysctl_via_container_reads_inotify_limits_and_leaves_nothing() {
         .read_sysctl_via_container("ocm-lab-test/not-here:none", &keys)
         .await
         .expect_err("image absent");
-    assert_eq!(e.transience, Transience::Permanent);
-    assert!(e.message.contains("not present"), "{}", e.message);
+    assert_eq!(e.transience(), Transience::Permanent);
+    assert!(e.to_string().contains("not present"), "{}", e.to_string());
     assert!(
         d.read_sysctl_via_container(&image, &["fs.inotify;reboot"])
             .await
@@ -557,15 +561,17 @@ async fn read_sysctl_via_container_reads_inotify_limits_and_leaves_nothing() {
 
     // A cancelled read (a caller's timeout) leaves nothing either. In this test, not a separate one:
     // tests run in parallel and the leftover check looks at every sysctl container of this process.
-    // Cut the read off at different points: before, during and after the container's creation.
+    // Cut the read off at different points: before, during and after the container's creation. The
+    // guard removes in a spawned task, the second time after a pause (for a create that was still in
+    // flight), here 300 ms instead of 2 s; `cleanups_done` waits until both looks have run.
+    let quick = d.clone().with_guard_recheck(Duration::from_millis(300));
     for ms in [1, 5, 20, 50, 100] {
-        let read = d.read_sysctl_via_container(&image, &["fs.inotify.max_user_watches"]);
+        let read = quick.read_sysctl_via_container(&image, &["fs.inotify.max_user_watches"]);
         let _ = tokio::time::timeout(Duration::from_millis(ms), read).await;
     }
-    // The guard removes in a spawned task, the second time after 2 s (for a create that was still in
-    // flight): let both run before looking.
     let cut_off = leftover_sysctl_containers(&d).await.len();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    quick.cleanups_done().await;
+    // Auto-removal of a container that did start and exit is the daemon's, a moment after it exits.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut left = leftover_sysctl_containers(&d).await;
     while !left.is_empty() && tokio::time::Instant::now() < deadline {
@@ -614,8 +620,10 @@ async fn ping_and_info_describe_the_engine() {
 async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_clusters() {
     use std::sync::Arc;
 
-    use ocm_lab::backend::{BackendError, Backends, Unavailable};
-    use ocm_lab::engine::{self, RunCtx, RunOptions, events::Events};
+    use ocm_lab::backend::tools::{ToolError, ToolName};
+    use ocm_lab::backend::{Backends, HelmError, KindError, Unavailable};
+    use ocm_lab::engine::{self, RunOptions};
+    use ocm_lab::step::{RunCtx, events::Events};
     use tokio_util::sync::CancellationToken;
 
     let Some(d) = docker_or_skip().await else {
@@ -670,13 +678,14 @@ async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_cluster
         state.intend_cluster(cluster).unwrap();
         state.confirm_cluster(cluster, &[id]).unwrap();
     }
-    let missing = Arc::new(Unavailable(BackendError::permanent(
-        "kind is not installed on this machine",
-    )));
+    let missing = |tool: ToolName| ToolError::NotFound {
+        tool,
+        install: tool.install_url(),
+    };
     let backends = Backends {
         docker: Arc::new(d.clone()),
-        kind: missing.clone(),
-        helm: missing,
+        kind: Arc::new(Unavailable(KindError::from(missing(ToolName::Kind)))),
+        helm: Arc::new(Unavailable(HelmError::from(missing(ToolName::Helm)))),
         kube: Arc::new(ocm_lab::backend::kube::KubeConnector::new()),
         simulated: false,
     };

@@ -353,16 +353,13 @@ async fn a_failing_post_renderer_stops_helm(major: u64) {
         .upgrade_install(&s.target("workshop"), &chart_plan(), &json!({}))
         .await
         .unwrap_err();
-    assert_eq!(e.transience, Transience::Permanent);
+    assert_eq!(e.transience(), Transience::Permanent);
     assert!(
-        e.message.contains("error while running post render"),
+        e.to_string().contains("error while running post render"),
         "{e:?}"
     );
     assert!(
-        e.help
-            .as_deref()
-            .unwrap_or_default()
-            .contains("chart patches"),
+        e.help().unwrap_or_default().contains("chart patches"),
         "{e:?}"
     );
     assert!(!s.dir.path().join("release-cluster-proxy.json").exists());
@@ -371,7 +368,7 @@ async fn a_failing_post_renderer_stops_helm(major: u64) {
     assert!(stderr.contains("gone-field"), "{stderr}");
     assert!(stderr.contains("--chart-patches"), "{stderr}");
     if major < 4 {
-        assert!(e.message.contains("gone-field"), "{e:?}");
+        assert!(e.to_string().contains("gone-field"), "{e:?}");
     }
 }
 
@@ -441,9 +438,10 @@ fn the_post_renderer_reads_stdin_and_writes_the_patched_stream() {
 mod simulated {
     use std::sync::Arc;
 
-    use ocm_lab::engine::events::Events;
-    use ocm_lab::engine::{self, RunCtx, RunOptions};
+    use ocm_lab::engine::{self, RunOptions};
     use ocm_lab::patch::PatchSet;
+    use ocm_lab::step::RunCtx;
+    use ocm_lab::step::events::Events;
     use ocm_lab::topology::LAB_LABEL;
     use tokio_util::sync::CancellationToken;
 

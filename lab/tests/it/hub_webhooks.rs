@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use ocm_lab::backend::{ClusterApi, ObjectRef, condition_status};
-use ocm_lab::engine::events::{Event, Stamped};
 use ocm_lab::sim::{Behaviour, Fault};
+use ocm_lab::step::events::{Event, Stamped};
 use ocm_lab::workflow::Plan;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -74,7 +74,9 @@ fn only(plan: &Plan, keep: impl Fn(&str) -> bool) -> Plan {
     p.steps.retain(|s| keep(&s.id));
     let ids: Vec<String> = p.steps.iter().map(|s| s.id.clone()).collect();
     for s in &mut p.steps {
-        s.needs.retain(|n| ids.contains(n));
+        std::sync::Arc::make_mut(s)
+            .needs
+            .retain(|n| ids.contains(n));
     }
     p
 }
@@ -106,7 +108,9 @@ async fn up_rides_out_a_500_from_the_binding_webhook_not_ready_yet() {
         .iter_mut()
         .filter(|s| s.id.starts_with("accept["))
     {
-        s.needs.extend(bindings.iter().cloned());
+        std::sync::Arc::make_mut(s)
+            .needs
+            .extend(bindings.iter().cloned());
     }
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     assert!(r.ok, "{}", failure(&r));
@@ -149,11 +153,12 @@ async fn a_permanent_error_is_not_retried() {
     let h = Harness::default_lab();
     let mut plan = crate::common::plan_workflow(&h.lab, "up");
     // A binding named unlike its set: the binding webhook denies it (HTTP 400), which no retry fixes.
-    let step = plan
-        .steps
-        .iter_mut()
-        .find(|s| s.id.starts_with("bindings["))
-        .expect("a bindings step");
+    let step = std::sync::Arc::make_mut(
+        plan.steps
+            .iter_mut()
+            .find(|s| s.id.starts_with("bindings["))
+            .expect("a bindings step"),
+    );
     let id = step.id.clone();
     step.objects[0]["spec"]["clusterSet"] = json!("some-other-set");
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
@@ -260,7 +265,7 @@ async fn the_simulated_operator_registers_the_webhooks_only_after_its_deployment
         "spec": {"clusterSet": "default"},
     });
     let e = hub.apply(&again).await.unwrap_err();
-    assert!(e.message.contains(BINDING_WEBHOOK), "{}", e.message);
+    assert!(e.to_string().contains(BINDING_WEBHOOK), "{}", e.to_string());
 }
 
 #[tokio::test(start_paused = true)]
@@ -324,13 +329,13 @@ async fn a_v1beta1_addon_object_needs_the_addon_conversion_webhook() {
     let e = hub.apply(&cma("v1beta1", "lab-test")).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     assert!(
-        e.message.contains("HTTP 500")
-            && e.message.contains(
+        e.to_string().contains("HTTP 500")
+            && e.to_string().contains(
                 "conversion webhook for addon.open-cluster-management.io/v1beta1, Kind=ClusterManagementAddOn failed"
             )
-            && e.message.contains("cluster-manager-addon-webhook"),
+            && e.to_string().contains("cluster-manager-addon-webhook"),
         "{}",
-        e.message
+        e.to_string()
     );
     // The storage version needs no conversion.
     hub.apply(&cma("v1alpha1", "lab-test")).await.unwrap();

@@ -278,10 +278,10 @@ async fn apply_of_a_kind_the_server_does_not_serve_is_permanent() {
     let e = res.unwrap_err();
     assert!(!e.is_transient());
     assert_eq!(
-        e.message,
+        e.to_string(),
         "no matches for kind \"ClusterProperty\" in version \"about.k8s.io/v1alpha1\""
     );
-    assert!(e.help.unwrap().contains("apply its CRD first"));
+    assert!(e.help().unwrap().contains("apply its CRD first"));
 }
 
 /// The response the real API server (v1.36.2) gave to a strict SSA with a field the CRD lacks: `../shared`
@@ -326,12 +326,12 @@ async fn recorded_ssa_500_for_an_undeclared_field_is_permanent_and_names_the_fie
         "a schema rejection is not retried: {e:?}"
     );
     assert!(
-        e.message
+        e.to_string()
             .starts_with("field `.spec.proxyAgent.additionalValues` is not declared in the schema"),
         "{}",
-        e.message
+        e.to_string()
     );
-    assert!(e.help.unwrap().contains("charts-patches"));
+    assert!(e.help().unwrap().contains("charts-patches"));
 }
 
 #[tokio::test]
@@ -346,7 +346,11 @@ async fn conflict_and_unavailable_are_transient() {
         .await;
         let e = res.unwrap_err();
         assert!(e.is_transient(), "{code}: {e:?}");
-        assert!(e.message.contains("try again later"), "{}", e.message);
+        assert!(
+            e.to_string().contains("try again later"),
+            "{}",
+            e.to_string()
+        );
     }
 }
 
@@ -361,7 +365,7 @@ async fn other_client_errors_are_permanent_with_the_servers_message() {
     .await;
     let e = res.unwrap_err();
     assert!(!e.is_transient());
-    assert_eq!(e.message, format!("rejected (HTTP 422): {msg}"));
+    assert_eq!(e.to_string(), format!("rejected (HTTP 422): {msg}"));
 }
 
 #[tokio::test]

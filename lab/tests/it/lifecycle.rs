@@ -172,8 +172,8 @@ async fn status_reflects_a_spoke_going_unavailable() {
     let (res, _) = h.run("up").await;
     assert!(res.ok, "{}", failure(&res));
     let status = |h: &Harness| {
-        let (events, _rx) = ocm_lab::engine::events::Events::channel();
-        let ctx = ocm_lab::engine::RunCtx::new(
+        let (events, _rx) = ocm_lab::step::events::Events::channel();
+        let ctx = ocm_lab::step::RunCtx::new(
             h.lab.clone(),
             h.sim.backends(),
             h.state.clone(),
@@ -181,7 +181,7 @@ async fn status_reflects_a_spoke_going_unavailable() {
             events,
             Default::default(),
         );
-        async move { ocm_lab::status::collect(&ctx).await }
+        async move { ocm_lab::commands::status::collect(&ctx).await }
     };
     let s = status(&h).await;
     assert!(s.healthy(), "{s:#?}");
@@ -220,7 +220,9 @@ async fn status_reflects_a_spoke_going_unavailable() {
         .find(|m| m.name == "cluster1")
         .unwrap();
     assert!(m1.available);
-    assert!(ocm_lab::status::render(&s).contains("cluster2         joined, NOT available"));
+    assert!(
+        ocm_lab::commands::status::render(&s).contains("cluster2         joined, NOT available")
+    );
     let hub = api(&h, "hub").await;
     let p = hub
         .get(&r(

@@ -1,6 +1,7 @@
 //! Integration tests, compiled into one binary (one link instead of one per file).
 
 mod architecture;
+mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
 mod common;
@@ -22,6 +23,7 @@ mod preflight;
 mod recorded_objects;
 mod resume;
 mod robustness;
+mod run_outcomes;
 mod sim;
 mod sim_certs;
 mod timing;

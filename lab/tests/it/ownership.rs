@@ -311,8 +311,9 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
         "kind create ran"
     );
     // `doctor --simulate` names them too.
-    let findings = ocm_lab::doctor::check(&h.lab, &h.sim.backends(), None, &h.state).await;
-    assert!(ocm_lab::doctor::failed(&findings));
+    let findings =
+        ocm_lab::commands::doctor::check(&h.lab, &h.sim.backends(), None, &h.state).await;
+    assert!(ocm_lab::commands::doctor::failed(&findings));
     let clash = findings.iter().find(|f| f.check == "clusters").unwrap();
     assert!(
         clash.detail.contains("mini-hub-control-plane (unlabelled)"),
@@ -330,7 +331,7 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
         })
         .await
         .unwrap_err();
-    assert!(e.message.contains("is already in use"), "{e}");
+    assert!(e.to_string().contains("is already in use"), "{e}");
     let (res, _) = h.run("down").await;
     assert!(res.ok, "{}", failure(&res));
     let left = h.sim.with_world(|w| w.container_names());

@@ -214,7 +214,7 @@ async fn up_stops_in_preflight_when_docker_has_too_little_memory_for_the_cluster
     };
     let total_mib = d.info().await.unwrap().mem_total.unwrap() as u64 / (1024 * 1024);
     // One cluster more than fits.
-    let spokes = (total_mib / ocm_lab::doctor::MIB_PER_CLUSTER) as usize;
+    let spokes = (total_mib / ocm_lab::commands::doctor::MIB_PER_CLUSTER) as usize;
     let root = tempfile::tempdir().unwrap();
     let tag = format!("mem{}", std::process::id());
     let names: Vec<String> = (0..spokes).map(|i| format!("{tag}-s{i}")).collect();
@@ -255,7 +255,7 @@ async fn up_stops_in_preflight_when_docker_has_too_little_memory_for_the_cluster
     );
     assert_ne!(out.code, 0, "{out:?}");
     let clusters = spokes + 1;
-    let need = clusters as u64 * ocm_lab::doctor::MIB_PER_CLUSTER;
+    let need = clusters as u64 * ocm_lab::commands::doctor::MIB_PER_CLUSTER;
     assert!(
         out.stderr.contains(&format!(
             "✗ memory    Docker has {total_mib} MiB, but {clusters} clusters need about {need} MiB"

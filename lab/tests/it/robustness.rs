@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ocm_lab::backend::{BackendError, Backends, ClusterApi, Connector};
-use ocm_lab::engine::events::{Event, Events, Stamped};
-use ocm_lab::engine::{self, RunCtx, RunOptions, RunResult};
+use ocm_lab::backend::{Backends, ClusterApi, Connector, KubeError};
+use ocm_lab::engine::{self, RunOptions, RunResult};
 use ocm_lab::sim::SimLab;
 use ocm_lab::state::StateDir;
+use ocm_lab::step::RunCtx;
+use ocm_lab::step::events::{Event, Events, Stamped};
 use ocm_lab::topology::{Cluster, Lab};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +40,7 @@ impl Connector for Troubled {
         &self,
         cluster: &Cluster,
         kubeconfig: &std::path::Path,
-    ) -> Result<Arc<dyn ClusterApi>, BackendError> {
+    ) -> Result<Arc<dyn ClusterApi>, KubeError> {
         if cluster.name == self.cluster {
             self.entered.notify_one();
             match self.mishap {

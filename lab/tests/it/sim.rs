@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use ocm_lab::backend::{
-    BackendError, Backends, ClusterApi, Condition, CreateCluster, ObjectRef, WaitError,
-    condition_status,
+    Backends, ClusterApi, Condition, CreateCluster, ObjectRef, WaitError, condition_status,
 };
 use ocm_lab::charts::ChartPlan;
 use ocm_lab::patch::PatchSet;
 use ocm_lab::sim::{Behaviour, Fault, SimLab};
+use ocm_lab::step::ActionError;
 use ocm_lab::topology::catalog::Chart;
 use ocm_lab::topology::{Cluster, Provider, Role};
 use serde_json::{Value, json};
@@ -152,7 +152,7 @@ impl Sim {
         ns: &str,
         values: Value,
         patched: bool,
-    ) -> Result<(), BackendError> {
+    ) -> Result<(), ActionError> {
         let plan = ChartPlan {
             cluster: cluster.to_owned(),
             release: chart.name().to_owned(),
@@ -178,7 +178,7 @@ impl Sim {
             let (av, kind) = kind_of(o);
             api.wait_served(&av, &kind, T)
                 .await
-                .map_err(|e| BackendError::permanent(e.to_string()))?;
+                .map_err(|e| ActionError::permanent(e.to_string()))?;
         }
         for o in &rendered.objects {
             api.apply(o).await?;
@@ -411,7 +411,7 @@ async fn kind_clusters_are_containers_on_the_kind_network() {
             .unwrap_err();
     assert!(
         again
-            .message
+            .to_string()
             .contains("node(s) already exist for a cluster with the name \"hub\""),
         "{again}"
     );
@@ -448,13 +448,16 @@ async fn kind_clusters_are_containers_on_the_kind_network() {
     s.lab.with_world(|w| w.set_running("hub", false));
     let e = api.get(&mc("x")).await.unwrap_err();
     assert!(
-        e.is_transient() && e.message.contains("not reachable"),
+        e.is_transient() && e.to_string().contains("not reachable"),
         "{e}"
     );
     s.b.kind.delete("hub").await.unwrap();
     assert_eq!(s.b.kind.list().await.unwrap(), ["theirs"]);
     let e = s.b.kube.connect(&topo("hub"), &path).await.err().unwrap();
-    assert!(e.message.contains("cluster hub is not reachable"), "{e}");
+    assert!(
+        e.to_string().contains("cluster hub is not reachable"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -465,7 +468,10 @@ async fn the_api_server_validates_merges_and_cascades() {
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "nope"}, "data": {"a": "1"}});
     let e = api.apply(&cm).await.unwrap_err();
     assert!(!e.is_transient());
-    assert!(e.message.contains("namespaces \"nope\" not found"), "{e}");
+    assert!(
+        e.to_string().contains("namespaces \"nope\" not found"),
+        "{e}"
+    );
     // A kind nobody serves.
     let e = api
         .apply(
@@ -474,7 +480,7 @@ async fn the_api_server_validates_merges_and_cascades() {
         .await
         .unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("no matches for kind \"Widget\" in version \"example.com/v1\""),
         "{e}"
     );
@@ -524,7 +530,7 @@ async fn the_api_server_validates_merges_and_cascades() {
         .await
         .unwrap_err();
     assert!(
-        e.message.contains("HTTP 422") && e.message.contains("RFC 1123"),
+        e.to_string().contains("HTTP 422") && e.to_string().contains("RFC 1123"),
         "{e}"
     );
     // Deleting a namespace deletes what is in it; deleting what is absent says so.
@@ -550,7 +556,8 @@ async fn the_api_server_validates_merges_and_cascades() {
         .await
         .unwrap_err();
     assert!(
-        e.message.contains("serviceaccounts \"nobody\" not found"),
+        e.to_string()
+            .contains("serviceaccounts \"nobody\" not found"),
         "{e}"
     );
 }
@@ -583,7 +590,8 @@ async fn a_custom_resource_is_rejected_until_its_crd_is_established() {
     // Before the CRD exists.
     let e = api.apply(&cm).await.unwrap_err();
     assert!(
-        e.message.contains("no matches for kind \"ClusterManager\""),
+        e.to_string()
+            .contains("no matches for kind \"ClusterManager\""),
         "{e}"
     );
     // The CRD exists but the API server has not established it yet.
@@ -598,7 +606,7 @@ async fn a_custom_resource_is_rejected_until_its_crd_is_established() {
             .unwrap()
     );
     let e = api.apply(&cm).await.unwrap_err();
-    assert!(e.message.contains("no matches for kind"), "{e}");
+    assert!(e.to_string().contains("no matches for kind"), "{e}");
     assert!(
         s.lab.object("hub", &ObjectRef::of(&cm).unwrap()).is_none(),
         "a rejected object is not stored"
@@ -807,7 +815,7 @@ async fn the_cluster_property_crd_comes_only_with_the_spoke_gate() {
     }
     let e = off.apply(&property("region", "x")).await.unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("no matches for kind \"ClusterProperty\""),
         "{e}"
     );
@@ -1130,7 +1138,7 @@ async fn profiles_exist_only_where_a_binding_is_bound_and_go_with_it() {
     alias["metadata"]["name"] = json!("fleet-alias");
     let e = hub.apply(&alias).await.unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("must have the same name as the target ManagedClusterSet"),
         "{e}"
     );
@@ -1603,7 +1611,7 @@ async fn a_call_that_fails_once_is_transient_and_then_succeeds() {
     );
     let e = api.apply(&namespace("x")).await.unwrap_err();
     assert!(e.is_transient());
-    assert_eq!(e.message, "etcdserver: request timed out");
+    assert_eq!(e.to_string(), "etcdserver: request timed out");
     api.apply(&namespace("x")).await.unwrap();
     assert!(
         api.get(&r("v1", "Namespace", None, "x"))
@@ -1737,7 +1745,7 @@ async fn a_call_that_always_fails_is_permanent() {
                 .await
                 .unwrap_err();
         assert!(!e.is_transient());
-        assert_eq!(e.message, "no space left on device");
+        assert_eq!(e.to_string(), "no space left on device");
     }
     assert!(s.b.kind.list().await.unwrap().is_empty());
 }
@@ -2013,7 +2021,7 @@ async fn a_request_through_the_user_server_reaches_the_spoke() {
     let e = get("/cluster1/version", b"not a pem".to_vec(), token.clone())
         .await
         .unwrap_err();
-    assert!(e.message.contains("no PEM certificate"), "{e}");
+    assert!(e.to_string().contains("no PEM certificate"), "{e}");
     let e = hub
         .get_via_service(
             ns,
@@ -2025,7 +2033,10 @@ async fn a_request_through_the_user_server_reaches_the_spoke() {
         )
         .await
         .unwrap_err();
-    assert!(e.message.contains("has no port 443 (it has: 9092)"), "{e}");
+    assert!(
+        e.to_string().contains("has no port 443 (it has: 9092)"),
+        "{e}"
+    );
     // Without the serving cert the user server never runs: nothing to forward to.
     let (_s, hub) = proxy_lab("0.10.0", ("clusterProfileAccessProvider", true), false).await;
     let e = hub
@@ -2040,7 +2051,7 @@ async fn a_request_through_the_user_server_reaches_the_spoke() {
         .await
         .unwrap_err();
     assert!(
-        e.is_transient() && e.message.contains("no running Pod behind Service"),
+        e.is_transient() && e.to_string().contains("no running Pod behind Service"),
         "{e}"
     );
 }

@@ -3,7 +3,7 @@
 //! another cluster's CA fails as it would against real clusters.
 
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::engine::events::Event;
+use ocm_lab::step::events::Event;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -555,21 +555,26 @@ async fn kind_create_inotify_failure_is_transient_and_names_the_command() {
     let e = kind.create(&hub_request(state.path())).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     assert!(
-        e.message.contains(&format!(
+        e.to_string().contains(&format!(
             "`{} create cluster --name hub --image kindest/node:v1.36.1 --kubeconfig",
             shim.path.display()
         )),
         "{}",
-        e.message
+        e.to_string()
     );
-    assert!(e.message.contains("--config -`"), "{}", e.message);
+    assert!(e.to_string().contains("--config -`"), "{}", e.to_string());
     assert!(
-        e.message.contains("could not find a log line that matches"),
+        e.to_string()
+            .contains("could not find a log line that matches"),
         "{}",
-        e.message
+        e.to_string()
     );
-    assert!(e.message.contains("exit status: 1"), "{}", e.message);
-    assert!(e.help.unwrap().contains("max_user_watches"));
+    assert!(
+        e.to_string().contains("exit status: 1"),
+        "{}",
+        e.to_string()
+    );
+    assert!(e.help().unwrap().contains("max_user_watches"));
 }
 
 #[tokio::test]
@@ -585,10 +590,14 @@ async fn kind_create_name_clash_is_permanent_with_delete_help() {
     let state = tempfile::tempdir().unwrap();
     let kind = Kind::new(shim.tool(ToolName::Kind, "0.32.0"));
     let e = kind.create(&hub_request(state.path())).await.unwrap_err();
-    assert_eq!(e.transience, Transience::Permanent);
-    assert!(e.message.contains("node(s) already exist"), "{}", e.message);
+    assert_eq!(e.transience(), Transience::Permanent);
     assert!(
-        e.help
+        e.to_string().contains("node(s) already exist"),
+        "{}",
+        e.to_string()
+    );
+    assert!(
+        e.help()
             .unwrap()
             .contains("delete it with `kind delete cluster --name hub` if it is yours")
     );
@@ -620,10 +629,13 @@ async fn kind_list_without_docker_says_so() {
     );
     let kind = Kind::new(shim.tool(ToolName::Kind, "0.32.0"));
     let e = kind.list().await.unwrap_err();
-    assert_eq!(e.transience, Transience::Permanent);
-    assert!(e.message.contains("get clusters`"), "{}", e.message);
-    assert!(e.message.contains("Cannot connect to the Docker daemon"));
-    assert!(e.help.unwrap().contains("start Docker"));
+    assert_eq!(e.transience(), Transience::Permanent);
+    assert!(e.to_string().contains("get clusters`"), "{}", e.to_string());
+    assert!(
+        e.to_string()
+            .contains("Cannot connect to the Docker daemon")
+    );
+    assert!(e.help().unwrap().contains("start Docker"));
 }
 
 #[tokio::test]
@@ -652,7 +664,10 @@ async fn kind_delete_keeps_away_from_the_users_kubeconfig_and_is_idempotent() {
 
     // A failure while the cluster still exists is an error.
     let e = kind.delete("hub").await.unwrap_err();
-    assert!(e.message.contains("failed to delete kind cluster `hub`"));
+    assert!(
+        e.to_string()
+            .contains("failed to delete kind cluster `hub`")
+    );
 }
 
 #[tokio::test]
@@ -682,7 +697,7 @@ async fn kind_export_kubeconfig_writes_it_0600() {
         .await
         .unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("could not locate any control plane nodes")
     );
 }
@@ -696,12 +711,12 @@ async fn a_tool_that_cannot_start_is_reported_with_its_command_line() {
     };
     let e = Kind::new(tool).list().await.unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("failed to start `/nonexistent/kind get clusters`"),
         "{}",
-        e.message
+        e.to_string()
     );
-    assert!(e.help.unwrap().contains("OCM_LAB_KIND"));
+    assert!(e.help().unwrap().contains("OCM_LAB_KIND"));
 }
 
 /// ocm-lab as helm's post-renderer, its Helm 4 plugin written next to the shim.
@@ -775,18 +790,18 @@ async fn helm_template_failures_keep_the_command_and_never_the_values() {
     let helm = Helm::new(shim.tool(ToolName::Helm, "4.0.1"), post_renderer(&shim));
     let values = json!({"bootstrapHubKubeConfig": "token: s3cret"});
     let e = helm.template(&chart_plan(), &values).await.unwrap_err();
-    assert_eq!(e.transience, Transience::Permanent);
+    assert_eq!(e.transience(), Transience::Permanent);
     assert!(
-        e.message.contains(&format!(
+        e.to_string().contains(&format!(
             "`{} template cluster-proxy cluster-proxy --repo https://open-cluster-management.io/helm-charts --version 0.10.0",
             shim.path.display()
         )),
         "{}",
-        e.message
+        e.to_string()
     );
-    assert!(e.message.contains("version \"0.99.0\" not found"));
-    assert!(!e.message.contains("s3cret"));
-    assert!(e.help.unwrap().contains("ocm-lab plan"));
+    assert!(e.to_string().contains("version \"0.99.0\" not found"));
+    assert!(!e.to_string().contains("s3cret"));
+    assert!(e.help().unwrap().contains("ocm-lab plan"));
     let values_path = PathBuf::from(shim.file("values.path").unwrap());
     assert!(!values_path.exists(), "removed on failure too");
 
@@ -798,7 +813,7 @@ async fn helm_template_failures_keep_the_command_and_never_the_values() {
     );
     let e = helm.template(&chart_plan(), &values).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
-    assert!(e.help.unwrap().contains("Helm repository"));
+    assert!(e.help().unwrap().contains("Helm repository"));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1077,7 +1092,7 @@ fn an_unreachable_release_host_says_what_to_do() {
     assert!(files_under(&cfg.cache_dir).is_empty());
 
     // As a backend error, the help comes along.
-    let be: ocm_lab::backend::BackendError = e.into();
+    let be: ocm_lab::step::ActionError = e.into();
     assert_eq!(be.transience, Transience::Permanent);
     assert!(be.help.unwrap().contains("--no-download"));
 }

@@ -171,11 +171,12 @@ async fn cluster_properties_wait_for_their_crd() {
     );
     let mut plan = common::plan_workflow(&h.lab, "up");
     for s in plan.steps.iter_mut().filter(|s| s.step == "properties") {
+        let s = std::sync::Arc::make_mut(s);
         s.needs = vec![format!("create[{}]", s.item.clone().unwrap())];
     }
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     assert!(r.ok, "{}", failure(&r));
-    assert!(events.iter().any(|e| matches!(&e.event, ocm_lab::engine::events::Event::StepProgress { step, message } if step == "properties[cluster1]" && message.contains("waiting for ClusterProperty"))));
+    assert!(events.iter().any(|e| matches!(&e.event, ocm_lab::step::events::Event::StepProgress { step, message } if step == "properties[cluster1]" && message.contains("waiting for ClusterProperty"))));
 }
 
 #[tokio::test(start_paused = true)]
@@ -212,11 +213,12 @@ async fn a_gate_value_the_chart_version_ignores_is_caught_before_install() {
     let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
     let mut plan = common::plan_workflow(&h.lab, "up");
     // The mistake of the argocd guide (OCM-FACTS §9.8): 0.11.0 given the 0.10.0 key.
-    let step = plan
-        .steps
-        .iter_mut()
-        .find(|s| s.id == "cluster-proxy")
-        .unwrap();
+    let step = std::sync::Arc::make_mut(
+        plan.steps
+            .iter_mut()
+            .find(|s| s.id == "cluster-proxy")
+            .unwrap(),
+    );
     step.chart.as_mut().unwrap().values["featureGates"] =
         json!({"clusterProfileAccessProvider": true});
     let (r, _) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;

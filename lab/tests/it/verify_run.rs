@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::engine::{Harness, failure};
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::engine::events::{Event, Outcome, ResultStatus, Stamped};
 use ocm_lab::sim::{Behaviour, Call, Fault};
+use ocm_lab::step::events::{Event, Outcome, ResultStatus, Stamped};
 use ocm_lab::topology::Check;
 
 use crate::verify_hops::{result, saved_results};
@@ -400,16 +400,16 @@ async fn a_stopped_agent_is_named_not_taken_for_a_gate_that_is_off() {
     assert_eq!(result(&results, "cluster2", Check::Reachable)["ok"], true);
 
     // `status` names it.
-    let ctx = std::sync::Arc::new(ocm_lab::engine::RunCtx::new(
+    let ctx = std::sync::Arc::new(ocm_lab::step::RunCtx::new(
         h.lab.clone(),
         h.sim.backends(),
         h.state.clone(),
         ocm_lab::patch::PatchSet::embedded().unwrap(),
-        ocm_lab::engine::events::Events::channel().0,
+        ocm_lab::step::events::Events::channel().0,
         tokio_util::sync::CancellationToken::new(),
     ));
-    let status = ocm_lab::status::collect(&ctx).await;
-    let text = ocm_lab::status::render(&status);
+    let status = ocm_lab::commands::status::collect(&ctx).await;
+    let text = ocm_lab::commands::status::render(&status);
     assert!(
         text.contains("registration agent stopped updating its lease"),
         "{text}"

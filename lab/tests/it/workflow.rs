@@ -10,7 +10,13 @@ fn plan_err(steps: &str) -> String {
     let mut sources = Sources::embedded();
     sources.workflows = vec![("up".into(), format!("{HEADER}{steps}"))];
     let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
-    match ocm_lab::workflow::plan::plan(&common::lab("default"), &sources, &patches, "up") {
+    match ocm_lab::workflow::plan::plan(
+        &common::lab("default"),
+        &sources,
+        &ocm_lab::actions::Registry,
+        &patches,
+        "up",
+    ) {
         Ok(_) => panic!("expected an error"),
         Err(e) => ocm_lab::render(&e),
     }

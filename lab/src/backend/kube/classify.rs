@@ -1,4 +1,4 @@
-//! Turns kube-rs errors into [`BackendError`]s: what the API server said, whether a retry may help, and
+//! Turns kube-rs errors into [`KubeError`]s: what the API server said, whether a retry may help, and
 //! what the user can do.
 //!
 //! | what                                                        | transience |
@@ -15,7 +15,7 @@ use std::error::Error as StdError;
 
 use ::kube::core::Status;
 
-use crate::backend::BackendError;
+use super::{ForbiddenCause, KubeError};
 
 /// What server-side apply says about a field the CRD's schema does not have (OCM-FACTS §10).
 const NOT_IN_SCHEMA: &str = ": field not declared in schema";
@@ -37,93 +37,76 @@ pub fn undeclared_fields(message: &str) -> Vec<String> {
 }
 
 /// Classifies an error from a request to the API server at `server`.
-pub fn classify(err: ::kube::Error, server: &str) -> BackendError {
+pub fn classify(err: ::kube::Error, server: &str) -> KubeError {
     match err {
         ::kube::Error::Api(status) => classify_status(&status),
         ::kube::Error::HyperError(_)
         | ::kube::Error::Service(_)
         | ::kube::Error::ReadEvents(_)
         | ::kube::Error::LinesCodecMaxLineLengthExceeded => connection(&err, server),
-        ::kube::Error::Auth(_) => BackendError::permanent(format!(
-            "failed to authenticate to the API server at {server}: {}",
-            chain(&err)
-        ))
-        .with_help("the kubeconfig's user credentials cannot be used: regenerate the kubeconfig"),
-        ::kube::Error::UpgradeConnection(_) => BackendError::transient(format!(
-            "failed to open a streaming connection to the API server at {server}: {}",
-            chain(&err)
-        )),
-        other => BackendError::permanent(chain(&other)),
+        ::kube::Error::Auth(_) => KubeError::Auth {
+            server: server.to_owned(),
+            detail: chain(&err),
+        },
+        ::kube::Error::UpgradeConnection(_) => KubeError::Stream {
+            server: server.to_owned(),
+            detail: chain(&err),
+        },
+        other => KubeError::Client {
+            detail: chain(&other),
+        },
     }
 }
 
 /// Classifies an error a watch stream reported.
-pub fn classify_watch(err: ::kube::runtime::watcher::Error, server: &str) -> BackendError {
+pub fn classify_watch(err: ::kube::runtime::watcher::Error, server: &str) -> KubeError {
     use ::kube::runtime::watcher::Error as W;
     match err {
         W::InitialListFailed(e) | W::WatchStartFailed(e) | W::WatchFailed(e) => classify(e, server),
         W::WatchError(status) => classify_status(&status),
-        e @ W::NoResourceVersion => BackendError::permanent(e.to_string()),
+        e @ W::NoResourceVersion => KubeError::Client {
+            detail: e.to_string(),
+        },
     }
 }
 
-/// Classifies a `Status` the API server answered with.
-pub fn classify_status(s: &Status) -> BackendError {
+/// Classifies a `Status` the API server answered with. The server's message is read here, once: a 403
+/// becomes a [`ForbiddenCause`], a schema rejection the fields it names.
+pub fn classify_status(s: &Status) -> KubeError {
     let code = s.code;
-    let msg = if s.message.is_empty() {
+    let message = if s.message.is_empty() {
         s.reason.clone()
     } else {
         s.message.clone()
     };
-    let fields = undeclared_fields(&msg);
+    let fields = undeclared_fields(&message);
     if !fields.is_empty() {
         // kubernetes#122480: server-side apply reports a field the schema lacks as a 500, whatever
         // fieldValidation says. Retrying sends the same object again and fails the same way.
-        let list = fields
-            .iter()
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (noun, verb) = if fields.len() == 1 {
-            ("field", "is")
-        } else {
-            ("fields", "are")
+        return KubeError::UndeclaredFields {
+            code,
+            fields,
+            message,
         };
-        return BackendError::permanent(format!(
-            "{noun} {list} {verb} not declared in the schema the cluster has for this kind \
-             (HTTP {code}: {msg})"
-        ))
-        .with_help(
-            "the object sets a field the installed CRD does not define: remove it, or patch the chart \
-             that renders it (charts-patches/); retrying cannot help",
-        );
     }
     match code {
-        409 => BackendError::transient(format!("conflict (HTTP 409): {msg}")),
-        410 => BackendError::transient(format!("gone (HTTP 410): {msg}")),
-        429 => BackendError::transient(format!(
-            "the API server is throttling requests (HTTP 429): {msg}"
-        )),
-        500..=599 => BackendError::transient(format!("the API server failed (HTTP {code}): {msg}")),
-        401 => BackendError::permanent(format!("unauthorized (HTTP 401): {msg}")).with_help(
-            "the API server does not accept the kubeconfig's credentials: regenerate the kubeconfig \
-             (kind: `kind export kubeconfig --name <cluster>`)",
-        ),
-        403 if msg.contains("because it is being terminated") => {
-            BackendError::transient(format!("forbidden (HTTP 403): {msg}"))
+        409 => KubeError::Conflict { message },
+        410 => KubeError::Gone { message },
+        429 => KubeError::Throttled { message },
+        500..=599 => KubeError::ServerFailed { code, message },
+        401 => KubeError::Unauthorized { message },
+        403 => {
+            let cause = if message.contains("because it is being terminated") {
+                ForbiddenCause::NamespaceTerminating
+            } else if cluster_namespace_terminating(s) {
+                ForbiddenCause::ClusterNamespaceTerminating
+            } else {
+                ForbiddenCause::Denied
+            };
+            KubeError::Forbidden { message, cause }
         }
-        403 if cluster_namespace_terminating(s) => BackendError::transient(format!(
-            "forbidden while the cluster's hub namespace is still being deleted (HTTP 403): {msg}"
-        ))
-        .with_help(
-            "a `reset` or `down` left the cluster's namespace on the hub Terminating; the accept \
-             passes once it is gone",
-        ),
-        403 => BackendError::permanent(format!("forbidden (HTTP 403): {msg}"))
-            .with_help("the kubeconfig's user lacks the RBAC permission for this request"),
-        404 => BackendError::permanent(format!("not found (HTTP 404): {msg}")),
-        0 => BackendError::permanent(msg),
-        _ => BackendError::permanent(format!("rejected (HTTP {code}): {msg}")),
+        404 => KubeError::NotFound { message },
+        _ => KubeError::Rejected { code, message },
     }
 }
 
@@ -142,7 +125,7 @@ fn cluster_namespace_terminating(s: &Status) -> bool {
 }
 
 /// An error below HTTP: the server could not be reached, or the connection broke.
-fn connection(err: &::kube::Error, server: &str) -> BackendError {
+fn connection(err: &::kube::Error, server: &str) -> KubeError {
     let text = chain(err);
     // kube-rs prefixes its variant's name; the rest says what happened.
     let text = ["ServiceError: ", "HyperError: "]
@@ -150,22 +133,19 @@ fn connection(err: &::kube::Error, server: &str) -> BackendError {
         .find_map(|p| text.strip_prefix(p))
         .map_or(text.clone(), str::to_owned);
     let lower = text.to_lowercase();
+    let server = server.to_owned();
+    // Below HTTP there is no status: the client's own error text is all there is to tell a TLS failure
+    // (permanent) from a connection that broke (transient).
     if lower.contains("certificate") || lower.contains("unknownissuer") {
-        return BackendError::permanent(format!(
-            "failed to verify the TLS certificate of the API server at {server}: {text}"
-        ))
-        .with_help(
-            "the kubeconfig's certificate-authority data does not match the server: regenerate the \
-             kubeconfig for this cluster",
-        );
+        return KubeError::Tls {
+            server,
+            detail: text,
+        };
     }
-    BackendError::transient(format!(
-        "failed to reach the API server at {server}: {text}"
-    ))
-    .with_help(
-        "check that the cluster is running (for kind: `docker ps` lists its control-plane container) and \
-         that the kubeconfig's server address is reachable from this machine",
-    )
+    KubeError::Unreachable {
+        server,
+        detail: text,
+    }
 }
 
 /// An error and its sources, each once: kube-rs errors often repeat their source in their own text.
@@ -216,7 +196,7 @@ mod tests {
         );
         let e = classify_status(&status(500, m));
         assert!(!e.is_transient());
-        assert!(e.message.starts_with(
+        assert!(e.to_string().starts_with(
             "fields `.spec.proxyAgent.additionalValues`, `.spec.proxyServer.entrypoint.hostname.port` are not declared"
         ));
     }
@@ -230,7 +210,7 @@ mod tests {
         for code in [400, 401, 403, 404, 422] {
             let e = classify_status(&status(code, "the server said so"));
             assert!(!e.is_transient(), "{code}");
-            assert!(e.message.contains("the server said so"), "{code}");
+            assert!(e.to_string().contains("the server said so"), "{code}");
         }
         let terminating = status(
             403,
@@ -252,10 +232,10 @@ mod tests {
         ));
         assert!(e.is_transient(), "{e:?}");
         assert!(
-            e.message
+            e.to_string()
                 .contains("cluster namespace \"cluster1\" is terminating")
         );
-        assert!(e.help.is_some_and(|h| h.contains("Terminating")));
+        assert!(e.help().is_some_and(|h| h.contains("Terminating")));
     }
 
     #[test]
@@ -270,7 +250,7 @@ mod tests {
         ] {
             let e = classify_status(&forbidden(m));
             assert!(!e.is_transient(), "{m}");
-            assert!(e.help.is_some_and(|h| h.contains("RBAC")), "{m}");
+            assert!(e.help().is_some_and(|h| h.contains("RBAC")), "{m}");
         }
     }
 
@@ -303,6 +283,6 @@ mod tests {
         assert_eq!(chain(&e), "Error reading events stream: connection refused");
         let b = classify(e, "https://127.0.0.1:6443");
         assert!(b.is_transient());
-        assert!(b.message.contains("https://127.0.0.1:6443"));
+        assert!(b.to_string().contains("https://127.0.0.1:6443"));
     }
 }

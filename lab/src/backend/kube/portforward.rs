@@ -11,9 +11,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::KubeError;
 use super::classify::chain;
 use super::{KubeApi, ns_name};
-use crate::backend::{BackendError, Result};
+
+type Result<T, E = KubeError> = std::result::Result<T, E>;
 
 /// A running port-forward. Dropping it closes the local listener and every forwarded connection.
 #[derive(Debug)]
@@ -60,24 +62,22 @@ impl KubeApi {
             .get_opt(service)
             .await
             .map_err(|e| self.err(e))?
-            .ok_or_else(|| BackendError::permanent(format!("Service {svc_name} does not exist")))?;
+            .ok_or_else(|| KubeError::ServiceMissing {
+                service: svc_name.clone(),
+            })?;
         let spec = svc.spec.unwrap_or_default();
         let selector = spec.selector.unwrap_or_default();
         if selector.is_empty() {
-            return Err(BackendError::permanent(format!(
-                "Service {svc_name} has no selector: there is no Pod to forward to"
-            )));
+            return Err(KubeError::NoSelector { service: svc_name });
         }
         let ports = spec.ports.unwrap_or_default();
         let svc_port = ports
             .iter()
             .find(|p| p.port == i32::from(port))
-            .ok_or_else(|| {
-                let have: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
-                BackendError::permanent(format!(
-                    "Service {svc_name} has no port {port} (it has: {})",
-                    have.join(", ")
-                ))
+            .ok_or_else(|| KubeError::NoServicePort {
+                service: svc_name.clone(),
+                port,
+                have: ports.iter().map(|p| p.port.to_string()).collect(),
             })?;
 
         let labels = selector
@@ -90,26 +90,29 @@ impl KubeApi {
             .list(&ListParams::default().labels(&labels))
             .await
             .map_err(|e| self.err(e))?;
-        let pod = pick_pod(list.items).ok_or_else(|| {
-            BackendError::transient(format!(
-                "no running Pod behind Service {svc_name} (selector {labels})"
-            ))
-            .with_help("wait for the Service's Deployment to roll out, then try again")
+        let pod = pick_pod(list.items).ok_or_else(|| KubeError::NoReadyPod {
+            service: svc_name.clone(),
+            selector: labels.clone(),
         })?;
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let target = target_port(svc_port.target_port.as_ref(), port, &pod).ok_or_else(|| {
-            BackendError::permanent(format!(
-                "Service {svc_name} port {port} targets a port that Pod {} does not declare",
-                ns_name(namespace, &pod_name)
-            ))
+            KubeError::UndeclaredTargetPort {
+                service: svc_name.clone(),
+                port,
+                pod: ns_name(namespace, &pod_name),
+            }
         })?;
 
         let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
             .await
-            .map_err(|e| BackendError::permanent(format!("failed to listen on 127.0.0.1: {e}")))?;
+            .map_err(|e| KubeError::Listen {
+                detail: e.to_string(),
+            })?;
         let local_port = listener
             .local_addr()
-            .map_err(|e| BackendError::permanent(format!("failed to listen on 127.0.0.1: {e}")))?
+            .map_err(|e| KubeError::Listen {
+                detail: e.to_string(),
+            })?
             .port();
         let cancel = CancellationToken::new();
         let task = tokio::spawn(serve(
@@ -236,9 +239,7 @@ pub fn https_get_localhost(
         })
         .collect();
     if certs.is_empty() {
-        return Err(BackendError::permanent(
-            "the CA bundle holds no PEM certificate",
-        ));
+        return Err(KubeError::NoCaCertificate);
     }
     let agent = ureq::Agent::config_builder()
         .tls_config(
@@ -256,11 +257,18 @@ pub fn https_get_localhost(
         .get(&url)
         .header("Authorization", &format!("Bearer {}", token.expose()))
         .call()
-        .map_err(|e| BackendError::permanent(format!("GET {url} failed: {e}")))?;
+        .map_err(|e| KubeError::Request {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
     let status = resp.status().as_u16();
-    let body = resp.body_mut().read_to_string().map_err(|e| {
-        BackendError::transient(format!("GET {url}: reading the answer failed: {e}"))
-    })?;
+    let body = resp
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| KubeError::ReadAnswer {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
     Ok((status, body))
 }
 

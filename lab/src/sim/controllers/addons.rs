@@ -8,11 +8,15 @@ use serde_json::{Value, json};
 
 use super::ocm::addon_manager;
 use super::sets::{decided, decides};
-use super::{Op, is_hub, namespace_exists, namespace_obj, owner_ref};
+use super::{
+    Controller, Op, Queue, Resync, WatchFn, is_hub, mark, namespace_exists, namespace_obj,
+    owner_ref,
+};
 use crate::sim::apiserver::gk;
 use crate::sim::charts::deployment;
+use crate::sim::faults::Behaviour;
 use crate::sim::util::{self, set_condition};
-use crate::sim::world::{TokenInfo, World};
+use crate::sim::world::{ChangeKind, TokenInfo, World};
 
 const PROXY_ADDON: &str = "cluster-proxy";
 const MSA_ADDON: &str = "managed-serviceaccount";
@@ -533,3 +537,322 @@ fn lease_update_stopped(o: &Value, condition: &str) -> bool {
         c["status"] == "Unknown" && c["reason"] == "ManagedClusterLeaseUpdateStopped"
     })
 }
+
+// ---- the controllers: what each watches, and how it fails ----------------------------------------
+
+/// This file's controllers, in the order a reconcile runs their work.
+pub(super) static CONTROLLERS: &[&Controller] = &[
+    &ADDON_INSTALL,
+    &ADDON_CLUSTER,
+    &ADDON_STATUS,
+    &PROXY_CERT,
+    &PROXY_PROFILE,
+    &PROXY_ALL,
+    &MSA_TOKEN,
+    &MSA_SYNC,
+    &PROXY_TUNNEL,
+];
+
+/// The addon managers' status work for every ManagedClusterAddOn of `addon`.
+fn addon_statuses(w: &World, c: &str, addon: &str, q: &mut Queue<'_>) {
+    for ns in w.namespaces_with(c, gk::MCA) {
+        if w.get(c, gk::MCA, &ns, addon).is_some() {
+            q.add(c, &ns, addon);
+        }
+    }
+}
+
+fn all_msas(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
+    for m in w.list(c, gk::MSA, ns) {
+        q.add(c, util::namespace(m), util::name(m));
+    }
+}
+
+/// What wakes both managed-serviceaccount controllers (token and credential sync): their addon manager
+/// rolling out, the ManagedServiceAccount, its token Secret, the cluster's ClusterProfile, its addon.
+const MSA_WATCHES: &[(&str, WatchFn)] = &[
+    (gk::DEPLOYMENT, |w, ch, q| {
+        if ch.name == "managed-serviceaccount-addon-manager" {
+            all_msas(w, &ch.cluster, None, q);
+        }
+    }),
+    (gk::SECRET, |w, ch, q| {
+        if w.get(&ch.cluster, gk::MSA, &ch.ns, &ch.name).is_some() {
+            q.add(&ch.cluster, &ch.ns, &ch.name);
+        }
+    }),
+    (gk::CLUSTER_PROFILE, |w, ch, q| {
+        if !ch.kind.status_only() {
+            all_msas(w, &ch.cluster, Some(&ch.name), q);
+        }
+    }),
+    (gk::MCA, |w, ch, q| {
+        if ch.name == MSA_ADDON {
+            all_msas(w, &ch.cluster, Some(&ch.ns), q);
+        }
+    }),
+    (gk::MSA, |_, ch, q| q.add(&ch.cluster, &ch.ns, &ch.name)),
+];
+
+pub(super) static ADDON_INSTALL: Controller = Controller {
+    name: "addon-install",
+    behaviour: Behaviour::AddonInstall,
+    watches: &[
+        (gk::CMA, |_, ch, q| q.add(&ch.cluster, &ch.name, "")),
+        (gk::MCA, |_, ch, q| {
+            if ch.kind == ChangeKind::Deleted {
+                q.add(&ch.cluster, &ch.name, "");
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| {
+        for a in w.list(c, gk::CMA, None) {
+            q.add(c, util::name(a), "");
+        }
+    }),
+    run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let (hub, addon) = (k.cluster(), &k.key()[0]);
+        mark(
+            w,
+            hub,
+            gk::CMA,
+            "",
+            addon,
+            "AddonInstallDegraded",
+            "True",
+            msg,
+        )
+    },
+};
+
+pub(super) static ADDON_CLUSTER: Controller = Controller {
+    name: "addon-cluster",
+    behaviour: Behaviour::AddonInstall,
+    watches: &[(gk::NAMESPACE, |_, ch, q| {
+        if ch.kind == ChangeKind::Created {
+            q.add(&ch.cluster, &ch.name, "");
+        }
+    })],
+    resync: Resync::Never,
+    run: |w, k| addon_cluster(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let (hub, mc) = (k.cluster(), &k.key()[0]);
+        let cond = "AddonInstallDegraded";
+        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "True", msg)
+    },
+};
+
+static ADDON_STATUS: Controller = Controller {
+    name: "addon-status",
+    behaviour: Behaviour::AddonInstall,
+    watches: &[
+        (gk::DEPLOYMENT, |w, ch, q| match ch.name.as_str() {
+            "cluster-proxy-addon-manager" => addon_statuses(w, &ch.cluster, PROXY_ADDON, q),
+            "managed-serviceaccount-addon-manager" => {
+                addon_statuses(w, &ch.cluster, MSA_ADDON, q);
+            }
+            _ => {}
+        }),
+        (gk::MANAGED_CLUSTER, |w, ch, q| {
+            for a in w.list(&ch.cluster, gk::MCA, Some(&ch.name)) {
+                q.add(&ch.cluster, &ch.name, util::name(a));
+            }
+        }),
+        (gk::CMA, |w, ch, q| {
+            addon_statuses(w, &ch.cluster, &ch.name, q)
+        }),
+        (gk::MCA, |_, ch, q| {
+            if !ch.kind.status_only() {
+                q.add(&ch.cluster, &ch.ns, &ch.name);
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| {
+        for a in w.list(c, gk::MCA, None) {
+            q.add(c, util::namespace(a), util::name(a));
+        }
+    }),
+    run: |w, k| {
+        let [mc, addon] = k.key();
+        addon_status(w, k.cluster(), mc, addon)
+    },
+    fail: |w, k, msg| {
+        let [mc, addon] = k.key();
+        mark(
+            w,
+            k.cluster(),
+            gk::MCA,
+            mc,
+            addon,
+            "Available",
+            "False",
+            msg,
+        )
+    },
+};
+
+static PROXY_CERT: Controller = Controller {
+    name: "cluster-proxy-serving-cert",
+    behaviour: Behaviour::ProxyServingCert,
+    watches: &[
+        (gk::DEPLOYMENT, |_, ch, q| {
+            if ch.name == "cluster-proxy-addon-manager" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::SECRET, |_, ch, q| {
+            if ch.name == SERVING_CERT {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::NAMESPACE, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::MPC, |_, ch, q| q.add(&ch.cluster, "", "")),
+    ],
+    resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
+    run: |w, k| proxy_cert(w, k.cluster()),
+    fail: |w, k, msg| {
+        let cond = "UserServerSecretSigned";
+        mark(w, k.cluster(), gk::MPC, "", PROXY_ADDON, cond, "False", msg)
+    },
+};
+
+static PROXY_PROFILE: Controller = Controller {
+    name: "cluster-proxy-access-provider",
+    behaviour: Behaviour::ProxyAccessProvider,
+    watches: &[(gk::CLUSTER_PROFILE, |_, ch, q| {
+        if !ch.kind.status_only() {
+            q.add(&ch.cluster, &ch.ns, &ch.name);
+        }
+    })],
+    resync: Resync::Never,
+    run: |w, k| {
+        let [ns, name] = k.key();
+        proxy_profiles(w, k.cluster(), Some((ns, name)))
+    },
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        let cond = "AccessProviderDegraded";
+        mark(
+            w,
+            k.cluster(),
+            gk::CLUSTER_PROFILE,
+            ns,
+            name,
+            cond,
+            "True",
+            msg,
+        )
+    },
+};
+
+static PROXY_ALL: Controller = Controller {
+    name: "cluster-proxy-access-providers",
+    behaviour: Behaviour::ProxyAccessProvider,
+    watches: &[
+        (gk::DEPLOYMENT, |_, ch, q| {
+            if ch.name == "cluster-proxy-addon-manager" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::SECRET, |_, ch, q| {
+            if ch.name == SERVING_CERT {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::MPC, |_, ch, q| q.add(&ch.cluster, "", "")),
+    ],
+    resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
+    run: |w, k| proxy_profiles(w, k.cluster(), None),
+    fail: |w, k, msg| {
+        let hub = k.cluster();
+        w.list(hub, gk::CLUSTER_PROFILE, None)
+            .flat_map(|p| {
+                let (ns, name) = (util::namespace(p), util::name(p));
+                let cond = "AccessProviderDegraded";
+                mark(w, hub, gk::CLUSTER_PROFILE, ns, name, cond, "True", msg)
+            })
+            .collect()
+    },
+};
+
+static MSA_TOKEN: Controller = Controller {
+    name: "managed-serviceaccount-token",
+    behaviour: Behaviour::MsaToken,
+    watches: MSA_WATCHES,
+    resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        msa_token(w, k.cluster(), ns, name)
+    },
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        mark(
+            w,
+            k.cluster(),
+            gk::MSA,
+            ns,
+            name,
+            "TokenReported",
+            "False",
+            msg,
+        )
+    },
+};
+
+static MSA_SYNC: Controller = Controller {
+    name: "managed-serviceaccount-credential-sync",
+    behaviour: Behaviour::MsaCredSync,
+    watches: &[
+        MSA_WATCHES[0],
+        MSA_WATCHES[1],
+        MSA_WATCHES[2],
+        MSA_WATCHES[3],
+        MSA_WATCHES[4],
+        // A synced token Secret next to a ClusterProfile was deleted: copy it again.
+        (gk::SECRET, |w, ch, q| {
+            let c = ch.cluster.as_str();
+            if ch.kind == ChangeKind::Deleted
+                && w.list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
+                    .next()
+                    .is_some()
+            {
+                for m in w.list(c, gk::MSA, None) {
+                    if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
+                        q.add(c, util::namespace(m), util::name(m));
+                    }
+                }
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        msa_sync(w, k.cluster(), ns, name)
+    },
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        let cond = "ClusterProfileCredentialsSynced";
+        mark(w, k.cluster(), gk::MSA, ns, name, cond, "False", msg)
+    },
+};
+
+static PROXY_TUNNEL: Controller = Controller {
+    name: "cluster-proxy-tunnel",
+    behaviour: Behaviour::ProxyTunnel,
+    watches: &[(gk::MCA, |_, ch, q| {
+        if ch.name == PROXY_ADDON {
+            q.add(&ch.cluster, &ch.ns, "");
+        }
+    })],
+    resync: Resync::Hub(|w, c, q| {
+        for a in w.list(c, gk::MCA, None) {
+            if util::name(a) == PROXY_ADDON {
+                q.add(c, util::namespace(a), "");
+            }
+        }
+    }),
+    run: |w, k| proxy_tunnel(w, k.cluster(), &k.key()[0]),
+    // No status reports a tunnel (FACTS-OCM-ROUND2 §4.3): only the user server's answers show it.
+    fail: |_, _, _| Vec::new(),
+};

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Op, Work, available_deployment, is_hub, namespace_obj};
+use super::{Controller, Op, Resync, Work, available_deployment, is_hub, mark, namespace_obj};
 use crate::sim::apiserver::{self, gk};
 use crate::sim::charts::{self, deployment};
+use crate::sim::faults::Behaviour;
 use crate::sim::util::{self, set_condition};
+use crate::sim::world::ChangeKind;
 use crate::sim::world::{Agent, KIND_NETWORK, World, control_plane};
 
 pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
@@ -857,9 +859,7 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
                 let mut a = agent.clone();
                 a.joined = true;
                 ops.push(Op::Agent(spoke.clone(), Some(a)));
-                ops.push(Op::Enqueue(Work::ClaimSync {
-                    spoke: spoke.clone(),
-                }));
+                ops.push(Op::Enqueue(Work::new(&CLAIM_SYNC, &spoke, ["", ""])));
             }
         }
     }
@@ -954,3 +954,267 @@ pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
 pub(super) fn addon_manager<'a>(w: &'a World, hub: &str, addon: &str) -> Option<&'a Value> {
     available_deployment(w, hub, &format!("{addon}-addon-manager"))
 }
+
+// ---- the controllers: what each watches, and how it fails ----------------------------------------
+
+/// This file's controllers, in the order a reconcile runs their work.
+pub(super) static CONTROLLERS: &[&Controller] = &[
+    &CRD_ESTABLISH,
+    &ROLLOUT,
+    &HUB_OPERATOR,
+    &KLUSTERLET_OPERATOR,
+    &REGISTRATION,
+    &CSR_SIGN,
+    &HUB_ACCEPT,
+    &CLAIM_SYNC,
+];
+
+static CRD_ESTABLISH: Controller = Controller {
+    name: "crd-establish",
+    behaviour: Behaviour::CrdEstablish,
+    watches: &[(gk::CRD, |_, ch, q| {
+        if !ch.kind.status_only() {
+            q.add(&ch.cluster, &ch.name, "");
+        }
+    })],
+    resync: Resync::Restart(|w, c, q| {
+        for crd in w.list(c, gk::CRD, None) {
+            q.add(c, util::name(crd), "");
+        }
+    }),
+    run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let c = k.cluster();
+        mark(w, c, gk::CRD, "", &k.key()[0], "Established", "False", msg)
+    },
+};
+
+static ROLLOUT: Controller = Controller {
+    name: "deployment-rollout",
+    behaviour: Behaviour::DeploymentRollout,
+    watches: &[
+        (gk::DEPLOYMENT, |_, ch, q| {
+            if !ch.kind.status_only() {
+                q.add(&ch.cluster, &ch.ns, &ch.name);
+            }
+        }),
+        // The user server restarts on a new serving certificate (FACTS-OCM-ROUND2 §4.3).
+        (gk::SECRET, |_, ch, q| {
+            if ch.name == "cluster-proxy-user-serving-cert" {
+                q.add(&ch.cluster, &ch.ns, "cluster-proxy-addon-user");
+            }
+        }),
+        (gk::MPC, |w, ch, q| {
+            for d in ["cluster-proxy-addon-manager", "cluster-proxy-addon-user"] {
+                if let Some(o) = w.find_named(&ch.cluster, gk::DEPLOYMENT, d) {
+                    q.add(&ch.cluster, util::namespace(o), d);
+                }
+            }
+        }),
+    ],
+    resync: Resync::Restart(|w, c, q| {
+        for d in w.list(c, gk::DEPLOYMENT, None) {
+            q.add(c, util::namespace(d), util::name(d));
+        }
+    }),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        rollout(w, k.cluster(), ns, name)
+    },
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        mark(
+            w,
+            k.cluster(),
+            gk::DEPLOYMENT,
+            ns,
+            name,
+            "Available",
+            "False",
+            msg,
+        )
+    },
+};
+
+static HUB_OPERATOR: Controller = Controller {
+    name: "cluster-manager-operator",
+    behaviour: Behaviour::HubOperator,
+    watches: &[
+        (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::DEPLOYMENT, |_, ch, q| {
+            // The operator watches its Deployments' rollout (FACTS-OCM-ROUND2 §1.5).
+            if ch.ns == HUB_NAMESPACE || ch.name == "cluster-manager" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::CLUSTER_MANAGER, |_, ch, q| q.add(&ch.cluster, "", "")),
+    ],
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    run: |w, k| hub_operator(w, k.cluster()),
+    fail: |w, k, msg| {
+        let (c, cm) = (k.cluster(), "cluster-manager");
+        mark(
+            w,
+            c,
+            gk::CLUSTER_MANAGER,
+            "",
+            cm,
+            "HubRegistrationDegraded",
+            "True",
+            msg,
+        )
+    },
+};
+
+static KLUSTERLET_OPERATOR: Controller = Controller {
+    name: "klusterlet-operator",
+    behaviour: Behaviour::KlusterletOperator,
+    watches: &[
+        (gk::DEPLOYMENT, |_, ch, q| {
+            if ch.name == "klusterlet" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+    ],
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    run: |w, k| klusterlet_operator(w, k.cluster()),
+    fail: |w, k, msg| {
+        let c = k.cluster();
+        let name = klusterlet(w, c).map(|k| util::name(k).to_owned());
+        name.map_or_else(Vec::new, |n| {
+            mark(w, c, gk::KLUSTERLET, "", &n, "Applied", "False", msg)
+        })
+    },
+};
+
+static REGISTRATION: Controller = Controller {
+    name: "registration-agent",
+    behaviour: Behaviour::Registration,
+    watches: &[
+        (gk::DEPLOYMENT, |_, ch, q| {
+            if ch.name == "klusterlet-registration-agent" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::SECRET, |_, ch, q| {
+            if ch.name == "bootstrap-hub-kubeconfig" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        // A deleted ManagedCluster: the agent registers again.
+        (gk::MANAGED_CLUSTER, |w, ch, q| {
+            if ch.kind == ChangeKind::Deleted
+                && let Some(spoke) = w.spoke_of(&ch.cluster, &ch.name)
+            {
+                q.add(spoke, "", "");
+            }
+        }),
+    ],
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    run: |w, k| registration(w, k.cluster()),
+    fail: |w, k, msg| {
+        let spoke = k.cluster();
+        let name = klusterlet(w, spoke).map(|k| util::name(k).to_owned());
+        name.map_or_else(Vec::new, |n| {
+            let cond = "HubConnectionDegraded";
+            mark(w, spoke, gk::KLUSTERLET, "", &n, cond, "True", msg)
+        })
+    },
+};
+
+static CSR_SIGN: Controller = Controller {
+    name: "csr-signer",
+    behaviour: Behaviour::CsrSign,
+    watches: &[(gk::CSR, |_, ch, q| q.add(&ch.cluster, &ch.name, ""))],
+    resync: Resync::Hub(|w, c, q| {
+        for csr in w.list(c, gk::CSR, None) {
+            q.add(c, util::name(csr), "");
+        }
+    }),
+    run: |w, k| csr_sign(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        mark(
+            w,
+            k.cluster(),
+            gk::CSR,
+            "",
+            &k.key()[0],
+            "Failed",
+            "True",
+            msg,
+        )
+    },
+};
+
+pub(in crate::sim) static HUB_ACCEPT: Controller = Controller {
+    name: "hub-accept",
+    behaviour: Behaviour::HubAccept,
+    watches: &[
+        // Accepting reads the spec, the agent and its CSR (whose changes queue it), not the status.
+        (gk::MANAGED_CLUSTER, |_, ch, q| {
+            if !ch.kind.status_only() {
+                q.add(&ch.cluster, &ch.name, "");
+            }
+        }),
+        (gk::CSR, |w, ch, q| {
+            if let Some(mc) = w
+                .get(&ch.cluster, gk::CSR, "", &ch.name)
+                .and_then(|o| util::label(o, CLUSTER_NAME_LABEL))
+            {
+                q.add(&ch.cluster, mc, "");
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| {
+        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
+            q.add(c, util::name(m), "");
+        }
+    }),
+    run: |w, k| hub_accept(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let (hub, mc) = (k.cluster(), &k.key()[0]);
+        let cond = "HubAcceptedManagedCluster";
+        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "False", msg)
+    },
+};
+
+static CLAIM_SYNC: Controller = Controller {
+    name: "claim-sync",
+    behaviour: Behaviour::ClaimSync,
+    watches: &[
+        (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::SECRET, |_, ch, q| {
+            if ch.name == "hub-kubeconfig-secret" {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
+        (gk::MANAGED_CLUSTER, |w, ch, q| {
+            if let Some(spoke) = w.spoke_of(&ch.cluster, &ch.name) {
+                q.add(spoke, "", "");
+            }
+        }),
+        (gk::CLUSTER_PROPERTY, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CLUSTER_CLAIM, |_, ch, q| q.add(&ch.cluster, "", "")),
+    ],
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    run: |w, k| claim_sync(w, k.cluster()),
+    fail: |w, k, msg| match w.agent(k.cluster()) {
+        Some(a) => {
+            let (hub, mc) = (&a.hub, &a.cluster_name);
+            mark(
+                w,
+                hub,
+                gk::MANAGED_CLUSTER,
+                "",
+                mc,
+                "ClusterClaimsSynced",
+                "False",
+                msg,
+            )
+        }
+        None => Vec::new(),
+    },
+};

@@ -5,10 +5,15 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::{Op, Work, is_hub, namespace_exists, owner_ref, profiles_enabled};
+use super::addons::{ADDON_CLUSTER, ADDON_INSTALL};
+use super::{
+    Controller, Op, Queue, Resync, Work, is_hub, mark, namespace_exists, owner_ref,
+    profiles_enabled,
+};
 use crate::sim::apiserver::gk;
+use crate::sim::faults::Behaviour;
 use crate::sim::util::{self, set_condition};
-use crate::sim::world::World;
+use crate::sim::world::{Change, ChangeKind, World};
 use crate::topology::CLUSTERSET_LABEL;
 
 const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
@@ -399,20 +404,13 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let mut follow: Vec<Op> = selected
         .iter()
         .filter(|c| !before.contains(c.as_str()))
-        .map(|c| {
-            Op::Enqueue(Work::AddonCluster {
-                hub: s(hub),
-                mc: c.clone(),
-            })
-        })
+        .map(|c| Op::Enqueue(Work::new(&ADDON_CLUSTER, hub, [c, ""])))
         .collect();
     if before.iter().any(|c| !selected.contains(*c)) {
-        follow.extend(w.list(hub, gk::CMA, None).map(|a| {
-            Op::Enqueue(Work::AddonInstall {
-                hub: s(hub),
-                addon: s(util::name(a)),
-            })
-        }));
+        follow.extend(
+            w.list(hub, gk::CMA, None)
+                .map(|a| Op::Enqueue(Work::new(&ADDON_INSTALL, hub, [util::name(a), ""]))),
+        );
     }
     decision["status"] = json!({"decisions": Value::Array(decisions)});
     let mut n = p.clone();
@@ -479,3 +477,297 @@ pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeS
         })
         .collect()
 }
+
+/// Namespaces holding a ClusterProfile named `name`.
+fn profiles_named(w: &World, hub: &str, name: &str) -> Vec<String> {
+    w.namespaces_with(hub, gk::CLUSTER_PROFILE)
+        .into_iter()
+        .filter(|ns| w.get(hub, gk::CLUSTER_PROFILE, ns, name).is_some())
+        .collect()
+}
+
+/// The sets whose membership a ManagedCluster change altered (all of them the cluster was in, when it
+/// was deleted).
+fn sets_changed<'a>(w: &'a World, ch: &Change) -> BTreeSet<&'a str> {
+    let c = ch.cluster.as_str();
+    let now = w.get(c, gk::MANAGED_CLUSTER, "", &ch.name);
+    let before = ch
+        .prev_labels
+        .as_ref()
+        .map(|l| json!({"metadata": {"name": ch.name, "labels": l}}));
+    let mut changed = BTreeSet::new();
+    for set in w.list(c, gk::CLUSTER_SET, None) {
+        let was = match ch.kind {
+            ChangeKind::Created => false,
+            ChangeKind::Deleted => true,
+            ChangeKind::Updated { .. } => before.as_ref().is_some_and(|b| is_member(set, b)),
+        };
+        let is = now.is_some_and(|m| is_member(set, m));
+        if was != is || ch.kind == ChangeKind::Deleted {
+            changed.insert(util::name(set));
+        }
+    }
+    changed
+}
+
+/// A set's membership or selector may have changed (not just its status).
+fn set_membership_may_change(kind: ChangeKind) -> bool {
+    kind.membership() || matches!(kind, ChangeKind::Updated { spec: true, .. })
+}
+
+fn all_placements(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
+    for p in w.list(c, gk::PLACEMENT, ns) {
+        q.add(c, util::namespace(p), util::name(p));
+    }
+}
+
+// ---- the controllers: what each watches, and how it fails ----------------------------------------
+//
+// A set's, placement's or ClusterProfile's own status write changes nothing these controllers read (and
+// recomputing a set or placement is O(clusters)), so status-only changes of those kinds queue nothing.
+
+/// This file's controllers, in the order a reconcile runs their work.
+pub(super) static CONTROLLERS: &[&Controller] = &[
+    &SET_STATUS,
+    &SET_MEMBER,
+    &BINDING,
+    &LIFECYCLE_NS,
+    &LIFECYCLE_CLUSTER,
+    &PROFILE_STATUS,
+    &PLACEMENT,
+];
+
+/// The failure a set's controllers leave: on the set.
+fn fail_set(w: &World, k: &Work, msg: &str) -> Vec<Op> {
+    let (hub, set) = (k.cluster(), &k.key()[0]);
+    mark(
+        w,
+        hub,
+        gk::CLUSTER_SET,
+        "",
+        set,
+        "ClusterSetEmpty",
+        "Unknown",
+        msg,
+    )
+}
+
+static SET_STATUS: Controller = Controller {
+    name: "clusterset-status",
+    behaviour: Behaviour::SetBinding,
+    watches: &[(gk::CLUSTER_SET, |_, ch, q| {
+        if !ch.kind.status_only() {
+            q.add(&ch.cluster, &ch.name, "");
+        }
+    })],
+    resync: Resync::Hub(|w, c, q| {
+        for set in w.list(c, gk::CLUSTER_SET, None) {
+            q.add(c, util::name(set), "");
+        }
+    }),
+    run: |w, k| set_status(w, k.cluster(), &k.key()[0]),
+    fail: fail_set,
+};
+
+static SET_MEMBER: Controller = Controller {
+    name: "clusterset-member",
+    behaviour: Behaviour::SetBinding,
+    watches: &[(gk::MANAGED_CLUSTER, |w, ch, q| {
+        if ch.kind.membership() {
+            for set in sets_changed(w, ch) {
+                q.add(&ch.cluster, set, &ch.name);
+            }
+        }
+    })],
+    resync: Resync::Never,
+    run: |w, k| {
+        let [set, mc] = k.key();
+        set_member(w, k.cluster(), set, mc)
+    },
+    fail: fail_set,
+};
+
+static BINDING: Controller = Controller {
+    name: "clusterset-binding",
+    behaviour: Behaviour::SetBinding,
+    watches: &[
+        (gk::CLUSTER_SET, |w, ch, q| {
+            if !ch.kind.status_only() {
+                for b in w.list(&ch.cluster, gk::SET_BINDING, None) {
+                    q.add(&ch.cluster, util::namespace(b), util::name(b));
+                }
+            }
+        }),
+        (gk::SET_BINDING, |_, ch, q| {
+            q.add(&ch.cluster, &ch.ns, &ch.name)
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| {
+        for b in w.list(c, gk::SET_BINDING, None) {
+            q.add(c, util::namespace(b), util::name(b));
+        }
+    }),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        binding(w, k.cluster(), ns, name)
+    },
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        mark(
+            w,
+            k.cluster(),
+            gk::SET_BINDING,
+            ns,
+            name,
+            "Bound",
+            "False",
+            msg,
+        )
+    },
+};
+
+static LIFECYCLE_NS: Controller = Controller {
+    name: "clusterprofile-lifecycle-namespace",
+    behaviour: Behaviour::ProfileLifecycle,
+    watches: &[
+        (gk::NAMESPACE, |_, ch, q| q.add(&ch.cluster, &ch.name, "")),
+        (gk::CLUSTER_SET, |w, ch, q| {
+            if !ch.kind.status_only() && set_membership_may_change(ch.kind) {
+                for ns in w.namespaces_with(&ch.cluster, gk::SET_BINDING) {
+                    q.add(&ch.cluster, &ns, "");
+                }
+            }
+        }),
+        (gk::SET_BINDING, |_, ch, q| q.add(&ch.cluster, &ch.ns, "")),
+        (gk::CLUSTER_PROFILE, |_, ch, q| {
+            if ch.kind == ChangeKind::Deleted {
+                q.add(&ch.cluster, &ch.ns, "");
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| {
+        for ns in w.namespaces_with(c, gk::SET_BINDING) {
+            q.add(c, &ns, "");
+        }
+    }),
+    run: |w, k| lifecycle_ns(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let (hub, ns) = (k.cluster(), &k.key()[0]);
+        w.list(hub, gk::SET_BINDING, Some(ns))
+            .flat_map(|b| {
+                let cond = "ClusterProfilesSynced";
+                mark(
+                    w,
+                    hub,
+                    gk::SET_BINDING,
+                    ns,
+                    util::name(b),
+                    cond,
+                    "False",
+                    msg,
+                )
+            })
+            .collect()
+    },
+};
+
+static LIFECYCLE_CLUSTER: Controller = Controller {
+    name: "clusterprofile-lifecycle-cluster",
+    behaviour: Behaviour::ProfileLifecycle,
+    watches: &[(gk::MANAGED_CLUSTER, |_, ch, q| {
+        if ch.kind.membership() {
+            q.add(&ch.cluster, &ch.name, "");
+        }
+    })],
+    resync: Resync::Never,
+    run: |w, k| lifecycle_cluster(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let (hub, mc) = (k.cluster(), &k.key()[0]);
+        let cond = "ClusterProfilesSynced";
+        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "False", msg)
+    },
+};
+
+static PROFILE_STATUS: Controller = Controller {
+    name: "clusterprofile-status",
+    behaviour: Behaviour::ProfileStatus,
+    watches: &[
+        (gk::MANAGED_CLUSTER, |_, ch, q| {
+            q.add(&ch.cluster, &ch.name, "")
+        }),
+        (gk::CLUSTER_PROFILE, |_, ch, q| {
+            if !ch.kind.status_only() {
+                q.add(&ch.cluster, &ch.name, "");
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| {
+        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
+            q.add(c, util::name(m), "");
+        }
+    }),
+    run: |w, k| profile_status(w, k.cluster(), &k.key()[0]),
+    fail: |w, k, msg| {
+        let (hub, mc) = (k.cluster(), &k.key()[0]);
+        profiles_named(w, hub, mc)
+            .into_iter()
+            .flat_map(|ns| {
+                let cond = "ControlPlaneHealthy";
+                mark(w, hub, gk::CLUSTER_PROFILE, &ns, mc, cond, "Unknown", msg)
+            })
+            .collect()
+    },
+};
+
+static PLACEMENT: Controller = Controller {
+    name: "placement",
+    behaviour: Behaviour::Placement,
+    watches: &[
+        (gk::PLACEMENT, |_, ch, q| {
+            if !ch.kind.status_only() {
+                q.add(&ch.cluster, &ch.ns, &ch.name);
+            }
+        }),
+        (gk::CLUSTER_SET, |w, ch, q| {
+            if !ch.kind.status_only() && set_membership_may_change(ch.kind) {
+                all_placements(w, &ch.cluster, None, q);
+            }
+        }),
+        (gk::SET_BINDING, |w, ch, q| {
+            all_placements(w, &ch.cluster, Some(&ch.ns), q);
+        }),
+        // Placements that use a set whose membership changed decide again (only those: each is
+        // O(clusters)).
+        (gk::MANAGED_CLUSTER, |w, ch, q| {
+            if !ch.kind.membership() {
+                return;
+            }
+            let changed = sets_changed(w, ch);
+            if changed.is_empty() {
+                return;
+            }
+            for p in w.list(&ch.cluster, gk::PLACEMENT, None) {
+                let uses_changed = match p["spec"]["clusterSets"].as_array() {
+                    Some(list) if !list.is_empty() => list
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .any(|x| changed.contains(x)),
+                    _ => true,
+                };
+                if uses_changed {
+                    q.add(&ch.cluster, util::namespace(p), util::name(p));
+                }
+            }
+        }),
+    ],
+    resync: Resync::Hub(|w, c, q| all_placements(w, c, None, q)),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        placement(w, k.cluster(), ns, name)
+    },
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        let cond = "PlacementSatisfied";
+        mark(w, k.cluster(), gk::PLACEMENT, ns, name, cond, "False", msg)
+    },
+};

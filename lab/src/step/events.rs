@@ -1,4 +1,10 @@
 //! Events: everything a run reports, as data. The terminal reporter and `--output json` both consume them.
+//!
+//! `--output json` prints one [`Stamped`] event per line on stdout: `{"schema_version":1,"t_ms":…,
+//! "event":"run-started",…}`. Every event carries `schema_version` ([`SCHEMA_VERSION`]); it changes only
+//! when a field is removed or changes meaning (new events and new fields keep it). Every run, a failed
+//! preflight included, prints `run-started` first and `run-finished` last; a preflight that stops the run
+//! is one `step-failed` of the step `preflight` in between.
 
 use serde::Serialize;
 
@@ -94,9 +100,14 @@ pub enum Event {
     },
 }
 
+/// The version of the JSON event stream, carried by every event as `schema_version`.
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// An event with the time since the run started, as emitted.
 #[derive(Debug, Clone, Serialize)]
 pub struct Stamped {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
     /// Milliseconds since the run started (tokio's clock, so virtual time in tests with paused time).
     pub t_ms: u64,
     #[serde(flatten)]
@@ -125,7 +136,11 @@ impl Events {
     pub fn emit(&self, event: Event) {
         let t_ms = self.start.elapsed().as_millis() as u64;
         // The reporter may have gone (output closed): a run never fails for that.
-        let _ = self.tx.send(Stamped { t_ms, event });
+        let _ = self.tx.send(Stamped {
+            schema_version: SCHEMA_VERSION,
+            t_ms,
+            event,
+        });
     }
 
     pub fn elapsed_ms(&self) -> u64 {

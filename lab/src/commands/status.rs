@@ -1,12 +1,11 @@
-//! `ocm-lab status`: what the lab's clusters report now, read-only.
+//! `ocm-lab status`: what the lab's clusters report now, read-only ([`run`], at the end).
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::backend::{Backends, ClusterApi, ObjectRef, condition_status};
-use crate::engine::RunCtx;
+use crate::step::RunCtx;
 use crate::topology::{Lab, Provider};
 
 #[derive(Debug, Clone, Serialize)]
@@ -18,7 +17,10 @@ pub struct Status {
     pub managed_clusters: Vec<ManagedClusterStatus>,
     pub profiles: Vec<NamespaceProfiles>,
     /// The last verification recorded in the state folder.
-    pub last_verification: Option<Value>,
+    pub last_verification: Option<crate::verify::report::LastVerification>,
+    /// Why the recorded last verification cannot be read (a damaged file is reported, never skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_verification_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -95,9 +97,10 @@ pub async fn collect(ctx: &RunCtx) -> Status {
         ),
         None => (Vec::new(), Vec::new()),
     };
-    let last_verification = std::fs::read_to_string(ctx.state.path.join("last-verification.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let (last_verification, last_verification_error) = match ctx.state.last_verification_report() {
+        Ok(report) => (report, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     Status {
         lab: lab.name.clone(),
         simulated: ctx.backends.simulated,
@@ -105,6 +108,7 @@ pub async fn collect(ctx: &RunCtx) -> Status {
         managed_clusters,
         profiles,
         last_verification,
+        last_verification_error,
     }
 }
 
@@ -137,9 +141,9 @@ async fn cluster_status(
         match ctx.api(&c.name).await {
             Ok(api) => match api.version().await {
                 Ok(v) => (true, Some(v), None),
-                Err(e) => (false, None, Some(e.message)),
+                Err(e) => (false, None, Some(e.to_string())),
             },
-            Err(e) => (false, None, Some(e.message)),
+            Err(e) => (false, None, Some(e.to_string())),
         }
     };
     ClusterStatus {
@@ -345,16 +349,22 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             );
         }
     }
-    match &s.last_verification {
-        Some(v) => {
+    match (&s.last_verification, &s.last_verification_error) {
+        (_, Some(e)) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: UNREADABLE: {e} (run `{verify_cmd}` to record a new one)"
+            );
+        }
+        (Some(v), None) => {
             let _ = writeln!(
                 out,
                 "\nLast verification: {} at {}",
-                if v["ok"] == true { "passed" } else { "FAILED" },
-                v["at"].as_str().unwrap_or("?")
+                if v.ok { "passed" } else { "FAILED" },
+                v.at
             );
         }
-        None => {
+        (None, None) => {
             let _ = writeln!(
                 out,
                 "\nLast verification: none recorded (run `{verify_cmd}`)"
@@ -362,4 +372,54 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
         }
     }
     out
+}
+
+/// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
+pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
+    use super::runner::{Purpose, ensure_up, open_backends, runtime};
+    use crate::error::Error;
+    use crate::step::events::Events;
+    let output = args.output.output;
+    let args = crate::cli::RunArgs::from(args);
+    let (loaded, _, patches) = super::inputs(&args.lab)?;
+    super::warn(&loaded);
+    let lab = loaded.lab;
+    let state = crate::state::StateDir::for_run(&lab.name, args.simulate)?;
+    ensure_up(&lab, &state, &args)?;
+    let rt = runtime()?;
+    let opened = open_backends(
+        &rt,
+        &args,
+        &state,
+        Purpose::Look,
+        &lab.versions.kind_node_image,
+    )?;
+    let status = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab,
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        collect(&ctx).await
+    });
+    rt.shutdown_background();
+    super::document(output, &status, || {
+        render_for(&status, &args.command_line("verify"))
+    })?;
+    if status.healthy() {
+        Ok(())
+    } else {
+        Err(Error::Unhealthy {
+            lab: status.lab.clone(),
+            help: format!(
+                "`{}` repairs what it can; `{}` says which hop is broken",
+                args.command_line("up"),
+                args.command_line("verify")
+            ),
+        })
+    }
 }

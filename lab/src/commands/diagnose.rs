@@ -1,6 +1,7 @@
 //! `ocm-lab diagnose`: a bundle for a bug report. The journal, the topology, the resolved plan, and on every
 //! cluster the lab's OCM objects (with their conditions) and the events of the OCM namespaces, all with
-//! secrets redacted: Secret data, tokens, kubeconfigs and private keys never leave the machine.
+//! secrets redacted: Secret data, tokens, kubeconfigs and private keys never leave the machine ([`run`], at
+//! the end).
 
 use std::io::Write as _;
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::backend::ClusterApi;
-use crate::engine::RunCtx;
+use crate::step::RunCtx;
 use crate::topology::Role;
 
 /// Kinds collected from the hub: (apiVersion, kind).
@@ -165,15 +166,16 @@ pub async fn gather(ctx: &RunCtx, topology_text: &str) -> Vec<(String, Vec<u8>)>
     let pretty = |v: &Value| serde_json::to_vec_pretty(v).expect("JSON serializes");
     files.push(("topology.yaml".into(), topology_text.as_bytes().to_vec()));
     files.push(("lab.json".into(), pretty(&json!(lab))));
-    if let Ok(j) = std::fs::read(ctx.state.journal()) {
-        files.push(("journal.jsonl".into(), j));
-    }
-    // What the lab believes it owns (cluster names and node container IDs; no secrets).
-    if let Ok(o) = std::fs::read(ctx.state.owned_log()) {
-        files.push(("owned.jsonl".into(), o));
-    }
-    if let Ok(v) = std::fs::read(ctx.state.path.join("last-verification.json")) {
-        files.push(("last-verification.json".into(), v));
+    // The state files, under their own names: the journal, what the lab believes it owns (cluster names
+    // and node container IDs; no secrets), and the last verification (as it is, damaged or not).
+    for path in [
+        ctx.state.journal(),
+        ctx.state.owned_log(),
+        ctx.state.last_verification(),
+    ] {
+        if let (Ok(bytes), Some(name)) = (std::fs::read(&path), path.file_name()) {
+            files.push((name.to_string_lossy().into_owned(), bytes));
+        }
     }
     let mut summary = Vec::new();
     for c in lab.clusters() {
@@ -181,7 +183,8 @@ pub async fn gather(ctx: &RunCtx, topology_text: &str) -> Vec<(String, Vec<u8>)>
         let api = match ctx.api(&c.name).await {
             Ok(api) => api,
             Err(e) => {
-                summary.push(json!({"cluster": c.name, "reachable": false, "error": e.message}));
+                summary
+                    .push(json!({"cluster": c.name, "reachable": false, "error": e.to_string()}));
                 continue;
             }
         };
@@ -247,6 +250,52 @@ pub fn write_tarball(path: &Path, root: &str, files: &[(String, Vec<u8>)]) -> st
     let mut gz = tar.into_inner()?;
     gz.flush()?;
     gz.finish()?.sync_all()
+}
+
+/// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
+pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
+    use super::runner::{Purpose, open_backends, runtime};
+    use crate::error::Error;
+    use crate::step::events::Events;
+    let run = crate::cli::RunArgs::from(args);
+    let (loaded, _, patches) = super::inputs(&run.lab)?;
+    let lab = loaded.lab;
+    let state = crate::state::StateDir::for_run(&lab.name, run.simulate)?;
+    let rt = runtime()?;
+    let opened = open_backends(
+        &rt,
+        &run,
+        &state,
+        Purpose::Look,
+        &lab.versions.kind_node_image,
+    )?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| format!("ocm-lab-{}-diagnostics.tar.gz", lab.name).into());
+    let files = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab.clone(),
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        gather(&ctx, &loaded.text).await
+    });
+    rt.shutdown_background();
+    let root = format!("ocm-lab-{}-diagnostics", lab.name);
+    write_tarball(&out, &root, &files).map_err(|source| Error::WriteFile {
+        path: out.display().to_string(),
+        source,
+    })?;
+    super::stdout(&format!(
+        "wrote {} ({}, secrets redacted)\n",
+        out.display(),
+        crate::text::count(files.len(), "file", "files")
+    ))
 }
 
 #[cfg(test)]

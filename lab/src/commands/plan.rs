@@ -1,4 +1,5 @@
-//! Presenting a plan: the folder `ocm-lab plan --out DIR` writes, and the summary printed without it.
+//! `ocm-lab plan`: renders what `up` would do, touching nothing; presents it as the folder `--out DIR`
+//! writes, as JSON or YAML, or as the summary printed without it ([`run`], at the end).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -215,4 +216,48 @@ pub fn summary(lab: &Lab, plan: &Plan) -> String {
 
 fn short_image(image: &str) -> &str {
     image.split('@').next().unwrap_or(image)
+}
+
+/// `ocm-lab plan`: renders a workflow against the topology and prints or writes it.
+pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
+    use super::{document, stdout};
+    use crate::cli::Output;
+    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    super::warn(&loaded);
+    let plan = crate::workflow::plan::plan(
+        &loaded.lab,
+        &sources,
+        &crate::actions::Registry,
+        &patches,
+        &args.workflow,
+    )?;
+    match (&args.out, args.output.output) {
+        (Some(dir), output) => {
+            let written = write(&loaded.lab, &plan, dir)?;
+            let result = json!({
+                "lab": plan.lab,
+                "workflow": plan.workflow,
+                "dir": dir,
+                "steps": plan.steps.len(),
+                "files": written,
+            });
+            document(output, &result, || {
+                format!(
+                    "wrote the plan of lab `{}` ({}, {}) to {}\n",
+                    plan.lab,
+                    crate::text::count(plan.steps.len(), "step", "steps"),
+                    crate::text::count(written, "file", "files"),
+                    dir.display()
+                )
+            })
+        }
+        (None, Output::Json) => stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&plan).expect("plans serialize")
+        )),
+        (None, Output::Yaml) => {
+            stdout(&serde_saphyr::to_string(&plan).expect("plans serialize to YAML"))
+        }
+        (None, Output::Human) => stdout(&summary(&loaded.lab, &plan)),
+    }
 }

@@ -1,5 +1,6 @@
-//! `ocm-lab doctor`: what a lab needs from this machine, each finding with what to do. `up` runs the same
-//! checks as its first step, so a lab never starts half-way on a machine that cannot finish it.
+//! `ocm-lab doctor`: what a lab needs from this machine, each finding with what to do ([`run`], at the
+//! end). `up` runs the same checks as its first step, so a lab never starts half-way on a machine that
+//! cannot finish it.
 
 use std::fmt::Write as _;
 
@@ -166,9 +167,8 @@ pub async fn check(
         Ok(v) => out.push(Finding::ok("docker", format!("Docker {v} reachable"))),
         Err(e) => out.push(Finding::fail(
             "docker",
-            e.message.clone(),
-            e.help
-                .clone()
+            e.to_string(),
+            e.help()
                 .unwrap_or_else(|| "start Docker, or set DOCKER_HOST".into()),
         )),
     }
@@ -274,7 +274,7 @@ async fn clashes(
                 }
                 Err(e) => out.push(Finding::warn(
                     "clusters",
-                    format!("could not list containers: {}", e.message),
+                    format!("could not list containers: {e}"),
                     "check `docker ps -a` for containers named like the lab's kind nodes",
                 )),
             }
@@ -346,6 +346,16 @@ pub fn failed(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.level == Level::Fail)
 }
 
+/// The error of findings that stop `up`: the checks that failed.
+pub fn preflight_error(findings: &[Finding]) -> crate::error::Error {
+    let failed: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.level == Level::Fail)
+        .map(|f| f.check)
+        .collect();
+    crate::error::Error::Preflight(failed.join(", "))
+}
+
 /// The human form.
 pub fn render(findings: &[Finding]) -> String {
     let mut out = String::new();
@@ -363,6 +373,32 @@ pub fn render(findings: &[Finding]) -> String {
         }
     }
     out
+}
+
+/// `ocm-lab doctor`: every finding with what to do; exit 1 when something would stop `up`.
+pub fn run(args: &crate::cli::DoctorArgs) -> Result<(), crate::error::Error> {
+    use super::runner::{Purpose, open_backends, runtime};
+    let output = args.output.output;
+    let args = crate::cli::RunArgs::from(args);
+    let (loaded, _, _) = super::inputs(&args.lab)?;
+    super::warn(&loaded);
+    let state = StateDir::for_run(&loaded.lab.name, args.simulate)?;
+    let rt = runtime()?;
+    let opened = open_backends(
+        &rt,
+        &args,
+        &state,
+        Purpose::Doctor,
+        &loaded.lab.versions.kind_node_image,
+    )?;
+    let findings = opened.doctor_findings(&rt, &loaded.lab, &state);
+    rt.shutdown_background();
+    super::document(output, &findings, || render(&findings))?;
+    if failed(&findings) {
+        Err(preflight_error(&findings))
+    } else {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

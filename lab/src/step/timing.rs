@@ -154,8 +154,8 @@ mod tests {
     use super::*;
     use crate::workflow::PlannedStep;
 
-    fn step(id: &str, needs: &[&str]) -> PlannedStep {
-        PlannedStep {
+    fn step(id: &str, needs: &[&str]) -> std::sync::Arc<PlannedStep> {
+        std::sync::Arc::new(PlannedStep {
             id: id.into(),
             step: id.into(),
             item: None,
@@ -167,7 +167,7 @@ mod tests {
             retry: Default::default(),
             objects: Vec::new(),
             chart: None,
-        }
+        })
     }
 
     /// A diamond with a long and a short branch, and a side branch that ends early:

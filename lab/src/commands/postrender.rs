@@ -26,6 +26,32 @@ use crate::patch::PatchSet;
 /// The hidden subcommand's name.
 pub use crate::backend::helm::POST_RENDER_SUBCOMMAND as SUBCOMMAND;
 
+/// Why the post-renderer could not patch the manifests (Helm then stops the install). Messages never
+/// quote the manifests: they can hold Secrets.
+#[derive(Debug, thiserror::Error)]
+pub enum PostRenderError {
+    #[error("failed to read the manifests on stdin: {0}")]
+    Stdin(#[source] std::io::Error),
+    #[error("chart version `{version}` is not semver: {detail}")]
+    Version { version: String, detail: String },
+    #[error("the manifests Helm passed on stdin are not valid YAML{at}: {detail}", at = .location.map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default())]
+    Yaml {
+        location: Option<(u64, u64)>,
+        detail: String,
+    },
+    #[error("document {index} of the manifests Helm passed on stdin is not an object")]
+    NotAnObject { index: usize },
+    /// A patch no longer fits what the chart renders.
+    #[error(
+        "{detail}: chart {chart} {version} no longer renders what the patch was written for; fix or remove the patch (`--chart-patches`), or pick another chart version"
+    )]
+    Patch {
+        chart: String,
+        version: String,
+        detail: String,
+    },
+}
+
 /// Reads manifests on stdin, writes the patched manifests on stdout.
 pub fn run(args: &PostRenderArgs) -> Result<(), Error> {
     let patches = match &args.chart_patches {
@@ -35,9 +61,8 @@ pub fn run(args: &PostRenderArgs) -> Result<(), Error> {
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
-        .map_err(|e| Error::PostRender(format!("failed to read the manifests on stdin: {e}")))?;
-    let output = post_render(&patches, &args.chart, &args.chart_version, &input)
-        .map_err(Error::PostRender)?;
+        .map_err(PostRenderError::Stdin)?;
+    let output = post_render(&patches, &args.chart, &args.chart_version, &input)?;
     let mut out = std::io::stdout().lock();
     out.write_all(output.as_bytes())
         .and_then(|()| out.flush())
@@ -51,16 +76,18 @@ pub fn post_render(
     chart: &str,
     version: &str,
     input: &str,
-) -> Result<String, String> {
-    let version = semver::Version::parse(version)
-        .map_err(|e| format!("chart version `{version}` is not semver: {e}"))?;
+) -> Result<String, PostRenderError> {
+    let version = semver::Version::parse(version).map_err(|e| PostRenderError::Version {
+        version: version.to_owned(),
+        detail: e.to_string(),
+    })?;
     let mut objects = parse(input)?;
     let matching = patches.for_chart(chart, &version);
     if !matching.is_empty() {
-        crate::patch::apply(&matching, &mut objects).map_err(|e| {
-            format!(
-                "{e}: chart {chart} {version} no longer renders what the patch was written for; fix or remove the patch (`--chart-patches`), or pick another chart version"
-            )
+        crate::patch::apply(&matching, &mut objects).map_err(|e| PostRenderError::Patch {
+            chart: chart.to_owned(),
+            version: version.to_string(),
+            detail: e.to_string(),
         })?;
     }
     let mut out = String::new();
@@ -73,7 +100,7 @@ pub fn post_render(
 }
 
 /// Helm's manifest stream as objects; empty documents and comments (`# Source:`) are dropped.
-fn parse(input: &str) -> Result<Vec<Value>, String> {
+fn parse(input: &str) -> Result<Vec<Value>, PostRenderError> {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_documents: 100_000,
@@ -85,11 +112,10 @@ fn parse(input: &str) -> Result<Vec<Value>, String> {
     let docs: Vec<Value> =
         serde_saphyr::from_multiple_with_options(input, options).map_err(|e| {
             let plain = e.without_snippet();
-            let at = plain
-                .location()
-                .map(|l| format!(" (line {}, column {})", l.line(), l.column()))
-                .unwrap_or_default();
-            format!("the manifests Helm passed on stdin are not valid YAML{at}: {plain}")
+            PostRenderError::Yaml {
+                location: plain.location().map(|l| (l.line(), l.column())),
+                detail: plain.to_string(),
+            }
         })?;
     let mut objects = Vec::new();
     for (index, doc) in docs.into_iter().enumerate() {
@@ -97,10 +123,7 @@ fn parse(input: &str) -> Result<Vec<Value>, String> {
             Value::Null => {}
             Value::Object(_) => objects.push(doc),
             _ => {
-                return Err(format!(
-                    "document {} of the manifests Helm passed on stdin is not an object",
-                    index + 1
-                ));
+                return Err(PostRenderError::NotAnObject { index: index + 1 });
             }
         }
     }
@@ -134,8 +157,9 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error_without_the_text() {
-        let e =
-            post_render(&PatchSet::default(), "x", "1.0.0", "a: [\nsecret: hunter2").unwrap_err();
+        let e = post_render(&PatchSet::default(), "x", "1.0.0", "a: [\nsecret: hunter2")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not valid YAML"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
     }

@@ -1,0 +1,33 @@
+//! `ocm-lab-consumer`: lists the ClusterProfiles of a namespace on the hub and, for each, talks to the spoke
+//! through its `open-cluster-management` access provider with the token managed-serviceaccount synced beside
+//! it, printing the spoke's Kubernetes version and how many namespaces it has. See README.md.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let args = ocm_lab_consumer::Args::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(ocm_lab_consumer::run(&args)) {
+        Ok(report) => {
+            print!("{}", report.text());
+            if report.all_ok() {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

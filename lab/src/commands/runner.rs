@@ -1,0 +1,540 @@
+//! What the commands that run workflows share: backend setup, the preflight, the lab lock, the reporter
+//! task, Ctrl-C, and saving the simulated world. The read-only commands (`status`, `doctor`, `diagnose`)
+//! use [`open_backends`] and [`runtime`] only: they take no lock.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::doctor;
+use crate::backend::Backends;
+use crate::cli::{RunArgs, StreamOutput};
+use crate::engine::{self, RunOptions, report};
+use crate::error::Error;
+use crate::patch::PatchSet;
+use crate::sim::SimLab;
+use crate::state::StateDir;
+use crate::step::RunCtx;
+use crate::step::events::Events;
+use crate::topology::Lab;
+use crate::workflow::Plan;
+
+/// A workflow a command runs: one file of `workflows/` (embedded, or from `--workflows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workflow {
+    Up,
+    Verify,
+    Down,
+    Reset,
+}
+
+impl Workflow {
+    /// The workflow's name: its file in `workflows/`, and the command that runs it alone.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workflow::Up => "up",
+            Workflow::Verify => "verify",
+            Workflow::Down => "down",
+            Workflow::Reset => "reset",
+        }
+    }
+
+    /// Whether it may download kind and helm: `up`, and `reset` (which ends with an `up`, so its preflight
+    /// judges the same tools).
+    fn may_download(self) -> bool {
+        matches!(self, Workflow::Up | Workflow::Reset)
+    }
+
+    /// Whether it needs a lab that is up (and says so, with what to run, when there is none).
+    fn needs_lab(self) -> bool {
+        matches!(self, Workflow::Verify | Workflow::Reset)
+    }
+
+    /// Whether the doctor's checks run first on a real lab: a lab never starts half-way on a machine that
+    /// cannot finish it, and a reset that could not finish its `up` does not start deleting either.
+    fn preflight(self) -> bool {
+        matches!(self, Workflow::Up | Workflow::Reset)
+    }
+}
+
+/// What backends are opened for: which tools may be downloaded, and how a damaged simulated world is met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// To run a workflow.
+    Run(Workflow),
+    /// For `doctor`: a missing tool is judged as `up` would (downloaded, unless `--no-download`).
+    Doctor,
+    /// To look at the lab (`status`, `diagnose`): nothing is downloaded.
+    Look,
+}
+
+/// The backends a command runs against, and the simulated world to save afterwards.
+pub struct Opened {
+    pub backends: Backends,
+    sim: Option<Arc<SimLab>>,
+    /// What setting up the real backends found (tools, Docker), for preflight and doctor.
+    findings: Vec<doctor::Finding>,
+    docker: Option<crate::backend::docker::Docker>,
+    /// Versions of the tools the backends run (part of every step's input digest).
+    tool_versions: std::collections::BTreeMap<String, String>,
+}
+
+impl Opened {
+    fn save(&self, state: &StateDir) -> Result<(), Error> {
+        match &self.sim {
+            Some(sim) => sim
+                .save(&state.sim_world())
+                .map_err(|source| Error::SimSave {
+                    path: state.sim_world().display().to_string(),
+                    source,
+                }),
+            None => Ok(()),
+        }
+    }
+
+    /// Everything the doctor checks: tools (from opening the backends), Docker, kernel, memory, ports,
+    /// clashes.
+    pub fn doctor_findings(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        lab: &Lab,
+        state: &StateDir,
+    ) -> Vec<doctor::Finding> {
+        let mut findings = self.findings.clone();
+        findings.extend(rt.block_on(doctor::check(
+            lab,
+            &self.backends,
+            self.docker.as_ref(),
+            state,
+        )));
+        findings
+    }
+}
+
+/// The runtime a command runs its async work on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
+}
+
+/// Sets up the backends. Only `up` and `reset` may download tools; read-only commands never do. A piece
+/// that cannot be set up (Docker down, a tool missing) becomes `Unavailable`, failing with its message only
+/// if used.
+pub fn open_backends(
+    rt: &tokio::runtime::Runtime,
+    args: &RunArgs,
+    state: &StateDir,
+    purpose: Purpose,
+    node_image: &str,
+) -> Result<Opened, Error> {
+    use crate::backend::{
+        Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
+    };
+    if args.simulate {
+        let path = state.sim_world();
+        let sim = match SimLab::load(&path) {
+            Ok(sim) => sim,
+            // `down` of a simulated lab whose saved world cannot be read: there is nothing left to tear
+            // down in the simulation, so the damaged file goes and `down` proceeds on an empty world.
+            Err(e)
+                if purpose == Purpose::Run(Workflow::Down)
+                    && e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                tracing::warn!(
+                    "{e}: nothing to tear down in the simulation, removing the damaged file"
+                );
+                std::fs::remove_file(&path).map_err(|source| Error::SimSave {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                SimLab::new()
+            }
+            Err(source) => {
+                return Err(Error::SimLoad {
+                    path: path.display().to_string(),
+                    source,
+                    help: format!(
+                        "the saved simulated lab cannot be used: run `{}` (it removes the damaged file), then `{}`",
+                        args.command_line("down"),
+                        args.command_line("up")
+                    ),
+                });
+            }
+        };
+        return Ok(Opened {
+            // The simulated post-renderer applies the run's patches, as `__post-render` would.
+            backends: sim.backends_with_patches(match &args.lab.chart_patches {
+                None => PatchSet::embedded()?,
+                Some(dir) => PatchSet::load_dir(dir)?,
+            }),
+            sim: Some(sim),
+            findings: Vec::new(),
+            docker: None,
+            tool_versions: Default::default(),
+        });
+    }
+    let may_download = matches!(purpose, Purpose::Run(w) if w.may_download()) && !args.no_download;
+    let mut cfg = tools::ToolsConfig::from_env(if may_download {
+        tools::Downloads::Allow
+    } else {
+        tools::Downloads::Forbid
+    })?;
+    // A kind too old for the node image is passed over like any too-old kind.
+    cfg.kind_minimum = Some(crate::topology::catalog::kind_for_node_image(node_image));
+    // Resolving runs the tools (and may download): blocking, so outside the runtime.
+    let kind = tools::resolve(tools::ToolName::Kind, &cfg);
+    let helm = tools::resolve(tools::ToolName::Helm, &cfg);
+    let tool_versions = [("kind", &kind), ("helm", &helm)]
+        .into_iter()
+        .filter_map(|(name, t)| Some((name.to_owned(), t.as_ref().ok()?.version.to_string())))
+        .collect();
+    // `doctor` says a missing tool would be downloaded unless asked about `--no-download`.
+    let mut findings = doctor::tools(
+        &kind,
+        &helm,
+        may_download || (purpose == Purpose::Doctor && !args.no_download),
+        &crate::topology::catalog::kind_for_node_image(node_image).0,
+    );
+    let docker = rt.block_on(Docker::connect());
+    let backends = Backends {
+        docker: match &docker {
+            Ok(d) => Arc::new(d.clone()),
+            Err(e) => Arc::new(Unavailable(e.clone())),
+        },
+        kind: match kind {
+            Ok(t) => Arc::new(Kind::new(t)),
+            Err(e) => Arc::new(Unavailable(e.into())),
+        },
+        helm: match helm {
+            Ok(t) => Arc::new(Helm::new(t, post_renderer(args, &cfg)?)),
+            Err(e) => Arc::new(Unavailable(e.into())),
+        },
+        kube: Arc::new(KubeConnector::new()),
+        simulated: false,
+    };
+    if let Err(e) = &docker {
+        findings.retain(|f| f.check != "docker");
+        tracing::debug!("docker: {e}");
+    }
+    Ok(Opened {
+        backends,
+        sim: None,
+        findings,
+        docker: docker.ok(),
+        tool_versions,
+    })
+}
+
+/// How helm runs this binary as its post-renderer, with the run's `--chart-patches`.
+fn post_renderer(
+    args: &RunArgs,
+    cfg: &crate::backend::tools::ToolsConfig,
+) -> Result<crate::backend::helm::PostRenderer, Error> {
+    let exe = std::env::current_exe().map_err(Error::CurrentExe)?;
+    Ok(crate::backend::helm::PostRenderer {
+        exe,
+        // Absolute: helm may run the post-renderer from another folder.
+        chart_patches: args
+            .lab
+            .chart_patches
+            .as_ref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+        plugins_dir: cfg.cache_dir.join("helm-plugins"),
+    })
+}
+
+/// Runs workflows one after the other against the lab, under one lock: `reset` is `reset` then `up`, and
+/// no other command may take the lab in between.
+pub fn run_workflows(
+    args: &RunArgs,
+    output: StreamOutput,
+    workflows: &[Workflow],
+) -> Result<(), Error> {
+    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    super::warn(&loaded);
+    let mut lab = loaded.lab;
+    if !args.checks.is_empty() {
+        lab.verify.checks = args.checks.iter().map(|c| (*c).into()).collect();
+    }
+    // Every workflow is planned before anything is touched: a broken workflow file fails first.
+    let plans = workflows
+        .iter()
+        .map(|w| {
+            Ok((
+                *w,
+                crate::workflow::plan::plan(
+                    &lab,
+                    &sources,
+                    &crate::actions::Registry,
+                    &patches,
+                    w.name(),
+                )?,
+            ))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let state = StateDir::for_run(&lab.name, args.simulate)?;
+    let first = workflows.first().map_or("run", |w| w.name());
+    let lock = state.lock(&lab.name, first)?;
+    state.cut_torn_owned_line()?;
+    if workflows.iter().any(|w| *w != Workflow::Down) {
+        // A damaged ownership record stops everything but `down`, which reads around the damage.
+        state.owned_or(&args.command_line("down"))?;
+    }
+    for (i, (workflow, plan)) in plans.iter().enumerate() {
+        let ready = match prepare(args, output, &lab, &state, *workflow, plan) {
+            Ok(ready) => ready,
+            Err(e) if i == 0 => {
+                // Nothing ran: the command leaves nothing behind, not even a lock file.
+                lock.discard();
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        run_workflow(
+            args,
+            output,
+            &lab,
+            &state,
+            *workflow,
+            plan,
+            patches.clone(),
+            ready,
+        )?;
+    }
+    Ok(())
+}
+
+/// A workflow ready to run: its runtime and backends.
+struct Ready {
+    runtime: tokio::runtime::Runtime,
+    opened: Opened,
+}
+
+/// What a workflow needs before it runs, none of which touches the lab: a lab that is up (for `verify`
+/// and `reset`), the backends, and on a real lab the preflight (the doctor's checks).
+fn prepare(
+    args: &RunArgs,
+    output: StreamOutput,
+    lab: &Lab,
+    state: &StateDir,
+    workflow: Workflow,
+    plan: &Plan,
+) -> Result<Ready, Error> {
+    if workflow.needs_lab() {
+        ensure_up(lab, state, args)?;
+    }
+    let runtime = runtime()?;
+    let opened = open_backends(
+        &runtime,
+        args,
+        state,
+        Purpose::Run(workflow),
+        &lab.versions.kind_node_image,
+    )?;
+    if workflow.preflight() && opened.sim.is_none() {
+        let findings = opened.doctor_findings(&runtime, lab, state);
+        if doctor::failed(&findings) {
+            let _ = writeln!(std::io::stderr(), "{}", doctor::render(&findings));
+            if output == StreamOutput::Json {
+                runtime.block_on(preflight_events(lab, plan, &findings));
+            }
+            runtime.shutdown_background();
+            return Err(doctor::preflight_error(&findings));
+        }
+    }
+    Ok(Ready { runtime, opened })
+}
+
+/// The event stream of a run whose preflight failed, as any run's: `run-started`, the failure (a
+/// `step-failed` of the step `preflight`, with every failed finding and what to do), `run-finished`.
+async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) {
+    use crate::step::events::Event;
+    let (events, rx) = Events::channel();
+    let reporter = tokio::spawn(report::reporter(rx, report::Style::Json));
+    events.emit(Event::RunStarted {
+        lab: lab.name.clone(),
+        workflow: plan.workflow.clone(),
+        steps: plan.steps.len(),
+        simulated: false,
+        resumed: 0,
+    });
+    let failed: Vec<&doctor::Finding> = findings
+        .iter()
+        .filter(|f| f.level == doctor::Level::Fail)
+        .collect();
+    let error = failed
+        .iter()
+        .map(|f| format!("{}: {}", f.check, f.detail))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let help = failed
+        .iter()
+        .filter_map(|f| f.fix.as_deref())
+        .collect::<Vec<_>>()
+        .join("; ");
+    events.emit(Event::StepFailed {
+        step: "preflight".into(),
+        error: format!("the machine cannot finish the lab: {error}"),
+        help: (!help.is_empty()).then_some(help),
+        elapsed_ms: events.elapsed_ms(),
+    });
+    events.emit(Event::RunFinished {
+        ok: false,
+        elapsed_ms: events.elapsed_ms(),
+        changed: 0,
+        unchanged: 0,
+        resumed: 0,
+        failed: Some("preflight".into()),
+        cancelled: false,
+    });
+    drop(events);
+    let _ = reporter.await;
+}
+
+/// Runs one workflow against the lab, whose lock the caller holds: reporter, engine, Ctrl-C, saving the
+/// simulated world, the verification report, and forgetting a lab that went `down`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the run's parts, each used once; a struct would only name them again"
+)]
+fn run_workflow(
+    args: &RunArgs,
+    output: StreamOutput,
+    lab: &Lab,
+    state: &StateDir,
+    workflow: Workflow,
+    plan: &Plan,
+    patches: PatchSet,
+    ready: Ready,
+) -> Result<(), Error> {
+    let Ready { runtime, opened } = ready;
+    let result = runtime.block_on(async {
+        let (events, rx) = Events::channel();
+        let reporter = tokio::spawn(report::reporter(rx, output.into()));
+        let cancel = CancellationToken::new();
+        let on_ctrl_c = cancel.clone();
+        let ctrl_c = tokio::spawn(async move {
+            // The first Ctrl-C stops gracefully: no new steps, running ones cancelled, the journal and
+            // the simulated world saved. A second one means "now": exit at once (the journal and the
+            // simulated world are written so that this is safe, see the engine's module documentation).
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_ctrl_c.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\nstopped at once (second Ctrl-C); run the same command again to resume"
+                    );
+                    std::process::exit(i32::from(crate::error::exit::CANCELLED));
+                }
+            }
+        });
+        let mut ctx = RunCtx::new(
+            lab.clone(),
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            cancel,
+        );
+        ctx.tool_versions = opened.tool_versions.clone();
+        if let Some(sim) = &opened.sim {
+            // Each step's effects on the simulated world are saved before the journal says it is done.
+            ctx = ctx.with_durability(sim.durability(&state.sim_world()));
+        }
+        let ctx = Arc::new(ctx);
+        let opts = RunOptions {
+            concurrency: usize::from(args.concurrency),
+        };
+        let result = engine::run(plan, ctx.clone(), &opts).await;
+        ctrl_c.abort();
+        drop(ctx);
+        let _ = reporter.await;
+        // The simulated world persists, so the next command sees the same simulated lab.
+        opened.save(state)?;
+        Ok::<_, Error>(result?)
+    });
+    runtime.shutdown_background();
+    let result = result?;
+    if let Some(results) = &result.verification {
+        verification_report(output, args, &lab.name, results)?;
+    }
+    if result.ok && workflow == Workflow::Down {
+        // The lab is gone: forget its journal, simulated world, ownership record and last verification.
+        state.forget()?;
+    }
+    if result.cancelled {
+        return Err(Error::Cancelled);
+    }
+    match result.failed {
+        Some((step, e)) => Err(Error::StepFailed {
+            step,
+            message: e.message,
+            help: e.help,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `verify`, `reset` and `status` need a lab: say so, and what to run, when this machine never created
+/// it. A lab with an `existing` cluster is assumed up (someone else runs it); connecting then tells the
+/// truth.
+pub fn ensure_up(lab: &Lab, state: &StateDir, args: &RunArgs) -> Result<(), Error> {
+    use crate::topology::Provider;
+    if args.simulate {
+        if state.sim_world().exists() {
+            return Ok(());
+        }
+        return Err(Error::NotUp {
+            lab: lab.name.clone(),
+            why: format!(
+                "no simulated lab was brought up (no {})",
+                state.sim_world().display()
+            ),
+            help: format!("run `{}` first", args.command_line("up")),
+        });
+    }
+    let any_known = lab.clusters().any(|c| {
+        matches!(c.provider, Provider::Existing { .. }) || state.kubeconfig(&c.name).exists()
+    });
+    if any_known {
+        return Ok(());
+    }
+    let simulated_hint = if state.simulated_dir().sim_world().exists() {
+        " (a simulated lab of this name exists: add `--simulate` to use it)"
+    } else {
+        ""
+    };
+    Err(Error::NotUp {
+        lab: lab.name.clone(),
+        why: format!(
+            "none of its clusters was created on this machine (no kubeconfig in {}){simulated_hint}",
+            state.kubeconfigs().display()
+        ),
+        help: format!("run `{}` first", args.command_line("up")),
+    })
+}
+
+/// Prints the verification table of this run and writes `--junit`.
+fn verification_report(
+    output: StreamOutput,
+    args: &RunArgs,
+    lab: &str,
+    results: &[crate::verify::CheckResult],
+) -> Result<(), Error> {
+    if output == StreamOutput::Human && !results.is_empty() {
+        super::stdout(&format!("\n{}", crate::verify::report::table(results)))?;
+    }
+    if let Some(path) = &args.junit {
+        std::fs::write(path, crate::verify::report::junit(lab, results)).map_err(|source| {
+            Error::WriteFile {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}

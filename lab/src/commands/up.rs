@@ -1,0 +1,13 @@
+//! `ocm-lab up`: brings the lab up and verifies it. On a real lab the doctor's checks run first (a lab never
+//! starts half-way on a machine that cannot finish it); then, under the lab lock, the `up` workflow runs:
+//! clusters, OCM, addons, and the verification, whose table is printed (and written as `--junit`). It may
+//! download kind and helm unless `--no-download`. Running it again changes nothing; after a failure or
+//! Ctrl-C it resumes from the journal.
+
+use super::runner::{Workflow, run_workflows};
+use crate::cli::{RunArgs, UpArgs};
+use crate::error::Error;
+
+pub fn run(args: &UpArgs) -> Result<(), Error> {
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Up])
+}

@@ -1,0 +1,237 @@
+//! What a step runs with: the run's shared context ([`RunCtx`]), one step's view of it ([`StepCtx`]),
+//! its outputs, and the events steps and the engine report ([`events`]).
+//!
+//! It sits below both the actions and the engine: the engine builds a `StepCtx` for each attempt and calls
+//! the action; the action reads the lab through the `RunCtx`'s backends and reports through its events. So
+//! the engine depends on the actions, and the actions only on this module.
+
+mod error;
+pub mod events;
+pub mod timing;
+
+pub use error::ActionError;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Backends, ClusterApi, KubeError};
+use crate::patch::PatchSet;
+use crate::state::StateDir;
+use crate::topology::{Lab, Provider};
+use crate::workflow::PlannedStep;
+use events::{Event, Events};
+
+/// Outputs of a step (never secrets).
+pub type Outputs = BTreeMap<String, Value>;
+
+/// Makes what steps did durable, so the journal never says a step is done whose effects a crash can
+/// lose. The simulated lab implements it by saving its world; real labs keep their state in Docker and
+/// the clusters, which need nothing.
+pub trait Durability: Send + Sync {
+    /// Makes the effects of everything done so far durable. Blocking: the engine calls it on a blocking
+    /// thread, and never twice at once.
+    fn persist(&self) -> std::io::Result<()>;
+}
+
+/// A cluster's API client, connected at most once (by the first step that needs it).
+type ClientCell = OnceCell<Arc<dyn ClusterApi>>;
+
+/// Everything steps share during a run.
+pub struct RunCtx {
+    pub lab: Lab,
+    pub backends: Backends,
+    pub state: StateDir,
+    pub patches: PatchSet,
+    pub events: Events,
+    pub cancel: CancellationToken,
+    /// A unique id for this run (journal, verification probe values).
+    pub run_id: String,
+    /// Versions of the external tools this run uses (kind, helm), part of every step's input digest.
+    pub tool_versions: BTreeMap<String, String>,
+    /// Makes step effects durable before the journal records them (the engine groups the saves).
+    durability: Option<Arc<dyn Durability>>,
+    /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
+    clients: Mutex<HashMap<String, Arc<ClientCell>>>,
+    outputs: Mutex<BTreeMap<String, Outputs>>,
+    /// What this run's verification found ([`RunCtx::record_verification`]), for the run's result.
+    verification: Mutex<Option<Vec<crate::verify::CheckResult>>>,
+}
+
+impl RunCtx {
+    pub fn new(
+        lab: Lab,
+        backends: Backends,
+        state: StateDir,
+        patches: PatchSet,
+        events: Events,
+        cancel: CancellationToken,
+    ) -> Self {
+        let run_id = format!(
+            "{}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+            std::process::id()
+        );
+        RunCtx {
+            lab,
+            backends,
+            state,
+            patches,
+            events,
+            cancel,
+            run_id,
+            tool_versions: BTreeMap::new(),
+            durability: None,
+            clients: Mutex::new(HashMap::new()),
+            outputs: Mutex::new(BTreeMap::new()),
+            verification: Mutex::new(None),
+        }
+    }
+
+    /// Makes every step's effects durable through `hook` before the journal records the step as done.
+    #[must_use]
+    pub fn with_durability(mut self, hook: Arc<dyn Durability>) -> Self {
+        self.durability = Some(hook);
+        self
+    }
+
+    /// The durability hook [`RunCtx::with_durability`] set, if any.
+    pub fn durability(&self) -> Option<&Arc<dyn Durability>> {
+        self.durability.as_ref()
+    }
+
+    /// The API of a lab cluster, connected once and shared. Each cluster has its own cell, so a cluster
+    /// whose connection probe is slow delays only the steps that need that cluster.
+    pub async fn api(&self, cluster: &str) -> Result<Arc<dyn ClusterApi>, KubeError> {
+        let c = self
+            .lab
+            .cluster(cluster)
+            .ok_or_else(|| KubeError::UnknownCluster {
+                cluster: cluster.to_owned(),
+                lab: self.lab.name.clone(),
+            })?;
+        let cell = self
+            .clients
+            .lock()
+            .expect("not poisoned")
+            .entry(cluster.to_owned())
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            let kubeconfig = match &c.provider {
+                Provider::Kind => self.state.kubeconfig(cluster),
+                Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
+            };
+            match self.backends.kube.connect(c, &kubeconfig).await {
+                Err(e) if e.is_transient() && matches!(c.provider, Provider::Kind) => {
+                    Err(self.observe_nodes(cluster, e).await)
+                }
+                other => other,
+            }
+        })
+        .await
+        .cloned()
+    }
+
+    /// A kind cluster that does not answer: ask Docker about its nodes before calling that transient. A
+    /// control-plane container that is stopped or gone will not come back by waiting, so the error becomes
+    /// permanent and says what to do; anything else (nodes running, Docker unsure) stays as it was.
+    async fn observe_nodes(&self, cluster: &str, e: KubeError) -> KubeError {
+        let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
+            return e;
+        };
+        let control_plane = nodes.iter().find(|n| n.role == "control-plane");
+        let stopped_node = match control_plane {
+            Some(n) if n.running => return e,
+            Some(n) => Some(n.name.clone()),
+            None => None,
+        };
+        KubeError::ClusterDown {
+            source: Box::new(e),
+            stopped_node,
+            simulated: self.backends.simulated,
+        }
+    }
+
+    /// Forgets a cached client (after a cluster is re-created or deleted).
+    pub async fn forget(&self, cluster: &str) {
+        self.clients.lock().expect("not poisoned").remove(cluster);
+    }
+
+    /// Records what a verification step found: the run's result carries it to the command.
+    pub fn record_verification(&self, results: &[crate::verify::CheckResult]) {
+        self.verification
+            .lock()
+            .expect("not poisoned")
+            .get_or_insert_with(Vec::new)
+            .extend_from_slice(results);
+    }
+
+    /// Takes what this run's verification found (the engine puts it in the run's result).
+    pub fn take_verification(&self) -> Option<Vec<crate::verify::CheckResult>> {
+        self.verification.lock().expect("not poisoned").take()
+    }
+
+    /// Outputs of an earlier step instance, from this run or the run it resumed.
+    pub fn output(&self, step: &str) -> Option<Outputs> {
+        self.outputs
+            .lock()
+            .expect("not poisoned")
+            .get(step)
+            .cloned()
+    }
+
+    /// Records the outputs of a finished (or resumed) step instance, for the steps after it. The engine
+    /// calls it; actions read with [`RunCtx::output`].
+    pub fn record_output(&self, step: &str, outputs: Outputs) {
+        self.outputs
+            .lock()
+            .expect("not poisoned")
+            .insert(step.to_owned(), outputs);
+    }
+}
+
+/// What a step's action sees.
+pub struct StepCtx<'a> {
+    pub step: &'a PlannedStep,
+    pub run: &'a Arc<RunCtx>,
+    /// When the step's time is up. Waits inside the step end here, so they report what they waited for;
+    /// the engine's own deadline is a little later and only catches actions that do not wait.
+    pub deadline: tokio::time::Instant,
+}
+
+impl StepCtx<'_> {
+    /// A string input (rendered `with:` value).
+    pub fn input(&self, name: &str) -> Result<&str, ActionError> {
+        self.step
+            .with
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ActionError::permanent(format!(
+                    "step {} has no string input `{name}`",
+                    self.step.id
+                ))
+            })
+    }
+
+    /// Reports progress on this step.
+    pub fn progress(&self, message: impl Into<String>) {
+        self.run.events.emit(Event::StepProgress {
+            step: self.step.id.clone(),
+            message: message.into(),
+        });
+    }
+
+    /// Time left before the step's deadline, for waits inside it.
+    pub fn timeout(&self) -> Duration {
+        self.deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+    }
+}
