@@ -26,6 +26,7 @@ mod sim_certs;
 mod timing;
 mod tools;
 mod topology;
+mod topology_messages;
 mod up_hazards;
 mod up_reads;
 mod verify_hops;
