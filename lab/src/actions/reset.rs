@@ -208,5 +208,17 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
             .await?,
         );
     }
+    if !removed.is_empty() {
+        ctx.note(removed_summary(&removed));
+    }
     Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}
+
+/// `removed 2 objects: a, b`: what a prune or reset step removed, for its line in the output.
+pub(crate) fn removed_summary(removed: &[String]) -> String {
+    format!(
+        "removed {}: {}",
+        crate::text::count(removed.len(), "object", "objects"),
+        removed.join(", ")
+    )
 }

@@ -17,6 +17,7 @@ mod lifecycle;
 mod ownership;
 mod patch_files;
 mod plan;
+mod quiet_output;
 mod preflight;
 mod recorded_objects;
 mod resume;
