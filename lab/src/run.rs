@@ -648,13 +648,18 @@ fn run_workflow(
     let (result, run_id) = result?;
     verification_report(cli, args, state, &lab.name, &run_id)?;
     if result.ok && workflow == "down" {
-        // The lab is gone: forget its journal, simulated world and ownership records.
+        // The lab is gone: forget its journal, simulated world and ownership records; but a network it
+        // created and had to keep (in use) stays recorded, so that a later `down` can remove it.
+        let keep_owned = state.owned_lenient().is_ok_and(|o| !o.networks.is_empty());
         for f in [
             state.journal(),
             state.sim_world(),
             state.owned_log(),
             state.path.join("last-verification.json"),
         ] {
+            if keep_owned && f == state.owned_log() {
+                continue;
+            }
             let _ = std::fs::remove_file(f);
         }
     }

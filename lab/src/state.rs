@@ -258,6 +258,21 @@ impl StateDir {
         }])
     }
 
+    /// Records that the lab created Docker network `name`, which has ID `id`.
+    pub fn own_network(&self, name: &str, id: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::CreateNetwork {
+            name: name.to_owned(),
+            id: id.to_owned(),
+        }])
+    }
+
+    /// Forgets Docker network `name`: it was removed (or is gone).
+    pub fn forget_network(&self, name: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::RemoveNetwork {
+            name: name.to_owned(),
+        }])
+    }
+
     /// Forgets `cluster`: it was deleted (or is gone).
     pub fn remove_cluster(&self, cluster: &str) -> Result<(), StateError> {
         self.append_owned(&[OwnedChange::RemoveCluster {
@@ -384,6 +399,10 @@ pub struct Owned {
     /// Contexts this lab wrote into the user's kubeconfig.
     #[serde(default)]
     pub contexts: Vec<String>,
+    /// Docker networks this lab created (name → ID): `down` removes them once no container uses them. A
+    /// network that existed before the lab looked is never recorded, so never removed.
+    #[serde(default)]
+    pub networks: BTreeMap<String, String>,
 }
 
 impl Owned {
@@ -470,6 +489,15 @@ enum OwnedChange {
     RemoveContext {
         name: String,
     },
+    /// Written right after the lab created a Docker network, with the network's ID.
+    CreateNetwork {
+        name: String,
+        id: String,
+    },
+    /// The network was removed (or is gone).
+    RemoveNetwork {
+        name: String,
+    },
 }
 
 impl OwnedChange {
@@ -497,6 +525,12 @@ impl OwnedChange {
                 }
             }
             OwnedChange::RemoveContext { name } => o.contexts.retain(|c| *c != name),
+            OwnedChange::CreateNetwork { name, id } => {
+                o.networks.insert(name, id);
+            }
+            OwnedChange::RemoveNetwork { name } => {
+                o.networks.remove(&name);
+            }
         }
     }
 }
