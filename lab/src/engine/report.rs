@@ -37,7 +37,13 @@ pub async fn reporter(
         }
         seen.push(e);
     }
-    if let Some(h) = human {
+    if let Some(mut h) = human {
+        // Bars of steps that never reported an end (a run cut short by Ctrl-C) still tick on their own
+        // thread and would redraw a stale spinner line after the run's last words: stop them first.
+        for (_, bar) in h.bars.drain() {
+            bar.finish_and_clear();
+            h.multi.remove(&bar);
+        }
         h.multi.clear().ok();
     }
     seen
