@@ -111,3 +111,35 @@ async fn reset_says_what_it_removed() {
         ["removed 1 object: ClusterProperty gpu.lab.example.com"],
     );
 }
+
+/// `plan --out` does not render charts: its `charts.yaml` says which objects are missing and why, so the
+/// folder is not taken for everything `up` applies.
+#[test]
+fn plan_out_says_that_chart_rendered_objects_are_not_included_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan");
+    let r = crate::common::ocm_lab(&["plan", "-t", "minimal", "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let charts: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(out.join("charts.yaml")).unwrap()).unwrap();
+    let missing = &charts["notIncluded"];
+    assert_eq!(missing["what"], json!("the objects the charts render"));
+    assert!(
+        missing["why"]
+            .as_str()
+            .unwrap()
+            .contains("plan runs no tools"),
+        "{missing}"
+    );
+    let listed: Vec<&str> = missing["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        listed.contains(&"cluster-manager 1.3.1 on mini-hub")
+            && listed.contains(&"klusterlet 1.3.1 on mini-spoke"),
+        "{listed:?}"
+    );
+}
