@@ -40,6 +40,8 @@ fn managed_by_ocm(o: &Value) -> bool {
 struct Target {
     api: std::sync::Arc<dyn ClusterApi>,
     only: Option<String>,
+    /// The cluster's name, in what the step says it removed.
+    cluster: String,
 }
 
 async fn target(
@@ -50,6 +52,7 @@ async fn target(
         api: ctx.run.api(&cluster.name).await?,
         only: matches!(cluster.provider, Provider::Existing { .. })
             .then(|| format!("{LAB_LABEL}={}", ctx.run.lab.name)),
+        cluster: cluster.name.clone(),
     })
 }
 
@@ -82,7 +85,7 @@ async fn prune(
             let r = ObjectRef::new(api_version, kind, own_ns.as_deref(), name(&o));
             ctx.progress(format!("removing {r}"));
             if api.delete(&r).await? {
-                removed.push(r.to_string());
+                removed.push(format!("{}: {r}", t.cluster));
             }
         }
     }

@@ -108,7 +108,7 @@ async fn reset_says_what_it_removed() {
         .collect();
     assert_eq!(
         notes,
-        ["removed 1 object: ClusterProperty gpu.lab.example.com"],
+        ["removed 1 object: mini-spoke: ClusterProperty gpu.lab.example.com"],
     );
 }
 
