@@ -365,7 +365,7 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
-    /// Delete the lab's clusters and contexts, and nothing else.
+    /// Delete the lab's clusters, contexts and the Docker network it created, and nothing else.
     Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.
     Reset(UpArgs),
