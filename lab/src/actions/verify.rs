@@ -623,6 +623,7 @@ fn save_report(ctx: &StepCtx<'_>, results: &[CheckResult]) {
         "results": results,
     });
     let path = ctx.run.state.path.join("last-verification.json");
+    // A blocking write, deliberately kept: once per verification, after every check has finished.
     if let Err(e) = std::fs::write(
         &path,
         serde_json::to_string_pretty(&report).expect("serializes"),

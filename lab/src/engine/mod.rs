@@ -329,7 +329,9 @@ pub async fn run(
         folder: ctx.state.path.display().to_string(),
         source,
     };
+    // Read once per run, before any step starts: deliberately kept on this thread (blocking).
     let (journal, entries, repair) = Journal::open(&ctx.state.journal()).map_err(jerr)?;
+    let journal = Arc::new(journal);
     if let Some(repair) = repair {
         tracing::warn!("{repair}");
     }
@@ -390,13 +392,16 @@ pub async fn run(
         resumed: 0,
     };
 
-    journal
-        .append(&Entry::RunStarted {
+    append(
+        &journal,
+        Entry::RunStarted {
             run: ctx.run_id.clone(),
             workflow: plan.workflow.clone(),
             at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        })
-        .map_err(jerr)?;
+        },
+    )
+    .await
+    .map_err(jerr)?;
     let resumable: Vec<usize> = plan
         .steps
         .iter()
@@ -415,14 +420,17 @@ pub async fn run(
         let s = &plan.steps[i];
         let outputs = carried.remove(s.id.as_str()).expect("carried");
         // Carried forward into this run's journal, so a second interruption still remembers them.
-        journal
-            .append(&Entry::StepDone {
+        append(
+            &journal,
+            Entry::StepDone {
                 run: ctx.run_id.clone(),
                 step: s.id.clone(),
                 digest: Some(digests[i].clone()),
                 outputs: outputs.clone(),
-            })
-            .map_err(jerr)?;
+            },
+        )
+        .await
+        .map_err(jerr)?;
         ctx.outputs
             .lock()
             .expect("not poisoned")
@@ -500,14 +508,17 @@ pub async fn run(
             }
             Joined::Committed((i, outcome, outputs, Ok(()))) => {
                 let id = plan.steps[i].id.clone();
-                journal
-                    .append(&Entry::StepDone {
+                append(
+                    &journal,
+                    Entry::StepDone {
                         run: ctx.run_id.clone(),
                         step: id.clone(),
                         digest: Some(digests[i].clone()),
                         outputs: outputs.clone(),
-                    })
-                    .map_err(jerr)?;
+                    },
+                )
+                .await
+                .map_err(jerr)?;
                 boundaries += 1;
                 if crash_at == Some(boundaries) {
                     crash();
@@ -550,13 +561,16 @@ pub async fn run(
                 });
             }
             StepEnd::Failed(e) => {
-                journal
-                    .append(&Entry::StepFailed {
+                append(
+                    &journal,
+                    Entry::StepFailed {
                         run: ctx.run_id.clone(),
                         step: id.clone(),
                         error: e.message.clone(),
-                    })
-                    .map_err(jerr)?;
+                    },
+                )
+                .await
+                .map_err(jerr)?;
                 if result.failed.is_none() {
                     result.failed = Some((id, e));
                 }
@@ -569,13 +583,21 @@ pub async fn run(
         }
     }
     result.ok = !stopping && done.len() == plan.steps.len();
-    journal
-        .append(&Entry::RunFinished {
+    append(
+        &journal,
+        Entry::RunFinished {
             run: ctx.run_id.clone(),
             ok: result.ok,
-        })
+        },
+    )
+    .await
+    .map_err(jerr)?;
+    let synced = journal.clone();
+    tokio::task::spawn_blocking(move || synced.sync())
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
         .map_err(jerr)?;
-    journal.sync().map_err(jerr)?;
     ctx.events.emit(Event::Timing {
         timing: timing::summarize(plan, &times),
         total_ms: ctx.events.elapsed_ms(),
@@ -590,6 +612,15 @@ pub async fn run(
         cancelled: result.cancelled,
     });
     Ok(result)
+}
+
+/// Appends `entry` to the journal on a blocking thread: steps end by the hundred in a large lab, and a
+/// write to the state folder (a slow or network disk) must not stall the threads running the steps.
+async fn append(journal: &Arc<Journal>, entry: Entry) -> std::io::Result<()> {
+    let journal = journal.clone();
+    tokio::task::spawn_blocking(move || journal.append(&entry))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// How long after a step's deadline the engine stops it: the action's own waits end at the deadline and
