@@ -367,6 +367,8 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
     };
+    // Small blocking reads and writes of the user's kubeconfig, deliberately kept: this step runs once,
+    // at the end of `up`, with nothing else running beside it.
     let mut merged = read_kubeconfig(&target)?;
     let mut changed = false;
     let mut contexts = Vec::new();
