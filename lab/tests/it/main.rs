@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary (one link instead of one per file).
 
+mod addons_first;
 mod architecture;
 mod cli_conventions;
 mod cli_sim;
