@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary (one link instead of one per file).
 
+mod addons_first;
 mod architecture;
 mod ci_matrix;
 mod cli_conventions;
