@@ -366,7 +366,7 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
-    /// Delete the lab's kind clusters and contexts, and uninstall its Helm releases from existing clusters; nothing else.
+    /// Delete the lab's kind clusters, contexts and the Docker network it created, and uninstall its Helm releases from existing clusters; nothing else.
     Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.
     Reset(UpArgs),

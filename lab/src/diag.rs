@@ -79,7 +79,7 @@ impl Diagnostic for FileDiagnostics {
         Some(Box::new(self.issues.iter().map(|i| i as &dyn Diagnostic)))
     }
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        Some(Box::new("ocm-lab::invalid-file"))
+        Some(Box::new("ocm_lab::invalid_file"))
     }
 }
 

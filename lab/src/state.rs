@@ -176,13 +176,19 @@ impl StateDir {
 
     /// Forgets a lab that is gone (after `down`): its journal, simulated world, ownership record and last
     /// verification, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
+    /// A network the lab created and had to keep (in use) stays recorded, so that a later `down` can
+    /// remove it: the ownership record then stays.
     pub fn forget(&self) -> Result<(), StateError> {
+        let keep_owned = self.owned_lenient().is_ok_and(|o| !o.networks.is_empty());
         for f in [
             self.journal(),
             self.sim_world(),
             self.owned_log(),
             self.last_verification(),
         ] {
+            if keep_owned && f == self.owned_log() {
+                continue;
+            }
             match std::fs::remove_file(&f) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&f)(e)),
                 _ => {}
@@ -334,6 +340,21 @@ impl StateDir {
     pub fn withdraw_cluster(&self, cluster: &str) -> Result<(), StateError> {
         self.append_owned(&[OwnedChange::WithdrawCluster {
             name: cluster.to_owned(),
+        }])
+    }
+
+    /// Records that the lab created Docker network `name`, which has ID `id`.
+    pub fn own_network(&self, name: &str, id: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::CreateNetwork {
+            name: name.to_owned(),
+            id: id.to_owned(),
+        }])
+    }
+
+    /// Forgets Docker network `name`: it was removed (or is gone).
+    pub fn forget_network(&self, name: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::RemoveNetwork {
+            name: name.to_owned(),
         }])
     }
 
@@ -501,6 +522,10 @@ pub struct Owned {
     /// Contexts this lab wrote into the user's kubeconfig.
     #[serde(default)]
     pub contexts: Vec<String>,
+    /// Docker networks this lab created (name → ID): `down` removes them once no container uses them. A
+    /// network that existed before the lab looked is never recorded, so never removed.
+    #[serde(default)]
+    pub networks: BTreeMap<String, String>,
 }
 
 impl Owned {
@@ -587,6 +612,15 @@ enum OwnedChange {
     RemoveContext {
         name: String,
     },
+    /// Written right after the lab created a Docker network, with the network's ID.
+    CreateNetwork {
+        name: String,
+        id: String,
+    },
+    /// The network was removed (or is gone).
+    RemoveNetwork {
+        name: String,
+    },
 }
 
 impl OwnedChange {
@@ -614,6 +648,12 @@ impl OwnedChange {
                 }
             }
             OwnedChange::RemoveContext { name } => o.contexts.retain(|c| *c != name),
+            OwnedChange::CreateNetwork { name, id } => {
+                o.networks.insert(name, id);
+            }
+            OwnedChange::RemoveNetwork { name } => {
+                o.networks.remove(&name);
+            }
         }
     }
 }

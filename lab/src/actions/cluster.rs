@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{CreateCluster, LookAlike};
+use crate::backend::{CreateCluster, LookAlike, NetworkRemoval};
 use crate::state::{Owned, write_secret};
 use crate::topology::Provider;
 
@@ -132,10 +132,57 @@ pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or(&fallback);
-    let created = ctx.run.backends.docker.ensure_network(name).await?;
+    let docker = &ctx.run.backends.docker;
+    let created = docker.ensure_network(name).await?;
+    if created {
+        // Recorded at once, so that `down` may remove it: only a network this lab created is ever removed.
+        match docker.network_id(name).await? {
+            Some(id) => ctx.run.state.own_network(name, &id).map_err(state_error)?,
+            None => tracing::warn!(
+                network = name,
+                "created, but gone before its ID could be recorded"
+            ),
+        }
+    }
     Ok((
         created,
         outputs([("network", json!(name)), ("created", json!(created))]),
+    ))
+}
+
+/// `docker.network-remove`: the Docker networks this lab created (its ownership record names them with their
+/// IDs), each removed once no container, running or stopped, is attached to it. A network of that name
+/// with another ID is someone else's and is left alone; one still in use stays recorded for a later `down`.
+pub async fn remove_networks(ctx: &StepCtx<'_>) -> ActionResult {
+    let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
+    let docker = &ctx.run.backends.docker;
+    let (mut removed, mut kept) = (Vec::new(), Vec::new());
+    for (name, id) in &owned.networks {
+        match docker.remove_network_if_unused(id).await? {
+            NetworkRemoval::Removed => {
+                ctx.note(format!(
+                    "removed Docker network {name} (created by this lab)"
+                ));
+                ctx.run.state.forget_network(name).map_err(state_error)?;
+                removed.push(name.clone());
+            }
+            NetworkRemoval::Gone => ctx.run.state.forget_network(name).map_err(state_error)?,
+            NetworkRemoval::InUse(users) => {
+                let by = match users.len() {
+                    0 => "a container".to_owned(),
+                    n if n <= 3 => users.join(", "),
+                    n => format!("{} and {} more", users[..3].join(", "), n - 3),
+                };
+                ctx.note(format!(
+                    "kept Docker network {name}: still used by {by}; a later `down` removes it once unused"
+                ));
+                kept.push(json!({"network": name, "usedBy": users}));
+            }
+        }
+    }
+    Ok((
+        !removed.is_empty(),
+        outputs([("removed", json!(removed)), ("kept", json!(kept))]),
     ))
 }
 
@@ -321,6 +368,8 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
     };
+    // Small blocking reads and writes of the user's kubeconfig, deliberately kept: this step runs once,
+    // at the end of `up`, with nothing else running beside it.
     let mut merged = as_value(&read_kubeconfig(&target)?)?;
     let mut changed = false;
     let mut contexts = Vec::new();

@@ -206,16 +206,17 @@ async fn hub_endpoint(
             "for an existing hub, publish kube-public/cluster-info or join its spokes by hand",
         )
     })?;
-    Ok((server, hub_ca(ctx)))
+    Ok((server, hub_ca(ctx).await))
 }
 
-/// The hub CA from the lab's own kubeconfig for it (kind embeds it).
-fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
+/// The hub CA from the lab's own kubeconfig for it (kind embeds it). Read per spoke join, so not on
+/// the async threads.
+async fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
     let path = match &ctx.run.lab.hub.cluster.provider {
         Provider::Kind => ctx.run.state.kubeconfig(&ctx.run.lab.hub.cluster.name),
         Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
     };
-    let kc: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let kc: Value = serde_saphyr::from_str(&tokio::fs::read_to_string(path).await.ok()?).ok()?;
     kc["clusters"][0]["cluster"]["certificate-authority-data"]
         .as_str()
         .map(str::to_owned)

@@ -138,6 +138,9 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         warnings.extend(w);
     }
     removed.sort();
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
     Ok((
         !removed.is_empty(),
         outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),

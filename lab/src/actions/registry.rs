@@ -61,6 +61,12 @@ pub const ACTIONS: &[ActionSpec] = &[
         run: action_fn!(cluster::network),
     },
     ActionSpec {
+        name: "docker.network-remove",
+        summary: "remove the Docker networks this lab created, once no container uses them",
+        inputs: &[],
+        run: action_fn!(cluster::remove_networks),
+    },
+    ActionSpec {
         name: "cluster.create",
         summary: "create a kind cluster with its own kubeconfig, or connect to an existing one",
         inputs: &[req("cluster", "lab cluster name")],

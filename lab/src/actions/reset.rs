@@ -41,6 +41,8 @@ fn managed_by_ocm(o: &Value) -> bool {
 struct Target {
     api: std::sync::Arc<dyn ClusterApi>,
     only: Option<String>,
+    /// The cluster's name, in what the step says it removed.
+    cluster: String,
 }
 
 async fn target(
@@ -51,6 +53,7 @@ async fn target(
         api: ctx.run.api(&cluster.name).await?,
         only: matches!(cluster.provider, Provider::Existing { .. })
             .then(|| format!("{LAB_LABEL}={}", ctx.run.lab.name)),
+        cluster: cluster.name.clone(),
     })
 }
 
@@ -83,7 +86,7 @@ async fn prune(
             let r = ObjectRef::new(api_version, kind, own_ns.as_deref(), name(&o));
             ctx.progress(format!("removing {r}"));
             if api.delete(&r).await? {
-                removed.push(r.to_string());
+                removed.push(format!("{}: {r}", t.cluster));
             }
         }
     }
@@ -209,5 +212,17 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
             .await?,
         );
     }
+    if !removed.is_empty() {
+        ctx.note(removed_summary(&removed));
+    }
     Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}
+
+/// `removed 2 objects: a, b`: what a prune or reset step removed, for its line in the output.
+pub(crate) fn removed_summary(removed: &[String]) -> String {
+    format!(
+        "removed {}: {}",
+        crate::text::count(removed.len(), "object", "objects"),
+        removed.join(", ")
+    )
 }

@@ -624,6 +624,7 @@ fn save_report(ctx: &StepCtx<'_>, results: &[CheckResult]) {
         ok: results.iter().all(|r| r.ok),
         results: results.to_vec(),
     };
+    // A blocking write, deliberately kept: once per verification, after every check has finished.
     if let Err(e) = ctx.run.state.save_last_verification(&report) {
         tracing::warn!("{e}");
     }

@@ -37,8 +37,8 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use super::{
-    ContainerRuntime, Failure, LookAlike, NodeContainer, SimulatedFault, Transience,
-    is_kind_node_name,
+    ContainerRuntime, Failure, LookAlike, NetworkRemoval, NodeContainer, SimulatedFault,
+    Transience, is_kind_node_name,
 };
 
 type Result<T, E = DockerError> = std::result::Result<T, E>;
@@ -738,6 +738,52 @@ impl ContainerRuntime for Docker {
         Err(DockerError::NetworkRace {
             network: name.to_owned(),
         })
+    }
+
+    async fn network_id(&self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .networks_named(name)
+            .await?
+            .into_iter()
+            .find_map(|n| n.id))
+    }
+
+    async fn remove_network_if_unused(&self, id: &str) -> Result<NetworkRemoval> {
+        // Stopped containers keep their network settings (and fail to start once it is gone), so they
+        // count as users too: list all containers attached, not only the running endpoints.
+        let filters = HashMap::from([("network", vec![id.to_owned()])]);
+        let users = match self
+            .client
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+        {
+            Ok(list) => list,
+            Err(e) if status(&e) == Some(404) => return Ok(NetworkRemoval::Gone),
+            Err(e) => return Err(self.err(&format!("list containers on Docker network {id}"), e)),
+        };
+        if !users.is_empty() {
+            let mut names: Vec<String> = users
+                .into_iter()
+                .filter_map(|c| c.names.and_then(|n| n.into_iter().next()))
+                .map(|n| n.trim_start_matches('/').to_owned())
+                .collect();
+            names.sort();
+            return Ok(NetworkRemoval::InUse(names));
+        }
+        match self.client.remove_network(id).await {
+            Ok(()) => Ok(NetworkRemoval::Removed),
+            Err(e) if status(&e) == Some(404) => Ok(NetworkRemoval::Gone),
+            // A container joined since the look: Docker refuses a network with active endpoints.
+            Err(e) if matches!(status(&e), Some(403 | 409)) => {
+                Ok(NetworkRemoval::InUse(Vec::new()))
+            }
+            Err(e) => Err(self.err(&format!("remove Docker network {id}"), e)),
+        }
     }
 
     async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>> {

@@ -114,6 +114,10 @@ pub trait ContainerRuntime: Send + Sync {
     async fn ping(&self) -> Result<String, DockerError>;
     /// Creates the network if absent; `true` when it was created now.
     async fn ensure_network(&self, name: &str) -> Result<bool, DockerError>;
+    /// The ID of the network named `name`, if there is one.
+    async fn network_id(&self, name: &str) -> Result<Option<String>, DockerError>;
+    /// Removes the network with this ID unless a container, running or not, is attached to it.
+    async fn remove_network_if_unused(&self, id: &str) -> Result<NetworkRemoval, DockerError>;
     /// The node containers of a kind cluster (label `io.x-k8s.kind.cluster=<name>`).
     async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>, DockerError>;
     /// Removes a kind cluster's leftover node containers; returns how many were removed.
@@ -126,6 +130,16 @@ pub trait ContainerRuntime: Send + Sync {
     /// Force-removes these containers (and their anonymous volumes); returns how many it removed.
     /// Containers already gone are not an error.
     async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError>;
+}
+
+/// What [`ContainerRuntime::remove_network_if_unused`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkRemoval {
+    Removed,
+    /// No network has that ID (any more).
+    Gone,
+    /// Containers are attached (their names; empty when Docker refused for that reason without naming them).
+    InUse(Vec<String>),
 }
 
 /// A container that looks like a kind node (see [`ContainerRuntime::look_alikes`]).
@@ -569,6 +583,12 @@ impl ContainerRuntime for Unavailable<DockerError> {
         Err(self.0.clone())
     }
     async fn ensure_network(&self, _: &str) -> Result<bool, DockerError> {
+        Err(self.0.clone())
+    }
+    async fn network_id(&self, _: &str) -> Result<Option<String>, DockerError> {
+        Err(self.0.clone())
+    }
+    async fn remove_network_if_unused(&self, _: &str) -> Result<NetworkRemoval, DockerError> {
         Err(self.0.clone())
     }
     async fn node_containers(&self, _: &str) -> Result<Vec<NodeContainer>, DockerError> {

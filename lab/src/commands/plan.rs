@@ -93,9 +93,17 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path) -> Result<usize, Error> {
         "steps.yaml".into(),
         to_yaml(&json!({"workflow": plan.workflow, "lab": plan.lab, "steps": steps})),
     );
+    // Said in the file itself, so that nobody takes the folder for everything `up` applies.
+    let not_included = (!chart_index.is_empty()).then(|| {
+        json!({
+            "what": "the objects the charts render",
+            "charts": chart_index.iter().map(|c| format!("{} {} on {}", c["chart"].as_str().unwrap_or_default(), c["version"].as_str().unwrap_or_default(), c["cluster"].as_str().unwrap_or_default())).collect::<Vec<_>>(),
+            "why": "plan runs no tools and downloads nothing; `up` renders each chart (the pinned version, with the values file and patches listed here) when it installs it",
+        })
+    });
     files.insert(
         "charts.yaml".into(),
-        to_yaml(&json!({"charts": chart_index})),
+        to_yaml(&json!({"charts": chart_index, "notIncluded": not_included})),
     );
 
     for (path, text) in &files {

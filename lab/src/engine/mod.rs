@@ -188,7 +188,9 @@ pub async fn run(
         folder: ctx.state.path.display().to_string(),
         source,
     };
+    // Read once per run, before any step starts: deliberately kept on this thread (blocking).
     let (journal, entries, repair) = Journal::open(&ctx.state.journal()).map_err(jerr)?;
+    let journal = Arc::new(journal);
     if let Some(repair) = repair {
         tracing::warn!("{repair}");
     }
@@ -250,13 +252,16 @@ pub async fn run(
         verification: None,
     };
 
-    journal
-        .append(&Entry::RunStarted {
+    append(
+        &journal,
+        Entry::RunStarted {
             run: ctx.run_id.clone(),
             workflow: plan.workflow.clone(),
             at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        })
-        .map_err(jerr)?;
+        },
+    )
+    .await
+    .map_err(jerr)?;
     let resumable: Vec<usize> = plan
         .steps
         .iter()
@@ -275,14 +280,17 @@ pub async fn run(
         let s = &plan.steps[i];
         let outputs = carried.remove(s.id.as_str()).expect("carried");
         // Carried forward into this run's journal, so a second interruption still remembers them.
-        journal
-            .append(&Entry::StepDone {
+        append(
+            &journal,
+            Entry::StepDone {
                 run: ctx.run_id.clone(),
                 step: s.id.clone(),
                 digest: Some(digests[i].clone()),
                 outputs: outputs.clone(),
-            })
-            .map_err(jerr)?;
+            },
+        )
+        .await
+        .map_err(jerr)?;
         ctx.record_output(&s.id, outputs);
         ctx.events.emit(Event::StepFinished {
             step: s.id.clone(),
@@ -362,14 +370,17 @@ pub async fn run(
             }
             Joined::Committed((i, outcome, outputs, Ok(()))) => {
                 let id = plan.steps[i].id.clone();
-                journal
-                    .append(&Entry::StepDone {
+                append(
+                    &journal,
+                    Entry::StepDone {
                         run: ctx.run_id.clone(),
                         step: id.clone(),
                         digest: Some(digests[i].clone()),
                         outputs: outputs.clone(),
-                    })
-                    .map_err(jerr)?;
+                    },
+                )
+                .await
+                .map_err(jerr)?;
                 boundaries += 1;
                 if crash_at == Some(boundaries) {
                     crash();
@@ -409,13 +420,16 @@ pub async fn run(
                 });
             }
             StepEnd::Failed(e) => {
-                journal
-                    .append(&Entry::StepFailed {
+                append(
+                    &journal,
+                    Entry::StepFailed {
                         run: ctx.run_id.clone(),
                         step: id.clone(),
                         error: e.message.clone(),
-                    })
-                    .map_err(jerr)?;
+                    },
+                )
+                .await
+                .map_err(jerr)?;
                 if result.failed.is_none() {
                     result.failed = Some((id, e));
                 }
@@ -428,13 +442,21 @@ pub async fn run(
         }
     }
     result.ok = !stopping && done.len() == plan.steps.len();
-    journal
-        .append(&Entry::RunFinished {
+    append(
+        &journal,
+        Entry::RunFinished {
             run: ctx.run_id.clone(),
             ok: result.ok,
-        })
+        },
+    )
+    .await
+    .map_err(jerr)?;
+    let synced = journal.clone();
+    tokio::task::spawn_blocking(move || synced.sync())
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
         .map_err(jerr)?;
-    journal.sync().map_err(jerr)?;
     ctx.events.emit(Event::Timing {
         timing: timing::summarize(plan, &times),
         total_ms: ctx.events.elapsed_ms(),
@@ -450,6 +472,15 @@ pub async fn run(
     });
     result.verification = ctx.take_verification();
     Ok(result)
+}
+
+/// Appends `entry` to the journal on a blocking thread: steps end by the hundred in a large lab, and a
+/// write to the state folder (a slow or network disk) must not stall the threads running the steps.
+async fn append(journal: &Arc<Journal>, entry: Entry) -> std::io::Result<()> {
+    let journal = journal.clone();
+    tokio::task::spawn_blocking(move || journal.append(&entry))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// How long after a step's deadline the engine stops it: the action's own waits end at the deadline and

@@ -1,5 +1,11 @@
 //! The one task that owns the terminal: live progress (indicatif, one line per running step) or one JSON
 //! object per event per line.
+//!
+//! People read what changed: a step that found nothing to do is counted in the summary line, not listed,
+//! a step's notes (what it removed, what it kept) are on its line,
+//! and a run that changed nothing prints no timing breakdown. Check results are not listed one by one
+//! either: the verification table after the run shows every one, failures with their details. On a
+//! terminal every line is cut to its width (`…`), so a long command never wraps over the live spinners.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -7,7 +13,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::step::events::{Event, Outcome, ResultStatus, Stamped};
+use crate::step::events::{Event, Outcome, Stamped};
 
 /// How the reporter shows a run (the front maps its `--output` onto this).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +45,13 @@ pub async fn reporter(
         }
         seen.push(e);
     }
-    if let Some(h) = human {
+    if let Some(mut h) = human {
+        // Bars of steps that never reported an end (a run cut short by Ctrl-C) still tick on their own
+        // thread and would redraw a stale spinner line after the run's last words: stop them first.
+        for (_, bar) in h.bars.drain() {
+            bar.finish_and_clear();
+            h.multi.remove(&bar);
+        }
         h.multi.clear().ok();
     }
     seen
@@ -48,6 +60,10 @@ pub async fn reporter(
 struct Human {
     multi: MultiProgress,
     bars: HashMap<String, ProgressBar>,
+    /// The notes of each running step: what it did, shown on its line.
+    notes: HashMap<String, Vec<String>>,
+    /// Steps of this run that changed something.
+    changed: usize,
     tty: bool,
 }
 
@@ -62,6 +78,8 @@ impl Human {
         Human {
             multi: MultiProgress::with_draw_target(target),
             bars: HashMap::new(),
+            notes: HashMap::new(),
+            changed: 0,
             tty,
         }
     }
@@ -69,7 +87,8 @@ impl Human {
     /// A finished line: above the live bars on a terminal, plain on stderr otherwise.
     fn line(&self, text: String) {
         if self.tty {
-            let _ = self.multi.println(text);
+            let width = console::Term::stderr().size().1;
+            let _ = self.multi.println(fit(&text, width.into()));
         } else {
             let _ = writeln!(std::io::stderr(), "{text}");
         }
@@ -123,6 +142,12 @@ impl Human {
                     b.set_message(message.clone());
                 }
             }
+            Event::StepNote { step, message } => {
+                self.notes
+                    .entry(step.clone())
+                    .or_default()
+                    .push(message.clone());
+            }
             Event::StepRetrying {
                 step,
                 attempt,
@@ -130,6 +155,7 @@ impl Human {
                 backoff_ms,
             } => {
                 self.finish_bar(step);
+                self.notes.remove(step);
                 self.line(format!(
                     "  ↻ {step}: attempt {attempt} failed: {error}; retrying in {}",
                     fmt_ms(*backoff_ms)
@@ -141,12 +167,18 @@ impl Human {
                 elapsed_ms,
             } => {
                 self.finish_bar(step);
-                let what = match outcome {
-                    Outcome::Changed => "",
-                    Outcome::Unchanged => " (unchanged)",
-                    Outcome::Resumed => " (done in an earlier run)",
+                let notes = self.notes.remove(step).unwrap_or_default();
+                let what = if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", notes.join("; "))
                 };
-                if *outcome != Outcome::Resumed {
+                // Unchanged and resumed steps are counted in the summary line, not listed, unless they
+                // have something to say (a network kept because it is in use).
+                if *outcome == Outcome::Changed {
+                    self.changed += 1;
+                }
+                if *outcome == Outcome::Changed || !notes.is_empty() {
                     self.line(format!("  ✓ {step}{what} {}", fmt_ms(*elapsed_ms)));
                 }
             }
@@ -169,29 +201,11 @@ impl Human {
                 self.finish_bar(step);
                 self.line(format!("  ⊘ {step} cancelled"));
             }
-            Event::Result {
-                check,
-                subject,
-                status,
-                detail,
-                hop,
-                permanent,
-            } => {
-                let mark = match status {
-                    ResultStatus::Pass => "✓",
-                    ResultStatus::Fail => "✗",
-                    ResultStatus::Skip => "-",
-                };
-                let hop = hop.as_ref().map(|h| format!("[{h}] ")).unwrap_or_default();
-                let permanent = if *permanent {
-                    " (permanent: not waited for)"
-                } else {
-                    ""
-                };
-                self.line(format!(
-                    "  {mark} {check:<17} {subject:<32} {hop}{detail}{permanent}"
-                ));
-            }
+            // Listed once, in the verification table printed after the run.
+            Event::Result { .. } => {}
+            // Where the time went matters when something was done; a run that changed nothing is quick
+            // to describe: its summary line.
+            Event::Timing { .. } if self.changed == 0 => {}
             Event::Timing { timing, total_ms } => {
                 for l in crate::step::timing::lines(timing, *total_ms) {
                     self.line(l);
@@ -225,6 +239,7 @@ impl Human {
         }
     }
 
+    /// Ends a step's spinner. Its notes stay until it finishes (a retried step's notes start over).
     fn finish_bar(&mut self, step: &str) {
         if let Some(b) = self.bars.remove(step) {
             b.finish_and_clear();
@@ -234,3 +249,28 @@ impl Human {
 }
 
 use crate::step::timing::fmt_ms;
+
+/// `text` cut to `width` terminal columns, with `…` where it was cut (0: unknown width, left whole).
+fn fit(text: &str, width: usize) -> std::borrow::Cow<'_, str> {
+    if width == 0 {
+        return text.into();
+    }
+    console::truncate_str(text, width, "…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn long_lines_are_cut_to_the_terminal_width_not_wrapped() {
+        let kind = "  ✓ create[hub]: kind create cluster --name hub --image kindest/node:v1.36.1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef 41s";
+        let cut = fit(kind, 80);
+        assert_eq!(console::measure_text_width(&cut), 80, "{cut}");
+        assert!(cut.ends_with('…') && cut.starts_with("  ✓ create[hub]: kind create cluster"));
+        assert_eq!(fit("  ✓ network 3ms", 80), "  ✓ network 3ms");
+        assert_eq!(fit(kind, 0), kind, "unknown width: whole");
+        // Wide characters count as two columns and are never split.
+        assert_eq!(console::measure_text_width(&fit("日本語のテキスト", 7)), 7);
+    }
+}

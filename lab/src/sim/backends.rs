@@ -16,7 +16,7 @@ use super::world::{KIND_NETWORK, World};
 use crate::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
     CreateCluster, DockerError, HelmError, HelmTarget, KindError, KubeError, LookAlike,
-    NodeContainer, ObjectRef, Release, Rendered, Secret, SimulatedFault, WaitError,
+    NetworkRemoval, NodeContainer, ObjectRef, Release, Rendered, Secret, SimulatedFault, WaitError,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
@@ -126,6 +126,56 @@ impl ContainerRuntime for SimDocker {
                     st.mutations += 1;
                 }
                 Ok(created)
+            },
+        )
+        .await
+    }
+
+    async fn network_id(&self, name: &str) -> Result<Option<String>, DockerError> {
+        let n = name.to_owned();
+        call(
+            &self.0,
+            Behaviour::DockerPing,
+            "",
+            "docker.network-id",
+            format!("network {name}"),
+            false,
+            move |st| Ok(st.world.networks.get(&n).map(|net| net.id.clone())),
+        )
+        .await
+    }
+
+    async fn remove_network_if_unused(&self, id: &str) -> Result<NetworkRemoval, DockerError> {
+        let id = id.to_owned();
+        call(
+            &self.0,
+            Behaviour::DockerNetwork,
+            "",
+            "docker.remove-network",
+            format!("network {id}"),
+            true,
+            move |st| {
+                let Some(name) = st
+                    .world
+                    .networks
+                    .values()
+                    .find(|n| n.id == id)
+                    .map(|n| n.name.clone())
+                else {
+                    return Ok(NetworkRemoval::Gone);
+                };
+                let users: Vec<String> = st
+                    .world
+                    .containers
+                    .values()
+                    .filter(|c| c.networks.contains_key(&name))
+                    .map(|c| c.name.clone())
+                    .collect();
+                if !users.is_empty() {
+                    return Ok(NetworkRemoval::InUse(users));
+                }
+                st.world.networks.remove(&name);
+                Ok(NetworkRemoval::Removed)
             },
         )
         .await

@@ -50,6 +50,12 @@ pub enum Event {
         step: String,
         message: String,
     },
+    /// What a step did that its name does not say (what it removed, what it left and why): shown on the
+    /// step's line when it finishes.
+    StepNote {
+        step: String,
+        message: String,
+    },
     StepRetrying {
         step: String,
         attempt: u32,

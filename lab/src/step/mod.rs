@@ -229,6 +229,15 @@ impl StepCtx<'_> {
         });
     }
 
+    /// Says what this step did (what it removed, what it kept and why): the step's line in the output
+    /// says it when the step finishes. Several notes are joined with `; `.
+    pub fn note(&self, message: impl Into<String>) {
+        self.run.events.emit(Event::StepNote {
+            step: self.step.id.clone(),
+            message: message.into(),
+        });
+    }
+
     /// Time left before the step's deadline, for waits inside it.
     pub fn timeout(&self) -> Duration {
         self.deadline

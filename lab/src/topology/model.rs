@@ -49,7 +49,8 @@ pub struct TopologySpec {
     #[serde(default)]
     pub versions: Versions,
     pub hub: Hub,
-    pub spokes: Vec<Spoke>,
+    #[schemars(with = "Vec<Spoke>")]
+    pub spokes: Spanned<Vec<Spoke>>,
     /// ManagedClusterSets and the namespaces they are bound to.
     #[serde(default)]
     pub cluster_sets: Vec<ClusterSet>,
@@ -115,11 +116,13 @@ pub struct Spoke {
     pub name: Spanned<String>,
     /// Labels put on the ManagedCluster.
     #[serde(default, deserialize_with = "spanned_map")]
-    #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(schema_with = "scalar_map_schema")]
     pub labels: SpannedMap,
     /// ClusterProperty objects created on the spoke (name: value); they appear in ClusterProfile status.
+    /// Values are strings; an unquoted number or boolean is taken as written (`gpus: 4` is "4", `1.50` stays
+    /// "1.50", `true` is "true").
     #[serde(default, deserialize_with = "spanned_map")]
-    #[schemars(with = "BTreeMap<String, String>")]
+    #[schemars(schema_with = "scalar_map_schema")]
     pub properties: SpannedMap,
     /// Spoke registration feature gates (default: `ClusterProperty`).
     #[serde(default)]
@@ -318,6 +321,15 @@ pub struct Timeouts {
     /// Any other wait (default 3m).
     #[schemars(with = "Option<String>")]
     pub default: Option<Spanned<String>>,
+}
+
+/// The schema of a [`SpannedMap`]: names to scalars. Numbers and booleans are accepted because they are
+/// taken as written (`gpus: 4` is the string "4"), so an editor should not flag them.
+fn scalar_map_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {"type": ["string", "number", "boolean"]}
+    })
 }
 
 /// A YAML mapping of strings as spanned `(key, value)` pairs, in file order.

@@ -61,16 +61,22 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>) -> Option<Lab>
     let hub = hub(c, &spec.hub);
     let mut seen = BTreeMap::<String, &str>::new();
     seen.insert(hub.cluster.name.clone(), "the hub");
-    if spec.spokes.is_empty() {
-        c.error(None, "spec.spokes", "a lab needs at least one spoke");
+    if spec.spokes.value.is_empty() {
+        c.error(
+            at(&spec.spokes),
+            "spec.spokes",
+            "a lab needs at least one spoke",
+        )
+        .help("add a spoke, for example `- name: cluster1`; `ocm-lab topology show minimal` has a small lab");
     }
     let spokes: Vec<Spoke> = spec
         .spokes
+        .value
         .iter()
         .enumerate()
         .map(|(i, s)| spoke(c, s, i, &spec.verify))
         .collect();
-    for (i, s) in spec.spokes.iter().enumerate() {
+    for (i, s) in spec.spokes.value.iter().enumerate() {
         let field = format!("spec.spokes[{i}].name");
         if let Some(other) = seen.get(&s.name.value) {
             c.error(
@@ -123,7 +129,7 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>) -> Option<Lab>
         .into_iter()
         .collect();
     let addons = addons(c, &spec.addons, &cluster_sets, &bindings);
-    let service_accounts = service_accounts(c, &spec.service_accounts, &addons);
+    let service_accounts = service_accounts(c, &spec.service_accounts, &addons, &cluster_sets);
     let verify = verify(
         c,
         spec,
@@ -347,7 +353,8 @@ fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Veri
                 at(k),
                 field.clone(),
                 format!("property name `{}` is not a DNS subdomain: {why}", k.value),
-            );
+            )
+            .help("ClusterProperty names are DNS subdomains: lowercase dot-separated parts such as `tier.lab.example.com`");
         } else if RESERVED_CLAIMS.contains(&k.value.as_str()) {
             c.error(
                 at(k),
@@ -640,18 +647,21 @@ fn addons(
             .version
             .as_ref()
             .map_or(catalog::DEFAULT_CLUSTER_PROXY, |v| v.value.as_str());
-        let release = catalog::cluster_proxy(version)
-            .inspect_err(|known| {
-                unknown_version(
-                    c,
-                    cp.version.as_ref(),
-                    "spec.addons.cluster-proxy.version",
-                    "cluster-proxy chart",
-                    version,
-                    known,
-                )
-            })
-            .ok();
+        // An unknown version is one error. The default release stands in for it so that the checks that
+        // depend on the addon (verify checks, service accounts) do not report its absence as more errors;
+        // the lab is never returned with an error recorded.
+        let release = Some(catalog::cluster_proxy(version).unwrap_or_else(|known| {
+            unknown_version(
+                c,
+                cp.version.as_ref(),
+                "spec.addons.cluster-proxy.version",
+                "cluster-proxy chart",
+                version,
+                &known,
+            );
+            catalog::cluster_proxy(catalog::DEFAULT_CLUSTER_PROXY)
+                .expect("the default is in the catalog")
+        }));
         let namespace = addon_namespace(
             c,
             cp.namespace.as_ref(),
@@ -693,18 +703,18 @@ fn addons(
             .version
             .as_ref()
             .map_or(catalog::DEFAULT_MSA, |v| v.value.as_str());
-        let release = catalog::msa(version)
-            .inspect_err(|known| {
-                unknown_version(
-                    c,
-                    m.version.as_ref(),
-                    "spec.addons.managed-serviceaccount.version",
-                    "managed-serviceaccount chart",
-                    version,
-                    known,
-                )
-            })
-            .ok();
+        // As for cluster-proxy: one error, and the default release stands in for the later checks.
+        let release = Some(catalog::msa(version).unwrap_or_else(|known| {
+            unknown_version(
+                c,
+                m.version.as_ref(),
+                "spec.addons.managed-serviceaccount.version",
+                "managed-serviceaccount chart",
+                version,
+                &known,
+            );
+            catalog::msa(catalog::DEFAULT_MSA).expect("the default is in the catalog")
+        }));
         let namespace = addon_namespace(
             c,
             m.namespace.as_ref(),
@@ -743,6 +753,7 @@ fn service_accounts(
     c: &mut Collector<'_>,
     accounts: &[model::ServiceAccount],
     addons: &Addons,
+    sets: &[ClusterSet],
 ) -> Vec<ServiceAccount> {
     let mut out: Vec<ServiceAccount> = Vec::new();
     for (i, sa) in accounts.iter().enumerate() {
@@ -781,7 +792,10 @@ fn service_accounts(
         };
         for (j, (cluster, loc)) in clusters.into_iter().enumerate() {
             let field = format!("{base}.clusters[{j}]");
-            if !msa.clusters.contains(&cluster) {
+            // An addon placed on a set that does not exist is one error already (at its `clusterSet`);
+            // its clusters are unknown, so membership is not judged.
+            let set_known = sets.iter().any(|s| s.name == msa.cluster_set);
+            if set_known && !msa.clusters.contains(&cluster) {
                 c.error(loc, field, format!("`{cluster}` does not get the managed-serviceaccount addon (not in set `{}`)", msa.cluster_set))
                     .help(format!("clusters with the addon: {}", msa.clusters.join(", ")));
                 continue;
@@ -1023,7 +1037,19 @@ pub fn dns_subdomain(s: &str) -> Result<(), String> {
             s.len()
         ));
     }
-    s.split('.').try_for_each(|l| check_dns_label(l, 63))
+    if !s
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    {
+        return Err("only lowercase letters, digits, `-` and `.` are allowed".into());
+    }
+    s.split('.').try_for_each(|l| {
+        check_dns_label(l, 63).map_err(|why| match l {
+            "" if s.is_empty() => why,
+            "" => "it has an empty part (two dots in a row, or a dot at an end)".into(),
+            _ => format!("part `{l}`: {why}"),
+        })
+    })
 }
 
 fn label_key(k: &str) -> Result<(), String> {

@@ -50,14 +50,22 @@ pub fn table(results: &[CheckResult]) -> String {
             Some(_) => "✗".into(),
         }
     };
+    // As wide as the longest row label, so that long namespaces keep the columns aligned.
+    let label = |spoke: &str, ns: &str| format!("{spoke} ({ns})");
+    let w = rows
+        .keys()
+        .map(|(s, n)| label(s, n).chars().count())
+        .chain([17])
+        .max()
+        .unwrap_or(17);
     let mut out = String::new();
-    let _ = write!(out, "{:<34}", "spoke (namespace)");
+    let _ = write!(out, "{:<w$}", "spoke (namespace)");
     for c in &checks {
         let _ = write!(out, " {:<17}", c.as_str());
     }
     out.push('\n');
     for ((spoke, ns), by_check) in &rows {
-        let _ = write!(out, "{:<34}", format!("{spoke} ({ns})"));
+        let _ = write!(out, "{:<w$}", label(spoke, ns));
         for c in &checks {
             let _ = write!(out, " {:<17}", cell(by_check.get(c)));
         }

@@ -1,5 +1,6 @@
 //! Integration tests, compiled into one binary (one link instead of one per file).
 
+mod addons_first;
 mod architecture;
 mod ci_matrix;
 mod cli_conventions;
@@ -16,10 +17,12 @@ mod hub_webhooks;
 mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
+mod network_ownership;
 mod ownership;
 mod patch_files;
 mod plan;
 mod preflight;
+mod quiet_output;
 mod recorded_objects;
 mod resume;
 mod robustness;
@@ -29,6 +32,7 @@ mod sim_certs;
 mod timing;
 mod tools;
 mod topology;
+mod topology_messages;
 mod up_hazards;
 mod up_reads;
 mod verify_hops;

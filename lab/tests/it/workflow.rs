@@ -101,7 +101,11 @@ fn up_follows_the_order_ocm_needs() {
     assert!(pos("hub-manager") < pos("hub-ready") && pos("hub-ready") < pos("join[cluster1]"));
     assert!(pos("join[cluster1]") < pos("accept[cluster1]"));
     assert!(needs("properties[cluster1]").contains(&"join[cluster1]".to_owned()));
-    assert!(needs("cluster-proxy").contains(&"proxy-placement".to_owned()));
+    // The addon charts go in as soon as the cluster-manager chart is in, while the hub rolls out (issue 17);
+    // the addon is ready only once the lab's Placement exists.
+    assert_eq!(needs("cluster-proxy"), vec!["hub-manager"]);
+    assert_eq!(needs("msa"), vec!["hub-manager"]);
+    assert!(needs("cluster-proxy-ready").contains(&"proxy-placement".to_owned()));
     assert!(
         needs("proxy-placement")
             .iter()
