@@ -35,7 +35,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn ok(check: &'static str, detail: impl Into<String>) -> Self {
+    pub(crate) fn ok(check: &'static str, detail: impl Into<String>) -> Self {
         Finding {
             check,
             level: Level::Ok,
@@ -43,7 +43,11 @@ impl Finding {
             fix: None,
         }
     }
-    fn warn(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn warn(
+        check: &'static str,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Finding {
             check,
             level: Level::Warn,
@@ -51,7 +55,11 @@ impl Finding {
             fix: Some(fix.into()),
         }
     }
-    fn fail(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn fail(
+        check: &'static str,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Finding {
             check,
             level: Level::Fail,
@@ -232,6 +240,7 @@ pub async fn check(
     if let Some(d) = engine {
         let image = &lab.versions.kind_node_image;
         out.push(node_image(image, d.image_present(image).await.ok()));
+        out.push(crate::images::doctor_finding(lab, d).await);
     }
     match std::net::TcpListener::bind("127.0.0.1:0") {
         Ok(_) => out.push(Finding::ok(

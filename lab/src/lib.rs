@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod embedded;
 pub mod engine;
 pub mod error;
+pub mod images;
 pub mod patch;
 pub mod plan_out;
 mod run;

@@ -268,6 +268,7 @@ fn run(cli: &Cli) -> Result<(), Error> {
         // over both, so no other command can take the lab between the prune and the `up`.
         Command::Reset(a) => run_workflows(cli, &a.into(), &["reset", "up"]),
         Command::Doctor(a) => doctor(cli, &a.into()),
+        Command::Images(c) => crate::images::command(c),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(

@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["sim"],
     &[
-        "cli", "run", "doctor", "diagnose", "status", "plan_out", "error",
+        "cli", "run", "doctor", "diagnose", "status", "plan_out", "error", "images",
     ],
 ];
 

@@ -11,6 +11,7 @@ mod damaged;
 mod docker;
 mod engine;
 mod hub_webhooks;
+mod images;
 mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
