@@ -30,6 +30,8 @@ pub enum ImageKind {
     /// An image a chart's objects (or the operators they configure) run in the clusters (pulled by the
     /// nodes' containerd).
     Chart,
+    /// The local registry's image (`spec.registry.local`), run by Docker on the host.
+    Registry,
 }
 
 /// One image the lab runs.
@@ -262,6 +264,18 @@ pub fn list(
         }
     }
     out.extend(charts.into_values());
+    if let Some(local) = &lab.registry.local {
+        let (repository, tag, digest) = split_reference(&local.image);
+        out.push(LabImage {
+            image: local.image.clone(),
+            repository,
+            tag,
+            digest,
+            kind: ImageKind::Registry,
+            clusters: Vec::new(),
+            sources: vec!["topology: spec.registry.local".to_owned()],
+        });
+    }
     Ok(out)
 }
 
@@ -380,15 +394,16 @@ pub fn render_list(images: &[LabImage]) -> String {
         .max()
         .unwrap_or(5)
         .min(90);
-    let _ = writeln!(out, "{:<width$}  {:<5}  CLUSTERS", "IMAGE", "KIND");
+    let _ = writeln!(out, "{:<width$}  {:<8}  CLUSTERS", "IMAGE", "KIND");
     for i in images {
         let kind = match i.kind {
             ImageKind::Node => "node",
             ImageKind::Chart => "chart",
+            ImageKind::Registry => "registry",
         };
         let _ = writeln!(
             out,
-            "{:<width$}  {kind:<5}  {}",
+            "{:<width$}  {kind:<8}  {}",
             i.image,
             i.clusters.join(",")
         );

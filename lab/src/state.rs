@@ -117,6 +117,11 @@ impl StateDir {
             .join(format!("{cluster}.yaml"))
     }
 
+    /// The registry mirror configs (`<registry host>/hosts.toml`) mounted into every kind node.
+    pub fn registry_certs_dir(&self) -> PathBuf {
+        self.path.join("registry").join("certs.d")
+    }
+
     /// The ownership record: an append-only log of what the lab created (and later deleted).
     pub fn owned_log(&self) -> PathBuf {
         self.path.join("owned.jsonl")

@@ -177,6 +177,10 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                     name: name.to_owned(),
                     image: ctx.run.lab.versions.kind_node_image.clone(),
                     kubeconfig: kubeconfig.clone(),
+                    registries: crate::backend::kind::NodeRegistries::for_lab(
+                        &ctx.run.lab,
+                        &ctx.run.state,
+                    ),
                 };
                 ctx.run.state.intend_cluster(name).map_err(state_error)?;
                 if let Err(e) = ctx.run.backends.kind.create(&req).await {

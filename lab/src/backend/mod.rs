@@ -140,6 +140,9 @@ pub struct CreateCluster {
     pub image: String,
     /// The cluster's own kubeconfig file (never the user's: parallel creates would fight over it).
     pub kubeconfig: std::path::PathBuf,
+    /// Registry mirrors for the nodes' containerd (none: kind's defaults).
+    #[serde(default)]
+    pub registries: kind::NodeRegistries,
 }
 
 /// The cluster provisioner (kind).

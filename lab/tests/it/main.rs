@@ -20,6 +20,7 @@ mod patch_files;
 mod plan;
 mod preflight;
 mod recorded_objects;
+mod registry;
 mod resume;
 mod robustness;
 mod sim;

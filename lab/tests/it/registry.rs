@@ -1,0 +1,224 @@
+//! `spec.registry`: mirrors rendered into every kind cluster's config in the containerd 2.x form
+//! (FACTS-HELM-KIND B3, B4), typed and located errors for bad mirrors, and the local registry.
+
+use ocm_lab::backend::kind::{CONFIG_PATH_PATCH, NODE_CERTS_DIR, kind_config};
+use serde_json::Value;
+
+use crate::common::{self, default_with, ocm_lab, topology_errors};
+
+const MIRRORS: &str = "spec:\n  registry:\n    mirrors:\n      quay.io: http://mirror.classroom:5000/\n      docker.io: https://hub-mirror.example.com\n  hub:";
+
+fn with_registry(block: &str) -> String {
+    default_with("spec:\n  hub:", block)
+}
+
+fn lab(text: &str) -> ocm_lab::topology::Lab {
+    match ocm_lab::topology::load_str("t.yaml", text) {
+        Ok(l) => l.lab,
+        Err(e) => panic!("{}", ocm_lab::render(&e)),
+    }
+}
+
+#[test]
+fn mirrors_become_a_config_path_patch_and_a_hosts_toml_per_registry_for_every_cluster() {
+    let lab = lab(&with_registry(MIRRORS));
+    let state = ocm_lab::state::StateDir {
+        path: "/state/lab".into(),
+    };
+    let regs = ocm_lab::backend::kind::NodeRegistries::for_lab(&lab, &state);
+    assert_eq!(
+        regs.mirrors,
+        vec![
+            (
+                "quay.io".to_owned(),
+                "http://mirror.classroom:5000".to_owned()
+            ),
+            (
+                "docker.io".to_owned(),
+                "https://hub-mirror.example.com".to_owned()
+            ),
+        ]
+    );
+    for cluster in lab.clusters() {
+        let config: Value =
+            serde_saphyr::from_str(&kind_config(40000, &regs)).expect("kind config is YAML");
+        let patches = config["containerdConfigPatches"]
+            .as_array()
+            .expect("patches");
+        assert_eq!(
+            patches,
+            &vec![Value::from(CONFIG_PATH_PATCH)],
+            "{}",
+            cluster.name
+        );
+        assert!(CONFIG_PATH_PATCH.contains("plugins.\"io.containerd.grpc.v1.cri\".registry"));
+        assert!(CONFIG_PATH_PATCH.contains("config_path = \"/etc/containerd/certs.d\""));
+        // No deprecated `mirrors` table: containerd 2.3 refuses it next to config_path (B4.4).
+        assert!(!CONFIG_PATH_PATCH.contains("mirrors"));
+        let mount = &config["nodes"][0]["extraMounts"][0];
+        assert_eq!(config["nodes"][0]["role"], "control-plane");
+        assert_eq!(mount["hostPath"], "/state/lab/registry/certs.d");
+        assert_eq!(mount["containerPath"], NODE_CERTS_DIR);
+        assert_eq!(mount["readOnly"], true);
+        assert_eq!(config["networking"]["apiServerPort"], 40000);
+    }
+    let files = regs.hosts_files();
+    assert_eq!(files[0].0, "quay.io");
+    assert!(
+        files[0].1.contains("server = \"https://quay.io\""),
+        "{}",
+        files[0].1
+    );
+    assert!(
+        files[0].1.contains(
+            "[host.\"http://mirror.classroom:5000\"]\n  capabilities = [\"pull\", \"resolve\"]"
+        ),
+        "{}",
+        files[0].1
+    );
+    assert_eq!(files[1].0, "docker.io");
+    assert!(
+        files[1]
+            .1
+            .contains("server = \"https://registry-1.docker.io\""),
+        "{}",
+        files[1].1
+    );
+}
+
+#[test]
+fn without_mirrors_the_kind_config_is_kinds_default() {
+    let lab = common::lab("default");
+    let regs = ocm_lab::backend::kind::NodeRegistries::for_lab(
+        &lab,
+        &ocm_lab::state::StateDir { path: "/s".into() },
+    );
+    assert!(regs.mirrors.is_empty() && regs.certs_dir.is_none());
+    let config: Value = serde_saphyr::from_str(&kind_config(40000, &regs)).unwrap();
+    assert!(config.get("containerdConfigPatches").is_none() && config.get("nodes").is_none());
+}
+
+#[test]
+fn hosts_toml_files_are_written_where_the_nodes_mount_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab = lab(&with_registry(MIRRORS));
+    let state = ocm_lab::state::StateDir {
+        path: dir.path().to_owned(),
+    };
+    let regs = ocm_lab::backend::kind::NodeRegistries::for_lab(&lab, &state);
+    regs.write_hosts_files().unwrap();
+    let text =
+        std::fs::read_to_string(dir.path().join("registry/certs.d/quay.io/hosts.toml")).unwrap();
+    assert!(
+        text.contains("[host.\"http://mirror.classroom:5000\"]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_local_registry_is_the_nodes_mirror_of_localhost_5001_and_its_image_is_listed() {
+    let lab = lab(&with_registry(
+        "spec:\n  registry:\n    local: true\n  hub:",
+    ));
+    let local = lab.registry.local.clone().expect("local registry");
+    assert_eq!(local.image, "registry:2");
+    assert_eq!(local.container, format!("{}-registry", lab.name));
+    let regs = ocm_lab::backend::kind::NodeRegistries::for_lab(
+        &lab,
+        &ocm_lab::state::StateDir { path: "/s".into() },
+    );
+    assert_eq!(
+        regs.mirrors,
+        vec![(
+            "localhost:5001".to_owned(),
+            format!("http://{}:5000", local.container)
+        )]
+    );
+    let text = &regs.hosts_files()[0].1;
+    assert!(
+        !text.contains("server ="),
+        "the local registry has no upstream: {text}"
+    );
+    let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
+    let images = ocm_lab::images::list(&lab, &common::plan(&lab), &patches).unwrap();
+    assert!(
+        images
+            .iter()
+            .any(|i| i.image == "registry:2" && i.kind == ocm_lab::images::ImageKind::Registry)
+    );
+}
+
+#[test]
+fn bad_mirrors_are_located_errors_that_say_what_to_write() {
+    let cases = [
+        (
+            "      quay.io: mirror.classroom:5000",
+            "spec.registry.mirrors.quay.io: `mirror.classroom:5000` is not a mirror URL: it has no scheme",
+        ),
+        (
+            "      quay.io: ftp://mirror",
+            "spec.registry.mirrors.quay.io: `ftp://mirror` is not a mirror URL: the scheme `ftp` is neither http nor https",
+        ),
+        (
+            "      quay.io: http://",
+            "spec.registry.mirrors.quay.io: `http://` is not a mirror URL: its host ``",
+        ),
+        (
+            "      quay.io: http://user:pw@mirror",
+            "credentials do not belong in the URL",
+        ),
+        (
+            "      https://quay.io: http://mirror",
+            "is not a registry host: it has a scheme",
+        ),
+        (
+            "      quay.io/org: http://mirror",
+            "`quay.io/org` is not a registry host: it has a path",
+        ),
+        (
+            "      localhost:99999: http://mirror",
+            "`99999` is not a port",
+        ),
+    ];
+    for (line, want) in cases {
+        let text = with_registry(&format!("spec:\n  registry:\n    mirrors:\n{line}\n  hub:"));
+        let errors = topology_errors(&text);
+        assert!(
+            errors.iter().any(|e| e.contains(want)),
+            "{line}: {errors:?}"
+        );
+    }
+    // Located: the rendered report points at the line of the bad value.
+    let text =
+        with_registry("spec:\n  registry:\n    mirrors:\n      quay.io: mirror:5000\n  hub:");
+    let err = ocm_lab::topology::load_str("lab.yaml", &text).unwrap_err();
+    let line = text
+        .lines()
+        .position(|l| l.contains("mirror:5000"))
+        .unwrap()
+        + 1;
+    let rendered = ocm_lab::render(&err);
+    assert!(
+        rendered.contains(&format!("lab.yaml:{line}:")),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("http://mirror.classroom:5000"),
+        "the help shows the form: {rendered}"
+    );
+}
+
+#[test]
+fn the_json_schema_describes_spec_registry() {
+    let r = ocm_lab(&["topology", "schema"]);
+    assert_eq!(r.code, 0);
+    let schema: Value = serde_json::from_str(&r.stdout).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let good: Value = serde_saphyr::from_str(&with_registry(MIRRORS)).unwrap();
+    assert!(validator.is_valid(&good));
+    let bad: Value = serde_saphyr::from_str(&with_registry(
+        "spec:\n  registry:\n    locall: true\n  hub:",
+    ))
+    .unwrap();
+    assert!(!validator.is_valid(&bad));
+}
