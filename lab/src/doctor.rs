@@ -242,6 +242,7 @@ pub async fn check(
         out.push(node_image(image, d.image_present(image).await.ok()));
         out.push(crate::images::doctor_finding(lab, d).await);
     }
+    out.extend(crate::images::mirror_findings(lab).await);
     match std::net::TcpListener::bind("127.0.0.1:0") {
         Ok(_) => out.push(Finding::ok(
             "ports",

@@ -368,6 +368,48 @@ pub async fn doctor_finding(
     )
 }
 
+/// Whether each mirror of `spec.registry.mirrors` answers the registry API (`GET <url>/v2/`: any HTTP
+/// answer, 200 or 401, is a registry that is there): one finding per mirror, a warning for one that does
+/// not answer, naming it and what to do. Without mirrors, nothing.
+pub async fn mirror_findings(lab: &Lab) -> Vec<crate::doctor::Finding> {
+    use crate::doctor::Finding;
+    let mut out = Vec::new();
+    for m in &lab.registry.mirrors {
+        let url = format!("{}/v2/", m.url);
+        let probe = url.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            let config = ureq::Agent::config_builder()
+                .timeout_global(Some(std::time::Duration::from_secs(5)))
+                .http_status_as_error(false)
+                .user_agent(concat!("ocm-lab/", env!("CARGO_PKG_VERSION")))
+                .build();
+            let agent = ureq::Agent::new_with_config(config);
+            agent
+                .get(&probe)
+                .call()
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        out.push(match answer {
+            Ok(status) => Finding::ok(
+                "mirror",
+                format!("{} mirror {} answers (HTTP {status} on /v2/)", m.host, m.url),
+            ),
+            Err(e) => Finding::warn(
+                "mirror",
+                format!("{} mirror {} does not answer: {e}", m.host, m.url),
+                format!(
+                    "start the mirror or correct its URL in spec.registry.mirrors; until it answers the nodes fall back to {} itself, which needs the network",
+                    m.host
+                ),
+            ),
+        });
+    }
+    out
+}
+
 /// How many of `images` Docker has, and the references it does not have.
 async fn partition_present(
     docker: &crate::backend::docker::Docker,

@@ -222,3 +222,63 @@ fn the_json_schema_describes_spec_registry() {
     .unwrap();
     assert!(!validator.is_valid(&bad));
 }
+
+/// A one-shot HTTP server on 127.0.0.1 that answers like a registry that wants a login.
+fn fake_registry() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn doctor_says_which_mirror_does_not_answer_and_what_to_do() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let up = fake_registry();
+    let lab = lab(&with_registry(&format!(
+        "spec:\n  registry:\n    mirrors:\n      quay.io: http://127.0.0.1:{up}\n      docker.io: http://127.0.0.1:{closed}\n  hub:"
+    )));
+    let findings = ocm_lab::images::mirror_findings(&lab).await;
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert_eq!(
+        findings[0].level,
+        ocm_lab::doctor::Level::Ok,
+        "{findings:?}"
+    );
+    assert!(
+        findings[0].detail.contains("HTTP 401"),
+        "{}",
+        findings[0].detail
+    );
+    assert_eq!(
+        findings[1].level,
+        ocm_lab::doctor::Level::Warn,
+        "{findings:?}"
+    );
+    assert!(
+        findings[1].detail.starts_with(&format!(
+            "docker.io mirror http://127.0.0.1:{closed} does not answer"
+        )),
+        "{}",
+        findings[1].detail
+    );
+    assert!(
+        findings[1]
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("spec.registry.mirrors")
+    );
+}
