@@ -270,6 +270,21 @@ impl StateDir {
         }])
     }
 
+    /// Records the lab's local registry container `name` with its ID: `down` removes that ID.
+    pub fn confirm_registry(&self, name: &str, container: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::ConfirmRegistry {
+            name: name.to_owned(),
+            container: container.to_owned(),
+        }])
+    }
+
+    /// Forgets the local registry container `name`: it was removed (or is gone).
+    pub fn remove_registry(&self, name: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::RemoveRegistry {
+            name: name.to_owned(),
+        }])
+    }
+
     /// Read-modify-write of the contexts in the ownership record. Steps run concurrently in one process
     /// (the lab lock keeps other processes out), so updates are serialized here. The difference is
     /// appended to the log and synced before this returns.
@@ -389,6 +404,9 @@ pub struct Owned {
     /// Contexts this lab wrote into the user's kubeconfig.
     #[serde(default)]
     pub contexts: Vec<String>,
+    /// Local registry containers this lab created (`spec.registry.local`): name → container ID.
+    #[serde(default)]
+    pub registries: BTreeMap<String, String>,
 }
 
 impl Owned {
@@ -475,6 +493,15 @@ enum OwnedChange {
     RemoveContext {
         name: String,
     },
+    /// The lab's local registry container, after the lab created it (or found it with the lab's labels).
+    ConfirmRegistry {
+        name: String,
+        container: String,
+    },
+    /// The local registry container was removed.
+    RemoveRegistry {
+        name: String,
+    },
 }
 
 impl OwnedChange {
@@ -502,6 +529,12 @@ impl OwnedChange {
                 }
             }
             OwnedChange::RemoveContext { name } => o.contexts.retain(|c| *c != name),
+            OwnedChange::ConfirmRegistry { name, container } => {
+                o.registries.insert(name, container);
+            }
+            OwnedChange::RemoveRegistry { name } => {
+                o.registries.remove(&name);
+            }
         }
     }
 }

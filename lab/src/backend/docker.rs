@@ -38,6 +38,8 @@ use serde::Serialize;
 
 use super::{BackendError, ContainerRuntime, LookAlike, NodeContainer, Result, is_kind_node_name};
 
+mod registry;
+
 /// Label kind puts on every node container: the cluster's name.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 /// Label kind puts on every node container: `control-plane`, `worker` or `external-load-balancer`.
@@ -706,6 +708,10 @@ impl ContainerRuntime for Docker {
 
     async fn remove_containers(&self, ids: &[String]) -> Result<usize> {
         self.remove_ids(ids.to_vec(), "").await
+    }
+
+    async fn ensure_registry(&self, spec: &super::RegistryContainer) -> Result<(String, bool)> {
+        self.run_registry(spec).await
     }
 }
 

@@ -282,3 +282,146 @@ async fn doctor_says_which_mirror_does_not_answer_and_what_to_do() {
             .contains("spec.registry.mirrors")
     );
 }
+
+#[test]
+fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = ocm_lab::embedded::topology("minimal").unwrap().replacen(
+        "spec:\n  hub:",
+        "spec:\n  registry:\n    local: true\n  hub:",
+        1,
+    );
+    let file = dir.path().join("lab.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let file = file.to_str().unwrap();
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| common::ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", state.as_path())]);
+    let r = run(&["up", "--simulate", "-t", file]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sim = ocm_lab::state::StateDir {
+        path: state.join("minimal/simulated"),
+    };
+    let world: Value =
+        serde_json::from_str(&std::fs::read_to_string(sim.sim_world()).unwrap()).unwrap();
+    let registry = &world["containers"]["minimal-registry"];
+    assert_eq!(
+        registry["labels"]["ocm-lab.open-cluster-management.io/lab"], "minimal",
+        "{registry}"
+    );
+    assert!(
+        registry["networks"]["kind"].is_string(),
+        "on the kind network: {registry}"
+    );
+    let owned = sim.owned().unwrap();
+    assert_eq!(
+        owned.registries.get("minimal-registry"),
+        registry["id"].as_str().map(str::to_owned).as_ref()
+    );
+    // Again: nothing new.
+    assert_eq!(run(&["up", "--simulate", "-t", file]).code, 0);
+    let r = run(&["down", "--simulate", "-t", file]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(sim.owned().unwrap().registries.is_empty());
+}
+
+/// The local registry on the real Docker engine, with a stand-in for `registry:2`: the busybox image the
+/// Docker tests build (nothing is pulled here), running `sleep` instead of a registry.
+#[tokio::test]
+async fn the_local_registry_stand_in_runs_labelled_on_the_network_once_and_a_foreign_namesake_is_refused()
+ {
+    use ocm_lab::backend::ContainerRuntime;
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = crate::docker::test_image(&d).await else {
+        return;
+    };
+    let suffix = format!("{}-{}", std::process::id(), line!());
+    let mut cleanup = crate::docker::Cleanup::new(&d);
+    let network = format!("ocm-lab-test-regnet-{suffix}");
+    let name = format!("ocm-lab-test-registry-{suffix}");
+    cleanup.networks.push(network.clone());
+    cleanup.containers.push(name.clone());
+    d.ensure_network(&network).await.unwrap();
+    let spec = ocm_lab::backend::RegistryContainer {
+        name: name.clone(),
+        image: image.clone(),
+        // A port nobody uses: the test must not take 5001 from a real lab.
+        host_port: {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        },
+        network: network.clone(),
+        labels: std::collections::BTreeMap::from([(
+            "ocm-lab.open-cluster-management.io/lab".to_owned(),
+            format!("test-{suffix}"),
+        )]),
+        command: Some(vec!["sleep".into(), "300".into()]),
+    };
+    let (id, created) = d.ensure_registry(&spec).await.unwrap();
+    assert!(created);
+    let c = d
+        .client()
+        .inspect_container(
+            &name,
+            None::<bollard::query_parameters::InspectContainerOptions>,
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.id.as_deref(), Some(id.as_str()));
+    assert_eq!(c.state.and_then(|s| s.running), Some(true));
+    let labels = c.config.and_then(|c| c.labels).unwrap_or_default();
+    assert_eq!(
+        labels.get("ocm-lab.open-cluster-management.io/lab"),
+        Some(&format!("test-{suffix}"))
+    );
+    assert!(
+        c.network_settings
+            .and_then(|n| n.networks)
+            .is_some_and(|n| n.contains_key(&network))
+    );
+    let host = c
+        .host_config
+        .and_then(|h| h.port_bindings)
+        .unwrap_or_default();
+    let binding = host.get("5000/tcp").cloned().flatten().unwrap_or_default();
+    assert_eq!(binding[0].host_ip.as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        binding[0].host_port.as_deref(),
+        Some(spec.host_port.to_string().as_str())
+    );
+
+    // Again: the same container, nothing created.
+    assert_eq!(d.ensure_registry(&spec).await.unwrap(), (id.clone(), false));
+
+    // Another lab's labels: someone else's container of that name is refused and left alone.
+    let mut other = spec.clone();
+    other.labels.insert(
+        "ocm-lab.open-cluster-management.io/lab".into(),
+        "another-lab".into(),
+    );
+    let e = d.ensure_registry(&other).await.unwrap_err();
+    assert!(
+        e.message
+            .contains(&format!("a container named {name} exists")),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.help
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&format!("docker rm -f {name}")),
+        "{e:?}"
+    );
+    assert!(crate::docker::exists(&d, &name).await);
+
+    // What `down` does with the recorded ID.
+    assert_eq!(
+        d.remove_containers(std::slice::from_ref(&id))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(!crate::docker::exists(&d, &name).await);
+}
