@@ -38,6 +38,7 @@ use serde::Serialize;
 
 use super::{BackendError, ContainerRuntime, LookAlike, NodeContainer, Result, is_kind_node_name};
 
+pub mod bundle;
 mod registry;
 
 /// Label kind puts on every node container: the cluster's name.

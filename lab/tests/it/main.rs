@@ -1,6 +1,7 @@
 //! Integration tests, compiled into one binary (one link instead of one per file).
 
 mod architecture;
+mod bundle;
 mod cli_conventions;
 mod cli_sim;
 mod common;
