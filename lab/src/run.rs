@@ -85,5 +85,6 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Completions { shell } => commands::completions::run(*shell),
         Command::Ci(command) => commands::ci::run(command),
+        Command::Images(command) => crate::images::command(command),
     }
 }

@@ -2,6 +2,7 @@
 
 mod addons_first;
 mod architecture;
+mod bundle;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
@@ -13,6 +14,7 @@ mod damaged;
 mod docker;
 mod engine;
 mod hub_webhooks;
+mod images;
 mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
@@ -23,6 +25,7 @@ mod plan;
 mod preflight;
 mod quiet_output;
 mod recorded_objects;
+mod registry;
 mod resume;
 mod robustness;
 mod run_outcomes;
