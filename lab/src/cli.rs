@@ -77,6 +77,7 @@ impl Cli {
             Command::Status(a) => a.output.output,
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
+            Command::Images(ImagesCommand::List(a)) => a.output.output,
             Command::Topology(TopologyCommand::Check { output, .. })
             | Command::Topology(TopologyCommand::List { output }) => output.output,
             Command::Ci(CiCommand::Matrix(a)) => a.output,
@@ -380,6 +381,9 @@ pub enum Command {
     /// For CI workflows: a GitHub Actions job matrix, and the contexts of a lab (the Action's outputs).
     #[command(subcommand)]
     Ci(CiCommand),
+    /// The container images the lab runs (for preloading, mirrors and offline labs).
+    #[command(subcommand)]
+    Images(ImagesCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     ///
     /// For example: `ocm-lab completions bash > ~/.local/share/bash-completion/completions/ocm-lab`,
@@ -453,6 +457,22 @@ pub struct PlanArgs {
     /// The workflow to plan.
     #[arg(long, default_value = "up", value_name = "NAME")]
     pub workflow: String,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// List every image the lab runs: the kind node image and every image the pinned charts' objects
+    /// name, with the value of the lab's topology; with its digest where the reference pins one.
+    List(ImagesListArgs),
+}
+
+/// `images list`.
+#[derive(Debug, Clone, Args)]
+pub struct ImagesListArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
     #[command(flatten)]
     pub output: DocumentOutput,
 }

@@ -145,6 +145,14 @@ pub enum Error {
     CurrentExe(#[source] std::io::Error),
     #[error("failed to start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    #[diagnostic(
+        code(ocm_lab::images),
+        help(
+            "the image list renders the chart versions the catalog pins; check the versions in the topology (`ocm-lab plan`)"
+        )
+    )]
+    Images(#[from] crate::images::ImagesError),
 }
 
 impl From<crate::backend::tools::ToolError> for Error {
@@ -177,7 +185,8 @@ impl Error {
             | Error::Tools(_)
             | Error::PostRender(_)
             | Error::CurrentExe(_)
-            | Error::Runtime(_) => exit::FAILURE,
+            | Error::Runtime(_)
+            | Error::Images(_) => exit::FAILURE,
         }
     }
 }

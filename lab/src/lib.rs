@@ -13,6 +13,7 @@ pub mod diag;
 pub mod embedded;
 pub mod engine;
 pub mod error;
+pub mod images;
 pub mod patch;
 mod run;
 pub mod sim;

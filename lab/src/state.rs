@@ -202,6 +202,11 @@ impl StateDir {
         Ok(())
     }
 
+    /// The registry mirror configs (`<registry host>/hosts.toml`) mounted into every kind node.
+    pub fn registry_certs_dir(&self) -> PathBuf {
+        self.path.join("registry").join("certs.d")
+    }
+
     /// The ownership record: an append-only log of what the lab created (and later deleted).
     pub fn owned_log(&self) -> PathBuf {
         self.path.join("owned.jsonl")
@@ -362,6 +367,21 @@ impl StateDir {
     pub fn remove_cluster(&self, cluster: &str) -> Result<(), StateError> {
         self.append_owned(&[OwnedChange::RemoveCluster {
             name: cluster.to_owned(),
+        }])
+    }
+
+    /// Records the lab's local registry container `name` with its ID: `down` removes that ID.
+    pub fn confirm_registry(&self, name: &str, container: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::ConfirmRegistry {
+            name: name.to_owned(),
+            container: container.to_owned(),
+        }])
+    }
+
+    /// Forgets the local registry container `name`: it was removed (or is gone).
+    pub fn remove_registry(&self, name: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::RemoveRegistry {
+            name: name.to_owned(),
         }])
     }
 
@@ -526,6 +546,9 @@ pub struct Owned {
     /// network that existed before the lab looked is never recorded, so never removed.
     #[serde(default)]
     pub networks: BTreeMap<String, String>,
+    /// Local registry containers this lab created (`spec.registry.local`): name → container ID.
+    #[serde(default)]
+    pub registries: BTreeMap<String, String>,
 }
 
 impl Owned {
@@ -621,6 +644,15 @@ enum OwnedChange {
     RemoveNetwork {
         name: String,
     },
+    /// The lab's local registry container, after the lab created it (or found it with the lab's labels).
+    ConfirmRegistry {
+        name: String,
+        container: String,
+    },
+    /// The local registry container was removed.
+    RemoveRegistry {
+        name: String,
+    },
 }
 
 impl OwnedChange {
@@ -653,6 +685,12 @@ impl OwnedChange {
             }
             OwnedChange::RemoveNetwork { name } => {
                 o.networks.remove(&name);
+            }
+            OwnedChange::ConfirmRegistry { name, container } => {
+                o.registries.insert(name, container);
+            }
+            OwnedChange::RemoveRegistry { name } => {
+                o.registries.remove(&name);
             }
         }
     }

@@ -186,6 +186,79 @@ pub async fn remove_networks(ctx: &StepCtx<'_>) -> ActionResult {
     ))
 }
 
+/// `registry.local`: the lab's local registry container (`spec.registry.local`), on the kind network,
+/// labelled with the lab, recorded in the ownership log so `down` removes exactly it.
+pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
+    let Some(local) = &ctx.run.lab.registry.local else {
+        return Ok((false, outputs([])));
+    };
+    let fallback = crate::backend::docker::kind_network();
+    let network = ctx
+        .step
+        .with
+        .get("network")
+        .and_then(Value::as_str)
+        .unwrap_or(&fallback);
+    let spec = crate::backend::RegistryContainer {
+        name: local.container.clone(),
+        image: local.image.clone(),
+        host_port: local.host_port,
+        network: network.to_owned(),
+        labels: std::collections::BTreeMap::from([
+            (
+                crate::topology::LAB_LABEL.to_owned(),
+                ctx.run.lab.name.clone(),
+            ),
+            (
+                crate::backend::docker::CREATED_BY_LABEL.to_owned(),
+                crate::backend::docker::CREATED_BY_VALUE.to_owned(),
+            ),
+        ]),
+        command: None,
+    };
+    ctx.progress(format!("local registry {} ({})", spec.name, spec.image));
+    let (id, created) = ctx.run.backends.docker.ensure_registry(&spec).await?;
+    let owned = ctx.run.state.owned().map_err(state_error)?;
+    if owned.registries.get(&spec.name) != Some(&id) {
+        ctx.run
+            .state
+            .confirm_registry(&spec.name, &id)
+            .map_err(state_error)?;
+    }
+    Ok((
+        created,
+        outputs([
+            ("container", json!(spec.name)),
+            (
+                "address",
+                json!(format!(
+                    "localhost:{} (in the nodes: {}:5000)",
+                    local.host_port, spec.name
+                )),
+            ),
+        ]),
+    ))
+}
+
+/// `registry.remove`: removes the local registry containers the ownership log says the lab created
+/// (by the recorded ID, so a same-named container of someone else is never touched), whatever the
+/// topology says now.
+pub async fn remove_local_registries(ctx: &StepCtx<'_>) -> ActionResult {
+    let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
+    let mut removed = 0;
+    for (name, id) in &owned.registries {
+        ctx.progress(format!("removing local registry {name}"));
+        removed += ctx
+            .run
+            .backends
+            .docker
+            .remove_containers(std::slice::from_ref(id))
+            .await?;
+        ctx.run.state.remove_registry(name).map_err(state_error)?;
+    }
+    Ok((removed > 0, outputs([("removed", json!(removed))])))
+}
+
 /// `cluster.create`: a kind cluster with its own kubeconfig file, or a connection to an existing cluster.
 ///
 /// Ownership is proven, not assumed: the intent is recorded before `kind create`, confirmed with the
@@ -226,6 +299,10 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                     name: name.to_owned(),
                     image: ctx.run.lab.versions.kind_node_image.clone(),
                     kubeconfig: kubeconfig.clone(),
+                    registries: crate::backend::kind::NodeRegistries::for_lab(
+                        &ctx.run.lab,
+                        &ctx.run.state,
+                    ),
                 };
                 ctx.run.state.intend_cluster(name).map_err(state_error)?;
                 if let Err(e) = ctx.run.backends.kind.create(&req).await {

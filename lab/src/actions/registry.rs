@@ -67,6 +67,18 @@ pub const ACTIONS: &[ActionSpec] = &[
         run: action_fn!(cluster::remove_networks),
     },
     ActionSpec {
+        name: "registry.local",
+        summary: "run the lab's local registry container (registry:2) on the kind network, if the topology asks for one",
+        inputs: &[opt("network", "network name (default `kind`)")],
+        run: action_fn!(cluster::local_registry),
+    },
+    ActionSpec {
+        name: "registry.remove",
+        summary: "remove the local registry containers the lab created (by their recorded IDs)",
+        inputs: &[],
+        run: action_fn!(cluster::remove_local_registries),
+    },
+    ActionSpec {
         name: "cluster.create",
         summary: "create a kind cluster with its own kubeconfig, or connect to an existing one",
         inputs: &[req("cluster", "lab cluster name")],

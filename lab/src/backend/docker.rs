@@ -105,6 +105,36 @@ pub enum DockerError {
     EmptyName { what: &'static str },
     #[error("not a sysctl name: {key:?} (expected e.g. fs.inotify.max_user_watches)")]
     NotSysctl { key: String },
+    /// An image a bundle must hold is not in the engine.
+    #[error("image {image} is not in the Docker engine at {host}: the bundle cannot hold it")]
+    NotInEngine { image: String, host: String },
+    /// A local file operation around the engine (a bundle, a temporary folder) failed.
+    #[error("failed to {what}: {detail}")]
+    Io { what: String, detail: String },
+    /// A background task of ours (the bundle writer or checker) ended before finishing.
+    #[error("the {what} stopped: {detail}")]
+    TaskStopped { what: String, detail: String },
+    /// A bundle that fails its manifest check: nothing of it is loaded.
+    #[error("bundle {bundle} is refused: {why}; nothing was loaded")]
+    BundleRefused { bundle: String, why: String },
+    /// A container with the local registry's name that lacks the lab's labels: someone else's.
+    #[error(
+        "a container named {name} exists on the Docker engine at {host} and is not this lab's (it lacks the label {label})"
+    )]
+    ForeignRegistry {
+        name: String,
+        host: String,
+        label: String,
+    },
+    /// The local registry's host port is taken by something else.
+    #[error("{source}")]
+    PortTaken { port: u16, source: Box<DockerError> },
+    /// Pulling an image the lab needs (the local registry's) failed.
+    #[error("{source}")]
+    PullFailed {
+        image: String,
+        source: Box<DockerError>,
+    },
     #[error(transparent)]
     Simulated(#[from] SimulatedFault),
 }
@@ -135,6 +165,11 @@ impl Failure for DockerError {
             DockerError::NoCat { .. } => "pass another local image, e.g. a kind node image".to_owned(),
             DockerError::NoShell { image, .. } => format!("the image must contain /bin/sh; pass another local image (e.g. a kind node image) instead of {image}"),
             DockerError::SubnetsExhausted { .. } => "remove unused Docker networks (`docker network prune`) and run again".to_owned(),
+            DockerError::PortTaken { port, .. } => format!("127.0.0.1:{port} is taken (another lab's or kind's registry?): stop what uses it (`docker ps --filter publish={port}`)"),
+            DockerError::PullFailed { image, .. } => format!("the local registry needs {image}: pull it where a registry is reachable (`docker pull {image}`), or `docker load` it from a saved archive"),
+            DockerError::NotInEngine { image, .. } => format!("`docker pull {image}` where a registry is reachable, then save the bundle again"),
+            DockerError::BundleRefused { .. } => "make the bundle again (`ocm-lab bundle save`) or copy it again from where it was made".to_owned(),
+            DockerError::ForeignRegistry { name, .. } => format!("if nothing uses it, remove it (`docker rm -f {name}`); otherwise set `spec.registry.local: false` in the topology"),
             DockerError::Simulated(f) => return f.help.clone(),
             _ => return None,
         })
@@ -151,6 +186,9 @@ impl DockerError {
         }
     }
 }
+
+pub mod bundle;
+mod registry;
 
 /// Label kind puts on every node container: the cluster's name.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
@@ -890,6 +928,10 @@ impl ContainerRuntime for Docker {
 
     async fn remove_containers(&self, ids: &[String]) -> Result<usize> {
         self.remove_ids(ids.to_vec(), "").await
+    }
+
+    async fn ensure_registry(&self, spec: &super::RegistryContainer) -> Result<(String, bool)> {
+        self.run_registry(spec).await
     }
 }
 

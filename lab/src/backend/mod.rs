@@ -130,6 +130,14 @@ pub trait ContainerRuntime: Send + Sync {
     /// Force-removes these containers (and their anonymous volumes); returns how many it removed.
     /// Containers already gone are not an error.
     async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError>;
+    /// Runs a lab's local registry container if it is not running yet (FACTS-HELM-KIND B3): created from
+    /// `spec.image` with `spec.labels`, published on `127.0.0.1:<host_port>`, on network `spec.network`.
+    /// A container of that name without `spec.labels` is someone else's: an error, left alone.
+    /// Returns its ID and whether it was created now.
+    async fn ensure_registry(
+        &self,
+        spec: &RegistryContainer,
+    ) -> Result<(String, bool), DockerError>;
 }
 
 /// What [`ContainerRuntime::remove_network_if_unused`] did.
@@ -140,6 +148,21 @@ pub enum NetworkRemoval {
     Gone,
     /// Containers are attached (their names; empty when Docker refused for that reason without naming them).
     InUse(Vec<String>),
+}
+
+/// A lab's local registry container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistryContainer {
+    pub name: String,
+    /// `registry:2`; pulled when the engine does not have it.
+    pub image: String,
+    pub host_port: u16,
+    /// The kind network, so the nodes reach it as `<name>:5000`.
+    pub network: String,
+    /// The lab's labels: what proves the container is the lab's.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The command, when the image's own is not the registry (a test's stand-in image).
+    pub command: Option<Vec<String>>,
 }
 
 /// A container that looks like a kind node (see [`ContainerRuntime::look_alikes`]).
@@ -194,6 +217,9 @@ pub struct CreateCluster {
     pub image: String,
     /// The cluster's own kubeconfig file (never the user's: parallel creates would fight over it).
     pub kubeconfig: std::path::PathBuf,
+    /// Registry mirrors for the nodes' containerd (none: kind's defaults).
+    #[serde(default)]
+    pub registries: kind::NodeRegistries,
 }
 
 /// The cluster provisioner (kind).
@@ -601,6 +627,9 @@ impl ContainerRuntime for Unavailable<DockerError> {
         Err(self.0.clone())
     }
     async fn remove_containers(&self, _: &[String]) -> Result<usize, DockerError> {
+        Err(self.0.clone())
+    }
+    async fn ensure_registry(&self, _: &RegistryContainer) -> Result<(String, bool), DockerError> {
         Err(self.0.clone())
     }
 }

@@ -36,7 +36,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn ok(check: &'static str, detail: impl Into<String>) -> Self {
+    pub(crate) fn ok(check: &'static str, detail: impl Into<String>) -> Self {
         Finding {
             check,
             level: Level::Ok,
@@ -44,7 +44,11 @@ impl Finding {
             fix: None,
         }
     }
-    fn warn(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn warn(
+        check: &'static str,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Finding {
             check,
             level: Level::Warn,
@@ -52,7 +56,11 @@ impl Finding {
             fix: Some(fix.into()),
         }
     }
-    fn fail(check: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn fail(
+        check: &'static str,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Finding {
             check,
             level: Level::Fail,
@@ -232,7 +240,9 @@ pub async fn check(
     if let Some(d) = engine {
         let image = &lab.versions.kind_node_image;
         out.push(node_image(image, d.image_present(image).await.ok()));
+        out.push(crate::images::doctor_finding(lab, d).await);
     }
+    out.extend(crate::images::mirror_findings(lab).await);
     match std::net::TcpListener::bind("127.0.0.1:0") {
         Ok(_) => out.push(Finding::ok(
             "ports",

@@ -293,6 +293,44 @@ impl ContainerRuntime for SimDocker {
         )
         .await
     }
+
+    async fn ensure_registry(
+        &self,
+        spec: &crate::backend::RegistryContainer,
+    ) -> Result<(String, bool), DockerError> {
+        let spec = spec.clone();
+        call(
+            &self.0,
+            Behaviour::DockerNetwork,
+            "",
+            "docker.ensure-registry",
+            format!("simulated registry container {}", spec.name),
+            true,
+            move |st| {
+                if let Some(c) = st.world.containers.get(&spec.name) {
+                    if let Some((k, v)) = spec
+                        .labels
+                        .iter()
+                        .find(|(k, v)| c.labels.get(*k) != Some(v))
+                    {
+                        return Err(DockerError::ForeignRegistry {
+                            name: spec.name.clone(),
+                            host: "the simulated lab".to_owned(),
+                            label: format!("{k}={v}"),
+                        });
+                    }
+                    return Ok((c.id.clone(), false));
+                }
+                st.world.add_container(&spec.name, None, true);
+                let ip = st.world.next_ip();
+                let c = st.world.containers.get_mut(&spec.name).expect("just added");
+                c.labels = spec.labels.clone();
+                c.networks.insert(spec.network.clone(), ip);
+                Ok((c.id.clone(), true))
+            },
+        )
+        .await
+    }
 }
 
 // ---- kind ---------------------------------------------------------------------------------------

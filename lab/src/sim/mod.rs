@@ -41,6 +41,16 @@ pub use world::{Agent, Container, Network, SimCluster, SimRelease, TokenInfo, Wo
 use crate::backend::{Backends, ClusterApi, ObjectRef};
 use engine::Shared;
 
+/// Renders a chart with the simulated lab's models of the pinned charts (the same renders `--simulate`
+/// installs), like `helm template` with these values. Used where a rendering must work offline, such as
+/// the image list (`ocm-lab images list`); it knows only the chart versions the catalog pins.
+pub fn render_chart(
+    chart: &crate::charts::ChartPlan,
+    values: &Value,
+) -> Result<crate::backend::Rendered, crate::backend::HelmError> {
+    charts::render(chart, values)
+}
+
 /// One backend call as the simulated lab saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {

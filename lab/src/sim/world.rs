@@ -434,7 +434,7 @@ impl World {
     }
 
     /// A next free address on the `kind` network: 172.18.0.2, 172.18.0.3, …
-    fn next_ip(&self) -> String {
+    pub(crate) fn next_ip(&self) -> String {
         let ip = |i: u32| format!("172.18.{}.{}", i / 254, i % 254 + u32::from(i / 254 > 0));
         // Addresses in use as indexes (one pass, no formatting per candidate).
         let index = |addr: &str| -> Option<u32> {

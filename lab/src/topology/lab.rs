@@ -41,6 +41,58 @@ pub struct Lab {
     pub service_accounts: Vec<ServiceAccount>,
     pub verify: Verify,
     pub timeouts: Timeouts,
+    /// Registry mirrors and the local registry (`spec.registry`).
+    pub registry: Registry,
+}
+
+/// Host port of the local registry, as in kind's local-registry guide (FACTS-HELM-KIND B3).
+pub const LOCAL_REGISTRY_PORT: u16 = 5001;
+/// The image of the local registry (kind's guide).
+pub const LOCAL_REGISTRY_IMAGE: &str = "registry:2";
+
+/// Where the kind nodes pull images from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Registry {
+    /// Mirrors in file order, each host once.
+    pub mirrors: Vec<Mirror>,
+    /// The local registry container, with `spec.registry.local: true`.
+    pub local: Option<LocalRegistry>,
+}
+
+/// A registry host and the mirror the nodes pull its images from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mirror {
+    /// `quay.io`, `docker.io`, `localhost:5001`.
+    pub host: String,
+    /// `http://mirror.classroom:5000` (no trailing slash).
+    pub url: String,
+}
+
+/// The lab's local registry container (FACTS-HELM-KIND B3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalRegistry {
+    /// Container name, also its name on the kind network: `<lab>-registry`.
+    pub container: String,
+    pub image: String,
+    /// On 127.0.0.1 of this machine.
+    pub host_port: u16,
+}
+
+impl Registry {
+    /// Every mirror the nodes use: the topology's, and the local registry as the mirror of
+    /// `localhost:<port>` (so `localhost:5001/x` works on the host and in the nodes alike).
+    pub fn node_mirrors(&self) -> Vec<Mirror> {
+        let mut out = self.mirrors.clone();
+        if let Some(l) = &self.local {
+            out.push(Mirror {
+                host: format!("localhost:{}", l.host_port),
+                url: format!("http://{}:5000", l.container),
+            });
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -66,6 +66,24 @@ pub struct TopologySpec {
     pub verify: Verify,
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// Where the kind nodes pull images from: mirrors per registry, and a local registry.
+    #[serde(default)]
+    pub registry: Registry,
+}
+
+/// Registry settings for every kind cluster of the lab (written into each node's containerd config).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Registry {
+    /// Registry host → mirror URL, for example `quay.io: http://mirror.classroom:5000`. The nodes pull
+    /// that registry's images from the mirror first and fall back to the registry itself.
+    #[serde(default, deserialize_with = "spanned_map")]
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub mirrors: SpannedMap,
+    /// Run a local registry container (`registry:2`, as kind's local-registry guide does) on the kind
+    /// network; images pushed to `localhost:5001/…` on this machine are pulled by the nodes from it.
+    #[serde(default)]
+    pub local: bool,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

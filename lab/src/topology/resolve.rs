@@ -156,7 +156,91 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>) -> Option<Lab>
         service_accounts,
         verify,
         timeouts,
+        registry: registry(c, &spec.registry, &t.metadata.name.value),
     })
+}
+
+/// `spec.registry`: each mirror host a registry host (`quay.io`, `localhost:5001`) and each URL an
+/// `http://` or `https://` URL with a host, so a typo fails here, not as a pull error in a node.
+fn registry(c: &mut Collector<'_>, r: &model::Registry, lab: &str) -> Registry {
+    let mut mirrors = Vec::new();
+    for (host, url) in &r.mirrors {
+        let field = format!("spec.registry.mirrors.{}", host.value);
+        let mut ok = true;
+        if let Err(why) = registry_host(&host.value) {
+            c.error(at(host), field.clone(), format!("`{}` is not a registry host: {why}", host.value))
+                .help("use the registry's host name as images name it, with a port if it has one: `quay.io`, `docker.io`, `registry.k8s.io`, `localhost:5001`");
+            ok = false;
+        }
+        if let Err(why) = mirror_url(&url.value) {
+            c.error(at(url), field, format!("`{}` is not a mirror URL: {why}", url.value))
+                .help("write the mirror as a URL with its scheme, host and port: `http://mirror.classroom:5000` or `https://mirror.example.com`");
+            ok = false;
+        }
+        if ok {
+            mirrors.push(Mirror {
+                host: host.value.clone(),
+                url: url.value.trim_end_matches('/').to_owned(),
+            });
+        }
+    }
+    Registry {
+        mirrors,
+        local: r.local.then(|| LocalRegistry {
+            container: format!("{lab}-registry"),
+            image: LOCAL_REGISTRY_IMAGE.to_owned(),
+            host_port: LOCAL_REGISTRY_PORT,
+        }),
+    }
+}
+
+/// A registry host as image references name it: a DNS name or IP, with an optional port.
+fn registry_host(h: &str) -> Result<(), String> {
+    if h.contains("://") {
+        return Err(
+            "it has a scheme; the key is the registry's host, the URL goes in the value".into(),
+        );
+    }
+    if h.contains('/') {
+        return Err("it has a path".into());
+    }
+    let (name, port) = match h.rsplit_once(':') {
+        Some((n, p)) => (n, Some(p)),
+        None => (h, None),
+    };
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '.' || ch == '-')
+        || name.starts_with(['.', '-'])
+        || name.ends_with(['.', '-'])
+    {
+        return Err("a host has letters, digits, dots and dashes".into());
+    }
+    if let Some(p) = port
+        && !p.parse::<u16>().is_ok_and(|p| p != 0)
+    {
+        return Err(format!("`{p}` is not a port"));
+    }
+    Ok(())
+}
+
+/// A mirror URL: `http://` or `https://`, a host, an optional port and path, nothing else.
+fn mirror_url(u: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = u.split_once("://") else {
+        return Err("it has no scheme (`http://` or `https://`)".into());
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("the scheme `{scheme}` is neither http nor https"));
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err("credentials do not belong in the URL".into());
+    }
+    if u.contains(char::is_whitespace) || u.contains(['?', '#', '"']) {
+        return Err("it has spaces, a query, a fragment or quotes".into());
+    }
+    registry_host(authority).map_err(|why| format!("its host `{authority}`: {why}"))
 }
 
 fn versions(c: &mut Collector<'_>, v: &model::Versions) -> Option<LabVersions> {

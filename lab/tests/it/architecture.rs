@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["actions"],
     &["engine"],
     &["sim"],
-    &["cli", "run", "commands", "error"],
+    &["cli", "run", "commands", "error", "images"],
 ];
 
 /// Upward arrows ARCHITECTURE.md names ("Which way imports point"), as (importer, imported).

@@ -2,6 +2,7 @@
 
 mod addons_first;
 mod architecture;
+mod bundle;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
@@ -14,6 +15,7 @@ mod docker;
 mod engine;
 mod helm_release;
 mod hub_webhooks;
+mod images;
 mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
@@ -24,6 +26,7 @@ mod plan;
 mod preflight;
 mod quiet_output;
 mod recorded_objects;
+mod registry;
 mod resume;
 mod robustness;
 mod run_outcomes;

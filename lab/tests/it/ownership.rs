@@ -328,6 +328,7 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
             name: "mini-hub".into(),
             image: "kindest/node:v1.36.1".into(),
             kubeconfig: h.state.kubeconfig("mini-hub"),
+            registries: Default::default(),
         })
         .await
         .unwrap_err();

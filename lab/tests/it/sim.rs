@@ -131,6 +131,7 @@ impl Sim {
                 name: name.to_owned(),
                 image: "kindest/node:v1.36.1".to_owned(),
                 kubeconfig: kubeconfig.clone(),
+                registries: Default::default(),
             })
             .await
             .unwrap();
@@ -406,6 +407,7 @@ async fn kind_clusters_are_containers_on_the_kind_network() {
                 name: "hub".into(),
                 image: "kindest/node:v1.36.1".into(),
                 kubeconfig: s.dir.path().join("again"),
+                registries: Default::default(),
             })
             .await
             .unwrap_err();
@@ -1741,6 +1743,7 @@ async fn a_call_that_always_fails_is_permanent() {
                     name: "c".into(),
                     image: "kindest/node:v1.36.1".into(),
                     kubeconfig: s.dir.path().join("c"),
+                    registries: Default::default(),
                 })
                 .await
                 .unwrap_err();

@@ -264,7 +264,7 @@ const FAKE_HELM: &str = "#!/bin/sh\nprintf 'v3.19.0'\n";
 
 #[test]
 fn kind_config_binds_the_api_server_to_the_chosen_port() {
-    let yaml = kind::kind_config(41234);
+    let yaml = kind::kind_config(41234, &Default::default());
     let v: Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(
         v,
@@ -289,6 +289,7 @@ fn create_args_name_image_kubeconfig_and_read_the_config_from_stdin() {
         name: "hub".into(),
         image: "kindest/node:v1.36.1".into(),
         kubeconfig: "/state/lab/kubeconfigs/hub.yaml".into(),
+        registries: Default::default(),
     };
     assert_eq!(
         kind::create_args(&req),
@@ -514,6 +515,7 @@ fn hub_request(dir: &Path) -> CreateCluster {
         name: "hub".into(),
         image: "kindest/node:v1.36.1".into(),
         kubeconfig: dir.join("kubeconfigs/hub.yaml"),
+        registries: Default::default(),
     }
 }
 

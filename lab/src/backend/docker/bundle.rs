@@ -1,0 +1,341 @@
+//! Image bundles through the Docker API: the start of `ocm-lab bundle save` / `up --bundle` (issue 13
+//! items 3–4). A bundle is a tar holding `manifest.json` first, then one `docker save` archive per image
+//! (`images/<n>.tar`). The manifest names each item (name, kind, path, sha256 digest, size); loading checks
+//! every digest and size before it sends anything to Docker, so a truncated or tampered bundle is refused
+//! and nothing is half-loaded.
+//!
+//! Nothing is held in memory whole: saving streams each `GET /images/get` answer into a temporary file
+//! while hashing it (a tar entry needs its size up front), then copies the files into the bundle; loading
+//! hashes each entry in one pass over the file, then streams each entry from its offset into
+//! `POST /images/load`.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use bollard::query_parameters::ImportImageOptionsBuilder;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
+
+use super::Docker;
+use super::DockerError;
+
+type Result<T, E = DockerError> = std::result::Result<T, E>;
+
+/// The bundle format this code writes and reads.
+pub const FORMAT: &str = "ocm-lab.open-cluster-management.io/bundle/v1alpha1";
+/// The manifest's path in the bundle (its first entry).
+pub const MANIFEST: &str = "manifest.json";
+/// Chunk size of the streams to and from Docker.
+const CHUNK: usize = 1 << 20;
+
+/// What a bundle holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub items: Vec<Item>,
+}
+
+/// One item of a bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// The image reference (`quay.io/open-cluster-management/work:v1.3.1`).
+    pub name: String,
+    /// `image` (the node image and chart images alike: a `docker save` archive).
+    pub kind: String,
+    /// Its entry in the bundle.
+    pub path: String,
+    /// `sha256:<hex>` of the entry.
+    pub digest: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> DockerError {
+    move |e| DockerError::Io {
+        what,
+        detail: e.to_string(),
+    }
+}
+
+impl Docker {
+    /// Writes a bundle of `images` (each must be in the engine) to `out`, streamed; returns its manifest.
+    /// An image the engine lacks fails before anything is written, naming it.
+    pub async fn save_bundle(&self, images: &[String], out: &Path) -> Result<Manifest> {
+        for image in images {
+            if !self.image_present(image).await? {
+                return Err(DockerError::NotInEngine {
+                    image: image.clone(),
+                    host: self.host.clone(),
+                });
+            }
+        }
+        let scratch = tempdir_near(out)?;
+        let mut items = Vec::new();
+        let mut files = Vec::new();
+        for (n, image) in images.iter().enumerate() {
+            let path = scratch.path().join(format!("{n}.tar"));
+            let mut file = tokio::fs::File::create(&path)
+                .await
+                .map_err(io_err(format!("create {}", path.display())))?;
+            let mut hash = Sha256::new();
+            let mut size = 0u64;
+            let mut stream = self.client.export_image(image);
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| self.err(&format!("export image {image}"), e))?;
+                hash.update(&chunk);
+                size += chunk.len() as u64;
+                file.write_all(&chunk)
+                    .await
+                    .map_err(io_err(format!("write {}", path.display())))?;
+            }
+            file.flush()
+                .await
+                .map_err(io_err(format!("write {}", path.display())))?;
+            items.push(Item {
+                name: image.clone(),
+                kind: "image".to_owned(),
+                path: format!("images/{n}.tar"),
+                digest: format!("sha256:{}", hex::encode(hash.finalize())),
+                size,
+            });
+            files.push(path);
+        }
+        let manifest = Manifest {
+            format: FORMAT.to_owned(),
+            items,
+        };
+        let out = out.to_owned();
+        let m = manifest.clone();
+        tokio::task::spawn_blocking(move || write_tar(&out, &m, &files))
+            .await
+            .map_err(|e| DockerError::TaskStopped {
+                what: "bundle writer".to_owned(),
+                detail: e.to_string(),
+            })??;
+        drop(scratch);
+        Ok(manifest)
+    }
+
+    /// Loads a bundle's images into the engine, after checking every entry against the manifest; a
+    /// bundle that fails the check is refused before anything is loaded. Returns the manifest.
+    pub async fn load_bundle(&self, bundle: &Path) -> Result<Manifest> {
+        let path = bundle.to_owned();
+        let (manifest, offsets) = tokio::task::spawn_blocking(move || verify(&path))
+            .await
+            .map_err(|e| DockerError::TaskStopped {
+                what: "bundle check".to_owned(),
+                detail: e.to_string(),
+            })??;
+        for (item, offset) in manifest.items.iter().zip(offsets) {
+            let mut file = tokio::fs::File::open(bundle)
+                .await
+                .map_err(io_err(format!("open {}", bundle.display())))?;
+            file.seek(std::io::SeekFrom::Start(offset))
+                .await
+                .map_err(io_err(format!("read {}", bundle.display())))?;
+            let body = futures::stream::unfold(
+                (file.take(item.size), false),
+                |(mut r, done)| async move {
+                    if done {
+                        return None;
+                    }
+                    let mut buf = vec![0u8; CHUNK];
+                    match r.read(&mut buf).await {
+                        Ok(0) => None,
+                        Ok(n) => {
+                            buf.truncate(n);
+                            Some((Ok(bytes::Bytes::from(buf)), (r, false)))
+                        }
+                        Err(e) => Some((Err(e), (r, true))),
+                    }
+                },
+            );
+            let mut progress = self.client.import_image_stream(
+                ImportImageOptionsBuilder::default().quiet(true).build(),
+                body,
+                None,
+            );
+            while let Some(p) = progress.next().await {
+                p.map_err(|e| {
+                    self.err(
+                        &format!("load image {} from {}", item.name, bundle.display()),
+                        e,
+                    )
+                })?;
+            }
+        }
+        Ok(manifest)
+    }
+}
+
+/// A private temporary folder beside `out` (same file system, so no surprise about free space elsewhere),
+/// removed when dropped (`tempfile`, 0700).
+fn tempdir_near(out: &Path) -> Result<tempfile::TempDir> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".ocm-lab-bundle")
+        .tempdir_in(&parent)
+        .map_err(|e| DockerError::Io {
+            what: format!("create a temporary folder in {}", parent.display()),
+            detail: e.to_string(),
+        })
+}
+
+fn write_tar(out: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
+    let partial = out.with_extension("partial");
+    let write = || -> std::io::Result<()> {
+        let mut tar = tar::Builder::new(std::io::BufWriter::new(std::fs::File::create(&partial)?));
+        let json = serde_json::to_vec_pretty(manifest).expect("manifests serialize");
+        let mut header = tar::Header::new_gnu();
+        header.set_size(json.len() as u64);
+        header.set_mode(0o644);
+        tar.append_data(&mut header, MANIFEST, json.as_slice())?;
+        for (item, file) in manifest.items.iter().zip(files) {
+            let mut f = std::fs::File::open(file)?;
+            let mut header = tar::Header::new_gnu();
+            header.set_size(item.size);
+            header.set_mode(0o644);
+            tar.append_data(&mut header, &item.path, &mut f)?;
+        }
+        tar.into_inner()?.flush()
+    };
+    // Written under another name and renamed: a cut-off save never leaves a bundle that looks whole.
+    write()
+        .and_then(|()| std::fs::rename(&partial, out))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&partial);
+            DockerError::Io {
+                what: format!("write the bundle {}", out.display()),
+                detail: e.to_string(),
+            }
+        })
+}
+
+/// Why a bundle is refused.
+fn refuse(bundle: &Path, why: String) -> DockerError {
+    DockerError::BundleRefused {
+        bundle: bundle.display().to_string(),
+        why,
+    }
+}
+
+/// Reads the whole bundle once: the manifest, then each entry's digest and size against it. Returns the
+/// manifest and the data offset of each item, in manifest order.
+pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
+    let file = std::fs::File::open(bundle).map_err(|e| DockerError::Io {
+        what: format!("open bundle {}", bundle.display()),
+        detail: e.to_string(),
+    })?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+    let mut entries = archive
+        .entries_with_seek()
+        .map_err(|e| refuse(bundle, format!("it is not a tar archive ({e})")))?;
+    let manifest: Manifest = {
+        let mut first = match entries.next() {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => return Err(refuse(bundle, format!("it is not a tar archive ({e})"))),
+            None => return Err(refuse(bundle, "it is empty".to_owned())),
+        };
+        let path = first
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path != MANIFEST {
+            return Err(refuse(
+                bundle,
+                format!("its first entry is `{path}`, not {MANIFEST}"),
+            ));
+        }
+        let mut text = Vec::new();
+        first
+            .read_to_end(&mut text)
+            .map_err(|e| refuse(bundle, format!("its manifest is cut off ({e})")))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| refuse(bundle, format!("its manifest is not valid ({e})")))?
+    };
+    if manifest.format != FORMAT {
+        return Err(refuse(
+            bundle,
+            format!(
+                "its format is `{}`; this ocm-lab reads `{FORMAT}`",
+                manifest.format
+            ),
+        ));
+    }
+    let mut found: std::collections::HashMap<String, (String, u64, u64)> = Default::default();
+    for entry in entries {
+        let mut entry =
+            entry.map_err(|e| refuse(bundle, format!("it is truncated or damaged ({e})")))?;
+        let path = entry
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let offset = entry.raw_file_position();
+        let declared = entry.size();
+        let mut hash = Sha256::new();
+        let mut buf = vec![0u8; CHUNK];
+        let mut read = 0u64;
+        loop {
+            let n = entry
+                .read(&mut buf)
+                .map_err(|e| refuse(bundle, format!("{path} is truncated ({e})")))?;
+            if n == 0 {
+                break;
+            }
+            hash.update(&buf[..n]);
+            read += n as u64;
+        }
+        if read != declared {
+            return Err(refuse(
+                bundle,
+                format!("{path} is truncated: {read} of its {declared} bytes are there"),
+            ));
+        }
+        found.insert(
+            path,
+            (
+                format!("sha256:{}", hex::encode(hash.finalize())),
+                read,
+                offset,
+            ),
+        );
+    }
+    // A file cut inside the tar's end blocks still parses: compare with the manifest, item by item.
+    let mut offsets = Vec::new();
+    for item in &manifest.items {
+        let Some((digest, size, offset)) = found.get(&item.path) else {
+            return Err(refuse(
+                bundle,
+                format!(
+                    "{} ({}) is missing: the bundle is truncated",
+                    item.path, item.name
+                ),
+            ));
+        };
+        if *size != item.size {
+            return Err(refuse(
+                bundle,
+                format!(
+                    "{} ({}) has {size} bytes, the manifest says {}",
+                    item.path, item.name, item.size
+                ),
+            ));
+        }
+        if *digest != item.digest {
+            return Err(refuse(
+                bundle,
+                format!(
+                    "{} ({}) has digest {digest}, the manifest says {}: it was changed or damaged",
+                    item.path, item.name, item.digest
+                ),
+            ));
+        }
+        offsets.push(*offset);
+    }
+    Ok((manifest, offsets))
+}

@@ -1,0 +1,520 @@
+//! The images a lab runs: `ocm-lab images list`, and the doctor's check of which are already in the
+//! local Docker engine.
+//!
+//! The list is derived, never kept by hand: the kind node image from the topology, and every image
+//! referenced by the objects the charts render for the pinned chart versions and the lab's values. The
+//! charts are rendered with the simulated lab's models of the pinned charts (`sim/charts.rs`, the same
+//! renders `--simulate` installs), with the lab's chart patches applied, so the list needs no network and
+//! no helm. An image counts wherever a rendered object names one: a container's `image`, a custom
+//! resource's `*ImagePullSpec` (the OCM operators deploy the agents from those), an `image` field of
+//! another custom resource (cluster-proxy's ManagedProxyConfiguration), an `--*image*=` argument or an
+//! `*_IMAGE` environment variable. FACTS-OCM-ROUND2 §3 lists what this gives for the pinned versions; no
+//! chart pins a digest, so only the node image has one.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::charts::ChartPlan;
+use crate::topology::{Lab, Provider};
+use crate::workflow::Plan;
+
+/// What an image is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageKind {
+    /// The kindest/node image every kind cluster boots from (pulled by Docker on the host).
+    Node,
+    /// An image a chart's objects (or the operators they configure) run in the clusters (pulled by the
+    /// nodes' containerd).
+    Chart,
+    /// The local registry's image (`spec.registry.local`), run by Docker on the host.
+    Registry,
+}
+
+/// One image the lab runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabImage {
+    /// The reference as the lab uses it (`quay.io/open-cluster-management/work:v1.3.1`).
+    pub image: String,
+    /// The reference without tag and digest (`quay.io/open-cluster-management/work`).
+    pub repository: String,
+    pub tag: Option<String>,
+    /// `sha256:…` when the reference pins one.
+    pub digest: Option<String>,
+    pub kind: ImageKind,
+    /// The lab clusters that run it.
+    pub clusters: Vec<String>,
+    /// Where it was found: `cluster-manager 1.3.1: Deployment open-cluster-management/cluster-manager
+    /// spec.template.spec.containers[0].image`, or `topology: spec.versions.kindNodeImage`.
+    pub sources: Vec<String>,
+}
+
+/// Why the image list could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("failed to render chart {chart} {version} for the image list: {message}")]
+pub struct ImagesError {
+    pub chart: String,
+    pub version: String,
+    pub message: String,
+}
+
+/// The parts of an image reference: `(repository, tag, digest)`. The tag is what follows the last `:`
+/// after the last `/` (so a registry port is not a tag).
+pub fn split_reference(image: &str) -> (String, Option<String>, Option<String>) {
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d.to_owned())),
+        None => (image, None),
+    };
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    match rest[last_slash..].rfind(':') {
+        Some(i) => (
+            rest[..last_slash + i].to_owned(),
+            Some(rest[last_slash + i + 1..].to_owned()),
+            digest,
+        ),
+        None => (rest.to_owned(), None, digest),
+    }
+}
+
+/// Whether a string looks like an image reference (`registry/name:tag`, `name@sha256:…`), not a flag
+/// value such as `true` or a path.
+fn looks_like_image(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('/')
+        && !s.contains(char::is_whitespace)
+        && (s.contains('/') || s.contains(':'))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/:@._-".contains(c))
+}
+
+/// Every image a rendered object names, with the JSON path where it does: container images, `image`
+/// fields, `*ImagePullSpec` fields, `--*image*=` arguments and `*_IMAGE` environment variables.
+pub fn images_in(object: &Value) -> Vec<(String, String)> {
+    fn walk(v: &Value, path: &str, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::Object(map) => {
+                // An `env` item: {name: AGENT_IMAGE, value: quay.io/…}.
+                if let (Some(Value::String(name)), Some(Value::String(value))) =
+                    (map.get("name"), map.get("value"))
+                    && name.ends_with("_IMAGE")
+                    && looks_like_image(value)
+                {
+                    out.push((value.clone(), format!("{path}.value")));
+                }
+                for (k, child) in map {
+                    let here = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    match child {
+                        Value::String(s)
+                            if (k == "image"
+                                || k.ends_with("ImagePullSpec")
+                                || k == "imagePullSpec")
+                                && looks_like_image(s) =>
+                        {
+                            out.push((s.clone(), here));
+                        }
+                        _ => walk(child, &here, out),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::String(s) => {
+                            if let Some((flag, value)) = s.split_once('=')
+                                && flag.starts_with("--")
+                                && flag.contains("image")
+                                && looks_like_image(value)
+                            {
+                                out.push((value.to_owned(), format!("{path}[{i}]")));
+                            }
+                        }
+                        other => walk(other, &format!("{path}[{i}]"), out),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(object, "", &mut out);
+    out
+}
+
+/// `Deployment open-cluster-management/cluster-manager`.
+fn describe(object: &Value) -> String {
+    match crate::backend::ObjectRef::of(object) {
+        Some(r) => r.to_string(),
+        None => "an object without a name".to_owned(),
+    }
+}
+
+/// The objects a chart of the plan renders (with the plan's values and the lab's patches for it), from
+/// the simulated lab's models of the pinned charts.
+pub fn render(
+    chart: &ChartPlan,
+    patches: &crate::patch::PatchSet,
+) -> Result<Vec<Value>, ImagesError> {
+    let err = |message: String| ImagesError {
+        chart: chart.chart.name().to_owned(),
+        version: chart.version.clone(),
+        message,
+    };
+    let mut rendered =
+        crate::sim::render_chart(chart, &chart.values).map_err(|e| err(e.to_string()))?;
+    let version = semver::Version::parse(&chart.version).map_err(|e| err(e.to_string()))?;
+    let applicable = patches.for_chart(chart.chart.name(), &version);
+    if !applicable.is_empty() {
+        crate::patch::apply(&applicable, &mut rendered.objects).map_err(|e| err(e.to_string()))?;
+    }
+    Ok(rendered.objects)
+}
+
+/// The lab clusters an image found at `path` in `chart`'s objects runs on: the chart's own cluster, and
+/// for an addon's agent image (the ManagedProxyConfiguration's `proxyAgent.image`, an
+/// `--agent-image-name=` argument) also the clusters the addon manager deploys its agent to.
+fn runs_on(lab: &Lab, chart: &ChartPlan, path: &str) -> Vec<String> {
+    let mut out = vec![chart.cluster.clone()];
+    let agent = path.contains("proxyAgent") || path.contains("args[");
+    let managed = match chart.chart {
+        crate::topology::catalog::Chart::ClusterProxy if agent => {
+            lab.addons.cluster_proxy.as_ref().map(|a| &a.clusters)
+        }
+        crate::topology::catalog::Chart::ManagedServiceaccount if agent => lab
+            .addons
+            .managed_serviceaccount
+            .as_ref()
+            .map(|a| &a.clusters),
+        _ => None,
+    };
+    for name in managed.into_iter().flatten() {
+        if let Some(m) = lab.managed_cluster(name)
+            && !out.contains(&m.cluster)
+        {
+            out.push(m.cluster.clone());
+        }
+    }
+    out
+}
+
+/// Every image the lab runs: the node image (when a cluster is made by kind), then the charts' images,
+/// sorted by reference.
+pub fn list(
+    lab: &Lab,
+    plan: &Plan,
+    patches: &crate::patch::PatchSet,
+) -> Result<Vec<LabImage>, ImagesError> {
+    let mut out: Vec<LabImage> = Vec::new();
+    let kind_clusters: Vec<String> = lab
+        .clusters()
+        .filter(|c| c.provider == Provider::Kind)
+        .map(|c| c.name.clone())
+        .collect();
+    if !kind_clusters.is_empty() {
+        let image = &lab.versions.kind_node_image;
+        let (repository, tag, digest) = split_reference(image);
+        out.push(LabImage {
+            image: image.clone(),
+            repository,
+            tag,
+            digest,
+            kind: ImageKind::Node,
+            clusters: kind_clusters,
+            sources: vec!["topology: spec.versions.kindNodeImage".to_owned()],
+        });
+    }
+    let mut charts: BTreeMap<String, LabImage> = BTreeMap::new();
+    for chart in plan.charts() {
+        for object in render(chart, patches)? {
+            for (image, path) in images_in(&object) {
+                let entry = charts.entry(image.clone()).or_insert_with(|| {
+                    let (repository, tag, digest) = split_reference(&image);
+                    LabImage {
+                        image: image.clone(),
+                        repository,
+                        tag,
+                        digest,
+                        kind: ImageKind::Chart,
+                        clusters: Vec::new(),
+                        sources: Vec::new(),
+                    }
+                });
+                for cluster in runs_on(lab, chart, &path) {
+                    if !entry.clusters.contains(&cluster) {
+                        entry.clusters.push(cluster);
+                    }
+                }
+                let source = format!(
+                    "{} {}: {} {path}",
+                    chart.chart.name(),
+                    chart.version,
+                    describe(&object)
+                );
+                if !entry.sources.contains(&source) {
+                    entry.sources.push(source);
+                }
+            }
+        }
+    }
+    out.extend(charts.into_values());
+    if let Some(local) = &lab.registry.local {
+        let (repository, tag, digest) = split_reference(&local.image);
+        out.push(LabImage {
+            image: local.image.clone(),
+            repository,
+            tag,
+            digest,
+            kind: ImageKind::Registry,
+            clusters: Vec::new(),
+            sources: vec!["topology: spec.registry.local".to_owned()],
+        });
+    }
+    Ok(out)
+}
+
+/// `ocm-lab images …`.
+pub fn command(c: &crate::cli::ImagesCommand) -> Result<(), crate::error::Error> {
+    use std::io::Write as _;
+    match c {
+        crate::cli::ImagesCommand::List(args) => {
+            let (loaded, sources, patches) = crate::commands::inputs(&args.lab)?;
+            let plan = crate::workflow::plan::plan(
+                &loaded.lab,
+                &sources,
+                &crate::actions::Registry,
+                &patches,
+                "up",
+            )?;
+            let images = list(&loaded.lab, &plan, &patches)?;
+            let text = match args.output.output {
+                crate::cli::Output::Human => render_list(&images),
+                crate::cli::Output::Json => format!(
+                    "{}\n",
+                    serde_json::to_string(&images).expect("image lists serialize")
+                ),
+                crate::cli::Output::Yaml => {
+                    serde_saphyr::to_string(&images).expect("image lists serialize to YAML")
+                }
+            };
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(crate::error::Error::Stdout)
+        }
+    }
+}
+
+/// Which of the lab's images (with the embedded workflows and chart patches) the local Docker engine
+/// already has, and which would have to be pulled: the doctor's `images` finding, a warning when any
+/// is missing.
+pub async fn doctor_finding(
+    lab: &Lab,
+    docker: &crate::backend::docker::Docker,
+) -> crate::commands::doctor::Finding {
+    use crate::commands::doctor::Finding;
+    let listed = crate::patch::PatchSet::embedded()
+        .map_err(|e| e.to_string())
+        .and_then(|patches| {
+            let plan = crate::workflow::plan::plan(
+                lab,
+                &crate::workflow::Sources::embedded(),
+                &crate::actions::Registry,
+                &patches,
+                "up",
+            )
+            .map_err(|e| e.to_string())?;
+            list(lab, &plan, &patches).map_err(|e| e.to_string())
+        });
+    let images = match listed {
+        Ok(images) => images,
+        Err(e) => {
+            return Finding::warn(
+                "images",
+                format!("could not list the lab's images: {e}"),
+                "`ocm-lab images list` shows the same error",
+            );
+        }
+    };
+    let (present, missing) = partition_present(docker, &images).await;
+    let missing = match missing {
+        Ok(m) => m,
+        Err(e) => {
+            return Finding::warn(
+                "images",
+                format!("could not ask Docker which images it has: {e}"),
+                "`docker images` lists them",
+            );
+        }
+    };
+    if missing.is_empty() {
+        return Finding::ok(
+            "images",
+            format!(
+                "all {} images the lab runs are in the local Docker engine",
+                images.len()
+            ),
+        );
+    }
+    Finding::warn(
+        "images",
+        format!(
+            "{} of {} images the lab runs are not in the local Docker engine and would have to be pulled from their registries ({present} present): {}",
+            missing.len(),
+            images.len(),
+            missing.join(", ")
+        ),
+        "with network access, `docker pull` them (`ocm-lab images list` names them all); for a room without it, \
+         point the nodes at a mirror with `spec.registry.mirrors` in the topology",
+    )
+}
+
+/// Whether each mirror of `spec.registry.mirrors` answers the registry API (`GET <url>/v2/`: any HTTP
+/// answer, 200 or 401, is a registry that is there): one finding per mirror, a warning for one that does
+/// not answer, naming it and what to do. Without mirrors, nothing.
+pub async fn mirror_findings(lab: &Lab) -> Vec<crate::commands::doctor::Finding> {
+    use crate::commands::doctor::Finding;
+    let mut out = Vec::new();
+    for m in &lab.registry.mirrors {
+        let url = format!("{}/v2/", m.url);
+        let probe = url.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            let config = ureq::Agent::config_builder()
+                .timeout_global(Some(std::time::Duration::from_secs(5)))
+                .http_status_as_error(false)
+                .user_agent(concat!("ocm-lab/", env!("CARGO_PKG_VERSION")))
+                .build();
+            let agent = ureq::Agent::new_with_config(config);
+            agent
+                .get(&probe)
+                .call()
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        out.push(match answer {
+            Ok(status) => Finding::ok(
+                "mirror",
+                format!("{} mirror {} answers (HTTP {status} on /v2/)", m.host, m.url),
+            ),
+            Err(e) => Finding::warn(
+                "mirror",
+                format!("{} mirror {} does not answer: {e}", m.host, m.url),
+                format!(
+                    "start the mirror or correct its URL in spec.registry.mirrors; until it answers the nodes fall back to {} itself, which needs the network",
+                    m.host
+                ),
+            ),
+        });
+    }
+    out
+}
+
+/// How many of `images` Docker has, and the references it does not have.
+async fn partition_present(
+    docker: &crate::backend::docker::Docker,
+    images: &[LabImage],
+) -> (usize, Result<Vec<String>, crate::backend::DockerError>) {
+    let mut present = 0;
+    let mut missing = Vec::new();
+    for i in images {
+        match docker.image_present(&i.image).await {
+            Ok(true) => present += 1,
+            Ok(false) => missing.push(i.image.clone()),
+            Err(e) => return (present, Err(e)),
+        }
+    }
+    (present, Ok(missing))
+}
+
+/// The human form of `images list`.
+pub fn render_list(images: &[LabImage]) -> String {
+    let mut out = String::new();
+    let width = images
+        .iter()
+        .map(|i| i.image.len())
+        .max()
+        .unwrap_or(5)
+        .min(90);
+    let _ = writeln!(out, "{:<width$}  {:<8}  CLUSTERS", "IMAGE", "KIND");
+    for i in images {
+        let kind = match i.kind {
+            ImageKind::Node => "node",
+            ImageKind::Chart => "chart",
+            ImageKind::Registry => "registry",
+        };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {kind:<8}  {}",
+            i.image,
+            i.clusters.join(",")
+        );
+    }
+    let pinned = images.iter().filter(|i| i.digest.is_some()).count();
+    let _ = writeln!(
+        out,
+        "\n{}, {pinned} pinned by digest (the charts pin none: FACTS-OCM-ROUND2 §3); chart images come from ocm-lab's models of the pinned charts (`-o json` says where each was found)",
+        crate::text::count(images.len(), "image", "images")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn references_split_into_repository_tag_and_digest() {
+        assert_eq!(
+            split_reference("kindest/node:v1.36.1@sha256:abc"),
+            (
+                "kindest/node".into(),
+                Some("v1.36.1".into()),
+                Some("sha256:abc".into())
+            )
+        );
+        assert_eq!(
+            split_reference("localhost:5001/x"),
+            ("localhost:5001/x".into(), None, None)
+        );
+        assert_eq!(
+            split_reference("registry:2"),
+            ("registry".into(), Some("2".into()), None)
+        );
+    }
+
+    #[test]
+    fn images_are_found_in_containers_pull_specs_arguments_and_env() {
+        let obj = json!({
+            "kind": "X",
+            "spec": {
+                "workImagePullSpec": "q.io/o/work:v1",
+                "proxyServer": {"image": "q.io/o/cp:v2", "replicas": 1},
+                "template": {"spec": {"containers": [{
+                    "image": "q.io/o/op:v1",
+                    "args": ["/manager", "--agent-image-name=q.io/o/agent:v3", "--leader-elect=true"],
+                    "env": [{"name": "AGENT_IMAGE", "value": "q.io/o/env:v4"}, {"name": "X", "value": "a/b"}],
+                }]}},
+            },
+        });
+        let found: Vec<String> = images_in(&obj).into_iter().map(|(i, _)| i).collect();
+        for want in [
+            "q.io/o/work:v1",
+            "q.io/o/cp:v2",
+            "q.io/o/op:v1",
+            "q.io/o/agent:v3",
+            "q.io/o/env:v4",
+        ] {
+            assert!(found.contains(&want.to_owned()), "{want} not in {found:?}");
+        }
+        assert_eq!(found.len(), 5, "{found:?}");
+    }
+}

@@ -1,0 +1,203 @@
+//! `ocm-lab images list`: the images come from the rendered charts and match FACTS-OCM-ROUND2 §3.
+
+use std::collections::BTreeSet;
+
+use ocm_lab::images::{ImageKind, LabImage};
+use serde_json::Value;
+
+use crate::common::{self, fixtures, ocm_lab};
+
+fn images(lab: &ocm_lab::topology::Lab) -> Vec<LabImage> {
+    let patches = ocm_lab::patch::PatchSet::embedded().expect("embedded patches load");
+    ocm_lab::images::list(lab, &common::plan(lab), &patches).expect("the image list renders")
+}
+
+/// FACTS-OCM-ROUND2 §3.6: the preload list for kind with ocm-lab's values (no chart pins a digest).
+fn facts_section_3(cluster_proxy: &str) -> BTreeSet<String> {
+    let ocm = [
+        "registration-operator",
+        "registration",
+        "work",
+        "placement",
+        "addon-manager",
+    ]
+    .map(|n| format!("quay.io/open-cluster-management/{n}:v1.3.1"));
+    ocm.into_iter()
+        .chain([
+            format!("quay.io/open-cluster-management/cluster-proxy:v{cluster_proxy}"),
+            "quay.io/open-cluster-management/managed-serviceaccount:v0.10.0".to_owned(),
+        ])
+        .collect()
+}
+
+#[test]
+fn every_shipped_topology_runs_the_images_facts_section_3_lists_and_the_pinned_node_image() {
+    for (name, _) in ocm_lab::embedded::TOPOLOGIES {
+        let lab = common::lab(name);
+        let list = images(&lab);
+        let charts: BTreeSet<String> = list
+            .iter()
+            .filter(|i| i.kind == ImageKind::Chart)
+            .map(|i| i.image.clone())
+            .collect();
+        let proxy = lab
+            .addons
+            .cluster_proxy
+            .as_ref()
+            .map(|c| c.release.version.to_owned())
+            .expect("shipped topologies enable cluster-proxy");
+        assert_eq!(charts, facts_section_3(&proxy), "topology {name}");
+        assert!(
+            list.iter()
+                .filter(|i| i.kind == ImageKind::Chart)
+                .all(|i| i.digest.is_none()),
+            "topology {name}: no chart pins a digest (§3)"
+        );
+        let node: Vec<&LabImage> = list.iter().filter(|i| i.kind == ImageKind::Node).collect();
+        assert_eq!(node.len(), 1, "topology {name}");
+        assert_eq!(node[0].image, lab.versions.kind_node_image);
+        assert!(
+            node[0]
+                .digest
+                .as_deref()
+                .is_some_and(|d| d.starts_with("sha256:")),
+            "topology {name}: the node image is pinned by digest: {}",
+            node[0].image
+        );
+        assert_eq!(node[0].clusters.len(), lab.clusters().count());
+    }
+}
+
+#[test]
+fn cluster_proxy_0_11_0_changes_only_the_cluster_proxy_image() {
+    let text = common::default_with(
+        "      version: 0.10.0\n      clusterSet",
+        "      version: 0.11.0\n      clusterSet",
+    );
+    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+        .expect("valid")
+        .lab;
+    let charts: BTreeSet<String> = images(&lab)
+        .into_iter()
+        .filter(|i| i.kind == ImageKind::Chart)
+        .map(|i| i.image)
+        .collect();
+    assert_eq!(charts, facts_section_3("0.11.0"));
+}
+
+#[test]
+fn addon_agent_images_are_listed_for_the_spokes_the_addons_reach() {
+    let lab = common::lab("default");
+    let list = images(&lab);
+    let on = |image: &str| -> Vec<String> {
+        list.iter()
+            .find(|i| i.image == image)
+            .unwrap_or_else(|| panic!("{image} listed"))
+            .clusters
+            .clone()
+    };
+    for image in [
+        "quay.io/open-cluster-management/cluster-proxy:v0.10.0",
+        "quay.io/open-cluster-management/managed-serviceaccount:v0.10.0",
+        "quay.io/open-cluster-management/registration:v1.3.1",
+        "quay.io/open-cluster-management/work:v1.3.1",
+    ] {
+        let clusters = on(image);
+        for spoke in &lab.spokes {
+            assert!(
+                clusters.contains(&spoke.cluster.name),
+                "{image} on {clusters:?}"
+            );
+        }
+        assert!(
+            clusters.contains(&lab.hub.cluster.name),
+            "{image} on {clusters:?}"
+        );
+    }
+    // Only the cluster-manager's images stay on the hub.
+    assert_eq!(
+        on("quay.io/open-cluster-management/placement:v1.3.1"),
+        vec![lab.hub.cluster.name.clone()]
+    );
+}
+
+#[test]
+fn the_images_a_recorded_chart_render_names_are_in_the_list() {
+    let Some(dir) = fixtures() else { return };
+    let text = std::fs::read_to_string(
+        dir.join("charts/cluster-proxy-0.10.0/rendered-managedproxyconfiguration.example.yaml"),
+    )
+    .expect("fixture reads");
+    let mpc: Value = serde_saphyr::from_str(&text).expect("fixture parses");
+    let found: BTreeSet<String> = ocm_lab::images::images_in(&mpc)
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        found,
+        BTreeSet::from(["quay.io/open-cluster-management/cluster-proxy:v0.10.0".to_owned()])
+    );
+    let listed: BTreeSet<String> = images(&common::lab("default"))
+        .into_iter()
+        .map(|i| i.image)
+        .collect();
+    assert!(found.is_subset(&listed), "{found:?} not in {listed:?}");
+}
+
+#[test]
+fn images_list_prints_json_with_where_each_image_was_found() {
+    let out = ocm_lab(&["images", "list", "-t", "minimal", "-o", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let list: Vec<Value> = serde_json::from_str(&out.stdout).expect("JSON");
+    let work = list
+        .iter()
+        .find(|i| i["image"] == "quay.io/open-cluster-management/work:v1.3.1")
+        .expect("work image listed");
+    let sources: Vec<&str> = work["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        sources
+            .iter()
+            .any(|s| s.contains("ClusterManager cluster-manager spec.workImagePullSpec")),
+        "{sources:?}"
+    );
+    let human = ocm_lab(&["images", "list", "-t", "minimal"]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.contains("8 images, 1 pinned by digest"),
+        "{}",
+        human.stdout
+    );
+}
+
+#[tokio::test]
+async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to_do() {
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = crate::docker::test_image(&d).await else {
+        return;
+    };
+    let mut lab = common::lab("minimal");
+    // The test image stands in for the node image: the one image of the list the engine has.
+    lab.versions.kind_node_image = image.clone();
+    let f = ocm_lab::images::doctor_finding(&lab, &d).await;
+    assert_eq!(f.level, ocm_lab::commands::doctor::Level::Warn, "{f:?}");
+    assert!(f.detail.starts_with("7 of 8 images"), "{}", f.detail);
+    assert!(f.detail.contains("(1 present)"), "{}", f.detail);
+    assert!(!f.detail.contains(&image), "{}", f.detail);
+    assert!(
+        f.detail
+            .contains("quay.io/open-cluster-management/work:v1.3.1"),
+        "{}",
+        f.detail
+    );
+    assert!(
+        f.fix.as_deref().unwrap_or_default().contains("docker pull"),
+        "{f:?}"
+    );
+}
