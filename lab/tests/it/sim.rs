@@ -112,7 +112,7 @@ struct Sim {
 
 impl Sim {
     fn new() -> Self {
-        let lab = SimLab::new();
+        let lab = SimLab::recording();
         let b = lab.backends();
         Sim {
             lab,
