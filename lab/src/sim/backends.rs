@@ -847,10 +847,12 @@ impl ClusterApi for SimApi {
             let kind = obj["kind"].as_str().unwrap_or_default();
             st.webhook_fault(&c, &gk::of_obj(obj), api_version, kind)?;
             apiserver::apply(&mut st.world, &c, obj)?;
-            st.applied
-                .entry(c)
-                .or_default()
-                .push(obj.to_string().into_boxed_str());
+            if st.record {
+                st.applied
+                    .entry(c)
+                    .or_default()
+                    .push(obj.to_string().into_boxed_str());
+            }
             Ok(())
         })
         .await

@@ -25,9 +25,11 @@ pub(crate) struct State {
     pub wanted: HashMap<(Behaviour, Work), Instant>,
     /// Work that failed once in the current reconcile (it retries on the next one).
     pub backoff: HashSet<(Behaviour, Work)>,
+    /// Keep the call log and the applied objects below (off by default: only tests read them, and a
+    /// large simulated lab would keep every call and applied object of a run; see `SimLab::recording`).
+    pub record: bool,
     pub calls: Vec<Call>,
-    /// Objects applied per cluster, as compact JSON text (several times smaller than `Value`s; only
-    /// tests read it).
+    /// Objects applied per cluster, as compact JSON text (only when `record`).
     pub applied: HashMap<String, Vec<Box<str>>>,
     pub mutations: u64,
 }
@@ -106,6 +108,7 @@ impl Shared {
                 faults: HashMap::new(),
                 wanted: HashMap::new(),
                 backoff: HashSet::new(),
+                record: false,
                 calls: Vec::new(),
                 applied: HashMap::new(),
                 mutations: 0,
@@ -295,6 +298,9 @@ impl Shared {
         object: String,
         outcome: Result<(), String>,
     ) {
+        if !st.record {
+            return;
+        }
         let at = Instant::now().saturating_duration_since(self.start);
         st.calls.push(Call {
             at,

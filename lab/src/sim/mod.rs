@@ -92,6 +92,14 @@ impl SimLab {
         Self::from_world(World::default())
     }
 
+    /// An empty world whose call log ([`SimLab::calls`]) and applied objects ([`SimLab::applied`]) are
+    /// kept: for tests that read them (a plain [`SimLab::new`] keeps neither, to save memory).
+    pub fn recording() -> Arc<Self> {
+        let lab = Self::new();
+        lab.shared.lock().record = true;
+        lab
+    }
+
     fn from_world(world: World) -> Arc<Self> {
         Arc::new(SimLab {
             shared: Shared::new(world),
@@ -256,15 +264,30 @@ impl SimLab {
     }
 
     /// Every backend call so far, in order.
+    ///
+    /// # Panics
+    /// When the SimLab keeps no call log (made with [`SimLab::new`], not [`SimLab::recording`]), so that
+    /// a test never reads an empty log as "no such call".
     pub fn calls(&self) -> Vec<Call> {
-        self.shared.lock().calls.clone()
+        let st = self.shared.lock();
+        assert!(
+            st.record,
+            "this simulated lab keeps no call log: make it with SimLab::recording()"
+        );
+        st.calls.clone()
     }
 
     /// Every object successfully applied to `cluster` through `ClusterApi::apply`, in order.
+    ///
+    /// # Panics
+    /// When the SimLab does not record them (see [`SimLab::calls`]).
     pub fn applied(&self, cluster: &str) -> Vec<Value> {
-        self.shared
-            .lock()
-            .applied
+        let st = self.shared.lock();
+        assert!(
+            st.record,
+            "this simulated lab records no applied objects: make it with SimLab::recording()"
+        );
+        st.applied
             .get(cluster)
             .map(|objects| {
                 objects

@@ -166,13 +166,15 @@ impl SaveCache {
             let objects = match &piece.objects {
                 Some(b) if piece.rv == api.rv => b.clone(),
                 _ => {
+                    // The old text is let go before the new one is made, so that a hub's objects are not
+                    // held twice (plus their pieces) at the peak of a save.
+                    let old_len = piece.objects.take().map_or(0, |o| o.len());
                     let b = Arc::new(if api.len() >= self.piecewise {
-                        piece.objects_json(api.objects())?
+                        piece.objects_json(api.objects(), old_len)?
                     } else {
                         // Small stores (a spoke's) are cheaper to write whole than to keep in pieces.
                         piece.pieces.clear();
-                        let mut b =
-                            Vec::with_capacity(piece.objects.as_ref().map_or(0, |o| o.len()));
+                        let mut b = Vec::with_capacity(old_len);
                         json(&mut b, api.objects())?;
                         b
                     });
@@ -197,10 +199,10 @@ impl ClusterPiece {
     fn objects_json(
         &mut self,
         objects: &BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>,
+        old_len: usize,
     ) -> std::io::Result<Vec<u8>> {
         let mut old = std::mem::take(&mut self.pieces);
-        let mut out =
-            Vec::with_capacity(self.objects.as_ref().map_or(0, |o| o.len() + o.len() / 8));
+        let mut out = Vec::with_capacity(old_len + old_len / 8);
         out.push(b'{');
         for (gi, (gk, by_ns)) in objects.iter().enumerate() {
             if gi > 0 {

@@ -29,7 +29,7 @@ impl Harness {
         };
         std::fs::create_dir_all(&state.path).unwrap();
         Harness {
-            sim: SimLab::new(),
+            sim: SimLab::recording(),
             state,
             lab,
             _dir: dir,

@@ -112,7 +112,7 @@ struct Sim {
 
 impl Sim {
     fn new() -> Self {
-        let lab = SimLab::new();
+        let lab = SimLab::recording();
         // No post-renderer patches: `install` applies them itself when asked, to show both outcomes.
         let b = lab.backends_with_patches(PatchSet::default());
         Sim {
