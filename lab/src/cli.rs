@@ -18,8 +18,9 @@ Environment variables:
   OCM_LAB_KIND            The kind binary to use, instead of PATH or a download.
   OCM_LAB_HELM            The helm binary to use, instead of PATH or a download.
   OCM_LAB_TOOLS_BASE_URL  Download kind and helm from this mirror, not their release hosts.
-  KUBECONFIG              The kubeconfig `up` adds the lab's contexts to (its first file).
-                          Default: ~/.kube/config.
+  KUBECONFIG              The kubeconfig `up` adds the lab's contexts to (its first file), and
+                          the default of an `existing:` cluster's kubeconfig (all its files,
+                          merged as kubectl merges them). Default: ~/.kube/config.
   DOCKER_HOST             The Docker Engine to use. Default: unix:///var/run/docker.sock.
   DOCKER_TLS_VERIFY       When set with DOCKER_HOST: refused (no TLS connections to Docker).
   DOCKER_CONTEXT          Read, with $DOCKER_CONFIG/config.json, only to suggest a

@@ -131,6 +131,40 @@ impl StateDir {
         self.kubeconfigs().join(format!("{cluster}.yaml"))
     }
 
+    /// The kubeconfig an existing cluster is reached through. `paths` is one file, or a list as in
+    /// `KUBECONFIG` (the topology's default): a list is merged as kubectl merges it (the first file to set
+    /// a name or `current-context` wins; missing files are skipped) into a private file (mode 0600) in
+    /// [`StateDir::kubeconfigs`], whose path is returned. A list with no file that exists gives its first
+    /// path, so the error names it.
+    pub fn existing_kubeconfig(&self, cluster: &str, paths: &str) -> std::io::Result<PathBuf> {
+        let list: Vec<PathBuf> = std::env::split_paths(paths)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        let present: Vec<&PathBuf> = list.iter().filter(|p| p.exists()).collect();
+        if list.len() <= 1 || present.is_empty() {
+            return Ok(list.into_iter().next().unwrap_or_else(|| paths.into()));
+        }
+        let bad = |p: &Path, e: &dyn std::fmt::Display| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("kubeconfig {}: {e}", p.display()),
+            )
+        };
+        let mut merged: Option<kube::config::Kubeconfig> = None;
+        for p in present {
+            let next = kube::config::Kubeconfig::read_from(p).map_err(|e| bad(p, &e))?;
+            merged = Some(match merged {
+                None => next,
+                Some(m) => m.merge(next).map_err(|e| bad(p, &e))?,
+            });
+        }
+        let text = serde_saphyr::to_string(&merged.expect("one file at least"))
+            .map_err(|e| bad(Path::new(paths), &e))?;
+        let out = self.kubeconfigs().join(format!("{cluster}.existing.yaml"));
+        write_secret(&out, text.as_bytes())?;
+        Ok(out)
+    }
+
     /// The run lock ([`StateDir::lock`]): says which command holds the lab.
     pub fn lock_file(&self) -> PathBuf {
         self.path.join("lock")

@@ -447,22 +447,22 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
     };
     // Small blocking reads and writes of the user's kubeconfig, deliberately kept: this step runs once,
     // at the end of `up`, with nothing else running beside it.
-    let mut merged = as_value(&read_kubeconfig(&target)?)?;
-    let mut changed = false;
     let mut contexts = Vec::new();
-    for c in ctx
-        .run
-        .lab
-        .clusters()
-        .filter(|c| c.provider == Provider::Kind)
-    {
-        let own = as_value(&read_kubeconfig(&ctx.run.state.kubeconfig(&c.name))?)?;
-        changed |= merge_into(&mut merged, &own, &c.context);
-        contexts.push(c.context.clone());
-    }
-    if changed {
-        write_kubeconfig(&target, merged)?;
-    }
+    let changed = update_kubeconfig(&target, |merged| {
+        let mut changed = false;
+        for c in ctx
+            .run
+            .lab
+            .clusters()
+            .filter(|c| c.provider == Provider::Kind)
+        {
+            let own = as_value(&read_kubeconfig(&ctx.run.state.kubeconfig(&c.name))?)?;
+            changed |= merge_into(merged, &own, &c.context);
+            contexts.push(c.context.clone());
+        }
+        Ok(changed)
+    })
+    .await?;
     ctx.run
         .state
         .update_contexts(|owned| {
@@ -491,11 +491,7 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     let Some(target) = user_kubeconfig().filter(|p| p.exists()) else {
         return Ok((false, outputs([])));
     };
-    let mut kc = as_value(&read_kubeconfig(&target)?)?;
-    let changed = prune(&mut kc, &owned.contexts);
-    if changed {
-        write_kubeconfig(&target, kc)?;
-    }
+    let changed = update_kubeconfig(&target, |kc| Ok(prune(kc, &owned.contexts))).await?;
     ctx.run
         .state
         .update_contexts(Vec::clear)
@@ -522,6 +518,75 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ActionError> {
 }
 
 /// Writes `kc` (the JSON form of a [`Kubeconfig`]) back through kube's types, mode 0600.
+/// The lock kubectl and client-go take around a write of a kubeconfig (`clientcmd`'s `lockFile`):
+/// `<file>.lock`, created exclusively, removed when dropped. A lock someone else holds is waited for
+/// briefly; one that stays is reported with what to do.
+struct KubeconfigLock(PathBuf);
+
+impl KubeconfigLock {
+    /// How long a lock held by someone else is waited for.
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    async fn take(file: &Path) -> Result<Self, ActionError> {
+        let mut name = file.as_os_str().to_owned();
+        name.push(".lock");
+        let lock = PathBuf::from(name);
+        if let Some(parent) = lock.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let start = std::time::Instant::now();
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+            {
+                Ok(_) => return Ok(KubeconfigLock(lock)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if start.elapsed() >= Self::WAIT {
+                        return Err(ActionError::permanent(format!(
+                            "kubeconfig {} stayed locked for {}s: {} exists (kubectl or another program                              writing it holds it, or one that stopped half-way left it). If nothing is                              writing the kubeconfig, remove {} and run again",
+                            file.display(),
+                            Self::WAIT.as_secs(),
+                            lock.display(),
+                            lock.display()
+                        )));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    return Err(ActionError::permanent(format!(
+                        "failed to create the lock {} of kubeconfig {}: {e}",
+                        lock.display(),
+                        file.display()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for KubeconfigLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Reads, edits and (when `edit` says it changed something) writes the user's kubeconfig, all under
+/// [`KubeconfigLock`], so a concurrent `kubectl config` neither loses nor undoes a change.
+async fn update_kubeconfig(
+    target: &Path,
+    edit: impl FnOnce(&mut Value) -> Result<bool, ActionError>,
+) -> Result<bool, ActionError> {
+    let _lock = KubeconfigLock::take(target).await?;
+    let mut kc = as_value(&read_kubeconfig(target)?)?;
+    let changed = edit(&mut kc)?;
+    if changed {
+        write_kubeconfig(target, kc)?;
+    }
+    Ok(changed)
+}
+
 fn write_kubeconfig(path: &Path, kc: Value) -> Result<(), ActionError> {
     let typed: Kubeconfig = serde_json::from_value(kc).map_err(|e| {
         ActionError::permanent(format!(
@@ -657,6 +722,34 @@ mod tests {
             "users": [{"name": format!("kind-{name}"), "user": {"token": "t"}}],
             "contexts": [{"name": format!("kind-{name}"), "context": {"cluster": format!("kind-{name}"), "user": format!("kind-{name}")}}],
             "current-context": format!("kind-{name}")})
+    }
+
+    /// A concurrent holder of `<file>.lock` (kubectl writing the file): the merge waits for it, then
+    /// reads what it wrote, so nothing is lost; the lock is gone afterwards.
+    #[tokio::test]
+    async fn a_merge_waits_for_the_kubeconfig_lock_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let lock = dir.path().join("config.lock");
+        std::fs::write(&lock, "").unwrap();
+        let holder = {
+            let (path, lock) = (path.clone(), lock.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                write_kubeconfig(&path, kind_kc("theirs")).unwrap();
+                std::fs::remove_file(&lock).unwrap();
+            })
+        };
+        let changed =
+            update_kubeconfig(&path, |kc| Ok(merge_into(kc, &kind_kc("hub"), "kind-hub")))
+                .await
+                .unwrap();
+        holder.await.unwrap();
+        assert!(changed);
+        let back = Kubeconfig::from_yaml(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let names: Vec<&str> = back.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["kind-theirs", "kind-hub"]);
+        assert!(!lock.exists(), "the lock is removed after the write");
     }
 
     #[test]

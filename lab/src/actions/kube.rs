@@ -176,7 +176,15 @@ pub fn helm_target(ctx: &StepCtx<'_>, cluster: &str) -> Result<HelmTarget, Actio
             context,
         } => HelmTarget {
             cluster: cluster.to_owned(),
-            kubeconfig: kubeconfig.into(),
+            kubeconfig: ctx
+                .run
+                .state
+                .existing_kubeconfig(cluster, kubeconfig)
+                .map_err(|e| {
+                    ActionError::permanent(format!(
+                        "failed to read kubeconfig {kubeconfig} of cluster `{cluster}`: {e}"
+                    ))
+                })?,
             context: context.clone(),
             lab: ctx.run.lab.name.clone(),
         },

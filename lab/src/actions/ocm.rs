@@ -214,7 +214,11 @@ async fn hub_endpoint(
 async fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
     let path = match &ctx.run.lab.hub.cluster.provider {
         Provider::Kind => ctx.run.state.kubeconfig(&ctx.run.lab.hub.cluster.name),
-        Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
+        Provider::Existing { kubeconfig, .. } => ctx
+            .run
+            .state
+            .existing_kubeconfig(&ctx.run.lab.hub.cluster.name, kubeconfig)
+            .ok()?,
     };
     let kc: Value = serde_saphyr::from_str(&tokio::fs::read_to_string(path).await.ok()?).ok()?;
     kc["clusters"][0]["cluster"]["certificate-authority-data"]

@@ -591,6 +591,16 @@ pub enum ToolError {
         pinned: String,
         install: &'static str,
     },
+    /// The lab has no cluster this tool would be run for (kind, when every cluster already exists), so it
+    /// was not looked for. Reaching it is a bug: nothing should run the tool.
+    #[error(
+        "{tool} is not needed by this lab (every cluster already exists), so ocm-lab did not look for it"
+    )]
+    #[diagnostic(
+        code(ocm_lab::tools::not_needed),
+        help("give the cluster a `kind:` provider in the topology if ocm-lab should create it")
+    )]
+    NotNeeded { tool: ToolName },
     #[error("{url} is not a checksum file: expected `<64 hex digits>  <file name>`")]
     #[diagnostic(code(ocm_lab::tools::checksum_file))]
     BadChecksumFile { tool: ToolName, url: String },

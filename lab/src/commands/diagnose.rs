@@ -262,13 +262,7 @@ pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
     let lab = loaded.lab;
     let state = crate::state::StateDir::for_run(&lab.name, run.simulate)?;
     let rt = runtime()?;
-    let opened = open_backends(
-        &rt,
-        &run,
-        &state,
-        Purpose::Look,
-        &lab.versions.kind_node_image,
-    )?;
+    let opened = open_backends(&rt, &run, &state, Purpose::Look, &lab)?;
     let out = args
         .out
         .clone()

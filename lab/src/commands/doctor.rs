@@ -305,14 +305,22 @@ async fn clashes(
 }
 
 /// Findings for the two tools. `downloads` says whether `up` may fetch a missing one.
+/// `kind` is `None` for a lab whose clusters all exist: kind is not needed, and is not looked for.
 pub fn tools(
-    kind: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+    kind: Option<&Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>>,
     helm: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
     downloads: bool,
     kind_minimum: &semver::Version,
 ) -> Vec<Finding> {
-    [("kind", kind), ("helm", helm)]
+    let not_needed = kind.is_none().then(|| {
+        Finding::ok(
+            "kind",
+            "not needed: every cluster of this lab already exists",
+        )
+    });
+    let found = [("kind", kind), ("helm", Some(helm))]
         .into_iter()
+        .filter_map(|(name, r)| Some((name, r?)))
         .map(|(name, r)| match r {
             Ok(t) => Finding::ok(if name == "kind" { "kind" } else { "helm" }, format!("{} {} at {}", name, t.version, t.path.display())),
             Err(e) => {
@@ -348,7 +356,8 @@ pub fn tools(
                 }
             }
         })
-        .collect()
+        .collect::<Vec<_>>();
+    not_needed.into_iter().chain(found).collect()
 }
 
 /// Whether any finding is a failure.
@@ -394,13 +403,7 @@ pub fn run(args: &crate::cli::DoctorArgs) -> Result<(), crate::error::Error> {
     super::warn(&loaded);
     let state = StateDir::for_run(&loaded.lab.name, args.simulate)?;
     let rt = runtime()?;
-    let opened = open_backends(
-        &rt,
-        &args,
-        &state,
-        Purpose::Doctor,
-        &loaded.lab.versions.kind_node_image,
-    )?;
+    let opened = open_backends(&rt, &args, &state, Purpose::Doctor, &loaded.lab)?;
     let findings = opened.doctor_findings(&rt, &loaded.lab, &state);
     rt.shutdown_background();
     super::document(output, &findings, || render(&findings))?;

@@ -18,6 +18,7 @@ use crate::state::StateDir;
 use crate::step::RunCtx;
 use crate::step::events::Events;
 use crate::topology::Lab;
+use crate::topology::Provider;
 use crate::workflow::Plan;
 
 /// A workflow a command runs: one file of `workflows/` (embedded, or from `--workflows`).
@@ -129,7 +130,7 @@ pub fn open_backends(
     args: &RunArgs,
     state: &StateDir,
     purpose: Purpose,
-    node_image: &str,
+    lab: &Lab,
 ) -> Result<Opened, Error> {
     use crate::backend::{
         Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
@@ -183,18 +184,21 @@ pub fn open_backends(
     } else {
         tools::Downloads::Forbid
     })?;
+    let node_image = lab.versions.kind_node_image.as_str();
     // A kind too old for the node image is passed over like any too-old kind.
     cfg.kind_minimum = Some(crate::topology::catalog::kind_for_node_image(node_image));
+    // A lab whose clusters all exist never runs kind: it is not looked for, let alone downloaded.
+    let needs_kind = lab.clusters().any(|c| c.provider == Provider::Kind);
     // Resolving runs the tools (and may download): blocking, so outside the runtime.
-    let kind = tools::resolve(tools::ToolName::Kind, &cfg);
+    let kind = needs_kind.then(|| tools::resolve(tools::ToolName::Kind, &cfg));
     let helm = tools::resolve(tools::ToolName::Helm, &cfg);
-    let tool_versions = [("kind", &kind), ("helm", &helm)]
+    let tool_versions = [("kind", kind.as_ref()), ("helm", Some(&helm))]
         .into_iter()
-        .filter_map(|(name, t)| Some((name.to_owned(), t.as_ref().ok()?.version.to_string())))
+        .filter_map(|(name, t)| Some((name.to_owned(), t?.as_ref().ok()?.version.to_string())))
         .collect();
     // `doctor` says a missing tool would be downloaded unless asked about `--no-download`.
     let mut findings = doctor::tools(
-        &kind,
+        kind.as_ref(),
         &helm,
         may_download || (purpose == Purpose::Doctor && !args.no_download),
         &crate::topology::catalog::kind_for_node_image(node_image).0,
@@ -206,8 +210,14 @@ pub fn open_backends(
             Err(e) => Arc::new(Unavailable(e.clone())),
         },
         kind: match kind {
-            Ok(t) => Arc::new(Kind::new(t)),
-            Err(e) => Arc::new(Unavailable(e.into())),
+            Some(Ok(t)) => Arc::new(Kind::new(t)),
+            Some(Err(e)) => Arc::new(Unavailable(e.into())),
+            None => Arc::new(Unavailable(
+                tools::ToolError::NotNeeded {
+                    tool: tools::ToolName::Kind,
+                }
+                .into(),
+            )),
         },
         helm: match helm {
             Ok(t) => Arc::new(Helm::new(t, post_renderer(args, &cfg)?)),
@@ -328,13 +338,7 @@ fn prepare(
         ensure_up(lab, state, args)?;
     }
     let runtime = runtime()?;
-    let opened = open_backends(
-        &runtime,
-        args,
-        state,
-        Purpose::Run(workflow),
-        &lab.versions.kind_node_image,
-    )?;
+    let opened = open_backends(&runtime, args, state, Purpose::Run(workflow), lab)?;
     if workflow.preflight() && opened.sim.is_none() {
         let findings = opened.doctor_findings(&runtime, lab, state);
         if doctor::failed(&findings) {

@@ -387,13 +387,7 @@ pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
     let state = crate::state::StateDir::for_run(&lab.name, args.simulate)?;
     ensure_up(&lab, &state, &args)?;
     let rt = runtime()?;
-    let opened = open_backends(
-        &rt,
-        &args,
-        &state,
-        Purpose::Look,
-        &lab.versions.kind_node_image,
-    )?;
+    let opened = open_backends(&rt, &args, &state, Purpose::Look, &lab)?;
     let status = rt.block_on(async {
         let (events, _rx) = Events::channel();
         let ctx = RunCtx::new(

@@ -126,7 +126,13 @@ impl RunCtx {
         cell.get_or_try_init(|| async {
             let kubeconfig = match &c.provider {
                 Provider::Kind => self.state.kubeconfig(cluster),
-                Provider::Existing { kubeconfig, .. } => kubeconfig.into(),
+                Provider::Existing { kubeconfig, .. } => self
+                    .state
+                    .existing_kubeconfig(cluster, kubeconfig)
+                    .map_err(|e| crate::backend::KubeError::KubeconfigUnreadable {
+                        path: kubeconfig.clone(),
+                        detail: e.to_string(),
+                    })?,
             };
             match self.backends.kube.connect(c, &kubeconfig).await {
                 Err(e) if e.is_transient() && matches!(c.provider, Provider::Kind) => {

@@ -101,9 +101,11 @@ pub struct Versions {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Existing {
-    /// Path to the kubeconfig file (`~` is expanded).
-    #[schemars(with = "String")]
-    pub kubeconfig: Spanned<String>,
+    /// Path to the kubeconfig file (`~` is expanded). Default: as kubectl, `$KUBECONFIG` (all of its
+    /// paths, merged) or `~/.kube/config`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub kubeconfig: Option<Spanned<String>>,
     /// Context in that kubeconfig.
     #[schemars(with = "String")]
     pub context: Spanned<String>,

@@ -354,8 +354,11 @@ fn cluster(
             internal_endpoint: Some(format!("https://{name}-control-plane:6443")),
         },
         Some(e) => {
-            for (s, f) in [(&e.kubeconfig, "kubeconfig"), (&e.context, "context")] {
-                if s.value.trim().is_empty() {
+            for (s, f) in [
+                (e.kubeconfig.as_ref(), "kubeconfig"),
+                (Some(&e.context), "context"),
+            ] {
+                if let Some(s) = s.filter(|s| s.value.trim().is_empty()) {
                     c.error(at(s), format!("{field}.{f}"), format!("`{f}` is empty"));
                 }
             }
@@ -363,13 +366,25 @@ fn cluster(
                 name: name.to_owned(),
                 role,
                 provider: Provider::Existing {
-                    kubeconfig: expand_home(&e.kubeconfig.value),
+                    kubeconfig: match &e.kubeconfig {
+                        Some(k) => expand_home(&k.value),
+                        None => default_kubeconfig(),
+                    },
                     context: e.context.value.clone(),
                 },
                 context: e.context.value.clone(),
                 internal_endpoint: None,
             }
         }
+    }
+}
+
+/// kubectl's default: `$KUBECONFIG` as it is (a list of paths, merged where the cluster is reached), else
+/// `~/.kube/config`.
+fn default_kubeconfig() -> String {
+    match std::env::var("KUBECONFIG") {
+        Ok(k) if !k.is_empty() => k,
+        _ => expand_home("~/.kube/config"),
     }
 }
 

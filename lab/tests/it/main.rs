@@ -13,6 +13,8 @@ mod crdschema;
 mod damaged;
 mod docker;
 mod engine;
+mod existing_kubeconfig;
+mod existing_preflight;
 mod helm_release;
 mod hub_webhooks;
 mod images;
