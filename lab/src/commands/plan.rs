@@ -138,6 +138,20 @@ fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRe
         .collect())
 }
 
+/// Refuses `dir` when it is a non-empty folder that is not an earlier plan.
+fn check_out_dir(dir: &Path) -> Result<(), Error> {
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(|source| Error::WriteFile {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        if entries.next().is_some() && !dir.join(MARKER).exists() {
+            return Err(Error::PlanDirNotEmpty(dir.display().to_string()));
+        }
+    }
+    Ok(())
+}
+
 /// Writes the plan into `dir` and returns how many files it wrote. Touches nothing outside `dir`, and
 /// refuses a non-empty folder that is not an earlier plan.
 pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Result<usize, Error> {
@@ -145,11 +159,8 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
         path: dir.display().to_string(),
         source,
     };
+    check_out_dir(dir)?;
     if dir.exists() {
-        let mut entries = std::fs::read_dir(dir).map_err(err)?;
-        if entries.next().is_some() && !dir.join(MARKER).exists() {
-            return Err(Error::PlanDirNotEmpty(dir.display().to_string()));
-        }
         // Manifests of steps that no longer exist must not linger from the earlier plan.
         for sub in ["clusters", "charts"] {
             let sub = dir.join(sub);
@@ -377,6 +388,8 @@ pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
     )?;
     match (&args.out, args.output.output) {
         (Some(dir), output) => {
+            // Before rendering: a folder that is refused is refused without running helm.
+            check_out_dir(dir)?;
             let renders = if args.simulate {
                 render_simulated(&plan, &patches)
             } else if args.no_charts {

@@ -702,6 +702,7 @@ fn plan_out_honours_output_json() {
         "plan",
         "-t",
         "minimal",
+        "--no-charts",
         "--out",
         out.to_str().unwrap(),
         "-o",
