@@ -465,11 +465,11 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// With `--out`: do not render the charts (no helm, no network); `charts.yaml` lists them as not included.
-    #[arg(long)]
+    #[arg(long, requires = "out")]
     pub no_charts: bool,
     /// With `--out`: render the charts with the simulated lab's chart models instead of helm (no network);
     /// the files say they are simulated.
-    #[arg(long)]
+    #[arg(long, requires = "out")]
     pub simulate: bool,
     /// The workflow to plan.
     #[arg(long, default_value = "up", value_name = "NAME")]

@@ -174,7 +174,7 @@ fn options_a_command_does_not_use_are_refused_by_the_parser() {
         "ocm-lab diagnose -o json",
         "ocm-lab doctor --junit j.xml",
         "ocm-lab doctor --concurrency 2",
-        "ocm-lab plan --simulate",
+        "ocm-lab plan --no-download",
         "ocm-lab topology list --simulate",
         "ocm-lab topology schema -t minimal",
         "ocm-lab completions bash -o json",
@@ -195,6 +195,8 @@ fn each_command_takes_the_options_it_uses() {
         "ocm-lab doctor -t minimal --no-download -o json",
         "ocm-lab diagnose -t minimal --simulate --out b.tar.gz",
         "ocm-lab plan -t minimal --out dir --workflow down -o yaml",
+        "ocm-lab plan -t minimal --out dir --simulate",
+        "ocm-lab plan -t minimal --out dir --no-charts",
         "ocm-lab -v status",
         "ocm-lab status -vv",
     ] {
