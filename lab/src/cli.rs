@@ -363,6 +363,10 @@ pub enum Command {
     /// Create the lab's clusters, install OCM and the addons, and verify the ClusterProfile flow.
     Up(UpArgs),
     /// Render everything `up` would do, touching nothing: steps, manifests, chart values, the step graph.
+    ///
+    /// With `--out DIR`, the charts' rendered objects too: that fetches the charts with an installed
+    /// helm (the only network access of `plan`; `--no-charts` skips it, `--simulate` uses the simulated
+    /// chart models instead).
     Plan(PlanArgs),
     /// Prove the properties and accessProviders flow end to end, and say which hop broke.
     Verify(VerifyArgs),
@@ -452,9 +456,22 @@ pub struct DiagnoseArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub lab: LabArgs,
-    /// Write every manifest, values file and the graph into this folder (created if missing).
+    /// Write every manifest, values file and the graph into this folder (created if missing), and each
+    /// chart's rendered and patched objects (`charts/<cluster>/<release>.yaml`, what `up` installs).
+    ///
+    /// Rendering a chart runs `helm template --repo` through ocm-lab's post-renderer: an installed helm
+    /// (`OCM_LAB_HELM`, `PATH`, or the tools cache; plan downloads no tools), and fetching the pinned
+    /// chart from its repository is the one network access of `plan` (`--no-charts` skips it). A chart
+    /// that is not rendered is listed under `notIncluded` in `charts.yaml`, with why.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// With `--out`: do not render the charts (no helm, no network); `charts.yaml` lists them as not included.
+    #[arg(long, requires = "out")]
+    pub no_charts: bool,
+    /// With `--out`: render the charts with the simulated lab's chart models instead of helm (no network);
+    /// the files say they are simulated.
+    #[arg(long, requires = "out")]
+    pub simulate: bool,
     /// The workflow to plan.
     #[arg(long, default_value = "up", value_name = "NAME")]
     pub workflow: String,

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::charts;
+use crate::backend::Rendered;
+use crate::charts::{self, ChartPlan};
 use crate::error::Error;
 use crate::topology::{Lab, Provider};
 use crate::workflow::Plan;
@@ -20,22 +21,152 @@ fn file_stem(id: &str) -> String {
     id.replace(['[', '/'], "-").replace(']', "")
 }
 
+/// Each chart's rendered objects as the text of `charts/<cluster>/<release>.yaml`, or why they are not
+/// included; keyed by (cluster, release).
+pub type ChartRenders = BTreeMap<(String, String), Result<String, String>>;
+
+/// Every chart of `plan` as not included, for `why`.
+pub fn not_rendered(plan: &Plan, why: &str) -> ChartRenders {
+    plan.charts()
+        .map(|c| ((c.cluster.clone(), c.release.clone()), Err(why.to_owned())))
+        .collect()
+}
+
+/// The text of a chart's file: a header comment, then the CRDs and the objects as YAML documents.
+fn chart_file(c: &ChartPlan, rendered: &Rendered, simulated: bool) -> String {
+    let mut out = String::new();
+    if simulated {
+        let _ = writeln!(
+            out,
+            "# SIMULATED: rendered by ocm-lab's simulated chart model of {} {}, not by Helm; `up` installs what the real chart renders.",
+            c.chart.name(),
+            c.version
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "# {} {} (release `{}` in namespace `{}` on `{}`), rendered by `helm template` and patched by ocm-lab's post-renderer: what `up` installs.",
+            c.chart.name(),
+            c.version,
+            c.release,
+            c.namespace,
+            c.cluster
+        );
+    }
+    for v in &c.runtime_values {
+        let _ = writeln!(
+            out,
+            "# Rendered without `{}`: `up` fills it at run time from {}.",
+            v.key, v.from
+        );
+    }
+    let docs: Vec<String> = rendered
+        .crds
+        .iter()
+        .chain(&rendered.objects)
+        .map(|o| format!("---\n{}", to_yaml(o)))
+        .collect();
+    out.push_str(&docs.concat());
+    out
+}
+
+/// Renders every chart of `plan` with the simulated lab's chart models and our chart patches, as the
+/// simulated lab's `up` does (no helm, no network).
+pub fn render_simulated(plan: &Plan, patches: &crate::patch::PatchSet) -> ChartRenders {
+    plan.charts()
+        .map(|c| {
+            let key = (c.cluster.clone(), c.release.clone());
+            let text = crate::sim::render_chart_patched(c, &c.values, patches)
+                .map(|r| chart_file(c, &r, true))
+                .map_err(|e| format!("the simulated chart model failed: {e}"));
+            (key, text)
+        })
+        .collect()
+}
+
+/// Renders every chart of `plan` with an installed helm through ocm-lab's post-renderer, exactly as
+/// `up` does (`helm template --repo`: this fetches the charts). Downloads no tools: without an
+/// installed helm every chart is not included, with why.
+fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRenders, Error> {
+    use crate::backend::ChartRenderer as _;
+    use crate::backend::helm::{Helm, PostRenderer};
+    use crate::backend::tools;
+    if plan.charts().next().is_none() {
+        return Ok(ChartRenders::new());
+    }
+    let cfg = match tools::ToolsConfig::from_env(tools::Downloads::Forbid) {
+        Ok(cfg) => cfg,
+        Err(e) => return Ok(not_rendered(plan, &format!("no helm: {e}"))),
+    };
+    let tool = match tools::resolve(tools::ToolName::Helm, &cfg) {
+        Ok(t) => t,
+        Err(e) => {
+            return Ok(not_rendered(
+                plan,
+                &format!(
+                    "no helm (plan downloads no tools): {e}; install helm, set OCM_LAB_HELM, or run `ocm-lab up` once (it caches helm)"
+                ),
+            ));
+        }
+    };
+    let helm = Helm::new(
+        tool,
+        PostRenderer {
+            exe: std::env::current_exe().map_err(Error::CurrentExe)?,
+            // Absolute: helm may run the post-renderer from another folder.
+            chart_patches: chart_patches
+                .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_owned())),
+            plugins_dir: cfg.cache_dir.join("helm-plugins"),
+        },
+    );
+    let rt = super::runner::runtime()?;
+    Ok(plan
+        .charts()
+        .map(|c| {
+            let key = (c.cluster.clone(), c.release.clone());
+            let text = rt
+                .block_on(helm.template(c, &c.values))
+                .map(|r| chart_file(c, &r, false))
+                .map_err(|e| {
+                    let help = crate::backend::Failure::help(&e)
+                        .map(|h| format!(" ({h})"))
+                        .unwrap_or_default();
+                    format!("helm could not render it: {e}{help}")
+                });
+            (key, text)
+        })
+        .collect())
+}
+
+/// Refuses `dir` when it is a non-empty folder that is not an earlier plan.
+fn check_out_dir(dir: &Path) -> Result<(), Error> {
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(|source| Error::WriteFile {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        if entries.next().is_some() && !dir.join(MARKER).exists() {
+            return Err(Error::PlanDirNotEmpty(dir.display().to_string()));
+        }
+    }
+    Ok(())
+}
+
 /// Writes the plan into `dir` and returns how many files it wrote. Touches nothing outside `dir`, and
 /// refuses a non-empty folder that is not an earlier plan.
-pub fn write(lab: &Lab, plan: &Plan, dir: &Path) -> Result<usize, Error> {
+pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Result<usize, Error> {
     let err = |source| Error::WriteFile {
         path: dir.display().to_string(),
         source,
     };
+    check_out_dir(dir)?;
     if dir.exists() {
-        let mut entries = std::fs::read_dir(dir).map_err(err)?;
-        if entries.next().is_some() && !dir.join(MARKER).exists() {
-            return Err(Error::PlanDirNotEmpty(dir.display().to_string()));
-        }
         // Manifests of steps that no longer exist must not linger from the earlier plan.
-        let clusters = dir.join("clusters");
-        if clusters.exists() {
-            std::fs::remove_dir_all(&clusters).map_err(err)?;
+        for sub in ["clusters", "charts"] {
+            let sub = dir.join(sub);
+            if sub.exists() {
+                std::fs::remove_dir_all(&sub).map_err(err)?;
+            }
         }
     }
     let mut files: BTreeMap<String, String> = BTreeMap::new();
@@ -52,6 +183,7 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path) -> Result<usize, Error> {
     // Steps, without the objects and values that get files of their own.
     let mut steps = Vec::new();
     let mut chart_index = Vec::new();
+    let mut missing = Vec::new();
     for (n, s) in plan.steps.iter().enumerate() {
         let mut v = json!({"id": s.id, "uses": s.uses, "needs": s.needs, "with": s.with, "timeout": humantime::format_duration(s.timeout).to_string()});
         if s.retry.attempts.is_some_and(|a| a > 1) {
@@ -84,6 +216,22 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path) -> Result<usize, Error> {
                 files.insert(template.clone(), charts::bootstrap_kubeconfig_template(lab));
                 entry["bootstrapKubeconfigTemplate"] = json!(template);
             }
+            let key = (c.cluster.clone(), c.release.clone());
+            match renders.get(&key) {
+                Some(Ok(text)) => {
+                    let path = format!("charts/{}/{}.yaml", c.cluster, c.release);
+                    files.insert(path.clone(), text.clone());
+                    entry["rendered"] = json!(path);
+                }
+                Some(Err(why)) => missing.push(json!({
+                    "chart": c.chart.name(), "version": c.version, "cluster": c.cluster,
+                    "release": c.release, "why": why,
+                })),
+                None => missing.push(json!({
+                    "chart": c.chart.name(), "version": c.version, "cluster": c.cluster,
+                    "release": c.release, "why": "not rendered",
+                })),
+            }
             v["values"] = json!(values);
             chart_index.push(entry);
         }
@@ -94,11 +242,10 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path) -> Result<usize, Error> {
         to_yaml(&json!({"workflow": plan.workflow, "lab": plan.lab, "steps": steps})),
     );
     // Said in the file itself, so that nobody takes the folder for everything `up` applies.
-    let not_included = (!chart_index.is_empty()).then(|| {
+    let not_included = (!missing.is_empty()).then(|| {
         json!({
-            "what": "the objects the charts render",
-            "charts": chart_index.iter().map(|c| format!("{} {} on {}", c["chart"].as_str().unwrap_or_default(), c["version"].as_str().unwrap_or_default(), c["cluster"].as_str().unwrap_or_default())).collect::<Vec<_>>(),
-            "why": "plan runs no tools and downloads nothing; `up` renders each chart (the pinned version, with the values file and patches listed here) when it installs it",
+            "what": "the objects these charts render (`up` renders each chart, the pinned version with the values file and patches listed here, when it installs it)",
+            "charts": missing,
         })
     });
     files.insert(
@@ -241,22 +388,64 @@ pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
     )?;
     match (&args.out, args.output.output) {
         (Some(dir), output) => {
-            let written = write(&loaded.lab, &plan, dir)?;
+            // Before rendering: a folder that is refused is refused without running helm.
+            check_out_dir(dir)?;
+            let renders = if args.simulate {
+                render_simulated(&plan, &patches)
+            } else if args.no_charts {
+                not_rendered(&plan, "skipped by `--no-charts`")
+            } else {
+                render_with_helm(&plan, args.lab.chart_patches.as_deref())?
+            };
+            let written = write(&loaded.lab, &plan, dir, &renders)?;
+            let rendered = renders.values().filter(|r| r.is_ok()).count();
+            let missing: Vec<String> = renders
+                .iter()
+                .filter_map(|((cluster, release), r)| {
+                    r.as_ref()
+                        .err()
+                        .map(|why| format!("{release} on {cluster}: {why}"))
+                })
+                .collect();
             let result = json!({
                 "lab": plan.lab,
                 "workflow": plan.workflow,
                 "dir": dir,
                 "steps": plan.steps.len(),
                 "files": written,
+                "charts": {"rendered": rendered, "simulated": args.simulate, "notIncluded": missing},
             });
             document(output, &result, || {
-                format!(
+                let mut line = format!(
                     "wrote the plan of lab `{}` ({}, {}) to {}\n",
                     plan.lab,
                     crate::text::count(plan.steps.len(), "step", "steps"),
                     crate::text::count(written, "file", "files"),
                     dir.display()
-                )
+                );
+                if rendered > 0 {
+                    let how = if args.simulate {
+                        " (SIMULATED: by the simulated chart models, not by Helm)"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        line,
+                        "rendered {}{how} into charts/",
+                        crate::text::count(rendered, "chart", "charts")
+                    );
+                }
+                if !missing.is_empty() {
+                    let _ = writeln!(
+                        line,
+                        "not included: the objects of {} (see notIncluded in charts.yaml):",
+                        crate::text::count(missing.len(), "chart", "charts")
+                    );
+                    for m in &missing {
+                        let _ = writeln!(line, "  {m}");
+                    }
+                }
+                line
             })
         }
         (None, Output::Json) => stdout(&format!(

@@ -446,7 +446,7 @@ impl ClusterProvisioner for SimKind {
 pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<crate::patch::PatchSet>);
 
 /// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
-fn sim_render(
+pub(crate) fn sim_render(
     patches: &crate::patch::PatchSet,
     chart: &ChartPlan,
     values: &Value,

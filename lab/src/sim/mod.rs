@@ -51,6 +51,16 @@ pub fn render_chart(
     charts::render(chart, values)
 }
 
+/// A simulated chart's objects after our chart `patches` (what the simulated `helm template` gives,
+/// post-renderer included): what the simulated lab's `up` installs.
+pub fn render_chart_patched(
+    chart: &crate::charts::ChartPlan,
+    values: &Value,
+    patches: &crate::patch::PatchSet,
+) -> Result<crate::backend::Rendered, crate::backend::HelmError> {
+    backends::sim_render(patches, chart, values)
+}
+
 /// One backend call as the simulated lab saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {

@@ -25,6 +25,7 @@ mod network_ownership;
 mod ownership;
 mod patch_files;
 mod plan;
+mod plan_charts;
 mod preflight;
 mod quiet_output;
 mod recorded_objects;
