@@ -3,6 +3,7 @@
 mod addons_first;
 mod architecture;
 mod bundle;
+mod bundle_cmd;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
