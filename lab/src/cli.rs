@@ -202,7 +202,7 @@ pub struct UpArgs {
     #[command(flatten)]
     pub verify: VerifyOptions,
     /// Load the images from this bundle (`ocm-lab bundle save`) into Docker first, after checking its
-    /// digests and that it was made for this topology's versions (`up` only).
+    /// digests and that it was made for this topology's versions.
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
     /// Output format: progress for people, or one JSON object per event per line.
