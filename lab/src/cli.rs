@@ -79,6 +79,7 @@ impl Cli {
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
             Command::Images(ImagesCommand::List(a)) => a.output.output,
+            Command::Bundle(_) => Output::Human,
             Command::Topology(TopologyCommand::Check { output, .. })
             | Command::Topology(TopologyCommand::List { output }) => output.output,
             Command::Ci(CiCommand::Matrix(a)) => a.output,
@@ -202,6 +203,10 @@ pub struct UpArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub verify: VerifyOptions,
+    /// Load the images from this bundle (`ocm-lab bundle save`) into Docker first, after checking its
+    /// digests and that it was made for this topology's versions.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
     /// Output format: progress for people, or one JSON object per event per line.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = StreamOutput::Human)]
     pub output: StreamOutput,
@@ -389,6 +394,9 @@ pub enum Command {
     /// The container images the lab runs (for preloading, mirrors and offline labs).
     #[command(subcommand)]
     Images(ImagesCommand),
+    /// Offline labs: one archive of every image the lab runs, for `up --bundle`.
+    #[command(subcommand)]
+    Bundle(BundleCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     ///
     /// For example: `ocm-lab completions bash > ~/.local/share/bash-completion/completions/ocm-lab`,
@@ -493,6 +501,23 @@ pub struct ImagesListArgs {
     pub lab: LabArgs,
     #[command(flatten)]
     pub output: DocumentOutput,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Write the kind node image and every image of `images list` from the local Docker engine into
+    /// one bundle (a tar with a manifest of names, digests, sizes and the lab's versions), streamed.
+    Save(BundleSaveArgs),
+}
+
+/// `bundle save`.
+#[derive(Debug, Clone, Args)]
+pub struct BundleSaveArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    /// The bundle to write (replaced only once it is complete).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

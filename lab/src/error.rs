@@ -153,11 +153,38 @@ pub enum Error {
         )
     )]
     Images(#[from] crate::images::ImagesError),
+    /// `bundle save` / `up --bundle`: the Docker side failed or the bundle was refused.
+    #[error("{error}")]
+    #[diagnostic(code(ocm_lab::bundle))]
+    Bundle {
+        error: Box<crate::backend::docker::DockerError>,
+        #[help]
+        help: Option<String>,
+    },
+    /// `up --bundle` with a bundle made for other versions than the topology's.
+    #[error("the bundle {bundle} was made for other versions than this lab's: {why}")]
+    #[diagnostic(
+        code(ocm_lab::bundle_versions),
+        help(
+            "make a bundle for this topology (`ocm-lab bundle save -t <topology> -o <file>`), or run `up` with the topology the bundle was made for"
+        )
+    )]
+    BundleVersions { bundle: String, why: String },
 }
 
 impl From<crate::backend::tools::ToolError> for Error {
     fn from(e: crate::backend::tools::ToolError) -> Self {
         Error::Tools(Box::new(e))
+    }
+}
+
+impl From<crate::backend::docker::DockerError> for Error {
+    fn from(e: crate::backend::docker::DockerError) -> Self {
+        let help = e.help();
+        Error::Bundle {
+            error: Box::new(e),
+            help,
+        }
     }
 }
 
@@ -186,7 +213,9 @@ impl Error {
             | Error::PostRender(_)
             | Error::CurrentExe(_)
             | Error::Runtime(_)
-            | Error::Images(_) => exit::FAILURE,
+            | Error::Images(_)
+            | Error::Bundle { .. } => exit::FAILURE,
+            Error::BundleVersions { .. } => exit::INVALID_INPUT,
         }
     }
 }

@@ -87,5 +87,6 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Completions { shell } => commands::completions::run(*shell),
         Command::Ci(command) => commands::ci::run(command),
         Command::Images(command) => crate::images::command(command),
+        Command::Bundle(command) => commands::bundle::run(command),
     }
 }

@@ -117,6 +117,14 @@ pub enum DockerError {
     /// A bundle that fails its manifest check: nothing of it is loaded.
     #[error("bundle {bundle} is refused: {why}; nothing was loaded")]
     BundleRefused { bundle: String, why: String },
+    /// `ctr images import` in a kind node failed (exit status and the tail of its output).
+    #[error("importing {archive} into containerd in node {node} failed (exit {code}): {output}")]
+    NodeImportFailed {
+        node: String,
+        archive: String,
+        code: i64,
+        output: String,
+    },
     /// A container with the local registry's name that lacks the lab's labels: someone else's.
     #[error(
         "a container named {name} exists on the Docker engine at {host} and is not this lab's (it lacks the label {label})"
@@ -168,6 +176,7 @@ impl Failure for DockerError {
             DockerError::PortTaken { port, .. } => format!("127.0.0.1:{port} is taken (another lab's or kind's registry?): stop what uses it (`docker ps --filter publish={port}`)"),
             DockerError::PullFailed { image, .. } => format!("the local registry needs {image}: pull it where a registry is reachable (`docker pull {image}`), or `docker load` it from a saved archive"),
             DockerError::NotInEngine { image, .. } => format!("`docker pull {image}` where a registry is reachable, then save the bundle again"),
+            DockerError::NodeImportFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`) with free space (`docker exec {node} df -h /`), then run `up --bundle` again"),
             DockerError::BundleRefused { .. } => "make the bundle again (`ocm-lab bundle save`) or copy it again from where it was made".to_owned(),
             DockerError::ForeignRegistry { name, .. } => format!("if nothing uses it, remove it (`docker rm -f {name}`); otherwise set `spec.registry.local: false` in the topology"),
             DockerError::Simulated(f) => return f.help.clone(),
@@ -188,6 +197,7 @@ impl DockerError {
 }
 
 pub mod bundle;
+pub mod node_load;
 mod registry;
 
 /// Label kind puts on every node container: the cluster's name.

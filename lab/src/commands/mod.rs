@@ -5,6 +5,7 @@
 //! (`status`, `doctor`, `diagnose`) use its backend setup without the lock. This module holds what every
 //! command prints with: its inputs (topology, workflows, chart patches), warnings, and stdout.
 
+pub mod bundle;
 pub mod ci;
 pub mod completions;
 pub mod diagnose;

@@ -2,13 +2,16 @@
 //! lab that is up. On a real lab the doctor's checks run first: a reset that could not finish its `up` does
 //! not start deleting either. Then, under one lock, the `reset` workflow removes what participants added,
 //! and the `up` workflow restores what they changed and verifies. One lock over both, so no other command
-//! can take the lab between the prune and the `up`.
+//! can take the lab between the prune and the `up`. `--bundle` is checked and loaded first, as for `up`.
 
 use super::runner::{Workflow, run_workflows};
 use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
+    if let Some(bundle) = &args.bundle {
+        super::bundle::preload(&args.lab, args.sim.simulate, bundle)?;
+    }
     run_workflows(
         &RunArgs::from(args),
         args.output,

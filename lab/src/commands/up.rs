@@ -2,12 +2,16 @@
 //! starts half-way on a machine that cannot finish it); then, under the lab lock, the `up` workflow runs:
 //! clusters, OCM, addons, and the verification, whose table is printed (and written as `--junit`). It may
 //! download kind and helm unless `--no-download`. Running it again changes nothing; after a failure or
-//! Ctrl-C it resumes from the journal.
+//! Ctrl-C it resumes from the journal. With `--bundle`, the bundle is checked against the topology and its
+//! images loaded into Docker before anything else (`commands/bundle.rs`).
 
 use super::runner::{Workflow, run_workflows};
 use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
+    if let Some(bundle) = &args.bundle {
+        super::bundle::preload(&args.lab, args.sim.simulate, bundle)?;
+    }
     run_workflows(&RunArgs::from(args), args.output, &[Workflow::Up])
 }

@@ -224,7 +224,7 @@ impl Drop for Cleanup {
 }
 
 /// Creates (and, if `start`, starts) a `sleep 300` container of the test image, registered for cleanup.
-async fn sleeper(
+pub(crate) async fn sleeper(
     d: &Docker,
     cleanup: &mut Cleanup,
     image: &str,

@@ -3,6 +3,7 @@
 mod addons_first;
 mod architecture;
 mod bundle;
+mod bundle_cmd;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
@@ -22,6 +23,7 @@ mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
 mod network_ownership;
+mod node_load_standin;
 mod ownership;
 mod patch_files;
 mod plan;

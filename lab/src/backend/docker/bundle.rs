@@ -34,6 +34,10 @@ const CHUNK: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: String,
+    /// What the bundle was made for, as `ocm-lab bundle save` records it (`kindNodeImage`, `ocm`, …), so
+    /// `up --bundle` can refuse a bundle made for other versions. Empty for a bundle of bare images.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub lab: std::collections::BTreeMap<String, String>,
     pub items: Vec<Item>,
 }
 
@@ -63,6 +67,16 @@ impl Docker {
     /// Writes a bundle of `images` (each must be in the engine) to `out`, streamed; returns its manifest.
     /// An image the engine lacks fails before anything is written, naming it.
     pub async fn save_bundle(&self, images: &[String], out: &Path) -> Result<Manifest> {
+        self.save_bundle_for(images, Default::default(), out).await
+    }
+
+    /// [`Docker::save_bundle`], recording in the manifest what the bundle was made for (`lab`).
+    pub async fn save_bundle_for(
+        &self,
+        images: &[String],
+        lab: std::collections::BTreeMap<String, String>,
+        out: &Path,
+    ) -> Result<Manifest> {
         for image in images {
             if !self.image_present(image).await? {
                 return Err(DockerError::NotInEngine {
@@ -104,6 +118,7 @@ impl Docker {
         }
         let manifest = Manifest {
             format: FORMAT.to_owned(),
+            lab,
             items,
         };
         let out = out.to_owned();
@@ -235,38 +250,7 @@ pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
     let mut entries = archive
         .entries_with_seek()
         .map_err(|e| refuse(bundle, format!("it is not a tar archive ({e})")))?;
-    let manifest: Manifest = {
-        let mut first = match entries.next() {
-            Some(Ok(e)) => e,
-            Some(Err(e)) => return Err(refuse(bundle, format!("it is not a tar archive ({e})"))),
-            None => return Err(refuse(bundle, "it is empty".to_owned())),
-        };
-        let path = first
-            .path()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if path != MANIFEST {
-            return Err(refuse(
-                bundle,
-                format!("its first entry is `{path}`, not {MANIFEST}"),
-            ));
-        }
-        let mut text = Vec::new();
-        first
-            .read_to_end(&mut text)
-            .map_err(|e| refuse(bundle, format!("its manifest is cut off ({e})")))?;
-        serde_json::from_slice(&text)
-            .map_err(|e| refuse(bundle, format!("its manifest is not valid ({e})")))?
-    };
-    if manifest.format != FORMAT {
-        return Err(refuse(
-            bundle,
-            format!(
-                "its format is `{}`; this ocm-lab reads `{FORMAT}`",
-                manifest.format
-            ),
-        ));
-    }
+    let manifest = read_manifest(bundle, &mut entries)?;
     let mut found: std::collections::HashMap<String, (String, u64, u64)> = Default::default();
     for entry in entries {
         let mut entry =
@@ -338,4 +322,57 @@ pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
         offsets.push(*offset);
     }
     Ok((manifest, offsets))
+}
+
+/// Reads only a bundle's manifest (its first entry), without checking the items: what `up --bundle`
+/// compares with the topology before the whole bundle is checked and loaded.
+pub fn manifest(bundle: &Path) -> Result<Manifest> {
+    let file = std::fs::File::open(bundle).map_err(|e| DockerError::Io {
+        what: format!("open bundle {}", bundle.display()),
+        detail: e.to_string(),
+    })?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+    let mut entries = archive
+        .entries()
+        .map_err(|e| refuse(bundle, format!("it is not a tar archive ({e})")))?;
+    read_manifest(bundle, &mut entries)
+}
+
+fn read_manifest<'a, R: std::io::Read + 'a>(
+    bundle: &Path,
+    entries: &mut impl Iterator<Item = std::io::Result<tar::Entry<'a, R>>>,
+) -> Result<Manifest> {
+    let manifest: Manifest = {
+        let mut first = match entries.next() {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => return Err(refuse(bundle, format!("it is not a tar archive ({e})"))),
+            None => return Err(refuse(bundle, "it is empty".to_owned())),
+        };
+        let path = first
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path != MANIFEST {
+            return Err(refuse(
+                bundle,
+                format!("its first entry is `{path}`, not {MANIFEST}"),
+            ));
+        }
+        let mut text = Vec::new();
+        first
+            .read_to_end(&mut text)
+            .map_err(|e| refuse(bundle, format!("its manifest is cut off ({e})")))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| refuse(bundle, format!("its manifest is not valid ({e})")))?
+    };
+    if manifest.format != FORMAT {
+        return Err(refuse(
+            bundle,
+            format!(
+                "its format is `{}`; this ocm-lab reads `{FORMAT}`",
+                manifest.format
+            ),
+        ));
+    }
+    Ok(manifest)
 }

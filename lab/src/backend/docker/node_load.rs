@@ -1,0 +1,154 @@
+//! Loading an image archive into a kind node through the Docker API, as `kind load image-archive` does
+//! (FACTS-HELM-KIND B2.1): the archive is copied into the node container, then imported into containerd's
+//! `k8s.io` namespace with `ctr --namespace=k8s.io images import --all-platforms --digests` (as kind
+//! runs it; `--digests` also keeps an image whose archive names no tag reachable by
+//! digest), and the copy is removed again. kind also passes `--snapshotter=<s>` read from
+//! `containerd config dump`; this uses containerd's default (overlayfs, what kind's nodes run).
+
+use std::path::Path;
+
+use bollard::models::ExecConfig;
+use bollard::query_parameters::UploadToContainerOptionsBuilder;
+use futures::StreamExt;
+use tokio::io::AsyncReadExt as _;
+
+use super::{Docker, DockerError};
+
+/// Where the archive is put in the node while it is imported.
+pub const IN_NODE_DIR: &str = "/";
+pub const IN_NODE_NAME: &str = "ocm-lab-images.tar";
+
+impl Docker {
+    /// Copies the `docker save` archive `archive` into the node container `node` and imports it into
+    /// containerd's `k8s.io` namespace; the copy in the node is removed whatever the outcome.
+    pub async fn import_into_node(&self, node: &str, archive: &Path) -> Result<(), DockerError> {
+        let size = tokio::fs::metadata(archive)
+            .await
+            .map_err(|e| DockerError::Io {
+                what: format!("read {}", archive.display()),
+                detail: e.to_string(),
+            })?
+            .len();
+        let file = tokio::fs::File::open(archive)
+            .await
+            .map_err(|e| DockerError::Io {
+                what: format!("open {}", archive.display()),
+                detail: e.to_string(),
+            })?;
+        // The upload is itself a tar: one header, the archive's bytes, padding and the end blocks.
+        let mut header = tar::Header::new_gnu();
+        header
+            .set_path(IN_NODE_NAME)
+            .expect("a short relative path");
+        header.set_size(size);
+        header.set_mode(0o600);
+        header.set_cksum();
+        let head = bytes::Bytes::copy_from_slice(header.as_bytes());
+        let tail = bytes::Bytes::from(vec![0u8; ((512 - size % 512) % 512) as usize + 1024]);
+        let body = futures::stream::unfold((file, false), |(mut f, done)| async move {
+            if done {
+                return None;
+            }
+            let mut buf = vec![0u8; 1 << 20];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(bytes::Bytes::from(buf)), (f, false)))
+                }
+                Err(e) => Some((Err(e), (f, true))),
+            }
+        });
+        let stream = futures::stream::once(async { Ok(head) })
+            .chain(body)
+            .chain(futures::stream::once(async { Ok(tail) }));
+        self.client
+            .upload_to_container(
+                node,
+                Some(
+                    UploadToContainerOptionsBuilder::default()
+                        .path(IN_NODE_DIR)
+                        .build(),
+                ),
+                bollard::body_try_stream(stream),
+            )
+            .await
+            .map_err(|e| self.err(&format!("copy {} into node {node}", archive.display()), e))?;
+        let path = format!("{IN_NODE_DIR}{IN_NODE_NAME}");
+        let import = self
+            .exec_in(
+                node,
+                &[
+                    "ctr",
+                    "--namespace=k8s.io",
+                    "images",
+                    "import",
+                    "--all-platforms",
+                    "--digests",
+                    &path,
+                ],
+            )
+            .await;
+        let removed = self.exec_in(node, &["rm", "-f", &path]).await;
+        let (code, output) = import?;
+        if code != 0 {
+            return Err(DockerError::NodeImportFailed {
+                node: node.to_owned(),
+                archive: archive.display().to_string(),
+                code,
+                output: last_chars(&output, 800),
+            });
+        }
+        removed?;
+        Ok(())
+    }
+
+    /// Runs `cmd` in the container; its exit code and output. kind adds `--privileged` to its exec, but
+    /// kind's node containers run privileged already (FACTS-HELM-KIND B6.8), so the exec gets their full
+    /// capabilities without it (and an unprivileged stand-in refuses a privileged exec).
+    async fn exec_in(&self, container: &str, cmd: &[&str]) -> Result<(i64, String), DockerError> {
+        let what = format!("run `{}` in {container}", cmd.join(" "));
+        let exec = self
+            .client
+            .create_exec(
+                container,
+                ExecConfig {
+                    cmd: Some(cmd.iter().map(|s| (*s).to_owned()).collect()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.err(&what, e))?;
+        let mut text = String::new();
+        if let bollard::exec::StartExecResults::Attached { mut output, .. } = self
+            .client
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| self.err(&what, e))?
+        {
+            while let Some(chunk) = output.next().await {
+                text.push_str(&chunk.map_err(|e| self.err(&what, e))?.to_string());
+            }
+        }
+        let code = self
+            .client
+            .inspect_exec(&exec.id)
+            .await
+            .map_err(|e| self.err(&what, e))?
+            .exit_code
+            .unwrap_or(-1);
+        Ok((code, text))
+    }
+}
+
+/// The last `n` characters of `text`, trimmed.
+fn last_chars(text: &str, n: usize) -> String {
+    let count = text.chars().count();
+    text.chars()
+        .skip(count.saturating_sub(n))
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}

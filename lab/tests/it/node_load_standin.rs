@@ -1,0 +1,119 @@
+//! `Docker::import_into_node` against a STAND-IN node container, not a kind node: there is no kind node
+//! here, so the container is the busybox test image with a fake `ctr` (a shell script that records its
+//! arguments and copies the archive it was given). What this proves: the archive reaches the node whole,
+//! `ctr` is called as `kind load image-archive` calls it (FACTS-HELM-KIND B2.1: `--namespace=k8s.io images
+//! import --all-platforms --digests`), the copy is removed afterwards, and a failing import is a typed
+//! error naming the node, with the copy removed too. Whether real containerd accepts the archive is not
+//! exercised here.
+
+use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
+use futures::StreamExt as _;
+use ocm_lab::backend::docker::{Docker, DockerError};
+
+const FAKE_CTR: &str = "#!/bin/sh\n\
+if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
+echo \"$@\" > /ctr-args\n\
+/bin/busybox cp \"$6\" /imported.tar\n";
+
+/// Puts `files` (path, mode, content) and a `bin/rm` applet link into the container.
+async fn put(d: &Docker, container: &str, files: &[(&str, u32, &[u8])]) {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (path, mode, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(*mode);
+        tar.append_data(&mut h, path, *data).unwrap();
+    }
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Symlink);
+    link.set_size(0);
+    link.set_mode(0o777);
+    tar.append_link(&mut link, "bin/rm", "busybox").unwrap();
+    let bytes = tar.into_inner().unwrap();
+    d.client()
+        .upload_to_container(
+            container,
+            Some(
+                bollard::query_parameters::UploadToContainerOptionsBuilder::default()
+                    .path("/")
+                    .build(),
+            ),
+            bollard::body_full(bytes.into()),
+        )
+        .await
+        .unwrap();
+}
+
+/// A file's content in the container, or `None` when it is not there.
+async fn get(d: &Docker, container: &str, path: &str) -> Option<Vec<u8>> {
+    let mut stream = d.client().download_from_container(
+        container,
+        Some(
+            DownloadFromContainerOptionsBuilder::default()
+                .path(path)
+                .build(),
+        ),
+    );
+    let mut tar_bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(c) => tar_bytes.extend_from_slice(&c),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return None,
+            Err(e) => panic!("download {path}: {e}"),
+        }
+    }
+    let mut archive = tar::Archive::new(tar_bytes.as_slice());
+    let mut entry = archive.entries().unwrap().next().unwrap().unwrap();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut entry, &mut out).unwrap();
+    Some(out)
+}
+
+#[tokio::test]
+async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_copy_removed() {
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = crate::docker::test_image(&d).await else {
+        return;
+    };
+    let mut cleanup = crate::docker::Cleanup::new(&d);
+    let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
+    put(&d, &node, &[("bin/ctr", 0o755, FAKE_CTR.as_bytes())]).await;
+
+    // An archive of an odd size (not a multiple of tar's 512-byte blocks).
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("images.tar");
+    let data: Vec<u8> = (0..300_001u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&archive, &data).unwrap();
+
+    d.import_into_node(&node, &archive).await.unwrap();
+    let args = String::from_utf8(get(&d, &node, "/ctr-args").await.unwrap()).unwrap();
+    assert_eq!(
+        args.trim(),
+        "--namespace=k8s.io images import --all-platforms --digests /ocm-lab-images.tar"
+    );
+    assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), data);
+    assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+
+    // A failing import names the node, carries ctr's output, and leaves no copy behind.
+    put(&d, &node, &[("fail", 0o644, b"")]).await;
+    let e = d.import_into_node(&node, &archive).await.unwrap_err();
+    match &e {
+        DockerError::NodeImportFailed {
+            node: n,
+            code,
+            output,
+            ..
+        } => {
+            assert_eq!(n, &node);
+            assert_eq!(*code, 3);
+            assert!(output.contains("simulated import failure"), "{output}");
+        }
+        other => panic!("expected NodeImportFailed, got {other:?}"),
+    }
+    assert!(e.help().unwrap().contains("up --bundle"));
+    assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+}
