@@ -229,6 +229,25 @@ impl StateDir {
             }
         }
         let dir = self.kubeconfigs();
+        // The merged copies of existing clusters' kubeconfigs hold the user's credentials: the lab made
+        // them, so they go with the lab.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let path = e.path();
+                if path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(".existing.yaml"))
+                {
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(io(&path)(e));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
         let empty = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none());
         if empty {
             std::fs::remove_dir(&dir).map_err(io(&dir))?;
@@ -785,6 +804,39 @@ pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forgetting_a_lab_removes_the_merged_kubeconfigs_of_existing_clusters_and_keeps_other_files()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        let a = dir.path().join("a.yaml");
+        let b = dir.path().join("b.yaml");
+        for (p, ctx) in [(&a, "one"), (&b, "two")] {
+            std::fs::write(
+                p,
+                format!(
+                    "apiVersion: v1\nkind: Config\ncontexts: [{{name: {ctx}, context: {{cluster: {ctx}, user: {ctx}}}}}]\n\
+                     clusters: [{{name: {ctx}, cluster: {{server: 'https://{ctx}:6443'}}}}]\n\
+                     users: [{{name: {ctx}, user: {{token: secret}}}}]\n"
+                ),
+            )
+            .unwrap();
+        }
+        let list = std::env::join_paths([&a, &b]).unwrap();
+        let merged = state
+            .existing_kubeconfig("hub", list.to_str().unwrap())
+            .unwrap();
+        assert!(merged.exists(), "the merged copy is written");
+        // A file the user put there themselves is not the lab's to remove.
+        let theirs = state.kubeconfigs().join("notes.txt");
+        std::fs::write(&theirs, "mine").unwrap();
+        state.forget().unwrap();
+        assert!(!merged.exists(), "credentials copied by the lab go with it");
+        assert!(theirs.exists());
+    }
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
