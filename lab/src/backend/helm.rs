@@ -188,6 +188,47 @@ impl Helm {
         Ok(out?)
     }
 
+    /// `helm list` of the release `name` in `namespace` (any status), narrowed to releases whose labels
+    /// match `selector` when given.
+    async fn list(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+        selector: Option<String>,
+    ) -> Result<Vec<Listed>> {
+        let what = format!("list Helm release `{name}` in namespace `{namespace}`");
+        let mut args: Vec<String> = vec![
+            "list".into(),
+            "--all".into(),
+            "--filter".into(),
+            format!("^{name}$"),
+        ];
+        if let Some(selector) = selector {
+            args.extend(["--selector".into(), selector]);
+        }
+        args.extend([
+            "--namespace".into(),
+            namespace.to_owned(),
+            "--output".into(),
+            "json".into(),
+        ]);
+        let out = self.run_plain(args, target).await?;
+        if !out.status.success() {
+            return Err(HelmError::Release {
+                what,
+                failure: out.failure(),
+            });
+        }
+        let command = out.command.clone();
+        let text = utf8(out, &what)?;
+        serde_json::from_str(text.trim()).map_err(|e| HelmError::BadOutput {
+            what,
+            command,
+            detail: format!("it printed unexpected JSON: {e}"),
+        })
+    }
+
     /// Runs a helm command that needs no values file.
     async fn run_plain(&self, mut args: Vec<String>, target: &HelmTarget) -> Result<tools::Output> {
         args.extend(target_args(target));
@@ -289,9 +330,10 @@ pub enum ParseError {
     NotAnObject { index: usize },
 }
 
-/// Splits a `helm template` stream into CRDs and other objects, each in output order. Empty and null
-/// documents (and comments such as `# Source:`) are skipped; a `v1` `List` is replaced by its items.
-pub fn parse_manifests(stdout: &str) -> Result<Rendered, ParseError> {
+/// The documents of a manifest stream (what `helm template` prints, or what Helm hands its post-renderer),
+/// in order. Errors carry the location but never a snippet: it would quote the manifests, which may hold a
+/// Secret.
+pub fn manifest_documents(text: &str) -> Result<Vec<Value>, ParseError> {
     let options = serde_saphyr::options! {
         // Charts with many CRDs are large; the defaults are sized for config files.
         budget: serde_saphyr::budget! {
@@ -301,15 +343,19 @@ pub fn parse_manifests(stdout: &str) -> Result<Rendered, ParseError> {
             max_depth: 256,
         },
     };
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(stdout, options).map_err(|e| {
-            // No snippet: it would quote the output, which may hold a Secret.
-            let plain = e.without_snippet();
-            ParseError::Yaml {
-                location: plain.location().map(|l| (l.line(), l.column())),
-                message: plain.to_string(),
-            }
-        })?;
+    serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
+        let plain = e.without_snippet();
+        ParseError::Yaml {
+            location: plain.location().map(|l| (l.line(), l.column())),
+            message: plain.to_string(),
+        }
+    })
+}
+
+/// Splits a `helm template` stream into CRDs and other objects, each in output order. Empty and null
+/// documents (and comments such as `# Source:`) are skipped; a `v1` `List` is replaced by its items.
+pub fn parse_manifests(stdout: &str) -> Result<Rendered, ParseError> {
+    let docs = manifest_documents(stdout)?;
     let mut rendered = Rendered::default();
     let mut push = |obj: Value, index: usize| -> Result<(), ParseError> {
         match obj.get("kind").and_then(Value::as_str) {
@@ -500,31 +546,7 @@ impl ChartRenderer for Helm {
         namespace: &str,
     ) -> Result<Option<Release>> {
         let what = format!("list Helm release `{name}` in namespace `{namespace}`");
-        let args = vec![
-            "list".into(),
-            "--all".into(),
-            "--filter".into(),
-            format!("^{name}$"),
-            "--namespace".into(),
-            namespace.to_owned(),
-            "--output".into(),
-            "json".into(),
-        ];
-        let out = self.run_plain(args, target).await?;
-        if !out.status.success() {
-            return Err(HelmError::Release {
-                what,
-                failure: out.failure(),
-            });
-        }
-        let command = out.command.clone();
-        let text = utf8(out, &what)?;
-        let listed: Vec<Listed> =
-            serde_json::from_str(text.trim()).map_err(|e| HelmError::BadOutput {
-                what: what.clone(),
-                command,
-                detail: format!("it printed unexpected JSON: {e}"),
-            })?;
+        let listed = self.list(target, name, namespace, None).await?;
         let Some(l) = listed.into_iter().find(|l| l.name == name) else {
             return Ok(None);
         };
@@ -567,34 +589,8 @@ impl ChartRenderer for Helm {
 
     async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
         // Only this lab's release: `helm list --selector` reads the labels `--labels` put on it.
-        let what = format!("list Helm release `{name}` in namespace `{namespace}`");
-        let args = vec![
-            "list".into(),
-            "--all".into(),
-            "--filter".into(),
-            format!("^{name}$"),
-            "--selector".into(),
-            format!("{}={}", crate::topology::LAB_LABEL, target.lab),
-            "--namespace".into(),
-            namespace.to_owned(),
-            "--output".into(),
-            "json".into(),
-        ];
-        let out = self.run_plain(args, target).await?;
-        if !out.status.success() {
-            return Err(HelmError::Release {
-                what,
-                failure: out.failure(),
-            });
-        }
-        let command = out.command.clone();
-        let text = utf8(out, &what)?;
-        let listed: Vec<Listed> =
-            serde_json::from_str(text.trim()).map_err(|e| HelmError::BadOutput {
-                what: what.clone(),
-                command,
-                detail: format!("it printed unexpected JSON: {e}"),
-            })?;
+        let selector = format!("{}={}", crate::topology::LAB_LABEL, target.lab);
+        let listed = self.list(target, name, namespace, Some(selector)).await?;
         if !listed.iter().any(|l| l.name == name) {
             return Ok(false);
         }

@@ -101,22 +101,15 @@ pub fn post_render(
 
 /// Helm's manifest stream as objects; empty documents and comments (`# Source:`) are dropped.
 fn parse(input: &str) -> Result<Vec<Value>, PostRenderError> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_documents: 100_000,
-            max_nodes: 10_000_000,
-            max_events: 40_000_000,
-            max_depth: 256,
+    let docs = crate::backend::helm::manifest_documents(input).map_err(|e| match e {
+        crate::backend::helm::ParseError::Yaml { location, message } => PostRenderError::Yaml {
+            location,
+            detail: message,
         },
-    };
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(input, options).map_err(|e| {
-            let plain = e.without_snippet();
-            PostRenderError::Yaml {
-                location: plain.location().map(|l| (l.line(), l.column())),
-                detail: plain.to_string(),
-            }
-        })?;
+        crate::backend::helm::ParseError::NotAnObject { index } => {
+            PostRenderError::NotAnObject { index }
+        }
+    })?;
     let mut objects = Vec::new();
     for (index, doc) in docs.into_iter().enumerate() {
         match doc {
