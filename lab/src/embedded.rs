@@ -59,4 +59,8 @@ pub const MANIFESTS: &[(&str, &str)] = &[
         "clusterproperties.yaml",
         include_str!("../../workflows/manifests/clusterproperties.yaml"),
     ),
+    (
+        "registry-hosting.yaml",
+        include_str!("../../workflows/manifests/registry-hosting.yaml"),
+    ),
 ];

@@ -5,7 +5,7 @@
 //! input. Fields dropped from an object that stays are server-side apply's job (same field manager).
 //!
 //! Never deleted: ManagedClusters (deleting one unregisters the cluster), objects with ownerReferences
-//! (their owner's controller manages them), the verification probe, and Namespaces on `existing:`
+//! (their owner's controller manages them), Helm's release records, the verification probe, and Namespaces on `existing:`
 //! clusters (deleting a namespace takes everything in it, whoever made it).
 
 use std::collections::BTreeSet;
@@ -42,7 +42,15 @@ pub const LAB_KINDS: &[(&str, &str)] = &[
         "ManagedClusterSet",
     ),
     ("v1", "Namespace"),
+    // `local-registry-hosting` in kube-public (spec.registry.local).
+    ("v1", "ConfigMap"),
 ];
+
+/// Helm's own release records carry the labels given with `--labels` too; with `HELM_DRIVER=configmap`
+/// they are ConfigMaps with the lab's label. They are Helm's to remove (`helm uninstall`), never prune's.
+fn is_helm_record(o: &Value) -> bool {
+    o["metadata"]["labels"]["owner"] == "helm"
+}
 
 fn has_owner(o: &Value) -> bool {
     o["metadata"]["ownerReferences"]
@@ -82,6 +90,7 @@ async fn prune_kind(
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         let ns = o["metadata"]["namespace"].as_str();
         if has_owner(&o)
+            || is_helm_record(&o)
             || (kind == "ClusterProperty" && name == PROBE_PROPERTY)
             || keep.contains(keep_id(kind, ns.unwrap_or_default(), name).as_str())
         {
@@ -145,4 +154,19 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         !removed.is_empty(),
         outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helm_release_records_are_recognised_whatever_the_driver_labelled() {
+        let record = json!({"kind": "ConfigMap", "metadata": {"name": "sh.helm.release.v1.cluster-manager.v1",
+            "labels": {"owner": "helm", "name": "cluster-manager", LAB_LABEL: "lab"}}});
+        assert!(is_helm_record(&record));
+        let hosting = json!({"kind": "ConfigMap", "metadata": {"name": "local-registry-hosting",
+            "labels": {LAB_LABEL: "lab"}}});
+        assert!(!is_helm_record(&hosting));
+    }
 }

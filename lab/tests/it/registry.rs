@@ -312,6 +312,15 @@ fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
         registry["networks"]["kind"].is_string(),
         "on the kind network: {registry}"
     );
+    // Each kind cluster tells in-cluster tools where the registry is (KEP-1755, kind's guide).
+    for cluster in ["mini-hub", "mini-spoke"] {
+        let hosting = &world["clusters"][cluster]["api"]["objects"]["ConfigMap"]["kube-public"]["local-registry-hosting"];
+        assert_eq!(
+            hosting["data"]["localRegistryHosting.v1"],
+            "host: \"localhost:5001\"\nhelp: \"https://kind.sigs.k8s.io/docs/user/local-registry/\"\n",
+            "{cluster}: {hosting}"
+        );
+    }
     let owned = sim.owned().unwrap();
     assert_eq!(
         owned.registries.get("minimal-registry"),
@@ -319,6 +328,19 @@ fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
     );
     // Again: nothing new.
     assert_eq!(run(&["up", "--simulate", "-t", file]).code, 0);
+    // Without `local`, the next `up` prunes the ConfigMap it no longer renders.
+    std::fs::write(file, ocm_lab::embedded::topology("minimal").unwrap()).unwrap();
+    let r = run(&["up", "--simulate", "-t", file]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let world: Value =
+        serde_json::from_str(&std::fs::read_to_string(sim.sim_world()).unwrap()).unwrap();
+    for cluster in ["mini-hub", "mini-spoke"] {
+        let public = &world["clusters"][cluster]["api"]["objects"]["ConfigMap"]["kube-public"];
+        assert!(
+            public["local-registry-hosting"].is_null(),
+            "{cluster}: {public}"
+        );
+    }
     let r = run(&["down", "--simulate", "-t", file]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(sim.owned().unwrap().registries.is_empty());
