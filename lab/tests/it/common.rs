@@ -106,3 +106,101 @@ pub fn plan_workflow(lab: &ocm_lab::topology::Lab, workflow: &str) -> ocm_lab::w
     )
     .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
 }
+
+/// Writes an executable shell script.
+pub fn script(path: &std::path::Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A lab `<tag>` (hub and one spoke) in a temporary folder, run by the real `ocm-lab` binary with fake
+/// tools (`OCM_LAB_KIND`, `OCM_LAB_HELM`) and on its own Docker network (`<tag>-net`, through
+/// `KIND_EXPERIMENTAL_DOCKER_NETWORK`, never the machine's `kind`). The fake kind is kind v0.32.0 by its
+/// version line, lists no clusters, logs every call and fails every create the way kind does, as a name
+/// clash or a broken node image would.
+pub struct FakeKindLab {
+    pub dir: tempfile::TempDir,
+    pub topology: PathBuf,
+    pub tag: String,
+    pub network: String,
+}
+
+impl FakeKindLab {
+    pub fn new(tag: &str, hub: &str, spoke: &str) -> FakeKindLab {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("kind.log");
+        script(
+            &dir.path().join("kind"),
+            &format!(
+                "echo \"$*\" >> {log}\ncase \"$1\" in\n  version) echo 'kind v0.32.0 go1.24.3 linux/amd64' ;;\n  get) exit 0 ;;\n  create) echo 'ERROR: failed to create cluster: the fake kind of this test fails every create' >&2; exit 1 ;;\n  *) exit 0 ;;\nesac\n",
+                log = log.display()
+            ),
+        );
+        script(&dir.path().join("helm"), "echo v3.19.0\n");
+        let topology = dir.path().join("lab.yaml");
+        std::fs::write(
+            &topology,
+            format!(
+                "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: Topology\nmetadata: {{name: {tag}}}\nspec:\n  hub: {{name: {hub}, featureGates: [ClusterProfile]}}\n  spokes: [{{name: {spoke}}}]\n  clusterSets: [{{name: s, clusters: [{spoke}], bindTo: [inventory]}}]\n"
+            ),
+        )
+        .unwrap();
+        FakeKindLab {
+            dir,
+            topology,
+            tag: tag.to_owned(),
+            network: format!("{tag}-net"),
+        }
+    }
+
+    /// `ocm-lab <verb> -t <topology>` (`up` and `reset` with `--no-download`).
+    pub fn run(&self, verb: &str) -> Output {
+        let d = self.dir.path();
+        let out = Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
+            .args([verb, "-t"])
+            .arg(&self.topology)
+            .args(if matches!(verb, "up" | "reset") {
+                &["--no-download"][..]
+            } else {
+                &[][..]
+            })
+            .env("OCM_LAB_KIND", d.join("kind"))
+            .env("OCM_LAB_HELM", d.join("helm"))
+            .env("OCM_LAB_STATE_DIR", d.join("state"))
+            .env("OCM_LAB_CACHE_DIR", d.join("cache"))
+            .env("HOME", d.join("home"))
+            .env("KUBECONFIG", d.join("home/kubeconfig"))
+            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &self.network)
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("ocm-lab runs");
+        Output {
+            code: out.status.code().expect("not killed by a signal"),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The fake kind's calls, one a line.
+    pub fn kind_calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("kind.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The lab's ownership record (`owned.jsonl`), or "" when there is none.
+    pub fn owned_log(&self) -> String {
+        std::fs::read_to_string(
+            self.dir
+                .path()
+                .join("state")
+                .join(&self.tag)
+                .join("owned.jsonl"),
+        )
+        .unwrap_or_default()
+    }
+}

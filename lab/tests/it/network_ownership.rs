@@ -5,97 +5,23 @@
 //! `network` step runs before the creates) and no node container joins it. The network is the test's own
 //! (`KIND_EXPERIMENTAL_DOCKER_NETWORK`), never the machine's `kind`.
 
-use std::path::{Path, PathBuf};
-
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectNetworkOptions, StartContainerOptions,
 };
 
+use crate::common::FakeKindLab;
 use crate::docker::{Cleanup, docker_or_skip, test_image};
 
-fn script(path: &Path, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-struct Lab {
-    dir: tempfile::TempDir,
-    topology: PathBuf,
-    tag: String,
-    network: String,
-}
-
-impl Lab {
-    fn new(what: &str) -> Lab {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-            % 100_000;
-        let tag = format!("net{what}{}x{nanos}", std::process::id());
-        let dir = tempfile::tempdir().unwrap();
-        script(
-            &dir.path().join("kind"),
-            "case \"$1\" in\n  version) echo 'kind v0.32.0 go1.24.3 linux/amd64' ;;\n  create) echo 'ERROR: failed to create cluster: the fake kind fails every create' >&2; exit 1 ;;\n  *) exit 0 ;;\nesac\n",
-        );
-        script(&dir.path().join("helm"), "echo v3.19.0\n");
-        let topology = dir.path().join("lab.yaml");
-        std::fs::write(
-            &topology,
-            format!(
-                "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: Topology\nmetadata: {{name: {tag}}}\nspec:\n  hub: {{name: {tag}-hub, featureGates: [ClusterProfile]}}\n  spokes: [{{name: {tag}-spoke}}]\n  clusterSets: [{{name: s, clusters: [{tag}-spoke], bindTo: [inventory]}}]\n"
-            ),
-        )
-        .unwrap();
-        let network = format!("{tag}-net");
-        Lab {
-            dir,
-            topology,
-            tag,
-            network,
-        }
-    }
-
-    fn run(&self, verb: &str) -> crate::common::Output {
-        let d = self.dir.path();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
-            .args([verb, "-t"])
-            .arg(&self.topology)
-            .args(if verb == "up" {
-                &["--no-download"][..]
-            } else {
-                &[][..]
-            })
-            .env("OCM_LAB_KIND", d.join("kind"))
-            .env("OCM_LAB_HELM", d.join("helm"))
-            .env("OCM_LAB_STATE_DIR", d.join("state"))
-            .env("OCM_LAB_CACHE_DIR", d.join("cache"))
-            .env("HOME", d.join("home"))
-            .env("KUBECONFIG", d.join("home/kubeconfig"))
-            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &self.network)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("ocm-lab runs");
-        crate::common::Output {
-            code: out.status.code().expect("not killed by a signal"),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn owned_log(&self) -> String {
-        std::fs::read_to_string(
-            self.dir
-                .path()
-                .join("state")
-                .join(&self.tag)
-                .join("owned.jsonl"),
-        )
-        .unwrap_or_default()
-    }
+/// A lab named `net<what><pid>x<n>` with the fake kind that fails every create.
+fn lab(what: &str) -> FakeKindLab {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        % 100_000;
+    let tag = format!("net{what}{}x{nanos}", std::process::id());
+    FakeKindLab::new(&tag, &format!("{tag}-hub"), &format!("{tag}-spoke"))
 }
 
 /// The ID of network `name`, or `None` when there is none.
@@ -122,7 +48,7 @@ async fn down_removes_the_network_up_created_once_no_container_uses_it() {
         return;
     };
     let mut cleanup = Cleanup::new(&d);
-    let lab = Lab::new("own");
+    let lab = lab("own");
     cleanup.networks.push(lab.network.clone());
 
     // `up` creates the network, and records it with its ID, before the (failing) creates.
@@ -209,7 +135,7 @@ async fn down_never_removes_a_network_that_was_there_before_up() {
         return;
     };
     let mut cleanup = Cleanup::new(&d);
-    let lab = Lab::new("foreign");
+    let lab = lab("foreign");
     cleanup.networks.push(lab.network.clone());
     d.client()
         .create_network(NetworkCreateRequest {

@@ -6,97 +6,12 @@
 //! fails every create, as a name clash or a broken node image would. Without Docker (or busybox-static for
 //! the test image) the test skips with a notice, unless `OCM_LAB_REQUIRE_DOCKER=1`.
 
-use std::path::{Path, PathBuf};
-
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, StartContainerOptions};
 
 use crate::docker::{Cleanup, docker_or_skip, exists, test_image};
 
-/// Writes an executable shell script.
-fn script(path: &Path, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A lab in a temporary folder, run by the real `ocm-lab` binary with fake tools.
-struct Lab {
-    dir: tempfile::TempDir,
-    topology: PathBuf,
-    network: String,
-}
-
-impl Lab {
-    fn new(tag: &str, hub: &str, spoke: &str) -> Lab {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("kind.log");
-        // kind v0.32.0 by its version line; lists no clusters; fails every create the way kind does.
-        script(
-            &dir.path().join("kind"),
-            &format!(
-                "echo \"$*\" >> {log}\ncase \"$1\" in\n  version) echo 'kind v0.32.0 go1.24.3 linux/amd64' ;;\n  get) exit 0 ;;\n  create) echo 'ERROR: failed to create cluster: the fake kind of this test fails every create' >&2; exit 1 ;;\n  *) exit 0 ;;\nesac\n",
-                log = log.display()
-            ),
-        );
-        script(&dir.path().join("helm"), "echo v3.19.0\n");
-        let topology = dir.path().join("lab.yaml");
-        std::fs::write(
-            &topology,
-            format!(
-                "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: Topology\nmetadata: {{name: {tag}}}\nspec:\n  hub: {{name: {hub}, featureGates: [ClusterProfile]}}\n  spokes: [{{name: {spoke}}}]\n  clusterSets: [{{name: s, clusters: [{spoke}], bindTo: [inventory]}}]\n"
-            ),
-        )
-        .unwrap();
-        Lab {
-            dir,
-            topology,
-            network: format!("{tag}-net"),
-        }
-    }
-
-    fn run(&self, verb: &str) -> crate::common::Output {
-        let d = self.dir.path();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
-            .args([verb, "-t"])
-            .arg(&self.topology)
-            .args(if matches!(verb, "up" | "reset") {
-                &["--no-download"][..]
-            } else {
-                &[][..]
-            })
-            .env("OCM_LAB_KIND", d.join("kind"))
-            .env("OCM_LAB_HELM", d.join("helm"))
-            .env("OCM_LAB_STATE_DIR", d.join("state"))
-            .env("OCM_LAB_CACHE_DIR", d.join("cache"))
-            .env("HOME", d.join("home"))
-            .env("KUBECONFIG", d.join("home/kubeconfig"))
-            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &self.network)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("ocm-lab runs");
-        crate::common::Output {
-            code: out.status.code().expect("not killed by a signal"),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// The fake kind's calls, one a line.
-    fn kind_calls(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.path().join("kind.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    fn owned_log(&self, lab: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join("state").join(lab).join("owned.jsonl"))
-            .unwrap_or_default()
-    }
-}
+use crate::common::FakeKindLab as Lab;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_alike_made_after_a_failed_create_survives_down_reset_and_a_second_up() {
@@ -133,7 +48,7 @@ async fn a_look_alike_made_after_a_failed_create_survives_down_reset_and_a_secon
         "kind create was tried: {:?}",
         lab.kind_calls()
     );
-    let record = lab.owned_log(&tag);
+    let record = lab.owned_log();
     assert!(
         record.contains(&format!("{{\"op\":\"intend-cluster\",\"name\":\"{hub}\"}}"))
             && record.contains(&format!(
