@@ -311,27 +311,25 @@ pub fn command(c: &crate::cli::ImagesCommand) -> Result<(), crate::error::Error>
     }
 }
 
-/// Which of the lab's images (with the embedded workflows and chart patches) the local Docker engine
-/// already has, and which would have to be pulled: the doctor's `images` finding, a warning when any
-/// is missing.
-pub async fn doctor_finding(
+/// The lab's images as the doctor and preflight check them: listed from the plan of `up` with the
+/// workflows and chart patches the command was given, or why they could not be listed.
+pub fn for_doctor(
     lab: &Lab,
+    sources: &crate::workflow::Sources,
+    patches: &crate::patch::PatchSet,
+) -> Result<Vec<LabImage>, String> {
+    let plan = crate::workflow::plan::plan(lab, sources, &crate::actions::Registry, patches, "up")
+        .map_err(|e| e.to_string())?;
+    list(lab, &plan, patches).map_err(|e| e.to_string())
+}
+
+/// Which of the lab's images (`listed`, from [`for_doctor`]) the local Docker engine already has, and
+/// which would have to be pulled: the doctor's `images` finding, a warning when any is missing.
+pub async fn doctor_finding(
+    listed: &Result<Vec<LabImage>, String>,
     docker: &crate::backend::docker::Docker,
 ) -> crate::commands::doctor::Finding {
     use crate::commands::doctor::Finding;
-    let listed = crate::patch::PatchSet::embedded()
-        .map_err(|e| e.to_string())
-        .and_then(|patches| {
-            let plan = crate::workflow::plan::plan(
-                lab,
-                &crate::workflow::Sources::embedded(),
-                &crate::actions::Registry,
-                &patches,
-                "up",
-            )
-            .map_err(|e| e.to_string())?;
-            list(lab, &plan, &patches).map_err(|e| e.to_string())
-        });
     let images = match listed {
         Ok(images) => images,
         Err(e) => {
@@ -342,7 +340,7 @@ pub async fn doctor_finding(
             );
         }
     };
-    let (present, missing) = partition_present(docker, &images).await;
+    let (present, missing) = partition_present(docker, images).await;
     let missing = match missing {
         Ok(m) => m,
         Err(e) => {

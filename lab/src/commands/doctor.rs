@@ -156,6 +156,7 @@ pub async fn check(
     backends: &Backends,
     engine: Option<&crate::backend::docker::Docker>,
     state: &StateDir,
+    images: &Result<Vec<crate::images::LabImage>, String>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let kind_clusters: Vec<&str> = lab
@@ -240,7 +241,7 @@ pub async fn check(
     if let Some(d) = engine {
         let image = &lab.versions.kind_node_image;
         out.push(node_image(image, d.image_present(image).await.ok()));
-        out.push(crate::images::doctor_finding(lab, d).await);
+        out.push(crate::images::doctor_finding(images, d).await);
     }
     out.extend(crate::images::mirror_findings(lab).await);
     match std::net::TcpListener::bind("127.0.0.1:0") {
@@ -399,12 +400,13 @@ pub fn run(args: &crate::cli::DoctorArgs) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, open_backends, runtime};
     let output = args.output.output;
     let args = crate::cli::RunArgs::from(args);
-    let (loaded, _, _) = super::inputs(&args.lab)?;
+    let (loaded, sources, patches) = super::inputs(&args.lab)?;
     super::warn(&loaded);
     let state = StateDir::for_run(&loaded.lab.name, args.simulate)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, &args, &state, Purpose::Doctor, &loaded.lab)?;
-    let findings = opened.doctor_findings(&rt, &loaded.lab, &state);
+    let images = crate::images::for_doctor(&loaded.lab, &sources, &patches);
+    let findings = opened.doctor_findings(&rt, &loaded.lab, &state, &images);
     rt.shutdown_background();
     super::document(output, &findings, || render(&findings))?;
     if failed(&findings) {

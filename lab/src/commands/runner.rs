@@ -101,6 +101,7 @@ impl Opened {
         rt: &tokio::runtime::Runtime,
         lab: &Lab,
         state: &StateDir,
+        images: &Result<Vec<crate::images::LabImage>, String>,
     ) -> Vec<doctor::Finding> {
         let mut findings = self.findings.clone();
         findings.extend(rt.block_on(doctor::check(
@@ -108,6 +109,7 @@ impl Opened {
             &self.backends,
             self.docker.as_ref(),
             state,
+            images,
         )));
         findings
     }
@@ -294,8 +296,14 @@ pub fn run_workflows(
         // A damaged ownership record stops everything but `down`, which reads around the damage.
         state.owned_or(&args.command_line("down"))?;
     }
+    // The preflight's image check lists what `up` runs, with this command's workflows and patches.
+    let images = if !args.simulate && workflows.iter().any(|w| w.preflight()) {
+        crate::images::for_doctor(&lab, &sources, &patches)
+    } else {
+        Ok(Vec::new())
+    };
     for (i, (workflow, plan)) in plans.iter().enumerate() {
-        let ready = match prepare(args, output, &lab, &state, *workflow, plan) {
+        let ready = match prepare(args, output, &lab, &state, *workflow, plan, &images) {
             Ok(ready) => ready,
             Err(e) if i == 0 => {
                 // Nothing ran: the command leaves nothing behind, not even a lock file.
@@ -333,6 +341,7 @@ fn prepare(
     state: &StateDir,
     workflow: Workflow,
     plan: &Plan,
+    images: &Result<Vec<crate::images::LabImage>, String>,
 ) -> Result<Ready, Error> {
     if workflow.needs_lab() {
         ensure_up(lab, state, args)?;
@@ -340,7 +349,7 @@ fn prepare(
     let runtime = runtime()?;
     let opened = open_backends(&runtime, args, state, Purpose::Run(workflow), lab)?;
     if workflow.preflight() && opened.sim.is_none() {
-        let findings = opened.doctor_findings(&runtime, lab, state);
+        let findings = opened.doctor_findings(&runtime, lab, state, images);
         if doctor::failed(&findings) {
             let _ = writeln!(std::io::stderr(), "{}", doctor::render(&findings));
             if output == StreamOutput::Json {

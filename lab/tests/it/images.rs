@@ -185,7 +185,12 @@ async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to
     let mut lab = common::lab("minimal");
     // The test image stands in for the node image: the one image of the list the engine has.
     lab.versions.kind_node_image = image.clone();
-    let f = ocm_lab::images::doctor_finding(&lab, &d).await;
+    let listed = ocm_lab::images::for_doctor(
+        &lab,
+        &ocm_lab::workflow::Sources::embedded(),
+        &ocm_lab::patch::PatchSet::embedded().unwrap(),
+    );
+    let f = ocm_lab::images::doctor_finding(&listed, &d).await;
     assert_eq!(f.level, ocm_lab::commands::doctor::Level::Warn, "{f:?}");
     assert!(f.detail.starts_with("7 of 8 images"), "{}", f.detail);
     assert!(f.detail.contains("(1 present)"), "{}", f.detail);

@@ -226,8 +226,14 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
         "kind create ran"
     );
     // `doctor --simulate` names them too.
-    let findings =
-        ocm_lab::commands::doctor::check(&h.lab, &h.sim.backends(), None, &h.state).await;
+    let findings = ocm_lab::commands::doctor::check(
+        &h.lab,
+        &h.sim.backends(),
+        None,
+        &h.state,
+        &Ok(Vec::new()),
+    )
+    .await;
     assert!(ocm_lab::commands::doctor::failed(&findings));
     let clash = findings.iter().find(|f| f.check == "clusters").unwrap();
     assert!(
