@@ -49,9 +49,10 @@ fn model(sim: &SimLab) {
 /// The contention-aware model: today's delays, on a machine of the size of a GitHub-hosted runner for a
 /// public repository, `ubuntu-latest`: 4 vCPU, 16 GB (docs.github.com, "GitHub-hosted runners reference",
 /// standard runners for public repositories). Each kind create and each OCM or addon stage keeps one core
-/// busy while it runs: an assumption, not a measurement (kind creates are CPU-heavy at startup, and four at
-/// once already overload a machine: kubernetes-sigs/kind#1288, #3317; a rollout's image pull and
-/// decompression and its Go binaries' start are charged the same). With k of them at once on 4 cores, each
+/// busy while it runs: an assumption, not a measurement (kind's maintainers call startup the heaviest part
+/// and advise creating two clusters and then two more rather than four at once, kubernetes-sigs/kind#1288;
+/// a rollout's image pull, its decompression and its Go binaries' start are charged the same). With k of
+/// them at once on 4 cores, each
 /// progresses at min(1, 4/k) (`ocm_lab::sim::Contention`).
 fn contention() -> Contention {
     [
