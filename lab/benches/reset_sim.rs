@@ -5,6 +5,11 @@
 //! API server is given 20 ms and every read 5 ms, a local kind API server's round trips under load. Time is Tokio's paused clock, so the numbers are the modelled wall
 //! time of the workflows (the critical path through the step graph), not this machine's speed.
 //!
+//! It also prints, on their own lines, a contention-aware figure beside today's model's for fleets of 1, 2, 4
+//! and 8 spokes (`ocm_lab_testkit::fleet_topology`, as `up_sim`): the same delays, but the kind creates and
+//! the OCM and addon stages that run at once share a 4-vCPU machine (`contention()`). Today's model, which
+//! the `first up:` line keeps using, gives each of them a machine of its own.
+//!
 //! `cargo bench --bench reset_sim [-- TOPOLOGY]`
 
 use std::sync::Arc;
@@ -13,7 +18,7 @@ use std::time::Duration;
 use ocm_lab::actions::Registry;
 use ocm_lab::engine::{self, RunOptions};
 use ocm_lab::patch::PatchSet;
-use ocm_lab::sim::{Behaviour, Fault, SimLab};
+use ocm_lab::sim::{Behaviour, Contention, Fault, SimLab};
 use ocm_lab::state::StateDir;
 use ocm_lab::step::RunCtx;
 use ocm_lab::step::events::{Event, Events};
@@ -41,17 +46,81 @@ fn model(sim: &SimLab) {
     );
 }
 
+/// The contention-aware model: today's delays, on a machine of the size of a GitHub-hosted runner for a
+/// public repository, `ubuntu-latest`: 4 vCPU, 16 GB (docs.github.com, "GitHub-hosted runners reference",
+/// standard runners for public repositories). Each kind create and each OCM or addon stage keeps one core
+/// busy while it runs: an assumption, not a measurement (kind's maintainers call startup the heaviest part
+/// and advise creating two clusters and then two more rather than four at once, kubernetes-sigs/kind#1288;
+/// a rollout's image pull, its decompression and its Go binaries' start are charged the same). With k of
+/// them at once on 4 cores, each
+/// progresses at min(1, 4/k) (`ocm_lab::sim::Contention`).
+fn contention() -> Contention {
+    [
+        Behaviour::KindCreate,
+        Behaviour::HubOperator,
+        Behaviour::KlusterletOperator,
+        Behaviour::AddonInstall,
+    ]
+    .into_iter()
+    .fold(Contention::cores(4.0), |c, b| c.demand(b, 1.0))
+}
+
+/// One fleet's first `up`, modelled.
+struct FleetUp {
+    /// Today's model, seconds.
+    today: f64,
+    /// With contention, seconds.
+    contended: f64,
+    /// With contention, the slowest step and its seconds.
+    slowest: (String, f64),
+}
+
+/// A fleet's first `up` with today's model, and with contention on top of it. The timeouts are raised
+/// to 30 minutes so that a step slower than its default deadline is measured, not failed; the caller
+/// says when one is.
+async fn fleet_first_up(n: usize) -> FleetUp {
+    let text = ocm_lab_testkit::fleet_topology(&format!("fleet-{n}"), n, |i| {
+        format!("region: r-{}, tier.lab.example.com: t-{i}", i % 7)
+    })
+    .replacen(
+        "spec:\n",
+        "spec:\n  timeouts: {clusterCreate: 30m, rollout: 30m, join: 30m, default: 30m}\n",
+        1,
+    );
+    let lab = ocm_lab::topology::load_str("fleet.yaml", &text)
+        .expect("fleet topology")
+        .lab;
+    let mut runs = Vec::new();
+    for contended in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        let sim = SimLab::new();
+        model(&sim);
+        if contended {
+            sim.set_contention(Some(contention()));
+        }
+        runs.push(run_timed(&lab, &sim, &state, "up").await);
+    }
+    FleetUp {
+        today: runs[0].0.as_secs_f64(),
+        contended: runs[1].0.as_secs_f64(),
+        slowest: runs[1].2.clone(),
+    }
+}
+
 async fn run(lab: &Lab, sim: &Arc<SimLab>, state: &StateDir, workflow: &str) -> Duration {
     run_timed(lab, sim, state, workflow).await.0
 }
 
-/// A run, and the critical path its timing summary names (step and seconds each).
+/// A run, the critical path its timing summary names (step and seconds each), and its slowest step.
 async fn run_timed(
     lab: &Lab,
     sim: &Arc<SimLab>,
     state: &StateDir,
     workflow: &str,
-) -> (Duration, String) {
+) -> (Duration, String, (String, f64)) {
     let patches = PatchSet::embedded().expect("patches");
     let plan =
         ocm_lab::workflow::plan::plan(lab, &Sources::embedded(), &Registry, &patches, workflow)
@@ -59,8 +128,12 @@ async fn run_timed(
     let (events, mut rx) = Events::channel();
     let drain = tokio::spawn(async move {
         let mut path = String::new();
+        let mut slowest = (String::new(), 0.0);
         while let Some(e) = rx.recv().await {
             if let Event::Timing { timing, .. } = e.event {
+                if let Some(s) = timing.steps.first() {
+                    slowest = (s.step.clone(), s.elapsed_ms() as f64 / 1000.0);
+                }
                 path = timing
                     .critical_path
                     .iter()
@@ -69,7 +142,7 @@ async fn run_timed(
                     .join(" → ");
             }
         }
-        path
+        (path, slowest)
     });
     let ctx = Arc::new(RunCtx::new(
         lab.clone(),
@@ -85,9 +158,9 @@ async fn run_timed(
         .expect("journal");
     let took = start.elapsed();
     drop(ctx);
-    let path = drain.await.expect("drained");
+    let (path, slowest) = drain.await.expect("drained");
     assert!(r.ok, "{workflow} failed: {:?}", r.failed);
-    (took, path)
+    (took, path, slowest)
 }
 
 /// A workshop session's leftovers: a participant's binding and property, and a lab property changed.
@@ -128,12 +201,27 @@ fn main() {
         };
         let sim = SimLab::new();
         model(&sim);
-        let (first_up, path) = run_timed(&lab, &sim, &state, "up").await;
+        let (first_up, path, _) = run_timed(&lab, &sim, &state, "up").await;
         println!(
             "first up:          {:>6.0} s (modelled)",
             first_up.as_secs_f64()
         );
         println!("  critical path: {path}");
+        {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let state = StateDir {
+                path: dir.path().to_owned(),
+            };
+            let sim = SimLab::new();
+            model(&sim);
+            sim.set_contention(Some(contention()));
+            let (up, path, _) = run_timed(&lab, &sim, &state, "up").await;
+            println!(
+                "first up, contention-aware (4 vCPU): {:.0} s (modelled)",
+                up.as_secs_f64()
+            );
+            println!("  critical path: {path}");
+        }
         dirty(&lab, &sim).await;
         let prune = run(&lab, &sim, &state, "reset").await;
         let restore = run(&lab, &sim, &state, "up").await;
@@ -152,6 +240,22 @@ fn main() {
         "reset (prune + up): {:>6.1} s (modelled)",
         reset.as_secs_f64()
     );
+    println!(
+        "first up of a fleet (modelled): spokes | today's model | contention-aware (4 vCPU) | its slowest step"
+    );
+    for n in [1, 2, 4, 8] {
+        let f = rt.block_on(fleet_first_up(n));
+        // The default rollout and join deadlines are 5 minutes (spec.timeouts).
+        let over = if f.slowest.1 > 300.0 {
+            " (over the default 5m timeout)"
+        } else {
+            ""
+        };
+        println!(
+            "  fleet first up: {n:>2} | {:>5.0} s | {:>5.0} s | {} {:.0} s{over}",
+            f.today, f.contended, f.slowest.0, f.slowest.1
+        );
+    }
     println!(
         "down + up:          {:>6.1} s (modelled)",
         down_up.as_secs_f64()

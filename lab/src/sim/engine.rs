@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Call;
+use super::contention::Cpu;
 use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
@@ -23,6 +24,10 @@ pub(crate) struct State {
     pub faults: HashMap<Behaviour, Fault>,
     /// When a delayed controller first wanted to act on a work item.
     pub wanted: HashMap<(Behaviour, Work), Instant>,
+    /// The shared CPU budget, when contention is modelled (`SimLab::set_contention`).
+    pub cpu: Option<Arc<Cpu>>,
+    /// Wanted work whose job on the CPU budget is done: it acts on its next reconcile.
+    pub cpu_done: HashSet<(Behaviour, Work)>,
     /// Work that failed once in the current reconcile (it retries on the next one).
     pub backoff: HashSet<(Behaviour, Work)>,
     /// Keep the call log and the applied objects below (off by default: only tests read them, and a
@@ -107,6 +112,8 @@ impl Shared {
                 world,
                 faults: HashMap::new(),
                 wanted: HashMap::new(),
+                cpu: None,
+                cpu_done: HashSet::new(),
                 backoff: HashSet::new(),
                 record: false,
                 calls: Vec::new(),
@@ -212,7 +219,9 @@ impl Shared {
                         }
                     }
                     if !st.wanted.is_empty() {
-                        st.wanted.remove(&(b, work));
+                        let key = (b, work);
+                        st.wanted.remove(&key);
+                        st.cpu_done.remove(&key);
                     }
                     continue;
                 }
@@ -246,6 +255,27 @@ impl Shared {
             Some(Fault::Delay(d)) => {
                 let now = Instant::now();
                 let key = (b, work.clone());
+                // With contention modelled, the delay is a job on the shared CPU budget.
+                let job = st
+                    .cpu
+                    .as_ref()
+                    .and_then(|cpu| cpu.demand(b).map(|demand| (cpu.clone(), demand)));
+                if let Some((cpu, demand)) = job
+                    && !d.is_zero()
+                {
+                    return if st.wanted.contains_key(&key) {
+                        if st.cpu_done.remove(&key) {
+                            st.wanted.remove(&key);
+                            Gate::Go
+                        } else {
+                            Gate::Wait
+                        }
+                    } else {
+                        st.wanted.insert(key.clone(), now);
+                        self.after_job(cpu, demand, d, key, now);
+                        Gate::Wait
+                    };
+                }
                 match st.wanted.get(&key) {
                     Some(&since) if now >= since + d => {
                         st.wanted.remove(&key);
@@ -268,6 +298,35 @@ impl Shared {
             }
             Some(Fault::FailAlways(msg)) => Gate::Fail(msg),
         }
+    }
+
+    /// Runs the job of wanted `key` (wanted since `since`) on the CPU budget, then queues its work again.
+    /// Needs a Tokio runtime, as [`Shared::wake_at`].
+    fn after_job(
+        self: &Arc<Self>,
+        cpu: Arc<Cpu>,
+        demand: f64,
+        alone: Duration,
+        key: (Behaviour, Work),
+        since: Instant,
+    ) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        rt.spawn(async move {
+            cpu.run(demand, alone).await;
+            let Some(me) = me.upgrade() else { return };
+            let work = key.1.clone();
+            {
+                let mut st = me.lock();
+                // Only for the same want: one dropped meanwhile (or a cleared fault) starts afresh.
+                if st.wanted.get(&key) == Some(&since) {
+                    st.cpu_done.insert(key);
+                }
+            }
+            me.mutate_with(vec![work], |_| ());
+        });
     }
 
     /// Queues `work` again at `at` (a controller's requeue). Needs a Tokio runtime; without one the

@@ -215,6 +215,71 @@ mod tests {
         );
     }
 
+    /// The `up` graph's shape with a tie, a latest need listed last, and a step ready before it started;
+    /// the path must pick each step's latest need by time, not by its place in `needs`:
+    ///
+    /// ```text
+    /// create-spoke 0–90 ─ klusterlet 90–150 ──────────────┐
+    /// create-hub 0–60 ─ hub-manager 60–70 ─ hub-ready 70–150 ┴ join 150–151 ─┬─ addon 160–220 ─ verify 220–221
+    ///                   hub-manager ─ sets 70–71 ───────────────────────────┘ (addon waited 9 s for a slot)
+    /// ```
+    #[test]
+    fn the_critical_path_is_chosen_by_end_time_and_its_parts_add_up_to_the_total() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![
+                step("create-hub", &[]),
+                step("create-spoke", &[]),
+                step("hub-manager", &["create-hub"]),
+                step("hub-ready", &["hub-manager"]),
+                step("klusterlet", &["create-spoke"]),
+                step("sets", &["hub-manager"]),
+                // klusterlet and hub-ready both end at 150: a tie goes to the need listed first.
+                step("join", &["klusterlet", "hub-ready"]),
+                // join (151) is the latest need, listed after sets (71).
+                step("addon", &["sets", "join"]),
+                step("verify", &["addon"]),
+            ],
+        };
+        let times = vec![
+            Some((0, 60_000)),
+            Some((0, 90_000)),
+            Some((60_000, 70_000)),
+            Some((70_000, 150_000)),
+            Some((90_000, 150_000)),
+            Some((70_000, 71_000)),
+            Some((150_000, 151_000)),
+            Some((160_000, 220_000)),
+            Some((220_000, 221_000)),
+        ];
+        let t = summarize(&plan, &times);
+        let path: Vec<(&str, u64)> = t
+            .critical_path
+            .iter()
+            .map(|s| (s.step.as_str(), s.queued_ms))
+            .collect();
+        assert_eq!(
+            path,
+            [
+                ("create-spoke", 0),
+                ("klusterlet", 0),
+                ("join", 0),
+                ("addon", 9_000),
+                ("verify", 0)
+            ]
+        );
+        // Every millisecond of the total is on the path: its steps' durations plus their waits for a slot.
+        let sum: u64 = t
+            .critical_path
+            .iter()
+            .map(|s| s.elapsed_ms() + s.queued_ms)
+            .sum();
+        assert_eq!(sum, 221_000);
+        let text = lines(&t, 221_000).join("\n");
+        assert!(text.contains("(waited 9.0s for a free slot)"), "{text}");
+    }
+
     #[test]
     fn a_step_that_waited_for_a_slot_shows_its_queue_time_and_skipped_steps_are_left_out() {
         let plan = Plan {
