@@ -14,19 +14,18 @@ use crate::backend::KubeError;
 const USER_SERVER: &str = "cluster-proxy-addon-user";
 const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
 
-/// PEM blocks of type CERTIFICATE, as their base64 text (whitespace removed).
-fn pem_certs(pem: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = pem;
-    while let Some(i) = rest.find("-----BEGIN CERTIFICATE-----") {
-        let body = &rest[i + "-----BEGIN CERTIFICATE-----".len()..];
-        let Some(j) = body.find("-----END CERTIFICATE-----") else {
-            break;
-        };
-        out.push(body[..j].split_whitespace().collect());
-        rest = &body[j..];
-    }
-    out
+/// The DER contents of the CERTIFICATE blocks of a PEM text (the `pem` crate, as the OCM controllers'
+/// simulation reads bundles); nothing when the text is not PEM.
+fn pem_certs(pem: &[u8]) -> Vec<Vec<u8>> {
+    pem::parse_many(pem)
+        .map(|blocks| {
+            blocks
+                .into_iter()
+                .filter(|b| b.tag() == "CERTIFICATE")
+                .map(pem::Pem::into_contents)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn status(code: u16, reason: &str, message: &str) -> (u16, String) {
@@ -110,7 +109,7 @@ pub(crate) fn get(
     }
     // TLS: the server presents its serving certificate; the client trusts only `ca_pem`.
     let url = format!("https://localhost:{port}{path}");
-    let trusted = pem_certs(&String::from_utf8_lossy(ca_pem));
+    let trusted = pem_certs(ca_pem);
     if trusted.is_empty() {
         return Err(KubeError::NoCaCertificate);
     }
@@ -118,7 +117,7 @@ pub(crate) fn get(
         .get(hub, gk::SECRET, namespace, SERVING_CERT)
         .and_then(|s| util::str_at(s, "/data/tls.crt"))
         .and_then(util::b64_decode)
-        .map(|b| pem_certs(&String::from_utf8_lossy(&b)))
+        .map(|b| pem_certs(&b))
         .unwrap_or_default();
     // Verified like a TLS client does with a pinned bundle: the presented chain (leaf, then its CA)
     // must reach a certificate the bundle holds.
