@@ -133,7 +133,8 @@ pub fn open_backends(
     lab: &Lab,
 ) -> Result<Opened, Error> {
     use crate::backend::{
-        Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
+        Unavailable, chart_cache::ChartCache, docker::Docker, helm::Helm, kind::Kind,
+        kube::KubeConnector, tools,
     };
     if args.simulate {
         let path = state.sim_world();
@@ -220,7 +221,13 @@ pub fn open_backends(
             )),
         },
         helm: match helm {
-            Ok(t) => Arc::new(Helm::new(t, post_renderer(args, &cfg)?)),
+            Ok(t) => {
+                let helm = Helm::new(t, post_renderer(args, &cfg)?);
+                Arc::new(match ChartCache::from_env() {
+                    Some(cache) => helm.with_chart_cache(cache),
+                    None => helm,
+                })
+            }
             Err(e) => Arc::new(Unavailable(e.into())),
         },
         kube: Arc::new(KubeConnector::new()),

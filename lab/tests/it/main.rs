@@ -4,6 +4,7 @@ mod addons_first;
 mod architecture;
 mod bundle;
 mod bundle_cmd;
+mod chart_cache;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
