@@ -20,6 +20,10 @@
 //! is refused, naming the file and what to do (delete it and run again with network access, or use a
 //! bundle); it is never replaced silently, because a changed file in the cache is a sign of tampering.
 //!
+//! `OCM_LAB_CHARTS_BASE_URL` replaces the charts' repository with a mirror laid out the same way (its
+//! `index.yaml` and the charts it names); what it serves is verified against its own index, and cached
+//! under the chart's own repository host.
+//!
 //! `up --bundle` puts a bundle's charts into the cache with [`ChartCache::install`], checked against the
 //! digest the bundle's manifest records, so an offline machine renders from the cache.
 
@@ -74,7 +78,7 @@ pub enum ChartCacheError {
     #[error("the repository index {url} cannot be read: {problem}")]
     BadIndex { url: String, problem: String },
     /// The repository did not answer (or answered an error): a retry may help.
-    #[error("failed to fetch {url}: {problem}")]
+    #[error("the chart repository is unreachable: failed to fetch {url}: {problem}")]
     Fetch { url: String, problem: String },
     #[error("failed to use the chart cache {path}: {problem}")]
     Cache { path: String, problem: String },
@@ -112,17 +116,32 @@ type Result<T, E = ChartCacheError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChartCache {
     dir: PathBuf,
+    /// A chart repository that replaces every chart's own (`OCM_LAB_CHARTS_BASE_URL`): the index and the
+    /// charts are fetched from it, and cached under the chart's own repository host.
+    mirror: Option<String>,
 }
 
 impl ChartCache {
     /// The cache in `dir` (which holds `<repo-host>/<name>-<version>.tgz`).
     pub fn new(dir: PathBuf) -> Self {
-        ChartCache { dir }
+        ChartCache { dir, mirror: None }
     }
 
-    /// `<cache root>/charts`, the cache root as for the tools (`tools::cache_root_from_env`).
+    /// Fetches from `mirror` (a chart repository laid out as the charts' own: `index.yaml` and the
+    /// charts it names) instead of each chart's repository.
+    pub fn with_mirror(mut self, mirror: Option<String>) -> Self {
+        self.mirror = mirror;
+        self
+    }
+
+    /// `<cache root>/charts`, the cache root as for the tools (`tools::cache_root_from_env`), with the
+    /// mirror `OCM_LAB_CHARTS_BASE_URL` when set.
     pub fn from_env() -> Option<Self> {
-        tools::cache_root_from_env().map(|root| ChartCache::new(root.join("charts")))
+        let mirror = std::env::var("OCM_LAB_CHARTS_BASE_URL")
+            .ok()
+            .filter(|v| !v.is_empty());
+        tools::cache_root_from_env()
+            .map(|root| ChartCache::new(root.join("charts")).with_mirror(mirror))
     }
 
     pub fn dir(&self) -> &Path {
@@ -162,7 +181,7 @@ impl ChartCache {
             }
             // Never recorded: the repository's index decides.
             let agent = http_agent();
-            let (index, entry) = find_entry(&agent, repo, name, version)?;
+            let (index, entry) = find_entry(&agent, self.source(repo), name, version)?;
             if actual != entry.digest {
                 return Err(ChartCacheError::Tampered {
                     file: path.display().to_string(),
@@ -175,8 +194,9 @@ impl ChartCache {
             return Ok(path);
         }
         let agent = http_agent();
-        let (index, entry) = find_entry(&agent, repo, name, version)?;
-        let url = resolve_url(repo, &entry.url);
+        let source = self.source(repo);
+        let (index, entry) = find_entry(&agent, source, name, version)?;
+        let url = resolve_url(source, &entry.url);
         let dir = path.parent().expect("a cache path has a folder");
         std::fs::create_dir_all(dir).map_err(cache_err(dir))?;
         let mut part = tempfile::Builder::new()
@@ -199,6 +219,11 @@ impl ChartCache {
         })?;
         tracing::debug!(chart = %path.display(), %url, "fetched and verified the chart");
         Ok(path)
+    }
+
+    /// Where charts of `repo` are fetched from: the mirror when set.
+    fn source<'a>(&'a self, repo: &'a str) -> &'a str {
+        self.mirror.as_deref().unwrap_or(repo)
     }
 
     /// Puts a chart into the cache from `reader` (a bundle's entry), accepted only when its sha256 is
