@@ -278,6 +278,8 @@ pub struct RunArgs {
     pub concurrency: u16,
     pub junit: Option<PathBuf>,
     pub checks: Vec<CheckArg>,
+    /// The kind and helm binaries `up --bundle` unpacked from the bundle: the run uses these.
+    pub bundled_tools: Vec<(crate::backend::tools::ToolName, PathBuf)>,
 }
 
 impl RunArgs {
@@ -308,6 +310,7 @@ impl RunArgs {
             concurrency: crate::engine::DEFAULT_CONCURRENCY,
             junit: None,
             checks: Vec::new(),
+            bundled_tools: Vec::new(),
         }
     }
 }

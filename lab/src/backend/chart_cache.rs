@@ -44,7 +44,9 @@ const MAX_FETCH_BYTES: u64 = 64 * 1024 * 1024;
 pub enum ChartCacheError {
     /// A cached chart whose sha256 is not the one it was verified with (or, when it was never recorded,
     /// not the one the repository's index publishes).
-    #[error("refusing the cached chart {file}: its sha256 is {actual}, but {expected_from} says {expected}")]
+    #[error(
+        "refusing the cached chart {file}: its sha256 is {actual}, but {expected_from} says {expected}"
+    )]
     Tampered {
         file: String,
         actual: String,

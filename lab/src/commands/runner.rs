@@ -185,6 +185,7 @@ pub fn open_backends(
     } else {
         tools::Downloads::Forbid
     })?;
+    cfg.bundled = args.bundled_tools.clone();
     let node_image = lab.versions.kind_node_image.as_str();
     // A kind too old for the node image is passed over like any too-old kind.
     cfg.kind_minimum = Some(crate::topology::catalog::kind_for_node_image(node_image));

@@ -141,7 +141,8 @@ fn a_chart_is_fetched_once_verified_and_then_used_without_the_network() {
         ["/charts/index.yaml", "/charts/klusterlet-1.1.0.tgz"]
     );
     // The verified digest is recorded next to the chart.
-    let recorded = std::fs::read_to_string(path.with_file_name("klusterlet-1.1.0.tgz.sha256")).unwrap();
+    let recorded =
+        std::fs::read_to_string(path.with_file_name("klusterlet-1.1.0.tgz.sha256")).unwrap();
     assert!(recorded.starts_with(&sha256(&tgz)), "{recorded}");
 
     // Second use: the same file, and the repository is not contacted at all.
@@ -162,15 +163,15 @@ fn a_cached_chart_that_changed_is_refused_naming_the_file_without_asking_the_rep
     tampered.extend_from_slice(b"extra");
     std::fs::write(&path, &tampered).unwrap();
     let err = cache.ensure(&repo.url, "klusterlet", "1.1.0").unwrap_err();
-    assert!(
-        matches!(err, ChartCacheError::Tampered { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, ChartCacheError::Tampered { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains(&path.display().to_string()), "{text}");
     assert!(text.contains(&sha256(&tampered)), "{text}");
     let help = err.help().unwrap();
-    assert!(help.contains(&format!("delete {}", path.display())), "{help}");
+    assert!(
+        help.contains(&format!("delete {}", path.display())),
+        "{help}"
+    );
     assert!(help.contains("--bundle"), "{help}");
     assert_eq!(err.transience(), Transience::Permanent);
     // Neither replaced nor re-fetched: the file is left for the user to look at.
@@ -197,8 +198,14 @@ fn an_unrecorded_cached_chart_is_checked_against_the_index() {
 
     // The right bytes are accepted, recorded, and then used offline.
     std::fs::write(&path, &tgz).unwrap();
-    assert_eq!(cache.ensure(&repo.url, "klusterlet", "1.1.0").unwrap(), path);
-    assert_eq!(cache.ensure(&repo.url, "klusterlet", "1.1.0").unwrap(), path);
+    assert_eq!(
+        cache.ensure(&repo.url, "klusterlet", "1.1.0").unwrap(),
+        path
+    );
+    assert_eq!(
+        cache.ensure(&repo.url, "klusterlet", "1.1.0").unwrap(),
+        path
+    );
     assert_eq!(repo.requests().len(), 2);
 }
 
@@ -217,7 +224,10 @@ fn a_download_that_does_not_match_the_index_is_refused_and_nothing_is_cached() {
     );
     let text = err.to_string();
     assert!(text.contains("klusterlet-1.1.0.tgz"), "{text}");
-    assert!(text.contains(&published) && text.contains(&sha256(&tgz)), "{text}");
+    assert!(
+        text.contains(&published) && text.contains(&sha256(&tgz)),
+        "{text}"
+    );
     assert!(
         files_under(cache_dir.path()).is_empty(),
         "{:?}",
@@ -241,7 +251,11 @@ fn a_version_missing_from_the_index_and_an_unreachable_repository_are_told_apart
         l.local_addr().unwrap().port()
     };
     let err = cache
-        .ensure(&format!("http://127.0.0.1:{port}/charts"), "klusterlet", "1.1.0")
+        .ensure(
+            &format!("http://127.0.0.1:{port}/charts"),
+            "klusterlet",
+            "1.1.0",
+        )
         .unwrap_err();
     assert!(matches!(err, ChartCacheError::Fetch { .. }), "{err:?}");
     assert_eq!(err.transience(), Transience::Transient);

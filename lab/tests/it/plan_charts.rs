@@ -196,10 +196,7 @@ fn plan_out_writes_each_charts_objects_as_the_post_renderer_patched_them_with_an
         "{calls}"
     );
     assert!(!calls.contains("--repo"), "{calls}");
-    for flag in [
-        "--post-renderer",
-        "--post-renderer-args=__post-render",
-    ] {
+    for flag in ["--post-renderer", "--post-renderer-args=__post-render"] {
         assert!(calls.contains(flag), "{flag} missing: {calls}");
     }
     assert!(!calls.contains("upgrade"), "plan installs nothing: {calls}");
