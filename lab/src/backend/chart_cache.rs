@@ -329,7 +329,7 @@ pub fn sha256_file(path: &Path) -> io::Result<String> {
 }
 
 /// Copies `reader` into `out`, returning the sha256 (hex) of what was copied.
-fn copy_hashing(reader: &mut dyn io::Read, out: &mut dyn io::Write) -> io::Result<String> {
+pub fn copy_hashing(reader: &mut dyn io::Read, out: &mut dyn io::Write) -> io::Result<String> {
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

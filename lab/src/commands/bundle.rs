@@ -279,7 +279,11 @@ pub fn unpack(
                     .join("tools/bundle")
                     .join(hex.get(..16).unwrap_or(hex));
                 let dest = dir.join(name.as_str());
-                let current = chart_cache::sha256_file(&dest).ok();
+                // Unpacked before (same digest, same folder): checked, not written again.
+                let current = dest
+                    .is_file()
+                    .then(|| chart_cache::sha256_file(&dest).ok())
+                    .flatten();
                 if current.as_deref() != Some(hex) {
                     std::fs::create_dir_all(&dir)
                         .map_err(io(format!("create {}", dir.display())))?;
@@ -287,10 +291,10 @@ pub fn unpack(
                         .prefix(&format!(".{name}.part"))
                         .tempfile_in(&dir)
                         .map_err(io(format!("create a file in {}", dir.display())))?;
-                    std::io::copy(&mut reader()?, part.as_file_mut())
-                        .map_err(io(format!("write {}", dest.display())))?;
-                    let written = chart_cache::sha256_file(part.path())
-                        .map_err(io(format!("read {}", part.path().display())))?;
+                    // Hashed as it is written: what lands is what was checked.
+                    let written =
+                        chart_cache::copy_hashing(&mut reader()?, &mut part.as_file_mut())
+                            .map_err(io(format!("write {}", dest.display())))?;
                     if written != hex {
                         return Err(refuse(format!(
                             "{} ({}) has digest sha256:{written}, the manifest says {}: it was changed or damaged",
