@@ -82,6 +82,11 @@ pub struct Opened {
 }
 
 impl Opened {
+    /// The versions of the tools the backends run (`kind`, `helm`), as resolved for this run.
+    pub fn tool_versions(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.tool_versions
+    }
+
     fn save(&self, state: &StateDir) -> Result<(), Error> {
         match &self.sim {
             Some(sim) => sim

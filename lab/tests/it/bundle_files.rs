@@ -345,3 +345,62 @@ fn a_tampered_chart_entry_is_refused_before_anything_is_unpacked_or_run() {
     );
     assert!(files_under(&dir.path().join("state")).is_empty());
 }
+
+#[test]
+fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
+    use ocm_lab::cli::{LabArgs, RunArgs};
+    use ocm_lab::commands::runner::{self, Purpose, Workflow};
+    let dir = tempfile::tempdir().unwrap();
+    let empty_path = dir.path().join("bin");
+    std::fs::create_dir(&empty_path).unwrap();
+    // Each nextest test runs in its own process: the environment is this test's alone. Nothing on PATH,
+    // no overrides, downloads off: only the bundle's tools can be found.
+    unsafe {
+        std::env::set_var("OCM_LAB_STATE_DIR", dir.path().join("state"));
+        std::env::set_var("OCM_LAB_CACHE_DIR", dir.path().join("cache"));
+        std::env::set_var("PATH", &empty_path);
+        std::env::remove_var("OCM_LAB_KIND");
+        std::env::remove_var("OCM_LAB_HELM");
+    }
+    let unpacked = dir.path().join("cache/tools/bundle/0123456789abcdef");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    executable(&unpacked.join("kind"), KIND);
+    executable(&unpacked.join("helm"), "#!/bin/sh\nprintf 'v3.99.7'\n");
+    let lab = ocm_lab::topology::load_arg(Some("minimal")).unwrap().lab;
+    let mut args = RunArgs {
+        lab: LabArgs {
+            topology: Some("minimal".into()),
+            workflows: None,
+            chart_patches: None,
+            node_image: None,
+        },
+        simulate: false,
+        no_download: true,
+        concurrency: 4,
+        junit: None,
+        checks: Vec::new(),
+        bundled_tools: Vec::new(),
+    };
+    let rt = runner::runtime().unwrap();
+    let state = ocm_lab::state::StateDir::for_run(&lab.name, false).unwrap();
+    let purpose = Purpose::Run(Workflow::Up);
+
+    let without = runner::open_backends(&rt, &args, &state, purpose, &lab).unwrap();
+    assert!(
+        without.tool_versions().is_empty(),
+        "{:?}",
+        without.tool_versions()
+    );
+
+    args.bundled_tools = vec![
+        (ToolName::Kind, unpacked.join("kind")),
+        (ToolName::Helm, unpacked.join("helm")),
+    ];
+    let with = runner::open_backends(&rt, &args, &state, purpose, &lab).unwrap();
+    let versions: Vec<(&str, &str)> = with
+        .tool_versions()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(versions, [("helm", "3.99.7"), ("kind", "0.32.0")]);
+}
