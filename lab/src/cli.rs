@@ -13,11 +13,13 @@ pub const AFTER_LONG_HELP: &str = "\
 Environment variables:
   OCM_LAB_STATE_DIR       Where labs keep their state (journal, kubeconfigs, simulated lab).
                           Default: $XDG_STATE_HOME/ocm-lab, else ~/.local/state/ocm-lab.
-  OCM_LAB_CACHE_DIR       Where downloaded kind and helm are kept.
+  OCM_LAB_CACHE_DIR       Where downloaded kind, helm and charts are kept.
                           Default: $XDG_CACHE_HOME/ocm-lab, else ~/.cache/ocm-lab.
   OCM_LAB_KIND            The kind binary to use, instead of PATH or a download.
   OCM_LAB_HELM            The helm binary to use, instead of PATH or a download.
   OCM_LAB_TOOLS_BASE_URL  Download kind and helm from this mirror, not their release hosts.
+  OCM_LAB_CHARTS_BASE_URL Fetch the charts from this chart repository (its index.yaml and
+                          the charts it names), not the charts' own repository.
   KUBECONFIG              The kubeconfig `up` adds the lab's contexts to (its first file), and
                           the default of an `existing:` cluster's kubeconfig (all its files,
                           merged as kubectl merges them). Default: ~/.kube/config.
@@ -276,6 +278,8 @@ pub struct RunArgs {
     pub concurrency: u16,
     pub junit: Option<PathBuf>,
     pub checks: Vec<CheckArg>,
+    /// The kind and helm binaries `up --bundle` unpacked from the bundle: the run uses these.
+    pub bundled_tools: Vec<(crate::backend::tools::ToolName, PathBuf)>,
 }
 
 impl RunArgs {
@@ -306,6 +310,7 @@ impl RunArgs {
             concurrency: crate::engine::DEFAULT_CONCURRENCY,
             junit: None,
             checks: Vec::new(),
+            bundled_tools: Vec::new(),
         }
     }
 }

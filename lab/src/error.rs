@@ -161,6 +161,14 @@ pub enum Error {
         #[help]
         help: Option<String>,
     },
+    /// `bundle save` / `up --bundle`: a chart could not be fetched into, or put into, the chart cache.
+    #[error("{error}")]
+    #[diagnostic(code(ocm_lab::chart_cache))]
+    ChartCache {
+        error: Box<crate::backend::chart_cache::ChartCacheError>,
+        #[help]
+        help: Option<String>,
+    },
     /// `up --bundle` with a bundle made for other versions than the topology's.
     #[error("the bundle {bundle} was made for other versions than this lab's: {why}")]
     #[diagnostic(
@@ -182,6 +190,16 @@ impl From<crate::backend::docker::DockerError> for Error {
     fn from(e: crate::backend::docker::DockerError) -> Self {
         let help = e.help();
         Error::Bundle {
+            error: Box::new(e),
+            help,
+        }
+    }
+}
+
+impl From<crate::backend::chart_cache::ChartCacheError> for Error {
+    fn from(e: crate::backend::chart_cache::ChartCacheError) -> Self {
+        let help = crate::backend::Failure::help(&e);
+        Error::ChartCache {
             error: Box::new(e),
             help,
         }
@@ -214,7 +232,8 @@ impl Error {
             | Error::CurrentExe(_)
             | Error::Runtime(_)
             | Error::Images(_)
-            | Error::Bundle { .. } => exit::FAILURE,
+            | Error::Bundle { .. }
+            | Error::ChartCache { .. } => exit::FAILURE,
             Error::BundleVersions { .. } => exit::INVALID_INPUT,
         }
     }

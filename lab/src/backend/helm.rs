@@ -21,6 +21,9 @@
 //!   --skip-crds --values <file> --kubeconfig <file> --kube-context <context> <post-renderer>`
 //!   (`--skip-crds`: the install action applies the CRDs itself first, because Helm never upgrades
 //!   `crds/` and the lab waits for them to be served, A1.6, A1.8)
+//! - With the chart cache ([`Helm::with_chart_cache`], which `up`, `reset` and `plan` use), `<chart> --repo …
+//!   --version …` is replaced by the cached, verified `<cache>/charts/<repo-host>/<name>-<version>.tgz`
+//!   (`backend::chart_cache`): the repository is reached once per chart version, never again.
 //! - `helm list --all --filter ^<release>$ -n <ns> -o json`, `helm get values <release> -n <ns> -o json`
 //! - `helm upgrade` also gets `--labels ocm-lab.open-cluster-management.io/lab=<lab>` (Helm ≥ 3.13),
 //!   and `helm uninstall <release> -n <ns>` runs only when `helm list --selector` with that label
@@ -42,6 +45,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::chart_cache::{ChartCache, ChartCacheError};
 use super::tools::{self, Tool, Verdict};
 use super::{ChartRenderer, HelmError, HelmTarget, Release, Rendered};
 use crate::charts::ChartPlan;
@@ -126,11 +130,50 @@ impl PostRenderer {
 pub struct Helm {
     tool: Tool,
     post: PostRenderer,
+    /// Where charts are fetched to once and rendered from; `None`: helm fetches them itself (`--repo`).
+    charts: Option<ChartCache>,
 }
 
 impl Helm {
     pub fn new(tool: Tool, post: PostRenderer) -> Self {
-        Helm { tool, post }
+        Helm {
+            tool,
+            post,
+            charts: None,
+        }
+    }
+
+    /// Renders and installs charts from the chart cache (`backend::chart_cache`): each chart is fetched
+    /// and verified once, then helm is given the local `.tgz`.
+    pub fn with_chart_cache(mut self, cache: ChartCache) -> Self {
+        self.charts = Some(cache);
+        self
+    }
+
+    /// The local `.tgz` of `chart` from the chart cache (fetched and verified when missing), or `None`
+    /// without a cache.
+    async fn local_chart(&self, chart: &ChartPlan, what: &str) -> Result<Option<PathBuf>> {
+        let Some(cache) = self.charts.clone() else {
+            return Ok(None);
+        };
+        let (repo, name, version) = (
+            chart.repo.clone(),
+            chart.chart.name().to_owned(),
+            chart.version.clone(),
+        );
+        let got = tokio::task::spawn_blocking(move || cache.ensure(&repo, &name, &version))
+            .await
+            .map_err(|e| HelmError::ChartCache {
+                what: what.to_owned(),
+                error: std::sync::Arc::new(ChartCacheError::Cache {
+                    path: "the chart cache".to_owned(),
+                    problem: format!("the fetch stopped: {e}"),
+                }),
+            })?;
+        got.map(Some).map_err(|e| HelmError::ChartCache {
+            what: what.to_owned(),
+            error: std::sync::Arc::new(e),
+        })
     }
 
     pub fn tool(&self) -> &Tool {
@@ -280,41 +323,66 @@ pub fn post_renderer_flags(
 /// `helm template` arguments for `chart`, reading values from `values_file` (post-renderer flags
 /// are added by the adapter).
 pub fn template_args(chart: &ChartPlan, values_file: &Path) -> Vec<String> {
-    vec![
-        "template".into(),
-        chart.release.clone(),
-        chart.chart.name().into(),
-        "--repo".into(),
-        chart.repo.clone(),
-        "--version".into(),
-        chart.version.clone(),
+    template_args_from(chart, None, values_file)
+}
+
+/// The chart argument(s): the local `.tgz` when given (helm does not check `--version` against a local
+/// chart, and Helm 4 skips a local path when `--repo` is set, FACTS-HELM-KIND A4.2, so neither is
+/// passed), else `<name> --repo <repo> --version <version>`.
+fn chart_args(chart: &ChartPlan, local: Option<&Path>) -> Vec<String> {
+    match local {
+        Some(path) => vec![path.to_string_lossy().into_owned()],
+        None => vec![
+            chart.chart.name().into(),
+            "--repo".into(),
+            chart.repo.clone(),
+            "--version".into(),
+            chart.version.clone(),
+        ],
+    }
+}
+
+/// [`template_args`], from the local chart `local` when given.
+pub fn template_args_from(
+    chart: &ChartPlan,
+    local: Option<&Path>,
+    values_file: &Path,
+) -> Vec<String> {
+    let mut args = vec!["template".into(), chart.release.clone()];
+    args.extend(chart_args(chart, local));
+    args.extend([
         "--namespace".into(),
         chart.namespace.clone(),
         "--include-crds".into(),
         "--values".into(),
         values_file.to_string_lossy().into_owned(),
-    ]
+    ]);
+    args
 }
 
 /// `helm upgrade --install` arguments for `chart` (target and post-renderer flags are added by the
 /// adapter).
 pub fn upgrade_args(chart: &ChartPlan, values_file: &Path) -> Vec<String> {
-    vec![
-        "upgrade".into(),
-        "--install".into(),
-        chart.release.clone(),
-        chart.chart.name().into(),
-        "--repo".into(),
-        chart.repo.clone(),
-        "--version".into(),
-        chart.version.clone(),
+    upgrade_args_from(chart, None, values_file)
+}
+
+/// [`upgrade_args`], from the local chart `local` when given.
+pub fn upgrade_args_from(
+    chart: &ChartPlan,
+    local: Option<&Path>,
+    values_file: &Path,
+) -> Vec<String> {
+    let mut args = vec!["upgrade".into(), "--install".into(), chart.release.clone()];
+    args.extend(chart_args(chart, local));
+    args.extend([
         "--namespace".into(),
         chart.namespace.clone(),
         "--create-namespace".into(),
         "--skip-crds".into(),
         "--values".into(),
         values_file.to_string_lossy().into_owned(),
-    ]
+    ]);
+    args
 }
 
 /// Why helm's output could not be used.
@@ -466,11 +534,12 @@ fn post_render_help(stderr: &str) -> Option<&'static str> {
 impl ChartRenderer for Helm {
     async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered> {
         let what = format!("render {}", describe(chart));
+        let local = self.local_chart(chart, &what).await?;
         let out = self
             .run_with_values(
                 &what,
                 values,
-                |f| template_args(chart, f),
+                |f| template_args_from(chart, local.as_deref(), f),
                 Some(chart),
                 None,
             )
@@ -502,12 +571,13 @@ impl ChartRenderer for Helm {
         values: &Value,
     ) -> Result<Release> {
         let what = format!("install {}", describe(chart));
+        let local = self.local_chart(chart, &what).await?;
         let out = self
             .run_with_values(
                 &what,
                 values,
                 |f| {
-                    let mut args = upgrade_args(chart, f);
+                    let mut args = upgrade_args_from(chart, local.as_deref(), f);
                     args.push("--labels".into());
                     args.push(format!("{}={}", crate::topology::LAB_LABEL, target.lab));
                     args

@@ -13,6 +13,12 @@ pub enum HelmError {
     /// helm could not be found, downloaded, started or waited for.
     #[error(transparent)]
     Tool(Arc<ToolError>),
+    /// The chart could not be taken from the chart cache or fetched and verified into it.
+    #[error("failed to {what}: {error}")]
+    ChartCache {
+        what: String,
+        error: Arc<super::chart_cache::ChartCacheError>,
+    },
     /// `what` is the operation with its chart or release: `render cluster-manager 1.3.1 (release …)`.
     #[error("failed to {what}: failed to create a private temporary folder: {detail}")]
     Scratch { what: String, detail: String },
@@ -82,6 +88,7 @@ impl Failure for HelmError {
             HelmError::Tool(e) => e.transience(),
             HelmError::Template { verdict, .. } => verdict.transience,
             HelmError::Release { .. } => Transience::Transient,
+            HelmError::ChartCache { error, .. } => error.transience(),
             HelmError::Simulated(f) => f.transience,
             HelmError::SimulatedKube(e) => e.transience(),
             _ => Transience::Permanent,
@@ -92,6 +99,7 @@ impl Failure for HelmError {
         match self {
             HelmError::Tool(e) => e.help(),
             HelmError::Template { verdict, .. } => verdict.help.clone(),
+            HelmError::ChartCache { error, .. } => error.help(),
             HelmError::Plugin { .. } => {
                 Some("check that ocm-lab's cache folder (OCM_LAB_CACHE_DIR) is writable".to_owned())
             }

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
+pub mod chart_cache;
 pub mod docker;
 pub mod fieldset;
 pub mod helm;

@@ -6,7 +6,8 @@
 //!
 //! 1. The env override (`OCM_LAB_KIND`, `OCM_LAB_HELM`): a path, or a bare name looked up on `PATH`. An
 //!    override is an explicit choice, so a missing or too-old binary there is an error, never a reason to
-//!    look elsewhere.
+//!    look elsewhere. Then the bundle's binary, with `up --bundle` ([`ToolsConfig::bundled`], unpacked
+//!    and verified by `commands::bundle`): as explicit as an override, so it is never passed over either.
 //! 2. `PATH` (the `which` crate).
 //! 3. The tool cache: `<cache>/tools/<name>-<version>/<name>`, where `<cache>` is `$OCM_LAB_CACHE_DIR`, else
 //!    `$XDG_CACHE_HOME/ocm-lab`, else `~/.cache/ocm-lab`.
@@ -414,6 +415,8 @@ pub struct ToolsConfig {
     pub platform: Option<Platform>,
     /// The download table ([`PINNED`]; tests substitute their own).
     pub pinned: Vec<Pinned>,
+    /// The binaries a bundle brought (`up --bundle`), used before `PATH`, the cache and downloads.
+    pub bundled: Vec<(ToolName, PathBuf)>,
     /// A kind minimum above [`KIND_MINIMUM`] and why: the node image's (see
     /// `topology::catalog::kind_for_node_image`). A kind older than this is passed over, as a too-old
     /// one is.
@@ -433,6 +436,7 @@ impl ToolsConfig {
             search_path: None,
             platform: None,
             pinned: PINNED.to_vec(),
+            bundled: Vec::new(),
             kind_minimum: None,
         }
     }
@@ -530,6 +534,19 @@ pub enum ToolError {
         value: String,
         problem: String,
         minimum: Version,
+    },
+    #[error("the {tool} the bundle brought ({path}) cannot be used: {problem}")]
+    #[diagnostic(
+        code(ocm_lab::tools::bundled),
+        help(
+            "make the bundle on a machine of the same operating system and architecture (`ocm-lab bundle save`), or set {var} to a working {tool}",
+            var = .tool.env_var()
+        )
+    )]
+    Bundled {
+        tool: ToolName,
+        path: String,
+        problem: String,
     },
     #[error("failed to check the version of {tool} at {path}: {problem}")]
     #[diagnostic(
@@ -712,6 +729,9 @@ pub fn resolve(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
     if let Some(value) = cfg.override_for(name) {
         return from_override(name, value, cfg);
     }
+    if let Some((_, path)) = cfg.bundled.iter().find(|(n, _)| *n == name) {
+        return from_bundle(name, path, cfg);
+    }
     let (minimum, why) = cfg.minimum(name);
     // What was wrong with the tool on PATH, reported if nothing better turns up.
     let mut on_path_problem: Option<ToolError> = None;
@@ -765,6 +785,29 @@ pub fn resolve(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
         })),
         Downloads::Allow => download(name, cfg),
     }
+}
+
+/// The bundle's binary, which must run and be new enough.
+fn from_bundle(name: ToolName, path: &Path, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
+    let (minimum, why) = cfg.minimum(name);
+    let bad = |problem: String| ToolError::Bundled {
+        tool: name,
+        path: path.display().to_string(),
+        problem,
+    };
+    let version = probe(name, path).map_err(|e| bad(e.to_string()))?;
+    if version < minimum {
+        return Err(bad(format!(
+            "{name} v{version} is older than the minimum v{minimum}{}",
+            why.map(|w| format!(": {w}")).unwrap_or_default()
+        )));
+    }
+    tracing::debug!(tool = %name, path = %path.display(), %version, "using the bundle's tool");
+    Ok(Tool {
+        name,
+        path: path.to_owned(),
+        version,
+    })
 }
 
 fn from_override(name: ToolName, value: &OsString, cfg: &ToolsConfig) -> Result<Tool, ToolError> {

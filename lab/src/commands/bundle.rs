@@ -2,20 +2,29 @@
 //!
 //! `bundle save` writes the kind node image and every other image of `ocm-lab images list` from the local
 //! Docker engine into one bundle (`backend/docker/bundle.rs`: a streamed tar, manifest first, one
-//! `docker save` archive per image with its sha256), and records in the manifest the versions the bundle
-//! was made for. An image the engine lacks fails before anything is written, naming it.
+//! `docker save` archive per image with its sha256), then each chart the lab installs from the chart cache
+//! (`backend::chart_cache`, fetched and verified first when missing; kind `chart`), and the kind and helm
+//! binaries the lab resolves (kind `tool`), and records in the manifest the versions the bundle was made
+//! for. An image the engine lacks fails before anything is fetched or written, naming it.
 //!
 //! `up --bundle` reads the manifest first and refuses a bundle made for other versions than the
 //! topology's (the node image, the OCM release, and every image the lab runs must be in it); then it
-//! checks every digest and size, and only then loads the images into Docker, so a truncated or tampered
-//! bundle loads nothing. With the node image in the engine, kind does not pull it (FACTS-HELM-KIND B6.6).
+//! checks every digest and size, and only then puts the charts into the chart cache (checked again against
+//! the manifest as they are written, and recorded as verified), unpacks the tools into
+//! `<cache>/tools/bundle/<digest>/<name>` (0755) for the run to use, and loads the images into Docker, so
+//! a truncated or tampered bundle loads nothing. With the node image in the engine, kind does not pull it
+//! (FACTS-HELM-KIND B6.6). A bundle of images only (made before charts and tools were bundled) still
+//! loads; the lab then finds its charts and tools as without a bundle.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::backend::docker::Docker;
-use crate::backend::docker::bundle::{self, Manifest};
+use crate::backend::chart_cache::{self, ChartCache};
+use crate::backend::docker::bundle::{self, FileItem, Manifest};
+use crate::backend::docker::{Docker, DockerError};
+use crate::backend::tools::{self, ToolName};
+use crate::charts::ChartPlan;
 use crate::cli::{BundleCommand, LabArgs};
 use crate::error::Error;
 use crate::images::LabImage;
@@ -25,22 +34,44 @@ use crate::topology::Lab;
 pub fn run(command: &BundleCommand) -> Result<(), Error> {
     match command {
         BundleCommand::Save(args) => {
-            let (lab, images) = lab_images(&args.lab)?;
+            let (lab, images, charts) = lab_images(&args.lab)?;
             let names: Vec<String> = images.iter().map(|i| i.image.clone()).collect();
             let rt = super::runner::runtime()?;
-            let manifest = rt.block_on(async {
-                let docker = Docker::connect().await?;
-                docker
-                    .save_bundle_for(&names, recorded(&lab), &args.output)
-                    .await
-            })?;
+            let docker = rt.block_on(Docker::connect())?;
+            // A missing image stops the save before any chart or tool is fetched.
+            for image in &names {
+                if !rt.block_on(docker.image_present(image))? {
+                    return Err(DockerError::NotInEngine {
+                        image: image.clone(),
+                        host: docker.host().to_owned(),
+                    }
+                    .into());
+                }
+            }
+            let mut files = chart_files(&charts)?;
+            files.extend(tool_files(&lab)?);
+            let manifest =
+                rt.block_on(docker.save_bundle_with(&names, &files, recorded(&lab), &args.output))?;
             let size: u64 = manifest.items.iter().map(|i| i.size).sum();
+            let count = |kind: &str| manifest.items.iter().filter(|i| i.kind == kind).count();
+            let tools: Vec<&str> = manifest
+                .items
+                .iter()
+                .filter(|i| i.kind == bundle::KIND_TOOL)
+                .map(|i| i.name.as_str())
+                .collect();
             let mut out = std::io::stdout().lock();
             writeln!(
                 out,
-                "wrote {} ({} images, {} MB); bring a lab up from it with `ocm-lab up --bundle {}`",
+                "wrote {} ({} images, {} charts, {}; {} MB); bring a lab up from it with `ocm-lab up --bundle {}`",
                 args.output.display(),
-                manifest.items.len(),
+                count(bundle::KIND_IMAGE),
+                count(bundle::KIND_CHART),
+                if tools.is_empty() {
+                    "no tools".to_owned()
+                } else {
+                    tools.join(" and ")
+                },
                 size / 1_000_000,
                 args.output.display()
             )
@@ -50,8 +81,66 @@ pub fn run(command: &BundleCommand) -> Result<(), Error> {
     }
 }
 
-/// The lab and the images it runs (`images list`), with the embedded or given workflows and patches.
-fn lab_images(args: &LabArgs) -> Result<(Lab, Vec<LabImage>), Error> {
+/// The bundle's chart items: each chart the lab installs, from the chart cache (fetched and verified
+/// first when it is not there).
+fn chart_files(charts: &[ChartPlan]) -> Result<Vec<FileItem>, Error> {
+    let cache = ChartCache::from_env().ok_or(tools::ToolError::NoCacheDir)?;
+    let mut files: Vec<FileItem> = Vec::new();
+    for c in charts {
+        let name = c.chart.name();
+        let path = format!(
+            "charts/{}/{name}-{}.tgz",
+            chart_cache::repo_host(&c.repo),
+            c.version
+        );
+        if files.iter().any(|f| f.path == path) {
+            continue;
+        }
+        let source = cache.ensure(&c.repo, name, &c.version)?;
+        files.push(FileItem {
+            name: name.to_owned(),
+            kind: bundle::KIND_CHART.to_owned(),
+            version: Some(c.version.clone()),
+            repo: Some(c.repo.clone()),
+            path,
+            source,
+        });
+    }
+    Ok(files)
+}
+
+/// The bundle's tool items: the kind (when the lab creates clusters) and helm the lab resolves, as `up`
+/// resolves them (downloaded and verified when missing).
+fn tool_files(lab: &Lab) -> Result<Vec<FileItem>, Error> {
+    let mut cfg = tools::ToolsConfig::from_env(tools::Downloads::Allow)?;
+    cfg.kind_minimum = Some(crate::topology::catalog::kind_for_node_image(
+        &lab.versions.kind_node_image,
+    ));
+    let mut names = vec![ToolName::Helm];
+    if lab
+        .clusters()
+        .any(|c| c.provider == crate::topology::Provider::Kind)
+    {
+        names.insert(0, ToolName::Kind);
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let tool = tools::resolve(name, &cfg)?;
+            Ok(FileItem {
+                name: name.as_str().to_owned(),
+                kind: bundle::KIND_TOOL.to_owned(),
+                version: Some(tool.version.to_string()),
+                repo: None,
+                path: format!("tools/{name}"),
+                source: tool.path,
+            })
+        })
+        .collect()
+}
+
+/// The lab, the images it runs (`images list`) and the charts it installs, with the embedded or given workflows and patches.
+fn lab_images(args: &LabArgs) -> Result<(Lab, Vec<LabImage>, Vec<ChartPlan>), Error> {
     let (loaded, sources, patches) = super::inputs(args)?;
     let plan = crate::workflow::plan::plan(
         &loaded.lab,
@@ -61,7 +150,8 @@ fn lab_images(args: &LabArgs) -> Result<(Lab, Vec<LabImage>), Error> {
         "up",
     )?;
     let images = crate::images::list(&loaded.lab, &plan, &patches)?;
-    Ok((loaded.lab, images))
+    let charts = plan.charts().cloned().collect();
+    Ok((loaded.lab, images, charts))
 }
 
 /// What a bundle records of the lab it was made for.
@@ -90,7 +180,12 @@ pub fn mismatch(manifest: &Manifest, lab: &Lab, images: &[LabImage]) -> Option<S
     }
     let missing: Vec<&str> = images
         .iter()
-        .filter(|i| !manifest.items.iter().any(|item| item.name == i.image))
+        .filter(|i| {
+            !manifest
+                .items
+                .iter()
+                .any(|item| item.kind == bundle::KIND_IMAGE && item.name == i.image)
+        })
         .map(|i| i.image.as_str())
         .collect();
     if !missing.is_empty() {
@@ -99,11 +194,16 @@ pub fn mismatch(manifest: &Manifest, lab: &Lab, images: &[LabImage]) -> Option<S
     (!why.is_empty()).then(|| why.join("; "))
 }
 
-/// `up --bundle FILE`: refuses a bundle for other versions, then checks every digest and loads the
-/// images into the Docker engine. On the simulated lab only the checks run (the simulated lab has no
-/// image store yet).
-pub fn preload(args: &LabArgs, simulate: bool, file: &Path) -> Result<(), Error> {
-    let (lab, images) = lab_images(args)?;
+/// `up --bundle FILE`: refuses a bundle for other versions, then checks every digest, puts the charts
+/// into the chart cache and unpacks the tools (see [`unpack`]), and loads the images into the Docker
+/// engine. Returns the bundle's tools, for the run to use. On the simulated lab the images are not loaded
+/// (the simulated lab has no image store yet).
+pub fn preload(
+    args: &LabArgs,
+    simulate: bool,
+    file: &Path,
+) -> Result<Vec<(ToolName, PathBuf)>, Error> {
+    let (lab, images, _) = lab_images(args)?;
     let manifest = bundle::manifest(file)?;
     if let Some(why) = mismatch(&manifest, &lab, &images) {
         return Err(Error::BundleVersions {
@@ -111,14 +211,110 @@ pub fn preload(args: &LabArgs, simulate: bool, file: &Path) -> Result<(), Error>
             why,
         });
     }
-    if simulate {
-        bundle::verify(file)?;
-        return Ok(());
+    // Every item is checked before anything is unpacked or loaded.
+    let (manifest, offsets) = bundle::verify(file)?;
+    let root = tools::cache_root_from_env().ok_or(tools::ToolError::NoCacheDir)?;
+    let bundled = unpack(file, &manifest, &offsets, &root)?;
+    if !simulate {
+        let rt = super::runner::runtime()?;
+        rt.block_on(async {
+            let docker = Docker::connect().await?;
+            docker.load_bundle_images(file, &manifest, &offsets).await
+        })?;
     }
-    let rt = super::runner::runtime()?;
-    rt.block_on(async {
-        let docker = Docker::connect().await?;
-        docker.load_bundle(file).await
-    })?;
-    Ok(())
+    Ok(bundled)
+}
+
+/// Puts a checked bundle's charts into the chart cache under `cache_root` (`<root>/charts/<repo-host>/
+/// <name>-<version>.tgz`, each checked again against the manifest's digest as it is written, and recorded
+/// as verified), and its tools into `<root>/tools/bundle/<digest>/<name>` (0755, checked likewise).
+/// `manifest` and `offsets` are what [`bundle::verify`] returned. Returns the tools.
+pub fn unpack(
+    file: &Path,
+    manifest: &Manifest,
+    offsets: &[u64],
+    cache_root: &Path,
+) -> Result<Vec<(ToolName, PathBuf)>, Error> {
+    let refuse = |why: String| DockerError::BundleRefused {
+        bundle: file.display().to_string(),
+        why,
+    };
+    let io = |what: String| {
+        move |e: std::io::Error| DockerError::Io {
+            what,
+            detail: e.to_string(),
+        }
+    };
+    let charts = ChartCache::new(cache_root.join("charts"));
+    let mut bundled = Vec::new();
+    for (item, &offset) in manifest.items.iter().zip(offsets) {
+        let reader = || {
+            bundle::item_reader(file, offset, item.size).map_err(io(format!(
+                "read {} from {}",
+                item.path,
+                file.display()
+            )))
+        };
+        match item.kind.as_str() {
+            bundle::KIND_CHART => {
+                let (Some(repo), Some(version)) = (&item.repo, &item.version) else {
+                    return Err(refuse(format!(
+                        "chart {} ({}) does not say its repository and version",
+                        item.name, item.path
+                    ))
+                    .into());
+                };
+                charts.install(repo, &item.name, version, &item.digest, &mut reader()?)?;
+            }
+            bundle::KIND_TOOL => {
+                let name = match item.name.as_str() {
+                    "kind" => ToolName::Kind,
+                    "helm" => ToolName::Helm,
+                    other => {
+                        return Err(refuse(format!("it holds an unknown tool `{other}`")).into());
+                    }
+                };
+                let hex = item.digest.strip_prefix("sha256:").unwrap_or(&item.digest);
+                let dir = cache_root
+                    .join("tools/bundle")
+                    .join(hex.get(..16).unwrap_or(hex));
+                let dest = dir.join(name.as_str());
+                // Unpacked before (same digest, same folder): checked, not written again.
+                let current = dest
+                    .is_file()
+                    .then(|| chart_cache::sha256_file(&dest).ok())
+                    .flatten();
+                if current.as_deref() != Some(hex) {
+                    std::fs::create_dir_all(&dir)
+                        .map_err(io(format!("create {}", dir.display())))?;
+                    let mut part = tempfile::Builder::new()
+                        .prefix(&format!(".{name}.part"))
+                        .tempfile_in(&dir)
+                        .map_err(io(format!("create a file in {}", dir.display())))?;
+                    // Hashed as it is written: what lands is what was checked.
+                    let written =
+                        chart_cache::copy_hashing(&mut reader()?, &mut part.as_file_mut())
+                            .map_err(io(format!("write {}", dest.display())))?;
+                    if written != hex {
+                        return Err(refuse(format!(
+                            "{} ({}) has digest sha256:{written}, the manifest says {}: it was changed or damaged",
+                            item.path, item.name, item.digest
+                        ))
+                        .into());
+                    }
+                    #[cfg(unix)]
+                    std::fs::set_permissions(
+                        part.path(),
+                        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                    )
+                    .map_err(io(format!("make {} executable", dest.display())))?;
+                    part.persist(&dest)
+                        .map_err(|e| io(format!("write {}", dest.display()))(e.error))?;
+                }
+                bundled.push((name, dest));
+            }
+            _ => {}
+        }
+    }
+    Ok(bundled)
 }

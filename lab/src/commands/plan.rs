@@ -119,6 +119,11 @@ fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRe
             plugins_dir: cfg.cache_dir.join("helm-plugins"),
         },
     );
+    // Fetched once into the chart cache (and verified), then rendered from the local file.
+    let helm = match crate::backend::chart_cache::ChartCache::from_env() {
+        Some(cache) => helm.with_chart_cache(cache),
+        None => helm,
+    };
     let rt = super::runner::runtime()?;
     Ok(plan
         .charts()

@@ -82,6 +82,11 @@ pub struct Opened {
 }
 
 impl Opened {
+    /// The versions of the tools the backends run (`kind`, `helm`), as resolved for this run.
+    pub fn tool_versions(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.tool_versions
+    }
+
     fn save(&self, state: &StateDir) -> Result<(), Error> {
         match &self.sim {
             Some(sim) => sim
@@ -135,7 +140,8 @@ pub fn open_backends(
     lab: &Lab,
 ) -> Result<Opened, Error> {
     use crate::backend::{
-        Unavailable, docker::Docker, helm::Helm, kind::Kind, kube::KubeConnector, tools,
+        Unavailable, chart_cache::ChartCache, docker::Docker, helm::Helm, kind::Kind,
+        kube::KubeConnector, tools,
     };
     if args.simulate {
         let path = state.sim_world();
@@ -186,6 +192,7 @@ pub fn open_backends(
     } else {
         tools::Downloads::Forbid
     })?;
+    cfg.bundled = args.bundled_tools.clone();
     let node_image = lab.versions.kind_node_image.as_str();
     // A kind too old for the node image is passed over like any too-old kind.
     cfg.kind_minimum = Some(crate::topology::catalog::kind_for_node_image(node_image));
@@ -222,7 +229,13 @@ pub fn open_backends(
             )),
         },
         helm: match helm {
-            Ok(t) => Arc::new(Helm::new(t, post_renderer(args, &cfg)?)),
+            Ok(t) => {
+                let helm = Helm::new(t, post_renderer(args, &cfg)?);
+                Arc::new(match ChartCache::from_env() {
+                    Some(cache) => helm.with_chart_cache(cache),
+                    None => helm,
+                })
+            }
             Err(e) => Arc::new(Unavailable(e.into())),
         },
         kube: Arc::new(KubeConnector::new()),

@@ -10,8 +10,9 @@ use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
+    let mut run = RunArgs::from(args);
     if let Some(bundle) = &args.bundle {
-        super::bundle::preload(&args.lab, args.sim.simulate, bundle)?;
+        run.bundled_tools = super::bundle::preload(&args.lab, args.sim.simulate, bundle)?;
     }
-    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Up])
+    run_workflows(&run, args.output, &[Workflow::Up])
 }

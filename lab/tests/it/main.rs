@@ -4,6 +4,8 @@ mod addons_first;
 mod architecture;
 mod bundle;
 mod bundle_cmd;
+mod bundle_files;
+mod chart_cache;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;

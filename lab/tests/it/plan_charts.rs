@@ -2,7 +2,9 @@
 //! with an installed helm through ocm-lab's post-renderer (a stand-in `helm` that records its arguments
 //! and runs the post-renderer as Helm 3 does, FACTS-HELM-KIND A1.1-4), or with the simulated chart
 //! models under `--simulate`. Without helm, with an unreachable repository, or with `--no-charts`,
-//! `charts.yaml` names each chart that is not included and why, and so does the summary.
+//! `charts.yaml` names each chart that is not included and why, and so does the summary. The stand-in's
+//! chart cache is filled beforehand with verified charts (as a first online `plan` or a bundle leaves it),
+//! so helm gets the cached `.tgz` and nothing reaches the network.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,7 @@ use crate::common::ocm_lab_env;
 
 /// A Helm 3 stand-in: `version`, and `template`, which feeds `manifests` to the post-renderer (the
 /// `--post-renderer` executable with each `--post-renderer-args` as one argument) and prints its
-/// stdout; with a file `unreachable` it fails as helm does when the repository cannot be reached.
+/// stdout.
 const STAND_IN: &str = r#"#!/bin/sh
 d='@DIR@'
 { printf '%s\n' "$@"; echo '--'; } >> "$d/calls"
@@ -22,10 +24,6 @@ case "$1" in
   template) ;;
   *) echo "Error: unexpected command \"$1\" in plan" >&2; exit 1 ;;
 esac
-if [ -f "$d/unreachable" ]; then
-  echo 'Error: looks like "https://open-cluster-management.io/helm-charts" is not a valid chart repository or cannot be reached: Get "https://open-cluster-management.io/helm-charts/index.yaml": dial tcp: lookup open-cluster-management.io: no such host' >&2
-  exit 1
-fi
 pr=''; prev=''
 : > "$d/pr-args"
 for a in "$@"; do
@@ -64,6 +62,7 @@ impl StandIn {
         std::fs::set_permissions(&helm, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(dir.path().join("manifests"), MANIFESTS).unwrap();
         std::fs::create_dir(dir.path().join("cache")).unwrap();
+        prefill_chart_cache(&dir.path().join("cache"));
         StandIn { dir }
     }
     fn helm(&self) -> PathBuf {
@@ -74,6 +73,30 @@ impl StandIn {
     }
     fn calls(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("calls")).unwrap_or_default()
+    }
+}
+
+/// Puts a verified chart file (and its recorded digest) into the chart cache under `cache` for each chart
+/// the default topology installs: what the cache holds after an online `plan`, `up` or `up --bundle`.
+fn prefill_chart_cache(cache: &Path) {
+    let lab = ocm_lab::topology::load_arg(None).unwrap().lab;
+    let repo = ocm_lab::topology::catalog::OCM_HELM_REPO;
+    let mut charts = vec![
+        ("cluster-manager", lab.versions.ocm.version.to_owned()),
+        ("klusterlet", lab.versions.ocm.version.to_owned()),
+    ];
+    if let Some(cp) = &lab.addons.cluster_proxy {
+        charts.push(("cluster-proxy", cp.release.version.to_owned()));
+    }
+    if let Some(m) = &lab.addons.managed_serviceaccount {
+        charts.push(("managed-serviceaccount", m.release.version.to_owned()));
+    }
+    let cc = ocm_lab::backend::chart_cache::ChartCache::new(cache.join("charts"));
+    for (name, version) in charts {
+        let data = format!("stand-in chart {name} {version}").into_bytes();
+        let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&data));
+        cc.install(repo, name, &version, &digest, &mut data.as_slice())
+            .unwrap();
     }
 }
 
@@ -164,12 +187,16 @@ fn plan_out_writes_each_charts_objects_as_the_post_renderer_patched_them_with_an
         5,
         "{calls}"
     );
-    for flag in [
-        "--repo",
-        "--include-crds",
-        "--post-renderer",
-        "--post-renderer-args=__post-render",
-    ] {
+    // Rendered from the verified charts in the cache, not fetched by helm.
+    assert!(
+        calls.contains(&format!(
+            "{}/charts/open-cluster-management.io/klusterlet-1.3.1.tgz",
+            helm.cache().display()
+        )),
+        "{calls}"
+    );
+    assert!(!calls.contains("--repo"), "{calls}");
+    for flag in ["--post-renderer", "--post-renderer-args=__post-render"] {
         assert!(calls.contains(flag), "{flag} missing: {calls}");
     }
     assert!(!calls.contains("upgrade"), "plan installs nothing: {calls}");
@@ -219,15 +246,22 @@ fn plan_out_names_each_chart_it_could_not_render_and_why() {
         "nothing downloaded"
     );
 
-    // A repository that cannot be reached.
+    // A repository that cannot be reached (a mirror on a port nothing listens on), and nothing cached.
     let helm = StandIn::new();
-    std::fs::write(helm.dir.path().join("unreachable"), "").unwrap();
+    std::fs::remove_dir_all(helm.cache().join("charts")).unwrap();
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mirror = PathBuf::from(format!("http://127.0.0.1:{port}/charts"));
     let dir = out.path().join("offline");
     let r = ocm_lab_env(
         &["plan", "--out", dir.to_str().unwrap()],
         &[
             ("OCM_LAB_HELM", &helm.helm()),
             ("OCM_LAB_CACHE_DIR", &helm.cache()),
+            ("OCM_LAB_CHARTS_BASE_URL", &mirror),
         ],
     );
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);

@@ -1,6 +1,8 @@
 //! Image bundles through the Docker API: the start of `ocm-lab bundle save` / `up --bundle` (issue 13
 //! items 3–4). A bundle is a tar holding `manifest.json` first, then one `docker save` archive per image
-//! (`images/<n>.tar`). The manifest names each item (name, kind, path, sha256 digest, size); loading checks
+//! (`images/<n>.tar`), then any files (kind `chart`: `charts/<repo-host>/<name>-<version>.tgz`; kind `tool`:
+//! `tools/<name>`, the kind and helm binaries). The manifest names each item (name, kind, path, sha256
+//! digest, size, and for files their version and repository); loading checks
 //! every digest and size before it sends anything to Docker, so a truncated or tampered bundle is refused
 //! and nothing is half-loaded.
 //!
@@ -46,7 +48,8 @@ pub struct Manifest {
 pub struct Item {
     /// The image reference (`quay.io/open-cluster-management/work:v1.3.1`).
     pub name: String,
-    /// `image` (the node image and chart images alike: a `docker save` archive).
+    /// `image` (the node image and chart images alike: a `docker save` archive), `chart` (a chart's
+    /// `.tgz`, named by the chart's name) or `tool` (`kind` or `helm`, a binary).
     pub kind: String,
     /// Its entry in the bundle.
     pub path: String,
@@ -54,6 +57,33 @@ pub struct Item {
     pub digest: String,
     /// Bytes.
     pub size: u64,
+    /// A chart's or tool's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// A chart's repository URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+}
+
+/// The item kind of a `docker save` archive.
+pub const KIND_IMAGE: &str = "image";
+/// The item kind of a chart `.tgz`.
+pub const KIND_CHART: &str = "chart";
+/// The item kind of a tool binary.
+pub const KIND_TOOL: &str = "tool";
+
+/// A local file to put into a bundle (a chart or a tool).
+#[derive(Debug, Clone)]
+pub struct FileItem {
+    pub name: String,
+    /// [`KIND_CHART`] or [`KIND_TOOL`].
+    pub kind: String,
+    pub version: Option<String>,
+    pub repo: Option<String>,
+    /// Its entry in the bundle.
+    pub path: String,
+    /// Where it is read from.
+    pub source: PathBuf,
 }
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> DockerError {
@@ -77,6 +107,18 @@ impl Docker {
         lab: std::collections::BTreeMap<String, String>,
         out: &Path,
     ) -> Result<Manifest> {
+        self.save_bundle_with(images, &[], lab, out).await
+    }
+
+    /// [`Docker::save_bundle_for`], adding `files` (charts and tools, each hashed as it is read) after
+    /// the images.
+    pub async fn save_bundle_with(
+        &self,
+        images: &[String],
+        files: &[FileItem],
+        lab: std::collections::BTreeMap<String, String>,
+        out: &Path,
+    ) -> Result<Manifest> {
         for image in images {
             if !self.image_present(image).await? {
                 return Err(DockerError::NotInEngine {
@@ -85,6 +127,7 @@ impl Docker {
                 });
             }
         }
+        let extra = files;
         let scratch = tempdir_near(out)?;
         let mut items = Vec::new();
         let mut files = Vec::new();
@@ -109,12 +152,34 @@ impl Docker {
                 .map_err(io_err(format!("write {}", path.display())))?;
             items.push(Item {
                 name: image.clone(),
-                kind: "image".to_owned(),
+                kind: KIND_IMAGE.to_owned(),
                 path: format!("images/{n}.tar"),
                 digest: format!("sha256:{}", hex::encode(hash.finalize())),
                 size,
+                version: None,
+                repo: None,
             });
             files.push(path);
+        }
+        for f in extra {
+            let source = f.source.clone();
+            let (digest, size) = tokio::task::spawn_blocking(move || hash_file(&source))
+                .await
+                .map_err(|e| DockerError::TaskStopped {
+                    what: "bundle hashing".to_owned(),
+                    detail: e.to_string(),
+                })?
+                .map_err(io_err(format!("read {}", f.source.display())))?;
+            items.push(Item {
+                name: f.name.clone(),
+                kind: f.kind.clone(),
+                path: f.path.clone(),
+                digest: format!("sha256:{digest}"),
+                size,
+                version: f.version.clone(),
+                repo: f.repo.clone(),
+            });
+            files.push(f.source.clone());
         }
         let manifest = Manifest {
             format: FORMAT.to_owned(),
@@ -143,7 +208,22 @@ impl Docker {
                 what: "bundle check".to_owned(),
                 detail: e.to_string(),
             })??;
-        for (item, offset) in manifest.items.iter().zip(offsets) {
+        self.load_bundle_images(bundle, &manifest, &offsets).await?;
+        Ok(manifest)
+    }
+
+    /// Loads the images of a bundle already checked by [`verify`] (which returned `manifest` and
+    /// `offsets`) into the engine; charts and tools are left to the caller.
+    pub async fn load_bundle_images(
+        &self,
+        bundle: &Path,
+        manifest: &Manifest,
+        offsets: &[u64],
+    ) -> Result<()> {
+        for (item, &offset) in manifest.items.iter().zip(offsets) {
+            if item.kind != KIND_IMAGE {
+                continue;
+            }
             let mut file = tokio::fs::File::open(bundle)
                 .await
                 .map_err(io_err(format!("open {}", bundle.display())))?;
@@ -181,7 +261,7 @@ impl Docker {
                 })?;
             }
         }
-        Ok(manifest)
+        Ok(())
     }
 }
 
@@ -211,11 +291,13 @@ fn write_tar(out: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
         header.set_mode(0o644);
         tar.append_data(&mut header, MANIFEST, json.as_slice())?;
         for (item, file) in manifest.items.iter().zip(files) {
-            let mut f = std::fs::File::open(file)?;
+            // Exactly the bytes hashed: a file that grew since is cut to its recorded size (and then
+            // refused by its digest on loading); one that shrank leaves a damaged bundle, refused likewise.
+            let f = std::fs::File::open(file)?;
             let mut header = tar::Header::new_gnu();
             header.set_size(item.size);
-            header.set_mode(0o644);
-            tar.append_data(&mut header, &item.path, &mut f)?;
+            header.set_mode(if item.kind == KIND_TOOL { 0o755 } else { 0o644 });
+            tar.append_data(&mut header, &item.path, f.take(item.size))?;
         }
         tar.into_inner()?.flush()
     };
@@ -229,6 +311,31 @@ fn write_tar(out: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
                 detail: e.to_string(),
             }
         })
+}
+
+/// The sha256 (hex) and size of a file, read in chunks.
+fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((hex::encode(hash.finalize()), size))
+}
+
+/// The bytes of the item at `offset` (from [`verify`]) of `bundle`, `size` long.
+pub fn item_reader(bundle: &Path, offset: u64, size: u64) -> std::io::Result<impl std::io::Read> {
+    use std::io::Seek as _;
+    let mut f = std::fs::File::open(bundle)?;
+    f.seek(std::io::SeekFrom::Start(offset))?;
+    Ok(std::io::BufReader::new(f).take(size))
 }
 
 /// Why a bundle is refused.
