@@ -9,9 +9,7 @@ use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
-    if let Some(bundle) = &args.bundle {
-        super::bundle::preload(&args.lab, args.sim.simulate, bundle)?;
-    }
+    super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
     run_workflows(
         &RunArgs::from(args),
         args.output,

@@ -10,7 +10,7 @@ use std::path::Path;
 use bollard::models::ExecConfig;
 use bollard::query_parameters::UploadToContainerOptionsBuilder;
 use futures::StreamExt;
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
 use super::{Docker, DockerError};
 
@@ -29,12 +29,34 @@ impl Docker {
                 detail: e.to_string(),
             })?
             .len();
-        let file = tokio::fs::File::open(archive)
+        self.import_range_into_node(node, archive, 0, size, &archive.display().to_string())
+            .await
+    }
+
+    /// [`Docker::import_into_node`] for bytes `offset..offset + size` of `file` (one entry of a bundle,
+    /// streamed in place: nothing is extracted on the host). `what` names the archive in errors.
+    pub async fn import_range_into_node(
+        &self,
+        node: &str,
+        file: &Path,
+        offset: u64,
+        size: u64,
+        what: &str,
+    ) -> Result<(), DockerError> {
+        let mut opened = tokio::fs::File::open(file)
             .await
             .map_err(|e| DockerError::Io {
-                what: format!("open {}", archive.display()),
+                what: format!("open {}", file.display()),
                 detail: e.to_string(),
             })?;
+        opened
+            .seek(std::io::SeekFrom::Start(offset))
+            .await
+            .map_err(|e| DockerError::Io {
+                what: format!("read {}", file.display()),
+                detail: e.to_string(),
+            })?;
+        let archive = Path::new(what);
         // The upload is itself a tar: one header, the archive's bytes, padding and the end blocks.
         let mut header = tar::Header::new_gnu();
         header
@@ -45,7 +67,7 @@ impl Docker {
         header.set_cksum();
         let head = bytes::Bytes::copy_from_slice(header.as_bytes());
         let tail = bytes::Bytes::from(vec![0u8; ((512 - size % 512) % 512) as usize + 1024]);
-        let body = futures::stream::unfold((file, false), |(mut f, done)| async move {
+        let body = futures::stream::unfold((opened.take(size), false), |(mut f, done)| async move {
             if done {
                 return None;
             }
@@ -103,6 +125,40 @@ impl Docker {
         Ok(())
     }
 
+    /// The images containerd holds in the node's `k8s.io` namespace (`ctr --namespace=k8s.io images ls`):
+    /// each reference with the digest it points at.
+    pub async fn node_image_refs(
+        &self,
+        node: &str,
+    ) -> Result<Vec<crate::backend::NodeImage>, DockerError> {
+        let (code, output) = self
+            .exec_in(node, &["ctr", "--namespace=k8s.io", "images", "ls"])
+            .await?;
+        if code != 0 {
+            return Err(DockerError::NodeCommandFailed {
+                node: node.to_owned(),
+                command: "ctr --namespace=k8s.io images ls".to_owned(),
+                code,
+                output: last_chars(&output, 800),
+            });
+        }
+        Ok(parse_ctr_images(&output))
+    }
+
+    /// `crictl pull <image>` in the node: the node's containerd pulls it (its mirrors, its credentials).
+    pub async fn pull_image_in_node(&self, node: &str, image: &str) -> Result<(), DockerError> {
+        let (code, output) = self.exec_in(node, &["crictl", "pull", image]).await?;
+        if code != 0 {
+            return Err(DockerError::NodeCommandFailed {
+                node: node.to_owned(),
+                command: format!("crictl pull {image}"),
+                code,
+                output: last_chars(&output, 800),
+            });
+        }
+        Ok(())
+    }
+
     /// Runs `cmd` in the container; its exit code and output. kind adds `--privileged` to its exec, but
     /// kind's node containers run privileged already (FACTS-HELM-KIND B6.8), so the exec gets their full
     /// capabilities without it (and an unprivileged stand-in refuses a privileged exec).
@@ -151,4 +207,41 @@ fn last_chars(text: &str, n: usize) -> String {
         .collect::<String>()
         .trim()
         .to_owned()
+}
+
+/// The references and digests of `ctr images ls` (columns REF, TYPE, DIGEST, SIZE, PLATFORMS, LABELS;
+/// the header line and anything without a `sha256:` digest skipped).
+pub fn parse_ctr_images(output: &str) -> Vec<crate::backend::NodeImage> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut cols = line.split_whitespace();
+            let reference = cols.next()?;
+            let digest = cols.nth(1)?;
+            (reference != "REF" && digest.starts_with("sha256:")).then(|| crate::backend::NodeImage {
+                reference: reference.to_owned(),
+                digest: digest.to_owned(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ctr_images_ls_is_read_as_references_and_digests() {
+        let out = "REF                                              TYPE                                                      DIGEST                                                                  SIZE     PLATFORMS   LABELS\n\
+quay.io/open-cluster-management/work:v1.3.1      application/vnd.oci.image.manifest.v1+json                sha256:1111111111111111111111111111111111111111111111111111111111111111 30.1 MiB linux/amd64 io.cri-containerd.image=managed\n\
+import-2026-11-25@sha256:2222222222222222222222222222222222222222222222222222222222222222 application/vnd.oci.image.index.v1+json sha256:2222222222222222222222222222222222222222222222222222222222222222 1.0 MiB linux/amd64 -\n";
+        let images = super::parse_ctr_images(out);
+        assert_eq!(images.len(), 2, "{images:?}");
+        assert_eq!(
+            images[0].reference,
+            "quay.io/open-cluster-management/work:v1.3.1"
+        );
+        assert_eq!(
+            images[0].digest,
+            format!("sha256:{}", "1".repeat(64))
+        );
+    }
 }
