@@ -775,6 +775,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn references_are_named_as_containerd_names_them() {
+        for (given, full) in [
+            ("busybox", "docker.io/library/busybox:latest"),
+            ("registry:2", "docker.io/library/registry:2"),
+            ("amazon/aws-cli:latest", "docker.io/amazon/aws-cli:latest"),
+            (
+                "quay.io/open-cluster-management/work:v1.3.1",
+                "quay.io/open-cluster-management/work:v1.3.1",
+            ),
+            ("localhost:5001/x", "localhost:5001/x:latest"),
+            ("kindest/node:v1.36.1@sha256:ab", "docker.io/kindest/node:v1.36.1@sha256:ab"),
+        ] {
+            assert_eq!(full_reference(given), full, "{given}");
+        }
+    }
+
+    #[test]
+    fn a_pinned_reference_is_held_by_an_image_of_its_repository_with_that_digest() {
+        let held = |r: &str, d: &str| NodeImage {
+            reference: r.into(),
+            digest: d.into(),
+        };
+        let have = vec![
+            held("quay.io/o/work:v1", "sha256:aa"),
+            held("docker.io/library/busybox:latest", "sha256:bb"),
+        ];
+        assert!(node_has(&have, "quay.io/o/work:v1"));
+        assert!(node_has(&have, "busybox"));
+        assert!(node_has(&have, "quay.io/o/work:v1@sha256:aa"));
+        // The digest a `docker load`ed image no longer has, another repository's digest, another tag.
+        assert!(!node_has(&have, "quay.io/o/work:v1@sha256:cc"));
+        assert!(!node_has(&have, "quay.io/o/work-x:v1@sha256:aa"));
+        assert!(!node_has(&have, "quay.io/o/work:v2"));
+    }
+
+    #[test]
     fn kind_node_names() {
         for n in [
             "hub-control-plane",
