@@ -40,11 +40,7 @@ use crate::step::ActionError;
 pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let supply = &ctx.run.node_images;
-    let want = supply
-        .per_cluster
-        .get(cluster)
-        .cloned()
-        .unwrap_or_default();
+    let want = supply.per_cluster.get(cluster).cloned().unwrap_or_default();
     if want.is_empty() {
         return Ok((false, outputs([("images", json!(0))])));
     }
@@ -102,8 +98,9 @@ pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
                 ));
                 // Bounded by the step's deadline: what is still pulling then goes on in the node (the
                 // exec is not stopped), and the Pods wait for it as they would have anyway.
-                let mut pulls: Vec<futures::future::BoxFuture<'_, (String, Result<(), DockerError>)>> =
-                    Vec::new();
+                let mut pulls: Vec<
+                    futures::future::BoxFuture<'_, (String, Result<(), DockerError>)>,
+                > = Vec::new();
                 for image in &missing {
                     let image: String = (*image).clone();
                     let node: String = node.clone();
@@ -113,7 +110,9 @@ pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
                     }));
                 }
                 let pulls = futures::future::join_all(pulls);
-                let budget = ctx.timeout().saturating_sub(std::time::Duration::from_secs(1));
+                let budget = ctx
+                    .timeout()
+                    .saturating_sub(std::time::Duration::from_secs(1));
                 match tokio::time::timeout(budget, pulls).await {
                     Ok(results) => {
                         for (image, r) in results {
@@ -153,7 +152,14 @@ pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
         outputs([
             ("images", json!(want.len())),
             ("nodes", json!(nodes)),
-            ("mode", json!(if supply.bundle.is_some() { "bundle" } else { "pre-pull" })),
+            (
+                "mode",
+                json!(if supply.bundle.is_some() {
+                    "bundle"
+                } else {
+                    "pre-pull"
+                }),
+            ),
         ]),
     ))
 }

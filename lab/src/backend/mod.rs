@@ -144,8 +144,11 @@ pub trait ContainerRuntime: Send + Sync {
     /// Imports a `docker save` archive (a byte range of a file: one entry of a bundle) into containerd's
     /// `k8s.io` namespace in node container `node`, as `kind load image-archive` does (FACTS-HELM-KIND
     /// B2.1); the copy put into the node is removed whatever the outcome.
-    async fn import_node_image(&self, node: &str, archive: &ImageArchive)
-    -> Result<(), DockerError>;
+    async fn import_node_image(
+        &self,
+        node: &str,
+        archive: &ImageArchive,
+    ) -> Result<(), DockerError>;
     /// Pulls `image` in node container `node` with `crictl pull`, through the node's containerd (its
     /// registry mirrors and credentials), as the kubelet would.
     async fn pull_in_node(&self, node: &str, image: &str) -> Result<(), DockerError>;
@@ -785,7 +788,10 @@ mod tests {
                 "quay.io/open-cluster-management/work:v1.3.1",
             ),
             ("localhost:5001/x", "localhost:5001/x:latest"),
-            ("kindest/node:v1.36.1@sha256:ab", "docker.io/kindest/node:v1.36.1@sha256:ab"),
+            (
+                "kindest/node:v1.36.1@sha256:ab",
+                "docker.io/kindest/node:v1.36.1@sha256:ab",
+            ),
         ] {
             assert_eq!(full_reference(given), full, "{given}");
         }

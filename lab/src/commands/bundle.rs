@@ -148,7 +148,10 @@ pub fn node_images(
         .filter(|i| i.kind == crate::images::ImageKind::Chart)
     {
         for c in &i.clusters {
-            per_cluster.entry(c.clone()).or_default().push(i.image.clone());
+            per_cluster
+                .entry(c.clone())
+                .or_default()
+                .push(i.image.clone());
         }
     }
     let bundle = match &lab.bundle {

@@ -15,8 +15,9 @@ use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use crate::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
-    CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError, LookAlike,
-    NetworkRemoval, NodeContainer, NodeImage, ObjectRef, Release, Rendered, Secret, SimulatedFault, WaitError,
+    CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError,
+    LookAlike, NetworkRemoval, NodeContainer, NodeImage, ObjectRef, Release, Rendered, Secret,
+    SimulatedFault, WaitError,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
@@ -71,10 +72,7 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
 }
 
 /// A running simulated node container, or the error Docker gives for an exec into one that is not.
-fn running_node<'a>(
-    st: &'a State,
-    node: &str,
-) -> Result<&'a super::world::Container, DockerError> {
+fn running_node<'a>(st: &'a State, node: &str) -> Result<&'a super::world::Container, DockerError> {
     match st.world.containers.get(node) {
         Some(c) if c.running => Ok(c),
         Some(_) => Err(SimulatedFault::permanent(format!(

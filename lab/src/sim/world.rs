@@ -197,7 +197,7 @@ pub struct World {
     pub(crate) releases: BTreeMap<String, BTreeMap<String, SimRelease>>,
     /// Every image a simulated node pulled from a registry, in order (kept across commands, so a test can
     /// check that a lab brought up from a bundle pulled nothing).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub pulls: Vec<Pull>,
     /// Counter for tokens, ports and addresses.
     pub(crate) seq: u64,

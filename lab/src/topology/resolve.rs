@@ -182,8 +182,12 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
     match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => Some(path),
         Ok(_) => {
-            c.error(at(b), "spec.bundle", format!("{} is not a file", path.display()))
-                .help("name the file `ocm-lab bundle save -o FILE` wrote");
+            c.error(
+                at(b),
+                "spec.bundle",
+                format!("{} is not a file", path.display()),
+            )
+            .help("name the file `ocm-lab bundle save -o FILE` wrote");
             None
         }
         Err(e) => {

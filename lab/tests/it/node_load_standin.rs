@@ -126,7 +126,8 @@ echo \"$@\" > /ctr-args\n\
 /bin/busybox cp \"$6\" /imported.tar\n";
 
 #[tokio::test]
-async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_import_leaves_no_copy() {
+async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_import_leaves_no_copy()
+ {
     use ocm_lab::backend::{ContainerRuntime as _, ImageArchive, node_has};
     let Some(d) = crate::docker::docker_or_skip().await else {
         return;
@@ -168,16 +169,29 @@ quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v
 
     // What the node holds, read from `ctr images ls` as the step checks it after an import.
     let held = d.node_images(&node).await.unwrap();
-    assert!(node_has(&held, "quay.io/open-cluster-management/work:v1.3.1"));
-    assert!(!node_has(&held, "quay.io/open-cluster-management/registration:v1.3.1"));
+    assert!(node_has(
+        &held,
+        "quay.io/open-cluster-management/work:v1.3.1"
+    ));
+    assert!(!node_has(
+        &held,
+        "quay.io/open-cluster-management/registration:v1.3.1"
+    ));
 
     // A failing import names the node and the bundle, and leaves no copy in the node.
     put(&d, &node, &[("fail", 0o644, b"")]).await;
     let e = d.import_node_image(&node, &archive).await.unwrap_err();
     match &e {
-        DockerError::NodeImportFailed { node: n, archive: a, .. } => {
+        DockerError::NodeImportFailed {
+            node: n,
+            archive: a,
+            ..
+        } => {
             assert_eq!(n, &node);
-            assert!(a.contains("work:v1.3.1") && a.contains("lab-bundle.tar"), "{a}");
+            assert!(
+                a.contains("work:v1.3.1") && a.contains("lab-bundle.tar"),
+                "{a}"
+            );
         }
         other => panic!("expected NodeImportFailed, got {other:?}"),
     }

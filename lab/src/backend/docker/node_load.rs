@@ -67,20 +67,21 @@ impl Docker {
         header.set_cksum();
         let head = bytes::Bytes::copy_from_slice(header.as_bytes());
         let tail = bytes::Bytes::from(vec![0u8; ((512 - size % 512) % 512) as usize + 1024]);
-        let body = futures::stream::unfold((opened.take(size), false), |(mut f, done)| async move {
-            if done {
-                return None;
-            }
-            let mut buf = vec![0u8; 1 << 20];
-            match f.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(bytes::Bytes::from(buf)), (f, false)))
+        let body =
+            futures::stream::unfold((opened.take(size), false), |(mut f, done)| async move {
+                if done {
+                    return None;
                 }
-                Err(e) => Some((Err(e), (f, true))),
-            }
-        });
+                let mut buf = vec![0u8; 1 << 20];
+                match f.read(&mut buf).await {
+                    Ok(0) => None,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Some((Ok(bytes::Bytes::from(buf)), (f, false)))
+                    }
+                    Err(e) => Some((Err(e), (f, true))),
+                }
+            });
         let stream = futures::stream::once(async { Ok(head) })
             .chain(body)
             .chain(futures::stream::once(async { Ok(tail) }));
@@ -218,9 +219,11 @@ pub fn parse_ctr_images(output: &str) -> Vec<crate::backend::NodeImage> {
             let mut cols = line.split_whitespace();
             let reference = cols.next()?;
             let digest = cols.nth(1)?;
-            (reference != "REF" && digest.starts_with("sha256:")).then(|| crate::backend::NodeImage {
-                reference: reference.to_owned(),
-                digest: digest.to_owned(),
+            (reference != "REF" && digest.starts_with("sha256:")).then(|| {
+                crate::backend::NodeImage {
+                    reference: reference.to_owned(),
+                    digest: digest.to_owned(),
+                }
             })
         })
         .collect()
@@ -239,9 +242,6 @@ import-2026-11-25@sha256:2222222222222222222222222222222222222222222222222222222
             images[0].reference,
             "quay.io/open-cluster-management/work:v1.3.1"
         );
-        assert_eq!(
-            images[0].digest,
-            format!("sha256:{}", "1".repeat(64))
-        );
+        assert_eq!(images[0].digest, format!("sha256:{}", "1".repeat(64)));
     }
 }
