@@ -268,3 +268,57 @@ async fn the_pre_pull_of_each_cluster_comes_before_its_charts_and_a_rollout_pull
         );
     }
 }
+
+/// With a bundle, an import that fails stops the run at `node-images[<cluster>]`, naming the node, and
+/// nothing is installed on that cluster (the charts wait for the images).
+#[tokio::test(start_paused = true)]
+async fn a_failed_import_stops_the_lab_before_any_chart_on_that_cluster() {
+    use ocm_lab::sim::{Behaviour, Fault};
+    let h = Harness::default_lab();
+    let plan = common::plan_workflow(&h.lab, "up");
+    let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
+    let mut supply = ocm_lab::commands::bundle::node_images(&h.lab, &plan, &patches).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lab-bundle.tar");
+    std::fs::write(&file, b"archives").unwrap();
+    supply.bundle = Some(
+        supply
+            .per_cluster
+            .values()
+            .flatten()
+            .map(|image| {
+                (
+                    image.clone(),
+                    ocm_lab::backend::ImageArchive {
+                        image: image.clone(),
+                        file: file.clone(),
+                        offset: 0,
+                        size: 8,
+                    },
+                )
+            })
+            .collect(),
+    );
+    h.sim.set_fault(
+        Behaviour::NodeImageImport,
+        Fault::FailAlways("ctr: no space left on device".into()),
+    );
+    let (r, _) = h
+        .run_plan_with(&plan, CancellationToken::new(), |_| {}, supply)
+        .await;
+    assert!(!r.ok);
+    let (step, e) = r.failed.expect("a step failed");
+    assert!(step.starts_with("node-images["), "{step}: {e:?}");
+    assert!(e.message.contains("no space left on device"), "{e:?}");
+    let calls = h.sim.calls();
+    assert!(
+        !calls.iter().any(|k| k.verb == "helm.upgrade-install"),
+        "a chart went in although its cluster's images did not: {:?}",
+        calls
+            .iter()
+            .filter(|k| k.verb == "helm.upgrade-install")
+            .collect::<Vec<_>>()
+    );
+    let pulled = h.sim.with_world(|w| w.pulls.clone());
+    assert_eq!(pulled, vec![], "nothing may be pulled in bundle mode");
+}
