@@ -119,11 +119,15 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
 }
 
 /// A stand-in `ctr` that also answers `images ls` (with what `/ls-output` holds) as containerd would.
+/// With `/one-platform`, it fails `--all-platforms` as ctr does for an archive that holds only one
+/// platform's content (kubernetes-sigs/kind#3795) and imports without it.
 const FAKE_CTR_LS: &str = "#!/bin/sh\n\
 if [ \"$3\" = ls ]; then /bin/busybox cat /ls-output; exit 0; fi\n\
 if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
+if [ -e /one-platform ] && [ \"$4\" = --all-platforms ]; then echo 'ctr: content digest sha256:abcd: not found' >&2; exit 1; fi\n\
 echo \"$@\" > /ctr-args\n\
-/bin/busybox cp \"$6\" /imported.tar\n";
+for last; do :; done\n\
+/bin/busybox cp \"$last\" /imported.tar\n";
 
 #[tokio::test]
 async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_import_leaves_no_copy()
@@ -164,6 +168,18 @@ quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v
         size: entry.len() as u64,
     };
     d.import_node_image(&node, &archive).await.unwrap();
+    assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), entry);
+    assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+
+    // An archive with one platform's content (a save from Docker's containerd image store): imported
+    // for this platform once `--all-platforms` finds the other platforms' content missing.
+    put(&d, &node, &[("one-platform", 0o644, b"")]).await;
+    d.import_node_image(&node, &archive).await.unwrap();
+    let args = String::from_utf8(get(&d, &node, "/ctr-args").await.unwrap()).unwrap();
+    assert_eq!(
+        args.trim(),
+        "--namespace=k8s.io images import --digests /ocm-lab-images.tar"
+    );
     assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), entry);
     assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
 

@@ -2,7 +2,9 @@
 //! (FACTS-HELM-KIND B2.1): the archive is copied into the node container, then imported into containerd's
 //! `k8s.io` namespace with `ctr --namespace=k8s.io images import --all-platforms --digests` (as kind
 //! runs it; `--digests` also keeps an image whose archive names no tag reachable by
-//! digest), and the copy is removed again. kind also passes `--snapshotter=<s>` read from
+//! digest), and the copy is removed again. An archive holding one platform's content only (saved from
+//! Docker's containerd image store) fails `--all-platforms` with `content digest … not found`
+//! (kubernetes-sigs/kind#3795); it is then imported for the node's own platform. kind also passes `--snapshotter=<s>` read from
 //! `containerd config dump`; this uses containerd's default (overlayfs, what kind's nodes run).
 
 use std::path::Path;
@@ -98,7 +100,7 @@ impl Docker {
             .await
             .map_err(|e| self.err(&format!("copy {} into node {node}", archive.display()), e))?;
         let path = format!("{IN_NODE_DIR}{IN_NODE_NAME}");
-        let import = self
+        let mut import = self
             .exec_in(
                 node,
                 &[
@@ -112,6 +114,28 @@ impl Docker {
                 ],
             )
             .await;
+        // An archive `docker save` wrote from Docker's containerd image store (Docker Desktop, OrbStack,
+        // Docker 29 by default) can hold an index that names every platform's manifest but only the local
+        // platform's content; `--all-platforms` then fails with `content digest … not found`
+        // (kubernetes-sigs/kind#3795, #4224). The node runs this machine's platform, so import that one.
+        if let Ok((code, output)) = &import
+            && *code != 0
+            && missing_other_platform(output)
+        {
+            import = self
+                .exec_in(
+                    node,
+                    &[
+                        "ctr",
+                        "--namespace=k8s.io",
+                        "images",
+                        "import",
+                        "--digests",
+                        &path,
+                    ],
+                )
+                .await;
+        }
         let removed = self.exec_in(node, &["rm", "-f", &path]).await;
         let (code, output) = import?;
         if code != 0 {
@@ -198,6 +222,12 @@ impl Docker {
             .unwrap_or(-1);
         Ok((code, text))
     }
+}
+
+/// Whether `ctr images import --all-platforms` failed for content the archive does not hold
+/// (`ctr: content digest sha256:…: not found`): another platform's manifest of a single-platform save.
+fn missing_other_platform(output: &str) -> bool {
+    output.contains("content digest sha256:") && output.contains("not found")
 }
 
 /// The last `n` characters of `text`, trimmed.
