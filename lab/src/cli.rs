@@ -205,8 +205,9 @@ pub struct UpArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub verify: VerifyOptions,
-    /// Load the images from this bundle (`ocm-lab bundle save`) into Docker first, after checking its
-    /// digests and that it was made for this topology's versions.
+    /// Bring the lab up from this bundle (`ocm-lab bundle save`; replaces the topology's `spec.bundle`):
+    /// checks its digests and that it was made for this topology's versions, loads the node image into
+    /// Docker, and loads each cluster's images into its kind nodes before the charts, so no node pulls.
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
     /// Output format: progress for people, or one JSON object per event per line.
@@ -280,6 +281,8 @@ pub struct RunArgs {
     pub checks: Vec<CheckArg>,
     /// The kind and helm binaries `up --bundle` unpacked from the bundle: the run uses these.
     pub bundled_tools: Vec<(crate::backend::tools::ToolName, PathBuf)>,
+    /// `--bundle`: replaces the topology's `spec.bundle`.
+    pub bundle: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -311,6 +314,7 @@ impl RunArgs {
             junit: None,
             checks: Vec::new(),
             bundled_tools: Vec::new(),
+            bundle: None,
         }
     }
 }
@@ -322,6 +326,7 @@ impl From<&UpArgs> for RunArgs {
             concurrency: a.engine.concurrency,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
+            bundle: a.bundle.clone(),
             ..RunArgs::new(&a.lab, a.sim)
         }
     }

@@ -2,6 +2,7 @@
 //! differs from what the step wants, and waits for the outcome with a watch, never a sleep loop.
 
 mod cluster;
+mod images;
 mod kube;
 mod ocm;
 pub mod prune;

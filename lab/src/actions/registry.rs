@@ -4,7 +4,7 @@
 
 use futures::future::BoxFuture;
 
-use super::{ActionResult, StepCtx, cluster, kube, ocm, prune, reset, verify};
+use super::{ActionResult, StepCtx, cluster, images, kube, ocm, prune, reset, verify};
 use crate::workflow::Catalog;
 use crate::workflow::catalog::Input;
 
@@ -77,6 +77,12 @@ pub const ACTIONS: &[ActionSpec] = &[
         summary: "remove the local registry containers the lab created (by their recorded IDs)",
         inputs: &[],
         run: action_fn!(cluster::remove_local_registries),
+    },
+    ActionSpec {
+        name: "node.images",
+        summary: "put the images a kind cluster runs into its nodes before its charts: imported from the bundle (up --bundle, spec.bundle) and checked, or else pre-pulled with crictl (best effort)",
+        inputs: &[req("cluster", "lab cluster name (a kind cluster)")],
+        run: action_fn!(images::node_images),
     },
     ActionSpec {
         name: "cluster.create",

@@ -125,6 +125,24 @@ pub enum DockerError {
         code: i64,
         output: String,
     },
+    /// A command ocm-lab runs in a kind node (`ctr images ls`, `crictl pull`) failed.
+    #[error("`{command}` in node {node} failed (exit {code}): {output}")]
+    NodeCommandFailed {
+        node: String,
+        command: String,
+        code: i64,
+        output: String,
+    },
+    /// After importing a bundle's archive into a node, containerd does not hold the reference the
+    /// charts ask for (the archive names another, or lost the digest): the kubelet would pull it.
+    #[error(
+        "node {node} does not hold {image} after importing it from the bundle (containerd lists: {found}): the kubelet would pull it"
+    )]
+    NodeImageMissing {
+        node: String,
+        image: String,
+        found: String,
+    },
     /// A container with the local registry's name that lacks the lab's labels: someone else's.
     #[error(
         "a container named {name} exists on the Docker engine at {host} and is not this lab's (it lacks the label {label})"
@@ -177,6 +195,8 @@ impl Failure for DockerError {
             DockerError::PullFailed { image, .. } => format!("the local registry needs {image}: pull it where a registry is reachable (`docker pull {image}`), or `docker load` it from a saved archive"),
             DockerError::NotInEngine { image, .. } => format!("`docker pull {image}` where a registry is reachable, then save the bundle again"),
             DockerError::NodeImportFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`) with free space (`docker exec {node} df -h /`), then run `up --bundle` again"),
+            DockerError::NodeCommandFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`); `docker exec {node} crictl info` shows its containerd"),
+            DockerError::NodeImageMissing { image, .. } => format!("the bundle's archive of {image} names another reference or lost its digest (a `docker load`ed image can lose the digest it was pulled by): on a machine with network access run `docker pull {image}`, make the bundle again (`ocm-lab bundle save`), then run `up --bundle` again"),
             DockerError::BundleRefused { .. } => "make the bundle again (`ocm-lab bundle save`) or copy it again from where it was made".to_owned(),
             DockerError::ForeignRegistry { name, .. } => format!("if nothing uses it, remove it (`docker rm -f {name}`); otherwise set `spec.registry.local: false` in the topology"),
             DockerError::Simulated(f) => return f.help.clone(),
@@ -942,6 +962,24 @@ impl ContainerRuntime for Docker {
 
     async fn ensure_registry(&self, spec: &super::RegistryContainer) -> Result<(String, bool)> {
         self.run_registry(spec).await
+    }
+
+    async fn node_images(&self, node: &str) -> Result<Vec<super::NodeImage>> {
+        self.node_image_refs(node).await
+    }
+
+    async fn import_node_image(&self, node: &str, archive: &super::ImageArchive) -> Result<()> {
+        let what = format!(
+            "the archive of {} in bundle {}",
+            archive.image,
+            archive.file.display()
+        );
+        self.import_range_into_node(node, &archive.file, archive.offset, archive.size, &what)
+            .await
+    }
+
+    async fn pull_in_node(&self, node: &str, image: &str) -> Result<()> {
+        self.pull_image_in_node(node, image).await
     }
 }
 

@@ -139,6 +139,94 @@ pub trait ContainerRuntime: Send + Sync {
         &self,
         spec: &RegistryContainer,
     ) -> Result<(String, bool), DockerError>;
+    /// The images containerd holds in node container `node`, in the `k8s.io` namespace the kubelet uses
+    /// (`ctr --namespace=k8s.io images ls`): each reference with the digest it points at.
+    async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError>;
+    /// Imports a `docker save` archive (a byte range of a file: one entry of a bundle) into containerd's
+    /// `k8s.io` namespace in node container `node`, as `kind load image-archive` does (FACTS-HELM-KIND
+    /// B2.1); the copy put into the node is removed whatever the outcome.
+    async fn import_node_image(
+        &self,
+        node: &str,
+        archive: &ImageArchive,
+    ) -> Result<(), DockerError>;
+    /// Pulls `image` in node container `node` with `crictl pull`, through the node's containerd (its
+    /// registry mirrors and credentials), as the kubelet would.
+    async fn pull_in_node(&self, node: &str, image: &str) -> Result<(), DockerError>;
+}
+
+/// An image reference containerd holds in a node, and the digest it points at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeImage {
+    /// `quay.io/open-cluster-management/work:v1.3.1`, `docker.io/library/busybox:latest`,
+    /// `quay.io/x/y@sha256:…` (containerd names images fully: registry, and `library/` for Docker Hub).
+    pub reference: String,
+    /// `sha256:…` of the manifest (or index) the reference points at.
+    pub digest: String,
+}
+
+/// A `docker save` archive of one image, as bytes `offset..offset + size` of `file` (an entry of a bundle,
+/// read in place: nothing is extracted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageArchive {
+    /// The image reference the archive was saved from (the bundle manifest's `name`).
+    pub image: String,
+    pub file: std::path::PathBuf,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// `image` as containerd names it (Docker's normalisation): a registry host first (`docker.io` when the
+/// first component is not one), `library/` for Docker Hub's official images, and `:latest` when neither
+/// a tag nor a digest is given. `busybox` → `docker.io/library/busybox:latest`.
+pub fn full_reference(image: &str) -> String {
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    let first = name.split('/').next().unwrap_or_default();
+    let has_host =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let mut out = if has_host {
+        name.to_owned()
+    } else if name.contains('/') {
+        format!("docker.io/{name}")
+    } else {
+        format!("docker.io/library/{name}")
+    };
+    let last = out.rsplit('/').next().unwrap_or_default();
+    if !last.contains(':') && digest.is_none() {
+        out.push_str(":latest");
+    }
+    if let Some(d) = digest {
+        out.push('@');
+        out.push_str(d);
+    }
+    out
+}
+
+/// Whether `have` (what a node holds) holds `want` as the kubelet asks for it: the same full reference,
+/// or, for a reference pinned by digest, an image of the same repository whose target is that digest.
+pub fn node_has(have: &[NodeImage], want: &str) -> bool {
+    let full = full_reference(want);
+    if have.iter().any(|i| i.reference == full) {
+        return true;
+    }
+    let Some((name, digest)) = full.split_once('@') else {
+        return false;
+    };
+    // The repository: the name without its tag (a `:` after the last `/`).
+    let slash = name.rfind('/').map_or(0, |i| i + 1);
+    let repo = match name[slash..].rfind(':') {
+        Some(i) => &name[..slash + i],
+        None => name,
+    };
+    have.iter().any(|i| {
+        i.digest == digest
+            && i.reference
+                .strip_prefix(repo)
+                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@'))
+    })
 }
 
 /// What [`ContainerRuntime::remove_network_if_unused`] did.
@@ -633,6 +721,15 @@ impl ContainerRuntime for Unavailable<DockerError> {
     async fn ensure_registry(&self, _: &RegistryContainer) -> Result<(String, bool), DockerError> {
         Err(self.0.clone())
     }
+    async fn node_images(&self, _: &str) -> Result<Vec<NodeImage>, DockerError> {
+        Err(self.0.clone())
+    }
+    async fn import_node_image(&self, _: &str, _: &ImageArchive) -> Result<(), DockerError> {
+        Err(self.0.clone())
+    }
+    async fn pull_in_node(&self, _: &str, _: &str) -> Result<(), DockerError> {
+        Err(self.0.clone())
+    }
 }
 
 #[async_trait]
@@ -680,6 +777,45 @@ impl ChartRenderer for Unavailable<HelmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn references_are_named_as_containerd_names_them() {
+        for (given, full) in [
+            ("busybox", "docker.io/library/busybox:latest"),
+            ("registry:2", "docker.io/library/registry:2"),
+            ("amazon/aws-cli:latest", "docker.io/amazon/aws-cli:latest"),
+            (
+                "quay.io/open-cluster-management/work:v1.3.1",
+                "quay.io/open-cluster-management/work:v1.3.1",
+            ),
+            ("localhost:5001/x", "localhost:5001/x:latest"),
+            (
+                "kindest/node:v1.36.1@sha256:ab",
+                "docker.io/kindest/node:v1.36.1@sha256:ab",
+            ),
+        ] {
+            assert_eq!(full_reference(given), full, "{given}");
+        }
+    }
+
+    #[test]
+    fn a_pinned_reference_is_held_by_an_image_of_its_repository_with_that_digest() {
+        let held = |r: &str, d: &str| NodeImage {
+            reference: r.into(),
+            digest: d.into(),
+        };
+        let have = vec![
+            held("quay.io/o/work:v1", "sha256:aa"),
+            held("docker.io/library/busybox:latest", "sha256:bb"),
+        ];
+        assert!(node_has(&have, "quay.io/o/work:v1"));
+        assert!(node_has(&have, "busybox"));
+        assert!(node_has(&have, "quay.io/o/work:v1@sha256:aa"));
+        // The digest a `docker load`ed image no longer has, another repository's digest, another tag.
+        assert!(!node_has(&have, "quay.io/o/work:v1@sha256:cc"));
+        assert!(!node_has(&have, "quay.io/o/work-x:v1@sha256:aa"));
+        assert!(!node_has(&have, "quay.io/o/work:v2"));
+    }
 
     #[test]
     fn kind_node_names() {

@@ -194,16 +194,22 @@ pub fn mismatch(manifest: &Manifest, lab: &Lab, images: &[LabImage]) -> Option<S
     (!why.is_empty()).then(|| why.join("; "))
 }
 
-/// `up --bundle FILE`: refuses a bundle for other versions, then checks every digest, puts the charts
-/// into the chart cache and unpacks the tools (see [`unpack`]), and loads the images into the Docker
-/// engine. Returns the bundle's tools, for the run to use. On the simulated lab the images are not loaded
-/// (the simulated lab has no image store yet).
+/// `up --bundle FILE` (or the topology's `spec.bundle`; the flag wins): refuses a bundle for other
+/// versions, then checks every digest, puts the charts into the chart cache and unpacks the tools (see
+/// [`unpack`]), and loads the node image (and the local registry's) into the Docker engine, so kind boots
+/// without pulling. The chart images go into the kind nodes in the `node-images` step ([`node_images`]).
+/// Returns the bundle's tools, for the run to use. On the simulated lab no image is loaded into Docker.
+/// Without a bundle, nothing.
 pub fn preload(
     args: &LabArgs,
     simulate: bool,
-    file: &Path,
+    flag: Option<&Path>,
 ) -> Result<Vec<(ToolName, PathBuf)>, Error> {
     let (lab, images, _) = lab_images(args)?;
+    let Some(file) = flag.map(Path::to_path_buf).or(lab.bundle.clone()) else {
+        return Ok(Vec::new());
+    };
+    let file = file.as_path();
     let manifest = bundle::manifest(file)?;
     if let Some(why) = mismatch(&manifest, &lab, &images) {
         return Err(Error::BundleVersions {
@@ -216,10 +222,18 @@ pub fn preload(
     let root = tools::cache_root_from_env().ok_or(tools::ToolError::NoCacheDir)?;
     let bundled = unpack(file, &manifest, &offsets, &root)?;
     if !simulate {
+        // Only what runs on the host's engine: the chart images go into the nodes, not into Docker.
+        let hosted: Vec<String> = images
+            .iter()
+            .filter(|i| i.kind != crate::images::ImageKind::Chart)
+            .map(|i| i.image.clone())
+            .collect();
         let rt = super::runner::runtime()?;
         rt.block_on(async {
             let docker = Docker::connect().await?;
-            docker.load_bundle_images(file, &manifest, &offsets).await
+            docker
+                .load_bundle_images(file, &manifest, &offsets, Some(&hosted))
+                .await
         })?;
     }
     Ok(bundled)
@@ -317,4 +331,55 @@ pub fn unpack(
         }
     }
     Ok(bundled)
+}
+
+/// What the `node-images` step loads into each cluster: the chart images each lab cluster runs
+/// (`images list`), and with a bundle, where it holds each (entries located by their tar headers; the
+/// digests were checked by [`preload`] before the run).
+pub fn node_images(
+    lab: &Lab,
+    plan: &crate::workflow::Plan,
+    patches: &crate::patch::PatchSet,
+) -> Result<crate::step::NodeImages, Error> {
+    let images = crate::images::list(lab, plan, patches)?;
+    let mut per_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for i in images
+        .iter()
+        .filter(|i| i.kind == crate::images::ImageKind::Chart)
+    {
+        for c in &i.clusters {
+            per_cluster
+                .entry(c.clone())
+                .or_default()
+                .push(i.image.clone());
+        }
+    }
+    let bundle = match &lab.bundle {
+        None => None,
+        Some(file) => {
+            let (manifest, located) = bundle::locate(file)?;
+            Some(
+                manifest
+                    .items
+                    .iter()
+                    .zip(located)
+                    .map(|(item, (offset, size))| {
+                        (
+                            item.name.clone(),
+                            crate::backend::ImageArchive {
+                                image: item.name.clone(),
+                                file: file.clone(),
+                                offset,
+                                size,
+                            },
+                        )
+                    })
+                    .collect(),
+            )
+        }
+    };
+    Ok(crate::step::NodeImages {
+        per_cluster,
+        bundle,
+    })
 }

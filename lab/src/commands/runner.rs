@@ -285,6 +285,10 @@ pub fn run_workflows(
     if !args.checks.is_empty() {
         lab.verify.checks = args.checks.iter().map(|c| (*c).into()).collect();
     }
+    if let Some(bundle) = &args.bundle {
+        // `--bundle` replaces `spec.bundle` (absolute: the run's steps may not share the current folder).
+        lab.bundle = Some(std::path::absolute(bundle).unwrap_or_else(|_| bundle.clone()));
+    }
     // Every workflow is planned before anything is touched: a broken workflow file fails first.
     let plans = workflows
         .iter()
@@ -438,6 +442,12 @@ fn run_workflow(
     ready: Ready,
 ) -> Result<(), Error> {
     let Ready { runtime, opened } = ready;
+    // What `node-images` puts into each cluster's nodes (only `up` has that step).
+    let node_images = if workflow == Workflow::Up {
+        super::bundle::node_images(lab, plan, &patches)?
+    } else {
+        Default::default()
+    };
     let result = runtime.block_on(async {
         let (events, rx) = Events::channel();
         let reporter = tokio::spawn(report::reporter(rx, output.into()));
@@ -467,6 +477,7 @@ fn run_workflow(
             cancel,
         );
         ctx.tool_versions = opened.tool_versions.clone();
+        ctx.node_images = node_images;
         if let Some(sim) = &opened.sim {
             // Each step's effects on the simulated world are saved before the journal says it is done.
             ctx = ctx.with_durability(sim.durability(&state.sim_world()));

@@ -11,8 +11,7 @@ use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
     let mut run = RunArgs::from(args);
-    if let Some(bundle) = &args.bundle {
-        run.bundled_tools = super::bundle::preload(&args.lab, args.sim.simulate, bundle)?;
-    }
+    run.bundled_tools =
+        super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
     run_workflows(&run, args.output, &[Workflow::Up])
 }

@@ -15,8 +15,9 @@ use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use crate::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
-    CreateCluster, DockerError, HelmError, HelmTarget, KindError, KubeError, LookAlike,
-    NetworkRemoval, NodeContainer, ObjectRef, Release, Rendered, Secret, SimulatedFault, WaitError,
+    CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError,
+    LookAlike, NetworkRemoval, NodeContainer, NodeImage, ObjectRef, Release, Rendered, Secret,
+    SimulatedFault, WaitError,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
@@ -79,6 +80,27 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
         let result = f(&mut st);
         logged(&mut st, result)
     }
+}
+
+/// A running simulated node container, or the error Docker gives for an exec into one that is not.
+fn running_node<'a>(st: &'a State, node: &str) -> Result<&'a super::world::Container, DockerError> {
+    match st.world.containers.get(node) {
+        Some(c) if c.running => Ok(c),
+        Some(_) => Err(SimulatedFault::permanent(format!(
+            "simulated container {node} is not running"
+        ))
+        .into()),
+        None => Err(SimulatedFault::permanent(format!("no simulated container {node}")).into()),
+    }
+}
+
+/// A stable stand-in digest for a simulated image reference (the simulated lab holds no image content).
+fn simulated_digest(reference: &str) -> String {
+    use sha2::Digest as _;
+    format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(reference.as_bytes()))
+    )
 }
 
 /// Writes a file holding a secret (a kubeconfig): mode 0600, parent directories created.
@@ -338,6 +360,78 @@ impl ContainerRuntime for SimDocker {
                 c.labels = spec.labels.clone();
                 c.networks.insert(spec.network.clone(), ip);
                 Ok((c.id.clone(), true))
+            },
+        )
+        .await
+    }
+
+    async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError> {
+        let n = node.to_owned();
+        call(
+            &self.0,
+            Behaviour::DockerPing,
+            "",
+            "docker.node-images",
+            format!("images in node {node}"),
+            false,
+            move |st| {
+                let c = running_node(st, &n)?;
+                Ok(c.images
+                    .iter()
+                    .map(|r| NodeImage {
+                        reference: r.clone(),
+                        digest: simulated_digest(r),
+                    })
+                    .collect())
+            },
+        )
+        .await
+    }
+
+    /// The simulated import takes the archive for the image the bundle's manifest names (`bundle save`
+    /// wrote it from `docker save` of that reference); it does not read the archive. Whether real
+    /// containerd keeps the reference is what the real step checks with `ctr images ls`.
+    async fn import_node_image(
+        &self,
+        node: &str,
+        archive: &ImageArchive,
+    ) -> Result<(), DockerError> {
+        let n = node.to_owned();
+        let image = archive.image.clone();
+        call(
+            &self.0,
+            Behaviour::NodeImageImport,
+            "",
+            "docker.import-node-image",
+            format!(
+                "{} from {} into node {node}",
+                archive.image,
+                archive.file.display()
+            ),
+            true,
+            move |st| {
+                running_node(st, &n)?;
+                let c = st.world.containers.get_mut(&n).expect("just found");
+                c.images.insert(crate::backend::full_reference(&image));
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn pull_in_node(&self, node: &str, image: &str) -> Result<(), DockerError> {
+        let (n, i) = (node.to_owned(), image.to_owned());
+        call(
+            &self.0,
+            Behaviour::ImagePull,
+            "",
+            "docker.pull-in-node",
+            format!("crictl pull {image} in node {node}"),
+            true,
+            move |st| {
+                running_node(st, &n)?;
+                st.world.pull_image(&n, &i, "crictl");
+                Ok(())
             },
         )
         .await

@@ -35,6 +35,8 @@ pub enum Behaviour {
     CsrApprove,
     /// `ClusterApi::get_via_service` (port-forward and request).
     ServiceRequest,
+    /// `ContainerRuntime::import_node_image`: a bundle's archive imported into a node's containerd.
+    NodeImageImport,
     /// OCM's hub webhooks answer (FACTS-OCM-ROUND2 §1.3). Consulted by every write that goes through a
     /// registered hub admission webhook or the addon conversion webhook. `FailOnce(why)`: the next such
     /// request gets the API server's HTTP 500 for a webhook it cannot call (as while the webhook's Pod is
@@ -84,6 +86,14 @@ pub enum Behaviour {
     /// always), the user server answers 400 with the gRPC error. Checked on every request through the user
     /// server.
     ProxyServer,
+    /// A node pulls an image from its registry: the kubelet, when a Deployment's Pod needs an image its
+    /// node lacks (one image at a time per node, as the kubelet's default `serializeImagePulls: true`
+    /// does), and `ContainerRuntime::pull_in_node` (the `node-images` step's `crictl pull`; those run in
+    /// parallel). `Delay(d)`: each pull of a missing image takes `d`, so an image pre-pulled or loaded
+    /// from a bundle costs nothing at rollout. No fault (the default) pulls at once, so benchmarks that
+    /// do not set it are unchanged. `FailAlways`: the pull fails; a Deployment waiting for the image shows
+    /// `ErrImagePull`, the pre-pull warns.
+    ImagePull,
 }
 
 impl Behaviour {
@@ -104,6 +114,7 @@ impl Behaviour {
                 | Behaviour::TokenRequest
                 | Behaviour::CsrApprove
                 | Behaviour::ServiceRequest
+                | Behaviour::NodeImageImport
         )
     }
 }

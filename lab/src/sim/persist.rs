@@ -100,6 +100,7 @@ impl SaveCache {
             agents,
             tunnels,
             releases,
+            pulls,
             seq,
             rng,
             changes: _,
@@ -121,6 +122,8 @@ impl SaveCache {
         json(&mut out, tunnels)?;
         out.extend_from_slice(b",\"releases\":");
         json(&mut out, releases)?;
+        out.extend_from_slice(b",\"pulls\":");
+        json(&mut out, pulls)?;
         out.extend_from_slice(b",\"seq\":");
         json(&mut out, seq)?;
         out.extend_from_slice(b",\"rng\":");

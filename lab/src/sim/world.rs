@@ -35,6 +35,22 @@ pub struct Container {
     pub running: bool,
     /// Network name → address.
     pub networks: BTreeMap<String, String>,
+    /// The node's image store (a kind node's containerd, `k8s.io` namespace): full references
+    /// (`quay.io/open-cluster-management/work:v1.3.1`), as `crate::backend::full_reference` writes them.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub images: BTreeSet<String>,
+}
+
+/// An image a simulated node pulled from its registry: what "no node pulled anything" is checked on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pull {
+    /// The node container.
+    pub node: String,
+    /// The full reference pulled.
+    pub image: String,
+    /// Who pulled it: `kubelet` (a Pod's image missing at rollout) or `crictl` (the `node-images`
+    /// step's pre-pull).
+    pub by: String,
 }
 
 /// A kind cluster: its node image, host port and API server.
@@ -179,6 +195,10 @@ pub struct World {
     /// hold them, FACTS-HELM-KIND A5).
     #[serde(default)]
     pub(crate) releases: BTreeMap<String, BTreeMap<String, SimRelease>>,
+    /// Every image a simulated node pulled from a registry, in order (kept across commands, so a test can
+    /// check that a lab brought up from a bundle pulled nothing).
+    #[serde(default)]
+    pub pulls: Vec<Pull>,
     /// Counter for tokens, ports and addresses.
     pub(crate) seq: u64,
     /// Generator state for uids and ids.
@@ -266,6 +286,7 @@ impl World {
                 labels,
                 running,
                 networks: BTreeMap::new(),
+                images: BTreeSet::new(),
             },
         );
     }
@@ -408,6 +429,37 @@ impl World {
         set.into_iter().cloned().collect()
     }
 
+    /// The node whose image store a cluster's Pods use: its first running node (a simulated kind cluster
+    /// has one, `<cluster>-control-plane`).
+    pub(crate) fn image_node(&self, cluster: &str) -> Option<&Container> {
+        self.containers_of(cluster).into_iter().find(|c| c.running)
+    }
+
+    /// Whether cluster `c`'s node holds `image` (any reference form). A cluster without simulated node
+    /// containers (an `existing:` cluster) is not modelled: it has every image.
+    pub(crate) fn node_has_image(&self, c: &str, image: &str) -> bool {
+        let full = crate::backend::full_reference(image);
+        match self.image_node(c) {
+            Some(n) => n.images.contains(&full),
+            None => true,
+        }
+    }
+
+    /// Node `node` pulls `image` from its registry (`by`: `kubelet` or `crictl`), recorded in
+    /// [`World::pulls`]; nothing when it holds it already.
+    pub(crate) fn pull_image(&mut self, node: &str, image: &str, by: &str) {
+        let full = crate::backend::full_reference(image);
+        if let Some(n) = self.containers.get_mut(node)
+            && n.images.insert(full.clone())
+        {
+            self.pulls.push(Pull {
+                node: node.to_owned(),
+                image: full,
+                by: by.to_owned(),
+            });
+        }
+    }
+
     pub(crate) fn containers_of(&self, cluster: &str) -> Vec<&Container> {
         self.containers
             .values()
@@ -476,6 +528,7 @@ impl World {
                 labels,
                 running: true,
                 networks: BTreeMap::from([(KIND_NETWORK.to_owned(), ip)]),
+                images: BTreeSet::new(),
             },
         );
         self.seq += 1;

@@ -38,6 +38,18 @@ pub trait Durability: Send + Sync {
     fn persist(&self) -> std::io::Result<()>;
 }
 
+/// What the `node-images` step puts into each kind cluster's nodes (issue 13): the chart images each
+/// lab cluster runs (`ocm-lab images list`, which the front derives from the plan's chart renders), and,
+/// with a bundle (`up --bundle`, `spec.bundle`), where the bundle holds each of them. Empty (the default):
+/// the step has nothing to do and the nodes pull at rollout.
+#[derive(Debug, Clone, Default)]
+pub struct NodeImages {
+    /// Lab cluster → the chart images its Pods run.
+    pub per_cluster: BTreeMap<String, Vec<String>>,
+    /// With a bundle: image → its archive in the bundle.
+    pub bundle: Option<BTreeMap<String, crate::backend::ImageArchive>>,
+}
+
 /// A cluster's API client, connected at most once (by the first step that needs it).
 type ClientCell = OnceCell<Arc<dyn ClusterApi>>;
 
@@ -53,6 +65,8 @@ pub struct RunCtx {
     pub run_id: String,
     /// Versions of the external tools this run uses (kind, helm), part of every step's input digest.
     pub tool_versions: BTreeMap<String, String>,
+    /// What `node-images` loads or pre-pulls into each cluster's nodes.
+    pub node_images: NodeImages,
     /// Makes step effects durable before the journal records them (the engine groups the saves).
     durability: Option<Arc<dyn Durability>>,
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
@@ -87,6 +101,7 @@ impl RunCtx {
             cancel,
             run_id,
             tool_versions: BTreeMap::new(),
+            node_images: NodeImages::default(),
             durability: None,
             clients: Mutex::new(HashMap::new()),
             outputs: Mutex::new(BTreeMap::new()),

@@ -43,6 +43,10 @@ pub struct Lab {
     pub timeouts: Timeouts,
     /// Registry mirrors and the local registry (`spec.registry`).
     pub registry: Registry,
+    /// The lab bundle to bring the lab up from (`spec.bundle`, resolved against the topology file's
+    /// folder; `up --bundle` replaces it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<std::path::PathBuf>,
 }
 
 /// Host port of the local registry, as in kind's local-registry guide (FACTS-HELM-KIND B3).

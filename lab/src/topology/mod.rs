@@ -163,7 +163,7 @@ pub fn load_str(origin: &str, text: &str) -> Result<Loaded, TopologyError> {
     }
     let mut c = Collector::new(text);
     let lab = match parse(text, &mut c) {
-        Some(raw) => resolve::resolve(&raw, &mut c),
+        Some(raw) => resolve::resolve(&raw, &mut c, origin),
         None => None,
     };
     match lab {

@@ -69,6 +69,11 @@ pub struct TopologySpec {
     /// Where the kind nodes pull images from: mirrors per registry, and a local registry.
     #[serde(default)]
     pub registry: Registry,
+    /// A lab bundle (`ocm-lab bundle save`) to bring the lab up from, as `up --bundle` does: its images
+    /// are loaded into Docker and into every kind node before the charts, so no node pulls anything. A
+    /// relative path is read from the topology file's folder.
+    #[schemars(with = "Option<String>")]
+    pub bundle: Option<Spanned<String>>,
 }
 
 /// Registry settings for every kind cluster of the lab (written into each node's containerd config).

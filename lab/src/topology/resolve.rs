@@ -35,7 +35,7 @@ fn at<T>(s: &Spanned<T>) -> Option<&Location> {
     Some(&s.referenced)
 }
 
-pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>) -> Option<Lab> {
+pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) -> Option<Lab> {
     if t.api_version.value != model::API_VERSION {
         c.error(
             at(&t.api_version),
@@ -157,7 +157,49 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>) -> Option<Lab>
         verify,
         timeouts,
         registry: registry(c, &spec.registry, &t.metadata.name.value),
+        bundle: spec.bundle.as_ref().and_then(|b| bundle(c, b, origin)),
     })
+}
+
+/// `spec.bundle`: a path to a bundle file, relative to the topology file's folder (to the current folder
+/// for an embedded topology); it must name a file that exists.
+fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<std::path::PathBuf> {
+    let given = std::path::Path::new(&b.value);
+    if b.value.trim().is_empty() {
+        c.error(at(b), "spec.bundle", "the bundle path is empty")
+            .help("name the file `ocm-lab bundle save -o FILE` wrote, or remove `spec.bundle`");
+        return None;
+    }
+    let path = if given.is_absolute() || origin.starts_with("embedded:") {
+        given.to_path_buf()
+    } else {
+        std::path::Path::new(origin)
+            .parent()
+            .unwrap_or(std::path::Path::new(""))
+            .join(given)
+    };
+    let path = std::path::absolute(&path).unwrap_or(path);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => Some(path),
+        Ok(_) => {
+            c.error(
+                at(b),
+                "spec.bundle",
+                format!("{} is not a file", path.display()),
+            )
+            .help("name the file `ocm-lab bundle save -o FILE` wrote");
+            None
+        }
+        Err(e) => {
+            c.error(
+                at(b),
+                "spec.bundle",
+                format!("cannot read the bundle {}: {e}", path.display()),
+            )
+            .help("make it with `ocm-lab bundle save -t <topology> -o FILE`; a relative path is read from the topology file's folder");
+            None
+        }
+    }
 }
 
 /// `spec.registry`: each mirror host a registry host (`quay.io`, `localhost:5001`) and each URL an

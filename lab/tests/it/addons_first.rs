@@ -23,7 +23,13 @@ async fn addon_charts_installed_while_the_hub_rolls_out_wait_for_its_crds_then_w
     plan.steps.retain(|s| {
         matches!(
             s.step.as_str(),
-            "preflight" | "network" | "create" | "hub-manager" | "cluster-proxy" | "msa"
+            "preflight"
+                | "network"
+                | "create"
+                | "node-images"
+                | "hub-manager"
+                | "cluster-proxy"
+                | "msa"
         )
     });
     assert!(plan.steps.iter().any(|s| s.id == "cluster-proxy"));

@@ -13,7 +13,7 @@ use sha2::{Digest as _, Sha256};
 use crate::common::{ocm_lab, ocm_lab_env};
 
 /// The images `images list -t minimal` names.
-fn minimal_images() -> Vec<String> {
+pub(crate) fn minimal_images() -> Vec<String> {
     let r = ocm_lab(&["images", "list", "-t", "minimal", "-o", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let list: Vec<Value> = serde_json::from_str(&r.stdout).unwrap();
@@ -23,7 +23,7 @@ fn minimal_images() -> Vec<String> {
 }
 
 /// Writes a bundle naming `images` (each entry a few bytes) recording `node_image` as the lab's.
-fn write_bundle(path: &std::path::Path, images: &[String], node_image: &str) {
+pub(crate) fn write_bundle(path: &std::path::Path, images: &[String], node_image: &str) {
     let lab = ocm_lab::topology::load_arg(Some("minimal")).unwrap().lab;
     let mut items = Vec::new();
     let mut entries = Vec::new();
@@ -68,7 +68,7 @@ fn says(stderr: &str, needle: &str) -> bool {
     squeezed(stderr).contains(&squeezed(needle))
 }
 
-fn node_image() -> String {
+pub(crate) fn node_image() -> String {
     ocm_lab::topology::load_arg(Some("minimal"))
         .unwrap()
         .lab

@@ -380,6 +380,7 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
         junit: None,
         checks: Vec::new(),
         bundled_tools: Vec::new(),
+        bundle: None,
     };
     let rt = runner::runtime().unwrap();
     let state = ocm_lab::state::StateDir::for_run(&lab.name, false).unwrap();

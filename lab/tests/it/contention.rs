@@ -48,7 +48,7 @@ async fn creates_and_klusterlets(h: &Harness) -> Vec<Stamped> {
     plan.steps.retain(|s| {
         matches!(
             s.step.as_str(),
-            "preflight" | "network" | "create" | "klusterlet"
+            "preflight" | "network" | "create" | "node-images" | "klusterlet"
         )
     });
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;

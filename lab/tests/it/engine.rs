@@ -64,6 +64,19 @@ impl Harness {
         cancel: CancellationToken,
         watch: impl Fn(&Stamped) + Send + 'static,
     ) -> (RunResult, Vec<Stamped>) {
+        self.run_plan_with(plan, cancel, watch, Default::default())
+            .await
+    }
+
+    /// [`Harness::run_plan`] with what the `node-images` step puts into the nodes (the front fills it from
+    /// the plan's chart images and the bundle; empty, the step does nothing).
+    pub async fn run_plan_with(
+        &self,
+        plan: &ocm_lab::workflow::Plan,
+        cancel: CancellationToken,
+        watch: impl Fn(&Stamped) + Send + 'static,
+        node_images: ocm_lab::step::NodeImages,
+    ) -> (RunResult, Vec<Stamped>) {
         let (events, mut rx) = Events::channel();
         let collector = tokio::spawn(async move {
             let mut seen = Vec::new();
@@ -74,14 +87,16 @@ impl Harness {
             seen
         });
         let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
-        let ctx = Arc::new(RunCtx::new(
+        let mut ctx = RunCtx::new(
             self.lab.clone(),
             self.sim.backends(),
             self.state.clone(),
             patches,
             events,
             cancel,
-        ));
+        );
+        ctx.node_images = node_images;
+        let ctx = Arc::new(ctx);
         let result = engine::run(plan, ctx.clone(), &RunOptions { concurrency: 8 })
             .await
             .unwrap();

@@ -16,7 +16,7 @@ async fn a_klusterlet_installed_before_the_hub_waits_for_its_bootstrap_secret_th
     plan.steps.retain(|s| {
         matches!(
             s.step.as_str(),
-            "preflight" | "network" | "create" | "klusterlet"
+            "preflight" | "network" | "create" | "node-images" | "klusterlet"
         )
     });
     assert!(plan.steps.iter().any(|s| s.id == "klusterlet[cluster1]"));

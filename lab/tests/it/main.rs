@@ -26,6 +26,7 @@ mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
 mod network_ownership;
+mod node_images;
 mod node_load_standin;
 mod ownership;
 mod patch_files;

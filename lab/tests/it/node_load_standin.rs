@@ -117,3 +117,99 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
     assert!(e.help().unwrap().contains("up --bundle"));
     assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
 }
+
+/// A stand-in `ctr` that also answers `images ls` (with what `/ls-output` holds) as containerd would.
+/// With `/one-platform`, it fails `--all-platforms` as ctr does for an archive that holds only one
+/// platform's content (kubernetes-sigs/kind#3795) and imports without it.
+const FAKE_CTR_LS: &str = "#!/bin/sh\n\
+if [ \"$3\" = ls ]; then /bin/busybox cat /ls-output; exit 0; fi\n\
+if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
+if [ -e /one-platform ] && [ \"$4\" = --all-platforms ]; then echo 'ctr: content digest sha256:abcd: not found' >&2; exit 1; fi\n\
+echo \"$@\" > /ctr-args\n\
+for last; do :; done\n\
+/bin/busybox cp \"$last\" /imported.tar\n";
+
+#[tokio::test]
+async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_import_leaves_no_copy()
+ {
+    use ocm_lab::backend::{ContainerRuntime as _, ImageArchive, node_has};
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = crate::docker::test_image(&d).await else {
+        return;
+    };
+    let mut cleanup = crate::docker::Cleanup::new(&d);
+    let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
+    let listed = "REF TYPE DIGEST SIZE PLATFORMS LABELS\n\
+quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v1+json sha256:1111111111111111111111111111111111111111111111111111111111111111 30.1MiB linux/amd64 io.cri-containerd.image=managed\n";
+    put(
+        &d,
+        &node,
+        &[
+            ("bin/ctr", 0o755, FAKE_CTR_LS.as_bytes()),
+            ("ls-output", 0o644, listed.as_bytes()),
+        ],
+    )
+    .await;
+
+    // The entry sits between other bytes of the bundle file: only its range reaches the node.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lab-bundle.tar");
+    let entry: Vec<u8> = (0..70_001u32).map(|i| (i % 241) as u8).collect();
+    let mut bytes = vec![b'x'; 1536];
+    bytes.extend_from_slice(&entry);
+    bytes.extend_from_slice(&[b'y'; 999]);
+    std::fs::write(&file, &bytes).unwrap();
+    let archive = ImageArchive {
+        image: "quay.io/open-cluster-management/work:v1.3.1".into(),
+        file: file.clone(),
+        offset: 1536,
+        size: entry.len() as u64,
+    };
+    d.import_node_image(&node, &archive).await.unwrap();
+    assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), entry);
+    assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+
+    // An archive with one platform's content (a save from Docker's containerd image store): imported
+    // for this platform once `--all-platforms` finds the other platforms' content missing.
+    put(&d, &node, &[("one-platform", 0o644, b"")]).await;
+    d.import_node_image(&node, &archive).await.unwrap();
+    let args = String::from_utf8(get(&d, &node, "/ctr-args").await.unwrap()).unwrap();
+    assert_eq!(
+        args.trim(),
+        "--namespace=k8s.io images import --digests /ocm-lab-images.tar"
+    );
+    assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), entry);
+    assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+
+    // What the node holds, read from `ctr images ls` as the step checks it after an import.
+    let held = d.node_images(&node).await.unwrap();
+    assert!(node_has(
+        &held,
+        "quay.io/open-cluster-management/work:v1.3.1"
+    ));
+    assert!(!node_has(
+        &held,
+        "quay.io/open-cluster-management/registration:v1.3.1"
+    ));
+
+    // A failing import names the node and the bundle, and leaves no copy in the node.
+    put(&d, &node, &[("fail", 0o644, b"")]).await;
+    let e = d.import_node_image(&node, &archive).await.unwrap_err();
+    match &e {
+        DockerError::NodeImportFailed {
+            node: n,
+            archive: a,
+            ..
+        } => {
+            assert_eq!(n, &node);
+            assert!(
+                a.contains("work:v1.3.1") && a.contains("lab-bundle.tar"),
+                "{a}"
+            );
+        }
+        other => panic!("expected NodeImportFailed, got {other:?}"),
+    }
+    assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+}

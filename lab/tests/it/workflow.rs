@@ -96,8 +96,14 @@ fn up_follows_the_order_ocm_needs() {
         needs("join[cluster1]"),
         vec!["hub-ready", "klusterlet[cluster1]"]
     );
-    // The klusterlet chart goes in as soon as its cluster exists, while the hub rolls out (issue 17).
-    assert_eq!(needs("klusterlet[cluster1]"), vec!["create[cluster1]"]);
+    // The klusterlet chart goes in as soon as its cluster exists and has its images, while the hub
+    // rolls out (issue 17); the images go into the nodes before any chart (issue 13).
+    assert_eq!(
+        needs("klusterlet[cluster1]"),
+        vec!["create[cluster1]", "node-images[cluster1]"]
+    );
+    assert_eq!(needs("node-images[cluster1]"), vec!["create[cluster1]"]);
+    assert!(needs("hub-manager").contains(&"node-images[hub]".to_owned()));
     assert!(pos("hub-manager") < pos("hub-ready") && pos("hub-ready") < pos("join[cluster1]"));
     assert!(pos("join[cluster1]") < pos("accept[cluster1]"));
     assert!(needs("properties[cluster1]").contains(&"join[cluster1]".to_owned()));

@@ -208,20 +208,24 @@ impl Docker {
                 what: "bundle check".to_owned(),
                 detail: e.to_string(),
             })??;
-        self.load_bundle_images(bundle, &manifest, &offsets).await?;
+        self.load_bundle_images(bundle, &manifest, &offsets, None)
+            .await?;
         Ok(manifest)
     }
 
     /// Loads the images of a bundle already checked by [`verify`] (which returned `manifest` and
-    /// `offsets`) into the engine; charts and tools are left to the caller.
+    /// `offsets`) into the engine: all of them, or those named in `only` (what `up --bundle` loads into
+    /// the engine: the node image; the chart images go into the kind nodes). Charts and tools are left
+    /// to the caller.
     pub async fn load_bundle_images(
         &self,
         bundle: &Path,
         manifest: &Manifest,
         offsets: &[u64],
+        only: Option<&[String]>,
     ) -> Result<()> {
         for (item, &offset) in manifest.items.iter().zip(offsets) {
-            if item.kind != KIND_IMAGE {
+            if item.kind != KIND_IMAGE || only.is_some_and(|names| !names.contains(&item.name)) {
                 continue;
             }
             let mut file = tokio::fs::File::open(bundle)
@@ -429,6 +433,47 @@ pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
         offsets.push(*offset);
     }
     Ok((manifest, offsets))
+}
+
+/// The manifest and where each item's bytes are in the bundle (`(offset, size)`, in manifest order),
+/// read from the tar headers alone (nothing is hashed: [`verify`] checks the digests). A bundle that
+/// lacks an item, or whose entry has another size than the manifest says, is refused.
+pub fn locate(bundle: &Path) -> Result<(Manifest, Vec<(u64, u64)>)> {
+    let file = std::fs::File::open(bundle).map_err(|e| DockerError::Io {
+        what: format!("open bundle {}", bundle.display()),
+        detail: e.to_string(),
+    })?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+    let mut entries = archive
+        .entries_with_seek()
+        .map_err(|e| refuse(bundle, format!("it is not a tar archive ({e})")))?;
+    let manifest = read_manifest(bundle, &mut entries)?;
+    let mut found: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| refuse(bundle, format!("it is truncated or damaged ({e})")))?;
+        let path = entry
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        found.insert(path, (entry.raw_file_position(), entry.size()));
+    }
+    let mut located = Vec::new();
+    for item in &manifest.items {
+        match found.get(&item.path) {
+            Some(&(offset, size)) if size == item.size => located.push((offset, size)),
+            _ => {
+                return Err(refuse(
+                    bundle,
+                    format!(
+                        "{} ({}) is missing or has another size than the manifest says",
+                        item.path, item.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((manifest, located))
 }
 
 /// Reads only a bundle's manifest (its first entry), without checking the items: what `up --bundle`

@@ -2,7 +2,9 @@
 //! (FACTS-HELM-KIND B2.1): the archive is copied into the node container, then imported into containerd's
 //! `k8s.io` namespace with `ctr --namespace=k8s.io images import --all-platforms --digests` (as kind
 //! runs it; `--digests` also keeps an image whose archive names no tag reachable by
-//! digest), and the copy is removed again. kind also passes `--snapshotter=<s>` read from
+//! digest), and the copy is removed again. An archive holding one platform's content only (saved from
+//! Docker's containerd image store) fails `--all-platforms` with `content digest … not found`
+//! (kubernetes-sigs/kind#3795); it is then imported for the node's own platform. kind also passes `--snapshotter=<s>` read from
 //! `containerd config dump`; this uses containerd's default (overlayfs, what kind's nodes run).
 
 use std::path::Path;
@@ -10,7 +12,7 @@ use std::path::Path;
 use bollard::models::ExecConfig;
 use bollard::query_parameters::UploadToContainerOptionsBuilder;
 use futures::StreamExt;
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 
 use super::{Docker, DockerError};
 
@@ -29,12 +31,34 @@ impl Docker {
                 detail: e.to_string(),
             })?
             .len();
-        let file = tokio::fs::File::open(archive)
+        self.import_range_into_node(node, archive, 0, size, &archive.display().to_string())
+            .await
+    }
+
+    /// [`Docker::import_into_node`] for bytes `offset..offset + size` of `file` (one entry of a bundle,
+    /// streamed in place: nothing is extracted on the host). `what` names the archive in errors.
+    pub async fn import_range_into_node(
+        &self,
+        node: &str,
+        file: &Path,
+        offset: u64,
+        size: u64,
+        what: &str,
+    ) -> Result<(), DockerError> {
+        let mut opened = tokio::fs::File::open(file)
             .await
             .map_err(|e| DockerError::Io {
-                what: format!("open {}", archive.display()),
+                what: format!("open {}", file.display()),
                 detail: e.to_string(),
             })?;
+        opened
+            .seek(std::io::SeekFrom::Start(offset))
+            .await
+            .map_err(|e| DockerError::Io {
+                what: format!("read {}", file.display()),
+                detail: e.to_string(),
+            })?;
+        let archive = Path::new(what);
         // The upload is itself a tar: one header, the archive's bytes, padding and the end blocks.
         let mut header = tar::Header::new_gnu();
         header
@@ -45,20 +69,21 @@ impl Docker {
         header.set_cksum();
         let head = bytes::Bytes::copy_from_slice(header.as_bytes());
         let tail = bytes::Bytes::from(vec![0u8; ((512 - size % 512) % 512) as usize + 1024]);
-        let body = futures::stream::unfold((file, false), |(mut f, done)| async move {
-            if done {
-                return None;
-            }
-            let mut buf = vec![0u8; 1 << 20];
-            match f.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(bytes::Bytes::from(buf)), (f, false)))
+        let body =
+            futures::stream::unfold((opened.take(size), false), |(mut f, done)| async move {
+                if done {
+                    return None;
                 }
-                Err(e) => Some((Err(e), (f, true))),
-            }
-        });
+                let mut buf = vec![0u8; 1 << 20];
+                match f.read(&mut buf).await {
+                    Ok(0) => None,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Some((Ok(bytes::Bytes::from(buf)), (f, false)))
+                    }
+                    Err(e) => Some((Err(e), (f, true))),
+                }
+            });
         let stream = futures::stream::once(async { Ok(head) })
             .chain(body)
             .chain(futures::stream::once(async { Ok(tail) }));
@@ -75,7 +100,7 @@ impl Docker {
             .await
             .map_err(|e| self.err(&format!("copy {} into node {node}", archive.display()), e))?;
         let path = format!("{IN_NODE_DIR}{IN_NODE_NAME}");
-        let import = self
+        let mut import = self
             .exec_in(
                 node,
                 &[
@@ -89,6 +114,28 @@ impl Docker {
                 ],
             )
             .await;
+        // An archive `docker save` wrote from Docker's containerd image store (Docker Desktop, OrbStack,
+        // Docker 29 by default) can hold an index that names every platform's manifest but only the local
+        // platform's content; `--all-platforms` then fails with `content digest … not found`
+        // (kubernetes-sigs/kind#3795, #4224). The node runs this machine's platform, so import that one.
+        if let Ok((code, output)) = &import
+            && *code != 0
+            && missing_other_platform(output)
+        {
+            import = self
+                .exec_in(
+                    node,
+                    &[
+                        "ctr",
+                        "--namespace=k8s.io",
+                        "images",
+                        "import",
+                        "--digests",
+                        &path,
+                    ],
+                )
+                .await;
+        }
         let removed = self.exec_in(node, &["rm", "-f", &path]).await;
         let (code, output) = import?;
         if code != 0 {
@@ -100,6 +147,40 @@ impl Docker {
             });
         }
         removed?;
+        Ok(())
+    }
+
+    /// The images containerd holds in the node's `k8s.io` namespace (`ctr --namespace=k8s.io images ls`):
+    /// each reference with the digest it points at.
+    pub async fn node_image_refs(
+        &self,
+        node: &str,
+    ) -> Result<Vec<crate::backend::NodeImage>, DockerError> {
+        let (code, output) = self
+            .exec_in(node, &["ctr", "--namespace=k8s.io", "images", "ls"])
+            .await?;
+        if code != 0 {
+            return Err(DockerError::NodeCommandFailed {
+                node: node.to_owned(),
+                command: "ctr --namespace=k8s.io images ls".to_owned(),
+                code,
+                output: last_chars(&output, 800),
+            });
+        }
+        Ok(parse_ctr_images(&output))
+    }
+
+    /// `crictl pull <image>` in the node: the node's containerd pulls it (its mirrors, its credentials).
+    pub async fn pull_image_in_node(&self, node: &str, image: &str) -> Result<(), DockerError> {
+        let (code, output) = self.exec_in(node, &["crictl", "pull", image]).await?;
+        if code != 0 {
+            return Err(DockerError::NodeCommandFailed {
+                node: node.to_owned(),
+                command: format!("crictl pull {image}"),
+                code,
+                output: last_chars(&output, 800),
+            });
+        }
         Ok(())
     }
 
@@ -143,6 +224,12 @@ impl Docker {
     }
 }
 
+/// Whether `ctr images import --all-platforms` failed for content the archive does not hold
+/// (`ctr: content digest sha256:…: not found`): another platform's manifest of a single-platform save.
+fn missing_other_platform(output: &str) -> bool {
+    output.contains("content digest sha256:") && output.contains("not found")
+}
+
 /// The last `n` characters of `text`, trimmed.
 fn last_chars(text: &str, n: usize) -> String {
     let count = text.chars().count();
@@ -151,4 +238,40 @@ fn last_chars(text: &str, n: usize) -> String {
         .collect::<String>()
         .trim()
         .to_owned()
+}
+
+/// The references and digests of `ctr images ls` (columns REF, TYPE, DIGEST, SIZE, PLATFORMS, LABELS;
+/// the header line and anything without a `sha256:` digest skipped).
+pub fn parse_ctr_images(output: &str) -> Vec<crate::backend::NodeImage> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut cols = line.split_whitespace();
+            let reference = cols.next()?;
+            let digest = cols.nth(1)?;
+            (reference != "REF" && digest.starts_with("sha256:")).then(|| {
+                crate::backend::NodeImage {
+                    reference: reference.to_owned(),
+                    digest: digest.to_owned(),
+                }
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ctr_images_ls_is_read_as_references_and_digests() {
+        let out = "REF                                              TYPE                                                      DIGEST                                                                  SIZE     PLATFORMS   LABELS\n\
+quay.io/open-cluster-management/work:v1.3.1      application/vnd.oci.image.manifest.v1+json                sha256:1111111111111111111111111111111111111111111111111111111111111111 30.1 MiB linux/amd64 io.cri-containerd.image=managed\n\
+import-2026-11-25@sha256:2222222222222222222222222222222222222222222222222222222222222222 application/vnd.oci.image.index.v1+json sha256:2222222222222222222222222222222222222222222222222222222222222222 1.0 MiB linux/amd64 -\n";
+        let images = super::parse_ctr_images(out);
+        assert_eq!(images.len(), 2, "{images:?}");
+        assert_eq!(
+            images[0].reference,
+            "quay.io/open-cluster-management/work:v1.3.1"
+        );
+        assert_eq!(images[0].digest, format!("sha256:{}", "1".repeat(64)));
+    }
 }

@@ -155,6 +155,7 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
                 MSA_ADDON => "managed-serviceaccount-addon-agent".to_owned(),
                 other => format!("{other}-agent"),
             };
+            let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
             ops.push(Op::Create(s(spoke), namespace_obj(&install_ns)));
             ops.push(Op::Create(
                 s(spoke),
@@ -163,7 +164,7 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
                     &agent,
                     &agent,
                     1,
-                    json!([{"name": "agent", "image": "simulated", "args": ["agent"]}]),
+                    json!([{"name": "agent", "image": image, "args": ["agent"]}]),
                 ),
             ));
         }
@@ -223,6 +224,31 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
             },
         }),
     )]
+}
+
+/// The image an addon's agent runs, as its manager deploys it: cluster-proxy's from the
+/// ManagedProxyConfiguration's `proxyAgent.image`, managed-serviceaccount's from the manager's
+/// `--agent-image-name=` (FACTS-OCM-ROUND2 §3.3, §3.5). `None` for another addon (the simulation's
+/// placeholder image then).
+fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
+    match addon {
+        PROXY_ADDON => w
+            .get(hub, gk::MPC, "", "cluster-proxy")
+            .and_then(|m| util::str_at(m, "/spec/proxyAgent/image"))
+            .map(str::to_owned),
+        MSA_ADDON => {
+            let d = w.find_named(hub, gk::DEPLOYMENT, "managed-serviceaccount-addon-manager")?;
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()?
+                .iter()
+                .filter_map(|c| c["args"].as_array())
+                .flatten()
+                .filter_map(|a| a.as_str()?.strip_prefix("--agent-image-name="))
+                .next()
+                .map(str::to_owned)
+        }
+        _ => None,
+    }
 }
 
 /// Whether the addon manager Deployment has its ClusterProfile gate on, read from its args the way its

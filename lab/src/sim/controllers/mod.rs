@@ -172,6 +172,8 @@ pub(crate) enum Op {
     },
     /// A cluster-proxy tunnel (`<hub>/<managed cluster>`) connected or not.
     Tunnel(String, bool),
+    /// The kubelet of node container `node` pulls `image` (recorded in the world's pulls).
+    Pull { node: String, image: String },
     /// Queue more work (not a change by itself).
     Enqueue(Work),
 }
@@ -202,6 +204,10 @@ impl Op {
                 .get(key)
                 .is_some_and(|i| i.contains(mc) != *member),
             Op::Tunnel(k, up) => w.tunnels.contains(k) != *up,
+            Op::Pull { node, image } => w
+                .containers
+                .get(node)
+                .is_some_and(|n| !n.images.contains(&crate::backend::full_reference(image))),
             Op::Enqueue(_) => false,
         }
     }
@@ -267,6 +273,9 @@ impl Op {
                 if changed {
                     w.touched.insert(hub);
                 }
+            }
+            Op::Pull { node, image } => {
+                w.pull_image(&node, &image, "kubelet");
             }
             Op::Enqueue(work) => {
                 queue.insert(work);

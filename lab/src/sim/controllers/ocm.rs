@@ -71,10 +71,69 @@ fn s(x: &str) -> String {
 /// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
 /// pods cannot start (OCM-FACTS §6.2: the manager exits without ManagedProxyConfiguration `cluster-proxy`;
 /// §9.6: the user server stays Pending without its serving cert Secret).
+/// The images a Deployment's Pods run (init containers and containers), as written. The simulation's
+/// placeholder `simulated` is not an image.
+pub(super) fn pod_images(d: &Value) -> Vec<&str> {
+    let spec = &d["spec"]["template"]["spec"];
+    ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| spec[*k].as_array())
+        .flatten()
+        .filter_map(|c| c["image"].as_str())
+        .filter(|i| *i != "simulated")
+        .collect()
+}
+
+/// The first image a Deployment of cluster `c` runs that the cluster's node lacks, and the Deployments
+/// that wait for it.
+fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> {
+    let deployments: Vec<&Value> = w.list(c, gk::DEPLOYMENT, None).collect();
+    let image = deployments
+        .iter()
+        .flat_map(|d| pod_images(d))
+        .find(|i| !w.node_has_image(c, i))?
+        .to_owned();
+    let waiting = deployments
+        .iter()
+        .filter(|d| pod_images(d).contains(&image.as_str()))
+        .map(|d| (util::namespace(d).to_owned(), util::name(d).to_owned()))
+        .collect();
+    Some((image, waiting))
+}
+
+/// The kubelet pulls what a cluster's Pods run and its node lacks, one image at a time (the kubelet's
+/// default `serializeImagePulls: true`), each pull a [`Behaviour::ImagePull`]; the Deployments that waited
+/// for the image roll out after it. An image the `node-images` step pre-pulled or loaded from a bundle is
+/// there already and costs nothing. (Addon availability does not wait for its agent's image yet: the
+/// ManagedClusterAddOn's lease is modelled on the hub alone.)
+pub(super) fn image_pull(w: &World, c: &str) -> Vec<Op> {
+    let Some(node) = w.image_node(c) else {
+        return Vec::new();
+    };
+    let Some((image, waiting)) = missing_image(w, c) else {
+        return Vec::new();
+    };
+    let mut ops = vec![
+        Op::Pull {
+            node: node.name.clone(),
+            image,
+        },
+        Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])),
+    ];
+    for (ns, name) in waiting {
+        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, [&ns, &name])));
+    }
+    ops
+}
+
 pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name) else {
         return Vec::new();
     };
+    // Pods wait (ContainerCreating) while their node pulls an image: the pull re-queues this rollout.
+    if pod_images(d).iter().any(|i| !w.node_has_image(c, i)) {
+        return Vec::new();
+    }
     let blocker = match name {
         "cluster-proxy-addon-user"
             if w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert")
@@ -960,6 +1019,7 @@ pub(super) fn addon_manager<'a>(w: &'a World, hub: &str, addon: &str) -> Option<
 /// This file's controllers, in the order a reconcile runs their work.
 pub(super) static CONTROLLERS: &[&Controller] = &[
     &CRD_ESTABLISH,
+    &IMAGE_PULL,
     &ROLLOUT,
     &HUB_OPERATOR,
     &KLUSTERLET_OPERATOR,
@@ -986,6 +1046,40 @@ static CRD_ESTABLISH: Controller = Controller {
     fail: |w, k, msg| {
         let c = k.cluster();
         mark(w, c, gk::CRD, "", &k.key()[0], "Established", "False", msg)
+    },
+};
+
+static IMAGE_PULL: Controller = Controller {
+    name: "kubelet-image-pull",
+    behaviour: Behaviour::ImagePull,
+    watches: &[(gk::DEPLOYMENT, |_, ch, q| {
+        if !ch.kind.status_only() {
+            q.add(&ch.cluster, "", "");
+        }
+    })],
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    run: |w, k| image_pull(w, k.cluster()),
+    fail: |w, k, msg| {
+        // Every Deployment waiting for the image shows the failed pull.
+        let c = k.cluster();
+        let Some((image, waiting)) = missing_image(w, c) else {
+            return Vec::new();
+        };
+        waiting
+            .iter()
+            .flat_map(|(ns, name)| {
+                mark(
+                    w,
+                    c,
+                    gk::DEPLOYMENT,
+                    ns,
+                    name,
+                    "Available",
+                    "False",
+                    &format!("pods are Pending: ErrImagePull: {image}: {msg}"),
+                )
+            })
+            .collect()
     },
 };
 
