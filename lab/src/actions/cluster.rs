@@ -113,7 +113,7 @@ pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
     help
 }
 
-fn state_error(e: crate::state::StateError) -> ActionError {
+pub(super) fn state_error(e: crate::state::StateError) -> ActionError {
     let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
     let err = ActionError::permanent(e.to_string());
     match help {

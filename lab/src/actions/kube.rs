@@ -75,13 +75,20 @@ pub async fn ensure_served(
 }
 
 /// Applies objects in order, skipping those already in place (see [`contains`] and
-/// [`fieldset::owns_more`]); waits for custom kinds to be served first.
+/// [`fieldset::owns_more`]); waits for custom kinds to be served first. A Namespace it creates on an
+/// existing cluster goes into the ownership record (with its uid): `down` deletes only those.
 pub async fn ensure_objects(
     ctx: &StepCtx<'_>,
+    cluster: &str,
     api: &dyn ClusterApi,
     objects: &[Value],
     hint: Option<&str>,
 ) -> Result<ApplyOutcome, ActionError> {
+    let existing = ctx
+        .run
+        .lab
+        .cluster(cluster)
+        .is_some_and(|c| matches!(c.provider, Provider::Existing { .. }));
     let mut outcome = ApplyOutcome::default();
     for obj in objects {
         let r = ObjectRef::of(obj).ok_or_else(|| {
@@ -103,10 +110,31 @@ pub async fn ensure_objects(
             None => {
                 api.apply(obj).await.map_err(|e| context(e, &r))?;
                 outcome.created += 1;
+                if existing && r.kind == "Namespace" && r.api_version == "v1" {
+                    record_namespace(ctx, cluster, api, &r).await?;
+                }
             }
         }
     }
     Ok(outcome)
+}
+
+/// Records a namespace the lab just created on an existing cluster, with its uid.
+async fn record_namespace(
+    ctx: &StepCtx<'_>,
+    cluster: &str,
+    api: &dyn ClusterApi,
+    r: &ObjectRef,
+) -> Result<(), ActionError> {
+    let uid = api
+        .get(r)
+        .await?
+        .and_then(|ns| ns["metadata"]["uid"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    ctx.run
+        .state
+        .own_namespace(cluster, &r.name, &uid)
+        .map_err(super::cluster::state_error)
 }
 
 fn context(e: KubeError, r: &ObjectRef) -> ActionError {
@@ -120,7 +148,7 @@ pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let hint = ctx.step.objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
-    let o = ensure_objects(ctx, api.as_ref(), &ctx.step.objects, hint).await?;
+    let o = ensure_objects(ctx, cluster, api.as_ref(), &ctx.step.objects, hint).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }
 
@@ -293,12 +321,13 @@ pub async fn install_chart(
     // The release namespace, with the lab label (`--create-namespace` would create it without).
     let mut total = ensure_objects(
         ctx,
+        &chart.cluster,
         api.as_ref(),
         &[namespace(&chart.namespace, &ctx.run.lab.name)],
         None,
     )
     .await?;
-    let crds = ensure_objects(ctx, api.as_ref(), &rendered.crds, None).await?;
+    let crds = ensure_objects(ctx, &chart.cluster, api.as_ref(), &rendered.crds, None).await?;
     for crd in &rendered.crds {
         let group = crd
             .pointer("/spec/group")

@@ -146,3 +146,152 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),
     ))
 }
+
+/// The existing cluster a `down` step is about, refusing a kind cluster (its deletion takes everything).
+fn existing_cluster<'a>(ctx: &'a StepCtx<'_>) -> Result<&'a Cluster, ActionError> {
+    let name = ctx.input("cluster")?;
+    let cluster = ctx.run.lab.cluster(name).ok_or_else(|| {
+        ActionError::permanent(format!(
+            "`{name}` is not a cluster of lab `{}`",
+            ctx.run.lab.name
+        ))
+    })?;
+    if !matches!(cluster.provider, Provider::Existing { .. }) {
+        return Err(ActionError::permanent(format!(
+            "`{name}` is a kind cluster: `down` deletes it whole"
+        )));
+    }
+    Ok(cluster)
+}
+
+/// `lab.remove-objects` (`down`, existing clusters): deletes every object of the lab's kinds that carries
+/// the lab's label (what `up` and `verify` applied), the ManagedClusters the lab's own joins registered on
+/// an existing hub, and the bootstrap Secret the lab wrote on an existing spoke it joined. Never a
+/// Namespace (see `lab.remove-namespaces`), never an object with an owner (its owner's controller or the
+/// garbage collector removes it), nothing without the label, and nothing on an adopted spoke's klusterlet.
+pub async fn remove_objects(ctx: &StepCtx<'_>) -> ActionResult {
+    let cluster = existing_cluster(ctx)?;
+    let lab = &ctx.run.lab;
+    let api = ctx.run.api(&cluster.name).await?;
+    let selector = format!("{LAB_LABEL}={}", lab.name);
+    let mut removed = Vec::new();
+    let mut warnings = Vec::new();
+    let mut kinds: Vec<(&str, &str)> = LAB_KINDS
+        .iter()
+        .copied()
+        .filter(|(_, kind)| *kind != "Namespace")
+        .collect();
+    if cluster.name == lab.hub.cluster.name {
+        kinds.push(("cluster.open-cluster-management.io/v1", "ManagedCluster"));
+    }
+    for (api_version, kind) in kinds {
+        if !api.served(api_version, kind).await? {
+            continue;
+        }
+        let objects = match api.list(api_version, kind, None, Some(&selector)).await {
+            Ok(o) => o,
+            Err(e) if e.status_code() == Some(403) => {
+                let w = format!("warning: cannot list {kind} on {}: {e}", cluster.name);
+                ctx.progress(w.clone());
+                warnings.push(w);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for o in objects {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            let ns = o["metadata"]["namespace"].as_str();
+            if has_owner(&o) {
+                continue;
+            }
+            if kind == "ManagedCluster" && !joined_by_lab(&ctx.run.lab, name) {
+                // An adopted spoke's registration was there before the lab: it stays.
+                continue;
+            }
+            let r = ObjectRef::new(api_version, kind, ns, name);
+            ctx.progress(format!("removing {r} from {}", cluster.name));
+            if api
+                .delete(&r)
+                .await
+                .map_err(|e| ActionError::from(e).context(format_args!("failed to delete {r}")))?
+            {
+                removed.push(format!("{}: {r}", cluster.name));
+            }
+        }
+    }
+    // The bootstrap Secret `ocm.join` wrote (it holds a token): the lab's, unless the spoke is adopted.
+    let joined_here = cluster.role == crate::topology::Role::Spoke && !cluster.adopt;
+    if joined_here {
+        let r = ObjectRef::new(
+            "v1",
+            "Secret",
+            Some("open-cluster-management-agent"),
+            "bootstrap-hub-kubeconfig",
+        );
+        if api.delete(&r).await? {
+            removed.push(format!("{}: {r}", cluster.name));
+        }
+    }
+    removed.sort();
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((
+        !removed.is_empty(),
+        outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),
+    ))
+}
+
+/// Whether ManagedCluster `name` was registered by the lab's own join: one of the lab's managed clusters
+/// whose cluster is not adopted.
+fn joined_by_lab(lab: &crate::topology::Lab, name: &str) -> bool {
+    lab.managed_clusters
+        .iter()
+        .find(|m| m.name == name)
+        .and_then(|m| lab.cluster(&m.cluster))
+        .is_some_and(|c| !c.adopt)
+}
+
+/// `lab.remove-namespaces` (`down`, existing clusters, after the Helm releases are gone): deletes the
+/// namespaces the ownership record says the lab created there, each only while it still has the uid it
+/// had then. A namespace that was there before the lab is never in the record, so never deleted.
+pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
+    let cluster = existing_cluster(ctx)?;
+    let owned = ctx
+        .run
+        .state
+        .owned_lenient()
+        .map_err(super::cluster::state_error)?;
+    let Some(namespaces) = owned.namespaces.get(&cluster.name) else {
+        return Ok((false, outputs([("removed", json!([]))])));
+    };
+    let api = ctx.run.api(&cluster.name).await?;
+    let mut removed = Vec::new();
+    for (name, uid) in namespaces {
+        let r = ObjectRef::new("v1", "Namespace", None, name);
+        match api.get(&r).await? {
+            Some(ns) if ns["metadata"]["uid"].as_str() == Some(uid.as_str()) => {
+                ctx.progress(format!(
+                    "removing namespace {name} from {} (created by this lab)",
+                    cluster.name
+                ));
+                if api.delete(&r).await? {
+                    removed.push(format!("{}: {r}", cluster.name));
+                }
+            }
+            Some(_) => ctx.progress(format!(
+                "namespace {name} on {} is not the one this lab created: left alone",
+                cluster.name
+            )),
+            None => {}
+        }
+        ctx.run
+            .state
+            .forget_namespace(&cluster.name, name)
+            .map_err(super::cluster::state_error)?;
+    }
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}

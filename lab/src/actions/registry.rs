@@ -107,6 +107,18 @@ pub const ACTIONS: &[ActionSpec] = &[
         run: action_fn!(kube::chart_uninstall),
     },
     ActionSpec {
+        name: "lab.remove-objects",
+        summary: "on an existing cluster, delete what the lab applied there (objects with its label, the ManagedClusters and bootstrap Secret of its joins)",
+        inputs: &[req("cluster", "an existing lab cluster")],
+        run: action_fn!(prune::remove_objects),
+    },
+    ActionSpec {
+        name: "lab.remove-namespaces",
+        summary: "on an existing cluster, delete the namespaces the ownership record says the lab created there",
+        inputs: &[req("cluster", "an existing lab cluster")],
+        run: action_fn!(prune::remove_namespaces),
+    },
+    ActionSpec {
         name: "ocm.hub-ready",
         summary: "wait for the ClusterManager conditions, the six hub Deployments and webhooks and, with the gate, the ClusterProfile CRD",
         inputs: &[req("cluster", "the hub")],
