@@ -19,8 +19,16 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
         .filter(|c| c.provider == Provider::Kind)
         .map(|c| c.name.as_str())
         .collect();
+    // Existing clusters: OCM someone else installed is refused unless adopted (reads only).
+    let adopted = super::adopt::check(ctx).await?;
+    let adopted = json!(
+        adopted
+            .iter()
+            .map(|f| f.cluster.clone())
+            .collect::<Vec<_>>()
+    );
     if kind_clusters.is_empty() {
-        return Ok((false, outputs([])));
+        return Ok((false, outputs([("adopted", adopted)])));
     }
     let docker = ctx.run.backends.docker.ping().await?;
     ctx.progress(format!("Docker {docker}"));
@@ -31,7 +39,10 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     if let Some(e) = clash_error(&lab.name, &owned, &clashes) {
         return Err(e);
     }
-    Ok((false, outputs([("docker", json!(docker))])))
+    Ok((
+        false,
+        outputs([("docker", json!(docker)), ("adopted", adopted)]),
+    ))
 }
 
 /// Every container that looks like a node of one of `kind_clusters` and that the lab cannot prove it

@@ -447,6 +447,13 @@ pub async fn chart_install(ctx: &StepCtx<'_>) -> ActionResult {
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
         ActionError::permanent(format!("step {} has no chart in its plan", ctx.step.id))
     })?;
+    if super::adopt::leave_release(ctx, &chart.cluster, &chart.release, &chart.namespace).await? {
+        ctx.progress(format!(
+            "{} is adopted: using the {} someone else installed there, not installing over it",
+            chart.cluster, chart.release
+        ));
+        return Ok((false, outputs([("adopted", json!(true))])));
+    }
     let o = install_chart(ctx, chart, None).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }

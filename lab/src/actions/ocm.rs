@@ -315,7 +315,16 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
             extra["klusterlet.externalServerURLs"] = json!([{"url": url}]);
         }
     }
-    let applied = install_chart(ctx, chart, Some(extra)).await?;
+    let adopted =
+        super::adopt::leave_release(ctx, cluster, &chart.release, &chart.namespace).await?;
+    let applied = if adopted {
+        ctx.progress(format!(
+            "{cluster} is adopted: using the klusterlet someone else installed there, not installing over it"
+        ));
+        Default::default()
+    } else {
+        install_chart(ctx, chart, Some(extra)).await?
+    };
     let hint = "the klusterlet operator (Deployment open-cluster-management/klusterlet) creates them from the Klusterlet; check its logs and the Klusterlet's conditions";
     wait_all(
         ctx,
@@ -353,6 +362,20 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("managedCluster", json!(name))])));
     }
 
+    if super::adopt::leave_release(ctx, cluster, "klusterlet", BOOTSTRAP_NS).await? {
+        // An adopted klusterlet keeps its own bootstrap Secret: it must already be registered with the
+        // lab's hub.
+        ctx.progress(format!(
+            "{cluster} is adopted: waiting for its own klusterlet's ManagedCluster {name} on the hub"
+        ));
+        let hint = format!(
+            "`{cluster}` is adopted (`existing.adopt: true`), so the lab writes no bootstrap Secret there: its klusterlet must already be registered with the lab's hub as ManagedCluster {name}; check the Klusterlet's `clusterName` and its bootstrap-hub-kubeconfig on {cluster}"
+        );
+        hub.wait(&managed_cluster(name), &Condition::exists(), ctx.timeout())
+            .await
+            .map_err(|e| wait_error(e, Some(&hint)))?;
+        return Ok((false, outputs([("managedCluster", json!(name))])));
+    }
     check_hub_container(ctx, lab).await?;
     // A join must never start before the hub's bootstrap identity exists (OCM-FACTS §2.1).
     let sa = ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA);

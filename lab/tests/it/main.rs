@@ -14,6 +14,7 @@ mod crdschema;
 mod damaged;
 mod docker;
 mod engine;
+mod existing_adopt;
 mod existing_cli;
 mod existing_kubeconfig;
 mod existing_lifecycle;
