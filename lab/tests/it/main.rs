@@ -22,6 +22,7 @@ mod existing_preflight;
 mod helm_release;
 mod hub_webhooks;
 mod images;
+mod join_endpoint;
 mod klusterlet_first;
 mod kube_api;
 mod lifecycle;
