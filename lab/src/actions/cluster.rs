@@ -437,8 +437,12 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     }
 }
 
-/// The user's kubeconfig file: the first entry of `KUBECONFIG`, else `~/.kube/config`.
+/// The user's kubeconfig file: the global `--kubeconfig` flag, else the first entry of `KUBECONFIG`, else
+/// `~/.kube/config`.
 pub fn user_kubeconfig() -> Option<PathBuf> {
+    if let Some(k) = crate::topology::kubeconfig_flags().kubeconfig {
+        return Some(PathBuf::from(k));
+    }
     if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty()) {
         return std::env::split_paths(&k).next();
     }

@@ -83,7 +83,7 @@ impl Connector for KubeConnector {
                         kubeconfig.display()
                     ),
                     Provider::Existing { .. } => {
-                        "fix `existing.kubeconfig` / `existing.context` of this cluster in the topology"
+                        "fix `existing.kubeconfig` / `existing.context` of this cluster in the topology (or the `--kubeconfig` / `--context` flags that stand in for them when they are left out)"
                             .to_owned()
                     }
                 };

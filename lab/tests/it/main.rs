@@ -25,6 +25,7 @@ mod images;
 mod join_endpoint;
 mod klusterlet_first;
 mod kube_api;
+mod kubeconfig_flags;
 mod lifecycle;
 mod network_ownership;
 mod node_load_standin;
