@@ -119,6 +119,50 @@ pub async fn ensure_objects(
     Ok(outcome)
 }
 
+/// The namespaces an OCM operator creates from its CR (FACTS-OCM-ROUND2 §1, §2): the lab's doing when the
+/// lab installed the chart on a cluster that did not have them.
+fn operator_namespaces(chart: &ChartPlan) -> &'static [&'static str] {
+    match chart.chart {
+        crate::topology::catalog::Chart::ClusterManager => &["open-cluster-management-hub"],
+        crate::topology::catalog::Chart::Klusterlet => &[
+            "open-cluster-management-agent",
+            "open-cluster-management-agent-addon",
+        ],
+        _ => &[],
+    }
+}
+
+/// Before the first install of an OCM chart on an existing cluster: records the operator's namespaces that
+/// do not exist yet as the lab's (with no uid: the operator creates them later), so that `down` removes
+/// them with the rest of what the lab created.
+async fn record_operator_namespaces(
+    ctx: &StepCtx<'_>,
+    chart: &ChartPlan,
+    api: &dyn ClusterApi,
+) -> Result<(), ActionError> {
+    let existing = ctx
+        .run
+        .lab
+        .cluster(&chart.cluster)
+        .is_some_and(|c| matches!(c.provider, Provider::Existing { .. }));
+    if !existing {
+        return Ok(());
+    }
+    for ns in operator_namespaces(chart) {
+        if api
+            .get(&ObjectRef::new("v1", "Namespace", None, ns))
+            .await?
+            .is_none()
+        {
+            ctx.run
+                .state
+                .own_namespace(&chart.cluster, ns, "")
+                .map_err(super::cluster::state_error)?;
+        }
+    }
+    Ok(())
+}
+
 /// Records a namespace the lab just created on an existing cluster, with its uid.
 async fn record_namespace(
     ctx: &StepCtx<'_>,
@@ -375,6 +419,9 @@ pub async fn install_chart(
         if let Some(r) = ObjectRef::of(obj) {
             ensure_served(ctx, api.as_ref(), &r.api_version, &r.kind, None).await?;
         }
+    }
+    if existing.is_none() {
+        record_operator_namespaces(ctx, chart, api.as_ref()).await?;
     }
     let release = helm.upgrade_install(&target, chart, &values).await?;
     tracing::info!(

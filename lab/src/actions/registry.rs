@@ -108,9 +108,15 @@ pub const ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "lab.remove-objects",
-        summary: "on an existing cluster, delete what the lab applied there (objects with its label, the ManagedClusters and bootstrap Secret of its joins)",
+        summary: "on an existing cluster, delete what the lab applied there (objects with its label, the bootstrap Secret of its joins)",
         inputs: &[req("cluster", "an existing lab cluster")],
         run: action_fn!(prune::remove_objects),
+    },
+    ActionSpec {
+        name: "lab.remove-registrations",
+        summary: "on an existing hub, delete the ManagedClusters of the lab's own joins (after their klusterlets are gone)",
+        inputs: &[req("cluster", "an existing lab cluster")],
+        run: action_fn!(prune::remove_registrations),
     },
     ActionSpec {
         name: "lab.remove-namespaces",

@@ -238,3 +238,49 @@ async fn an_adopted_hub_without_the_gates_the_topology_needs_is_refused_with_wha
     );
     assert_eq!(writes(&h), before);
 }
+
+/// `adopt: true` on clusters without OCM changes nothing: the lab installs it all, and `down` removes it
+/// all again, the registrations and bootstrap Secrets of its joins included.
+#[tokio::test(start_paused = true)]
+async fn adopt_on_clusters_without_ocm_installs_it_and_down_removes_it() {
+    let text = topology(Shape::All).replace("context: their-", "adopt: true, context: their-");
+    let h = Harness::new(load(&text));
+    h.sim.with_world(|w| {
+        for c in ["hub", "cluster1", "cluster2"] {
+            w.add_foreign_cluster(c);
+        }
+    });
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_eq!(
+        h.sim.with_world(|w| w.releases("cluster1"))["open-cluster-management/klusterlet"].labels
+            [LAB_LABEL],
+        "sandbox"
+    );
+    let (res, _) = h.run("down").await;
+    assert!(res.ok, "{}", failure(&res));
+    let hub = api(&h, "hub").await;
+    for n in ["cluster1", "cluster2"] {
+        let mc = ObjectRef::new(
+            "cluster.open-cluster-management.io/v1",
+            "ManagedCluster",
+            None,
+            n,
+        );
+        assert!(
+            hub.get(&mc).await.unwrap().is_none(),
+            "{n}'s registration stays"
+        );
+        let secret = ObjectRef::new(
+            "v1",
+            "Secret",
+            Some("open-cluster-management-agent"),
+            "bootstrap-hub-kubeconfig",
+        );
+        assert!(
+            api(&h, n).await.get(&secret).await.unwrap().is_none(),
+            "{n}'s bootstrap Secret stays"
+        );
+        assert!(h.sim.with_world(|w| w.releases(n)).is_empty());
+    }
+}

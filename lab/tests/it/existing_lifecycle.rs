@@ -177,6 +177,9 @@ async fn lifecycle(shape: Shape) {
             "open-cluster-management",
             "cluster-inventory",
             "open-cluster-management-addon",
+            // The OCM operators' own, made from the lab's install.
+            "open-cluster-management-hub",
+            "open-cluster-management-agent",
         ] {
             if api
                 .get(&r("v1", "Namespace", None, ns))
@@ -266,6 +269,23 @@ async fn lifecycle(shape: Shape) {
                 .is_none(),
             "{shape:?}: namespace {ns} the lab created on {c} is left"
         );
+    }
+    // On an existing hub, the registrations of the lab's spokes are gone (not only unlabelled: no agent
+    // registered them again).
+    if matches!(shape, Shape::Hub | Shape::All) {
+        let hub = api(&h, "hub").await;
+        for n in ["cluster1", "cluster2"] {
+            let mc = r(
+                "cluster.open-cluster-management.io/v1",
+                "ManagedCluster",
+                None,
+                n,
+            );
+            assert!(
+                hub.get(&mc).await.unwrap().is_none(),
+                "{shape:?}: ManagedCluster {n} is left"
+            );
+        }
     }
     // A second `down` finds nothing more to do.
     let (res, _) = h.run("down").await;
