@@ -496,6 +496,13 @@ fn run_workflow(
             .as_ref()
             .is_some_and(|sim| sim.has_foreign_clusters());
         state.forget(keep_world)?;
+        if keep_world {
+            let _ = writeln!(
+                std::io::stderr(),
+                "the simulated world keeps the clusters this lab did not create (its `existing:` clusters, someone else's in the simulation); delete {} to start from an empty simulated world",
+                state.sim_world().display()
+            );
+        }
     }
     if result.cancelled {
         return Err(Error::Cancelled);

@@ -102,6 +102,14 @@ fn status_says_existing_clusters_are_not_the_labs_and_down_leaves_them_running()
     }
     let down = cli.run(&["down"]);
     assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(
+        down.stderr.contains(&format!(
+            "delete {} to start from an empty simulated world",
+            cli.world().display()
+        )),
+        "{}",
+        down.stderr
+    );
 
     // The simulated world still serves the existing clusters, with someone else's namespace, and
     // without what the lab installed.
