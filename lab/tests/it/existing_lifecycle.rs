@@ -205,6 +205,24 @@ async fn lifecycle(shape: Shape) {
         "{shape:?}: the lab created no namespace"
     );
 
+    // A second `up` changes nothing (observe before acting), on existing clusters too.
+    let writes = |h: &Harness| {
+        h.sim
+            .calls()
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.verb.as_str(),
+                    "kube.apply" | "kube.merge-patch" | "kube.delete" | "helm.upgrade-install"
+                )
+            })
+            .count()
+    };
+    let before = writes(&h);
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{shape:?}: second up: {}", failure(&res));
+    assert_eq!(writes(&h), before, "{shape:?}: a second up wrote");
+
     let (res, _) = h.run("verify").await;
     assert!(res.ok, "{shape:?}: verify: {}", failure(&res));
     let (res, _) = h.run("reset").await;
