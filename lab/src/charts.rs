@@ -318,12 +318,12 @@ pub fn check_values(plan: &ChartPlan, lab: &Lab) -> Result<(), ValuesError> {
 /// The bootstrap kubeconfig a spoke's klusterlet gets, with the token left as a placeholder
 /// (OCM-FACTS §2.2 step 2: cluster `hub`, user `bootstrap`, context `bootstrap`).
 pub fn bootstrap_kubeconfig_template(lab: &Lab) -> String {
-    let server = lab
-        .hub
-        .cluster
-        .internal_endpoint
-        .clone()
-        .unwrap_or_else(|| "<server from the hub's kube-public/cluster-info>".to_owned());
+    let server = lab.hub.cluster.internal_endpoint.clone().unwrap_or_else(|| {
+        format!(
+            "<the server of context `{}` in the hub's kubeconfig, else the hub's kube-public/cluster-info>",
+            lab.hub.cluster.context
+        )
+    });
     let existing = matches!(lab.hub.cluster.provider, Provider::Existing { .. });
     format!(
         "# Written into Secret open-cluster-management-agent/bootstrap-hub-kubeconfig (key `kubeconfig`) on each spoke.\n\
@@ -332,10 +332,12 @@ pub fn bootstrap_kubeconfig_template(lab: &Lab) -> String {
          apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: {server}\n    certificate-authority-data: <CA from the hub's kube-public/cluster-info>\n\
          users:\n- name: bootstrap\n  user:\n    token: <TokenRequest token>\n\
          contexts:\n- name: bootstrap\n  context:\n    cluster: hub\n    user: bootstrap\n    namespace: default\ncurrent-context: bootstrap\n",
-        if existing {
-            "\n# The hub is an existing cluster: the server comes from its cluster-info, else its kubeconfig."
-        } else {
-            ""
+        match (existing, lab.hub.cluster.internal_endpoint.is_some()) {
+            (true, true) =>
+                "\n# The hub is an existing cluster: the server is its `existing.joinEndpoint`.",
+            (true, false) =>
+                "\n# The hub is an existing cluster: set `existing.joinEndpoint` when its spokes reach it at another address.",
+            (false, _) => "",
         }
     )
 }

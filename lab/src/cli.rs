@@ -1,7 +1,7 @@
 //! Command-line interface: the commands and their options (clap).
 //!
 //! Each command takes only the options it uses, so a misplaced option (`down --junit j.xml`) is refused by
-//! the parser instead of being silently ignored. Only `-v` is global.
+//! the parser instead of being silently ignored. Only `-v`, `--kubeconfig` and `--context` are global.
 
 use std::path::PathBuf;
 
@@ -23,6 +23,7 @@ Environment variables:
   KUBECONFIG              The kubeconfig `up` adds the lab's contexts to (its first file), and
                           the default of an `existing:` cluster's kubeconfig (all its files,
                           merged as kubectl merges them). Default: ~/.kube/config.
+                          `--kubeconfig` overrides it.
   DOCKER_HOST             The Docker Engine to use. Default: unix:///var/run/docker.sock.
   DOCKER_TLS_VERIFY       When set with DOCKER_HOST: refused (no TLS connections to Docker).
   DOCKER_CONTEXT          Read, with $DOCKER_CONFIG/config.json, only to suggest a
@@ -68,6 +69,16 @@ pub struct Cli {
     /// More logs on stderr (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// As kubectl's: the kubeconfig file of every `existing:` cluster whose topology names none, and the
+    /// file `up` adds the kind clusters' contexts to (and `down` removes them from: pass it to both),
+    /// instead of $KUBECONFIG or ~/.kube/config.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context of the one `existing:` cluster whose topology leaves `context:` out (for
+    /// example `existing: {}` on the hub, to point one topology at any cluster). An error when no cluster
+    /// of the topology leaves it out; the kubeconfig's current-context is never used.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
 }
 
 impl Cli {
@@ -387,7 +398,7 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
-    /// Delete the lab's kind clusters, contexts and the Docker network it created, and uninstall its Helm releases from existing clusters; nothing else.
+    /// Delete the lab's kind clusters, contexts and the Docker network it created; on existing clusters remove only what the lab installed and applied.
     Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.
     Reset(UpArgs),

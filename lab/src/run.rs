@@ -27,6 +27,15 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     init_tracing(cli.verbose);
+    crate::topology::set_kubeconfig_flags(crate::topology::KubeconfigFlags {
+        kubeconfig: cli.kubeconfig.as_ref().map(|p| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        }),
+        context: cli.context.clone(),
+    });
     match run(&cli) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {

@@ -212,7 +212,8 @@ impl StateDir {
     /// verification, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
     /// A network the lab created and had to keep (in use) stays recorded, so that a later `down` can
     /// remove it: the ownership record then stays.
-    pub fn forget(&self) -> Result<(), StateError> {
+    /// `keep_world` keeps the simulated world (it still holds clusters the lab did not create).
+    pub fn forget(&self, keep_world: bool) -> Result<(), StateError> {
         let keep_owned = self.owned_lenient().is_ok_and(|o| !o.networks.is_empty());
         for f in [
             self.journal(),
@@ -220,7 +221,7 @@ impl StateDir {
             self.owned_log(),
             self.last_verification(),
         ] {
-            if keep_owned && f == self.owned_log() {
+            if (keep_owned && f == self.owned_log()) || (keep_world && f == self.sim_world()) {
                 continue;
             }
             match std::fs::remove_file(&f) {
@@ -438,6 +439,23 @@ impl StateDir {
         }])
     }
 
+    /// Records that the lab created namespace `name` (uid `uid`) on existing cluster `cluster`.
+    pub fn own_namespace(&self, cluster: &str, name: &str, uid: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::CreateNamespace {
+            cluster: cluster.to_owned(),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+        }])
+    }
+
+    /// Forgets namespace `name` on `cluster`: deleted, gone, or not the one the lab created.
+    pub fn forget_namespace(&self, cluster: &str, name: &str) -> Result<(), StateError> {
+        self.append_owned(&[OwnedChange::RemoveNamespace {
+            cluster: cluster.to_owned(),
+            name: name.to_owned(),
+        }])
+    }
+
     /// Read-modify-write of the contexts in the ownership record. Steps run concurrently in one process
     /// (the lab lock keeps other processes out), so updates are serialized here. The difference is
     /// appended to the log and synced before this returns.
@@ -602,6 +620,10 @@ pub struct Owned {
     /// Local registry containers this lab created (`spec.registry.local`): name → container ID.
     #[serde(default)]
     pub registries: BTreeMap<String, String>,
+    /// Namespaces this lab created on `existing:` clusters: cluster → namespace → its uid then. `down`
+    /// deletes one only while it still has that uid (a namespace that was there before is never recorded).
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Owned {
@@ -706,6 +728,17 @@ enum OwnedChange {
     RemoveRegistry {
         name: String,
     },
+    /// Written right after the lab created a namespace on an existing cluster, with its uid.
+    CreateNamespace {
+        cluster: String,
+        name: String,
+        uid: String,
+    },
+    /// That namespace was deleted (or is gone, or is no longer the one the lab created).
+    RemoveNamespace {
+        cluster: String,
+        name: String,
+    },
 }
 
 impl OwnedChange {
@@ -744,6 +777,17 @@ impl OwnedChange {
             }
             OwnedChange::RemoveRegistry { name } => {
                 o.registries.remove(&name);
+            }
+            OwnedChange::CreateNamespace { cluster, name, uid } => {
+                o.namespaces.entry(cluster).or_default().insert(name, uid);
+            }
+            OwnedChange::RemoveNamespace { cluster, name } => {
+                if let Some(n) = o.namespaces.get_mut(&cluster) {
+                    n.remove(&name);
+                    if n.is_empty() {
+                        o.namespaces.remove(&cluster);
+                    }
+                }
             }
         }
     }
@@ -833,7 +877,7 @@ mod tests {
         // A file the user put there themselves is not the lab's to remove.
         let theirs = state.kubeconfigs().join("notes.txt");
         std::fs::write(&theirs, "mine").unwrap();
-        state.forget().unwrap();
+        state.forget(false).unwrap();
         assert!(!merged.exists(), "credentials copied by the lab go with it");
         assert!(theirs.exists());
     }

@@ -19,8 +19,16 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
         .filter(|c| c.provider == Provider::Kind)
         .map(|c| c.name.as_str())
         .collect();
+    // Existing clusters: OCM someone else installed is refused unless adopted (reads only).
+    let adopted = super::adopt::check(ctx).await?;
+    let adopted = json!(
+        adopted
+            .iter()
+            .map(|f| f.cluster.clone())
+            .collect::<Vec<_>>()
+    );
     if kind_clusters.is_empty() {
-        return Ok((false, outputs([])));
+        return Ok((false, outputs([("adopted", adopted)])));
     }
     let docker = ctx.run.backends.docker.ping().await?;
     ctx.progress(format!("Docker {docker}"));
@@ -31,7 +39,10 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     if let Some(e) = clash_error(&lab.name, &owned, &clashes) {
         return Err(e);
     }
-    Ok((false, outputs([("docker", json!(docker))])))
+    Ok((
+        false,
+        outputs([("docker", json!(docker)), ("adopted", adopted)]),
+    ))
 }
 
 /// Every container that looks like a node of one of `kind_clusters` and that the lab cannot prove it
@@ -113,7 +124,7 @@ pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
     help
 }
 
-fn state_error(e: crate::state::StateError) -> ActionError {
+pub(super) fn state_error(e: crate::state::StateError) -> ActionError {
     let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
     let err = ActionError::permanent(e.to_string());
     match help {
@@ -426,8 +437,12 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     }
 }
 
-/// The user's kubeconfig file: the first entry of `KUBECONFIG`, else `~/.kube/config`.
+/// The user's kubeconfig file: the global `--kubeconfig` flag, else the first entry of `KUBECONFIG`, else
+/// `~/.kube/config`.
 pub fn user_kubeconfig() -> Option<PathBuf> {
+    if let Some(k) = crate::topology::kubeconfig_flags().kubeconfig {
+        return Some(PathBuf::from(k));
+    }
     if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty()) {
         return std::env::split_paths(&k).next();
     }

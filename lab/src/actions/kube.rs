@@ -75,13 +75,20 @@ pub async fn ensure_served(
 }
 
 /// Applies objects in order, skipping those already in place (see [`contains`] and
-/// [`fieldset::owns_more`]); waits for custom kinds to be served first.
+/// [`fieldset::owns_more`]); waits for custom kinds to be served first. A Namespace it creates on an
+/// existing cluster goes into the ownership record (with its uid): `down` deletes only those.
 pub async fn ensure_objects(
     ctx: &StepCtx<'_>,
+    cluster: &str,
     api: &dyn ClusterApi,
     objects: &[Value],
     hint: Option<&str>,
 ) -> Result<ApplyOutcome, ActionError> {
+    let existing = ctx
+        .run
+        .lab
+        .cluster(cluster)
+        .is_some_and(|c| matches!(c.provider, Provider::Existing { .. }));
     let mut outcome = ApplyOutcome::default();
     for obj in objects {
         let r = ObjectRef::of(obj).ok_or_else(|| {
@@ -103,10 +110,75 @@ pub async fn ensure_objects(
             None => {
                 api.apply(obj).await.map_err(|e| context(e, &r))?;
                 outcome.created += 1;
+                if existing && r.kind == "Namespace" && r.api_version == "v1" {
+                    record_namespace(ctx, cluster, api, &r).await?;
+                }
             }
         }
     }
     Ok(outcome)
+}
+
+/// The namespaces an OCM operator creates from its CR (FACTS-OCM-ROUND2 §1, §2): the lab's doing when the
+/// lab installed the chart on a cluster that did not have them.
+fn operator_namespaces(chart: &ChartPlan) -> &'static [&'static str] {
+    match chart.chart {
+        crate::topology::catalog::Chart::ClusterManager => &["open-cluster-management-hub"],
+        crate::topology::catalog::Chart::Klusterlet => &[
+            "open-cluster-management-agent",
+            "open-cluster-management-agent-addon",
+        ],
+        _ => &[],
+    }
+}
+
+/// Before the first install of an OCM chart on an existing cluster: records the operator's namespaces that
+/// do not exist yet as the lab's (with no uid: the operator creates them later), so that `down` removes
+/// them with the rest of what the lab created.
+async fn record_operator_namespaces(
+    ctx: &StepCtx<'_>,
+    chart: &ChartPlan,
+    api: &dyn ClusterApi,
+) -> Result<(), ActionError> {
+    let existing = ctx
+        .run
+        .lab
+        .cluster(&chart.cluster)
+        .is_some_and(|c| matches!(c.provider, Provider::Existing { .. }));
+    if !existing {
+        return Ok(());
+    }
+    for ns in operator_namespaces(chart) {
+        if api
+            .get(&ObjectRef::new("v1", "Namespace", None, ns))
+            .await?
+            .is_none()
+        {
+            ctx.run
+                .state
+                .own_namespace(&chart.cluster, ns, "")
+                .map_err(super::cluster::state_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// Records a namespace the lab just created on an existing cluster, with its uid.
+async fn record_namespace(
+    ctx: &StepCtx<'_>,
+    cluster: &str,
+    api: &dyn ClusterApi,
+    r: &ObjectRef,
+) -> Result<(), ActionError> {
+    let uid = api
+        .get(r)
+        .await?
+        .and_then(|ns| ns["metadata"]["uid"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    ctx.run
+        .state
+        .own_namespace(cluster, &r.name, &uid)
+        .map_err(super::cluster::state_error)
 }
 
 fn context(e: KubeError, r: &ObjectRef) -> ActionError {
@@ -120,7 +192,7 @@ pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let hint = ctx.step.objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
-    let o = ensure_objects(ctx, api.as_ref(), &ctx.step.objects, hint).await?;
+    let o = ensure_objects(ctx, cluster, api.as_ref(), &ctx.step.objects, hint).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }
 
@@ -293,12 +365,13 @@ pub async fn install_chart(
     // The release namespace, with the lab label (`--create-namespace` would create it without).
     let mut total = ensure_objects(
         ctx,
+        &chart.cluster,
         api.as_ref(),
         &[namespace(&chart.namespace, &ctx.run.lab.name)],
         None,
     )
     .await?;
-    let crds = ensure_objects(ctx, api.as_ref(), &rendered.crds, None).await?;
+    let crds = ensure_objects(ctx, &chart.cluster, api.as_ref(), &rendered.crds, None).await?;
     for crd in &rendered.crds {
         let group = crd
             .pointer("/spec/group")
@@ -346,6 +419,9 @@ pub async fn install_chart(
         if let Some(r) = ObjectRef::of(obj) {
             ensure_served(ctx, api.as_ref(), &r.api_version, &r.kind, None).await?;
         }
+    }
+    if existing.is_none() {
+        record_operator_namespaces(ctx, chart, api.as_ref()).await?;
     }
     let release = helm.upgrade_install(&target, chart, &values).await?;
     tracing::info!(
@@ -418,6 +494,13 @@ pub async fn chart_install(ctx: &StepCtx<'_>) -> ActionResult {
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
         ActionError::permanent(format!("step {} has no chart in its plan", ctx.step.id))
     })?;
+    if super::adopt::leave_release(ctx, &chart.cluster, &chart.release, &chart.namespace).await? {
+        ctx.progress(format!(
+            "{} is adopted: using the {} someone else installed there, not installing over it",
+            chart.cluster, chart.release
+        ));
+        return Ok((false, outputs([("adopted", json!(true))])));
+    }
     let o = install_chart(ctx, chart, None).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }

@@ -1,6 +1,7 @@
 //! Actions: what a workflow step's `uses:` names. Each is idempotent: it observes, acts only when the lab
 //! differs from what the step wants, and waits for the outcome with a watch, never a sleep loop.
 
+mod adopt;
 mod cluster;
 mod images;
 mod kube;

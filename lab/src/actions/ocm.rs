@@ -163,9 +163,11 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     Ok((false, outputs([])))
 }
 
-/// The hub's API server address as other clusters' pods reach it, and its CA: from `kube-public/cluster-info`
-/// (what `clusteradm join --force-internal-endpoint-lookup` reads, OCM-FACTS §1), else from what the lab
-/// knows (kind's `<hub>-control-plane:6443`, OCM-FACTS §10: cluster-info exists only on kubeadm clusters).
+/// The hub's API server address as other clusters' pods reach it, and its CA (the bootstrap kubeconfig's
+/// server). A kind hub: `kube-public/cluster-info` (what `clusteradm join --force-internal-endpoint-lookup`
+/// reads, OCM-FACTS §1), else kind's `<hub>-control-plane:6443`. An existing hub: its `existing.joinEndpoint`;
+/// without one, the server of its context in its kubeconfig (the address the lab itself reaches it at),
+/// else its cluster-info (OCM-FACTS §10: cluster-info exists only on kubeadm clusters).
 async fn hub_endpoint(
     ctx: &StepCtx<'_>,
     hub: &dyn ClusterApi,
@@ -190,6 +192,23 @@ async fn hub_endpoint(
                 .map(str::to_owned),
         ))
     });
+    if matches!(lab.hub.cluster.provider, Provider::Existing { .. }) {
+        let own = hub_context_server(ctx).await;
+        let info_ca = from_info.as_ref().and_then(|(_, ca)| ca.clone());
+        if let Some(url) = &lab.hub.cluster.internal_endpoint {
+            let ca = own.and_then(|(_, ca)| ca).or(info_ca);
+            return Ok((url.clone(), ca));
+        }
+        if let Some((server, ca)) = own {
+            return Ok((server, ca.or(info_ca)));
+        }
+        return from_info.ok_or_else(|| {
+            ActionError::permanent(
+                "the existing hub's kubeconfig context names no server and it has no kube-public/cluster-info",
+            )
+            .with_help("set `spec.hub.existing.joinEndpoint` to the hub API server URL its spokes reach")
+        });
+    }
     if let Some((server, ca)) = from_info {
         if let Some(expected) = &lab.hub.cluster.internal_endpoint
             && &server != expected
@@ -202,28 +221,56 @@ async fn hub_endpoint(
         ActionError::permanent(
             "the hub has no kube-public/cluster-info and no known internal endpoint",
         )
-        .with_help(
-            "for an existing hub, publish kube-public/cluster-info or join its spokes by hand",
-        )
+        .with_help("set `spec.hub.existing.joinEndpoint`, or publish kube-public/cluster-info")
     })?;
     Ok((server, hub_ca(ctx).await))
 }
 
-/// The hub CA from the lab's own kubeconfig for it (kind embeds it). Read per spoke join, so not on
-/// the async threads.
+/// The hub CA from the lab's own kubeconfig for a kind hub (kind embeds it). Read per spoke join, so not
+/// on the async threads.
 async fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
-    let path = match &ctx.run.lab.hub.cluster.provider {
-        Provider::Kind => ctx.run.state.kubeconfig(&ctx.run.lab.hub.cluster.name),
-        Provider::Existing { kubeconfig, .. } => ctx
-            .run
-            .state
-            .existing_kubeconfig(&ctx.run.lab.hub.cluster.name, kubeconfig)
-            .ok()?,
-    };
+    let path = ctx.run.state.kubeconfig(&ctx.run.lab.hub.cluster.name);
     let kc: Value = serde_saphyr::from_str(&tokio::fs::read_to_string(path).await.ok()?).ok()?;
     kc["clusters"][0]["cluster"]["certificate-authority-data"]
         .as_str()
         .map(str::to_owned)
+}
+
+/// The server and CA (base64) of an existing hub's context in its kubeconfig: where the lab itself
+/// reaches it. `None` when the kubeconfig cannot be read or the context names no server.
+async fn hub_context_server(ctx: &StepCtx<'_>) -> Option<(String, Option<String>)> {
+    let hub = &ctx.run.lab.hub.cluster;
+    let Provider::Existing {
+        kubeconfig,
+        context,
+    } = &hub.provider
+    else {
+        return None;
+    };
+    let path = ctx
+        .run
+        .state
+        .existing_kubeconfig(&hub.name, kubeconfig)
+        .ok()?;
+    let kc = kube::config::Kubeconfig::read_from(path).ok()?;
+    let cluster_name = kc
+        .contexts
+        .iter()
+        .find(|c| &c.name == context)?
+        .context
+        .as_ref()?
+        .cluster
+        .clone();
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)?
+        .cluster
+        .as_ref()?;
+    Some((
+        cluster.server.clone()?,
+        cluster.certificate_authority_data.clone(),
+    ))
 }
 
 /// On kind, the hub's control-plane container must be on the `kind` network, or spokes cannot reach it.
@@ -315,7 +362,16 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
             extra["klusterlet.externalServerURLs"] = json!([{"url": url}]);
         }
     }
-    let applied = install_chart(ctx, chart, Some(extra)).await?;
+    let adopted =
+        super::adopt::leave_release(ctx, cluster, &chart.release, &chart.namespace).await?;
+    let applied = if adopted {
+        ctx.progress(format!(
+            "{cluster} is adopted: using the klusterlet someone else installed there, not installing over it"
+        ));
+        Default::default()
+    } else {
+        install_chart(ctx, chart, Some(extra)).await?
+    };
     let hint = "the klusterlet operator (Deployment open-cluster-management/klusterlet) creates them from the Klusterlet; check its logs and the Klusterlet's conditions";
     wait_all(
         ctx,
@@ -353,6 +409,20 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("managedCluster", json!(name))])));
     }
 
+    if super::adopt::leave_release(ctx, cluster, "klusterlet", BOOTSTRAP_NS).await? {
+        // An adopted klusterlet keeps its own bootstrap Secret: it must already be registered with the
+        // lab's hub.
+        ctx.progress(format!(
+            "{cluster} is adopted: waiting for its own klusterlet's ManagedCluster {name} on the hub"
+        ));
+        let hint = format!(
+            "`{cluster}` is adopted (`existing.adopt: true`), so the lab writes no bootstrap Secret there: its klusterlet must already be registered with the lab's hub as ManagedCluster {name}; check the Klusterlet's `clusterName` and its bootstrap-hub-kubeconfig on {cluster}"
+        );
+        hub.wait(&managed_cluster(name), &Condition::exists(), ctx.timeout())
+            .await
+            .map_err(|e| wait_error(e, Some(&hint)))?;
+        return Ok((false, outputs([("managedCluster", json!(name))])));
+    }
     check_hub_container(ctx, lab).await?;
     // A join must never start before the hub's bootstrap identity exists (OCM-FACTS §2.1).
     let sa = ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA);

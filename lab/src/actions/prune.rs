@@ -156,6 +156,227 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     ))
 }
 
+/// The existing cluster a `down` step is about, refusing a kind cluster (its deletion takes everything).
+fn existing_cluster<'a>(ctx: &'a StepCtx<'_>) -> Result<&'a Cluster, ActionError> {
+    let name = ctx.input("cluster")?;
+    let cluster = ctx.run.lab.cluster(name).ok_or_else(|| {
+        ActionError::permanent(format!(
+            "`{name}` is not a cluster of lab `{}`",
+            ctx.run.lab.name
+        ))
+    })?;
+    if !matches!(cluster.provider, Provider::Existing { .. }) {
+        return Err(ActionError::permanent(format!(
+            "`{name}` is a kind cluster: `down` deletes it whole"
+        )));
+    }
+    Ok(cluster)
+}
+
+/// `lab.remove-objects` (`down`, existing clusters): deletes every object of the lab's kinds that carries
+/// the lab's label (what `up` and `verify` applied) and the bootstrap Secret the lab wrote on an existing
+/// spoke it joined. Never a ManagedCluster (see `lab.remove-registrations`) or Namespace (see
+/// `lab.remove-namespaces`), never an object with an owner (its owner's controller or the
+/// garbage collector removes it), nothing without the label, and nothing on an adopted spoke's klusterlet.
+pub async fn remove_objects(ctx: &StepCtx<'_>) -> ActionResult {
+    let cluster = existing_cluster(ctx)?;
+    let lab = &ctx.run.lab;
+    let api = ctx.run.api(&cluster.name).await?;
+    let selector = format!("{LAB_LABEL}={}", lab.name);
+    let mut removed = Vec::new();
+    let mut warnings = Vec::new();
+    let kinds: Vec<(&str, &str)> = LAB_KINDS
+        .iter()
+        .copied()
+        .filter(|(_, kind)| *kind != "Namespace")
+        .collect();
+    for (api_version, kind) in kinds {
+        if !api.served(api_version, kind).await? {
+            continue;
+        }
+        let objects = match api.list(api_version, kind, None, Some(&selector)).await {
+            Ok(o) => o,
+            Err(e) if e.status_code() == Some(403) => {
+                let w = format!("warning: cannot list {kind} on {}: {e}", cluster.name);
+                ctx.progress(w.clone());
+                warnings.push(w);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for o in objects {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            let ns = o["metadata"]["namespace"].as_str();
+            if has_owner(&o) || is_helm_record(&o) {
+                continue;
+            }
+            let r = ObjectRef::new(api_version, kind, ns, name);
+            ctx.progress(format!("removing {r} from {}", cluster.name));
+            if api
+                .delete(&r)
+                .await
+                .map_err(|e| ActionError::from(e).context(format_args!("failed to delete {r}")))?
+            {
+                removed.push(format!("{}: {r}", cluster.name));
+            }
+        }
+    }
+    // The bootstrap Secret `ocm.join` wrote (it holds a token): the lab's, unless the spoke's klusterlet
+    // is someone else's (adopted).
+    let hosts = lab
+        .managed_clusters
+        .iter()
+        .any(|m| m.cluster == cluster.name);
+    if hosts && lab_klusterlet(ctx, &cluster.name).await? {
+        let r = ObjectRef::new(
+            "v1",
+            "Secret",
+            Some("open-cluster-management-agent"),
+            "bootstrap-hub-kubeconfig",
+        );
+        if api.delete(&r).await? {
+            removed.push(format!("{}: {r}", cluster.name));
+        }
+    }
+    removed.sort();
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((
+        !removed.is_empty(),
+        outputs([("removed", json!(removed)), ("warnings", json!(warnings))]),
+    ))
+}
+
+/// `lab.remove-registrations` (`down`, on an existing hub, once the klusterlets the lab installed are
+/// uninstalled or their clusters deleted, so that no agent registers again): deletes the ManagedClusters of
+/// the lab's own joins (those carrying the lab's label whose klusterlet the lab installed). An adopted
+/// spoke's registration was there before the lab: it stays.
+pub async fn remove_registrations(ctx: &StepCtx<'_>) -> ActionResult {
+    let cluster = existing_cluster(ctx)?;
+    let lab = &ctx.run.lab;
+    if cluster.name != lab.hub.cluster.name {
+        return Ok((false, outputs([("removed", json!([]))])));
+    }
+    let api = ctx.run.api(&cluster.name).await?;
+    let (api_version, kind) = ("cluster.open-cluster-management.io/v1", "ManagedCluster");
+    let mut removed = Vec::new();
+    if api.served(api_version, kind).await? {
+        let selector = format!("{LAB_LABEL}={}", lab.name);
+        for o in api.list(api_version, kind, None, Some(&selector)).await? {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            if !joined_by_lab(ctx, name).await? {
+                continue;
+            }
+            let r = ObjectRef::new(api_version, kind, None, name);
+            ctx.progress(format!("removing {r} from {}", cluster.name));
+            if api.delete(&r).await? {
+                removed.push(format!("{}: {r}", cluster.name));
+            }
+        }
+    }
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}
+
+/// Whether ManagedCluster `name` was registered by the lab's own join: one of the lab's managed clusters
+/// whose klusterlet the lab installed (see [`lab_klusterlet`]), or, on an adopted cluster after the lab's
+/// releases were uninstalled, one whose cluster no longer runs a Klusterlet (someone else's still would).
+async fn joined_by_lab(ctx: &StepCtx<'_>, name: &str) -> Result<bool, ActionError> {
+    let lab = &ctx.run.lab;
+    let Some(m) = lab.managed_clusters.iter().find(|m| m.name == name) else {
+        return Ok(false);
+    };
+    if lab_klusterlet(ctx, &m.cluster).await? {
+        return Ok(true);
+    }
+    let Some(c) = lab.cluster(&m.cluster) else {
+        return Ok(false);
+    };
+    if c.provider == Provider::Kind {
+        return Ok(true);
+    }
+    let api = ctx.run.api(&m.cluster).await?;
+    let klusterlet = ObjectRef::new(
+        "operator.open-cluster-management.io/v1",
+        "Klusterlet",
+        None,
+        "klusterlet",
+    );
+    Ok(!api
+        .served(&klusterlet.api_version, &klusterlet.kind)
+        .await?
+        || api.get(&klusterlet).await?.is_none())
+}
+
+/// Whether the klusterlet on lab cluster `cluster` is the lab's: always on a cluster that is not adopted
+/// (the preflight refused any other), on an adopted one only while the klusterlet release there is
+/// labelled as the lab's (the adopted cluster had no klusterlet, so the lab installed it).
+async fn lab_klusterlet(ctx: &StepCtx<'_>, cluster: &str) -> Result<bool, ActionError> {
+    let Some(c) = ctx.run.lab.cluster(cluster) else {
+        return Ok(false);
+    };
+    if !c.adopt {
+        return Ok(true);
+    }
+    let target = super::kube::helm_target(ctx, cluster)?;
+    Ok(ctx
+        .run
+        .backends
+        .helm
+        .release_of_lab(&target, "klusterlet", "open-cluster-management")
+        .await?)
+}
+
+/// `lab.remove-namespaces` (`down`, existing clusters, after the Helm releases are gone): deletes the
+/// namespaces the ownership record says the lab created there, each only while it still has the uid it
+/// had then (or, recorded without a uid, an OCM operator's namespace that did not exist before the lab
+/// installed that operator's chart). A namespace that was there before the lab is never in the record, so
+/// never deleted.
+pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
+    let cluster = existing_cluster(ctx)?;
+    let owned = ctx
+        .run
+        .state
+        .owned_lenient()
+        .map_err(super::cluster::state_error)?;
+    let Some(namespaces) = owned.namespaces.get(&cluster.name) else {
+        return Ok((false, outputs([("removed", json!([]))])));
+    };
+    let api = ctx.run.api(&cluster.name).await?;
+    let mut removed = Vec::new();
+    for (name, uid) in namespaces {
+        let r = ObjectRef::new("v1", "Namespace", None, name);
+        match api.get(&r).await? {
+            // No uid: an operator namespace that came with the lab's own install of its chart.
+            Some(ns) if uid.is_empty() || ns["metadata"]["uid"].as_str() == Some(uid.as_str()) => {
+                ctx.progress(format!(
+                    "removing namespace {name} from {} (created by this lab)",
+                    cluster.name
+                ));
+                if api.delete(&r).await? {
+                    removed.push(format!("{}: {r}", cluster.name));
+                }
+            }
+            Some(_) => ctx.progress(format!(
+                "namespace {name} on {} is not the one this lab created: left alone",
+                cluster.name
+            )),
+            None => {}
+        }
+        ctx.run
+            .state
+            .forget_namespace(&cluster.name, name)
+            .map_err(super::cluster::state_error)?;
+    }
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,6 +113,24 @@ pub const ACTIONS: &[ActionSpec] = &[
         run: action_fn!(kube::chart_uninstall),
     },
     ActionSpec {
+        name: "lab.remove-objects",
+        summary: "on an existing cluster, delete what the lab applied there (objects with its label, the bootstrap Secret of its joins)",
+        inputs: &[req("cluster", "an existing lab cluster")],
+        run: action_fn!(prune::remove_objects),
+    },
+    ActionSpec {
+        name: "lab.remove-registrations",
+        summary: "on an existing hub, delete the ManagedClusters of the lab's own joins (after their klusterlets are gone)",
+        inputs: &[req("cluster", "an existing lab cluster")],
+        run: action_fn!(prune::remove_registrations),
+    },
+    ActionSpec {
+        name: "lab.remove-namespaces",
+        summary: "on an existing cluster, delete the namespaces the ownership record says the lab created there",
+        inputs: &[req("cluster", "an existing lab cluster")],
+        run: action_fn!(prune::remove_namespaces),
+    },
+    ActionSpec {
         name: "ocm.hub-ready",
         summary: "wait for the ClusterManager conditions, the six hub Deployments and webhooks and, with the gate, the ClusterProfile CRD",
         inputs: &[req("cluster", "the hub")],

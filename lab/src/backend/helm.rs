@@ -657,11 +657,21 @@ impl ChartRenderer for Helm {
         }))
     }
 
-    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
-        // Only this lab's release: `helm list --selector` reads the labels `--labels` put on it.
+    async fn release_of_lab(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<bool> {
+        // `helm list --selector` reads the labels `--labels` put on the release.
         let selector = format!("{}={}", crate::topology::LAB_LABEL, target.lab);
         let listed = self.list(target, name, namespace, Some(selector)).await?;
-        if !listed.iter().any(|l| l.name == name) {
+        Ok(listed.iter().any(|l| l.name == name))
+    }
+
+    async fn uninstall(&self, target: &HelmTarget, name: &str, namespace: &str) -> Result<bool> {
+        // Only this lab's release.
+        if !self.release_of_lab(target, name, namespace).await? {
             return Ok(false);
         }
         let args = vec![

@@ -83,7 +83,7 @@ impl Connector for KubeConnector {
                         kubeconfig.display()
                     ),
                     Provider::Existing { .. } => {
-                        "fix `existing.kubeconfig` / `existing.context` of this cluster in the topology"
+                        "fix `existing.kubeconfig` / `existing.context` of this cluster in the topology (or the `--kubeconfig` / `--context` flags that stand in for them when they are left out)"
                             .to_owned()
                     }
                 };
@@ -803,6 +803,7 @@ current-context: other
             provider: Provider::Kind,
             context: "kind-spoke1".into(),
             internal_endpoint: None,
+            adopt: false,
         };
         let path = dir.path().join("spoke1.kubeconfig");
         let e = match KubeConnector::new().connect(&cluster, &path).await {
@@ -843,6 +844,7 @@ current-context: other
             },
             context: "kind-hub".into(),
             internal_endpoint: None,
+            adopt: false,
         };
         let e = match KubeConnector::new().connect(&cluster, &path).await {
             Ok(_) => panic!("connected to a closed port"),

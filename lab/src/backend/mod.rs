@@ -384,6 +384,18 @@ pub trait ChartRenderer: Send + Sync {
         let _ = (target, name, namespace);
         Ok(None)
     }
+    /// Whether release `name` in `namespace` exists and is labelled as this lab's
+    /// (`crate::topology::LAB_LABEL`, `helm list --selector`): what tells the lab's own install from
+    /// someone else's of the same name.
+    async fn release_of_lab(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<bool, HelmError> {
+        let _ = (target, name, namespace);
+        Ok(false)
+    }
     /// `helm uninstall` of a release labelled as this lab's (`crate::topology::LAB_LABEL`); `false` when there is
     /// no such release of this lab (absent, or someone else's: left alone).
     async fn uninstall(
@@ -767,6 +779,9 @@ impl ChartRenderer for Unavailable<HelmError> {
         _: &str,
         _: &str,
     ) -> Result<Option<Release>, HelmError> {
+        Err(self.0.clone())
+    }
+    async fn release_of_lab(&self, _: &HelmTarget, _: &str, _: &str) -> Result<bool, HelmError> {
         Err(self.0.clone())
     }
     async fn uninstall(&self, _: &HelmTarget, _: &str, _: &str) -> Result<bool, HelmError> {

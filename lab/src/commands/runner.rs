@@ -174,6 +174,7 @@ pub fn open_backends(
                 });
             }
         };
+        seed_existing_clusters(&sim, lab);
         return Ok(Opened {
             // The simulated post-renderer applies the run's patches, as `__post-render` would.
             backends: sim.backends_with_patches(match &args.lab.chart_patches {
@@ -252,6 +253,26 @@ pub fn open_backends(
         docker: docker.ok(),
         tool_versions,
     })
+}
+
+/// The simulated lab models an `existing:` cluster as a cluster someone else already runs: it is in the
+/// simulated world (as a foreign cluster) from the first command on, and `down` never deletes it.
+fn seed_existing_clusters(sim: &SimLab, lab: &Lab) {
+    let missing: Vec<String> = sim.with_world(|w| {
+        let names = w.cluster_names();
+        lab.clusters()
+            .filter(|c| matches!(c.provider, Provider::Existing { .. }))
+            .filter(|c| !names.contains(&c.name))
+            .map(|c| c.name.clone())
+            .collect()
+    });
+    if !missing.is_empty() {
+        sim.with_world(|w| {
+            for name in &missing {
+                w.add_foreign_cluster(name);
+            }
+        });
+    }
 }
 
 /// How helm runs this binary as its post-renderer, with the run's `--chart-patches`.
@@ -501,7 +522,20 @@ fn run_workflow(
     }
     if result.ok && workflow == Workflow::Down {
         // The lab is gone: forget its journal, simulated world, ownership record and last verification.
-        state.forget()?;
+        // A simulated world that still holds clusters someone else runs (`existing:`) stays: the
+        // simulation keeps serving them, as the real ones keep running.
+        let keep_world = opened
+            .sim
+            .as_ref()
+            .is_some_and(|sim| sim.has_foreign_clusters());
+        state.forget(keep_world)?;
+        if keep_world {
+            let _ = writeln!(
+                std::io::stderr(),
+                "the simulated world keeps the clusters this lab did not create (its `existing:` clusters, someone else's in the simulation); delete {} to start from an empty simulated world",
+                state.sim_world().display()
+            );
+        }
     }
     if result.cancelled {
         return Err(Error::Cancelled);

@@ -28,6 +28,12 @@ pub struct Status {
 pub struct ClusterStatus {
     pub name: String,
     pub provider: &'static str,
+    /// Whether the lab created the cluster (kind) or someone else runs it (`existing:`, never deleted by
+    /// the lab).
+    pub created_by_lab: bool,
+    /// For existing clusters: the kubeconfig context the lab reaches it through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// For kind clusters: the control-plane container runs.
     pub running: Option<bool>,
     pub reachable: bool,
@@ -146,9 +152,12 @@ async fn cluster_status(
             Err(e) => (false, None, Some(e.to_string())),
         }
     };
+    let existing = matches!(c.provider, Provider::Existing { .. });
     ClusterStatus {
         name: c.name.clone(),
         provider,
+        created_by_lab: !existing,
+        context: existing.then(|| c.context.clone()),
         running,
         reachable,
         version,
@@ -290,7 +299,11 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             (false, Some(e)) => format!("NOT reachable: {e}"),
             (false, None) => "NOT reachable".to_owned(),
         };
-        let _ = writeln!(out, "  {:<16} {:<9} {state}", c.name, c.provider);
+        let owner = match &c.context {
+            Some(ctx) => format!("; not created by this lab (context {ctx}), never deleted by it"),
+            None => String::new(),
+        };
+        let _ = writeln!(out, "  {:<16} {:<9} {state}{owner}", c.name, c.provider);
     }
     if !s.managed_clusters.is_empty() {
         let _ = writeln!(out, "\nManaged clusters:");

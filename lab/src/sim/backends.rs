@@ -729,6 +729,37 @@ impl ChartRenderer for SimHelm {
         .await
     }
 
+    async fn release_of_lab(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+    ) -> Result<bool, HelmError> {
+        let cluster = target.cluster.clone();
+        let lab = target.lab.clone();
+        let key = release_key(namespace, name);
+        call(
+            &self.0,
+            Behaviour::KubeRead,
+            &target.cluster,
+            "helm.list",
+            format!("release {key} of lab {lab}"),
+            false,
+            move |st| {
+                if !st.world.reachable(&cluster) {
+                    return Err(apiserver::unreachable(&cluster).into());
+                }
+                Ok(st
+                    .world
+                    .releases
+                    .get(&cluster)
+                    .and_then(|rs| rs.get(&key))
+                    .is_some_and(|r| r.labels.get(crate::topology::LAB_LABEL) == Some(&lab)))
+            },
+        )
+        .await
+    }
+
     async fn uninstall(
         &self,
         target: &HelmTarget,

@@ -325,6 +325,17 @@ impl SimLab {
         self.shared.lock().world.get_object(cluster, r)
     }
 
+    /// Whether the world holds a cluster the lab did not create (an `existing:` cluster, or one a test
+    /// added): such a world outlives `down`.
+    pub fn has_foreign_clusters(&self) -> bool {
+        self.shared
+            .lock()
+            .world
+            .clusters
+            .values()
+            .any(|c| c.foreign)
+    }
+
     /// Lets a test read or change the world directly; afterwards every controller looks at everything
     /// again and waiters are woken.
     pub fn with_world<R>(&self, f: impl FnOnce(&mut World) -> R) -> R {

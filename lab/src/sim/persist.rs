@@ -139,6 +139,7 @@ impl SaveCache {
                 api,
                 agent,
                 ca,
+                endpoint,
             } = c;
             if i > 0 {
                 out.push(b',');
@@ -156,6 +157,8 @@ impl SaveCache {
             json(&mut out, agent)?;
             out.extend_from_slice(b",\"ca\":");
             json(&mut out, ca)?;
+            out.extend_from_slice(b",\"endpoint\":");
+            json(&mut out, endpoint)?;
             out.extend_from_slice(b",\"api\":{\"rv\":");
             json(&mut out, &api.rv)?;
             out.extend_from_slice(b",\"objects\":");

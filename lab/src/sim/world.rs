@@ -69,6 +69,10 @@ pub struct SimCluster {
     /// one; made on load).
     #[serde(default)]
     pub(crate) ca: Option<super::certs::ClusterCa>,
+    /// An API server URL every simulated cluster reaches this one at, besides kind's internal
+    /// `https://<name>-control-plane:6443` (an existing cluster's address, e.g. behind a load balancer).
+    #[serde(default)]
+    pub endpoint: Option<String>,
 }
 
 impl SimCluster {
@@ -267,6 +271,13 @@ impl World {
     /// Adds a running kind cluster that was not created through the backends (someone else's).
     pub fn add_foreign_cluster(&mut self, name: &str) {
         self.create_cluster(name, "kindest/node:v1.36.1", true);
+    }
+
+    /// Makes `cluster` answer at `url` from every simulated cluster (see [`SimCluster::endpoint`]).
+    pub fn set_endpoint(&mut self, cluster: &str, url: &str) {
+        if let Some(c) = self.clusters.get_mut(cluster) {
+            c.endpoint = Some(url.trim_end_matches('/').to_owned());
+        }
     }
 
     /// Adds a container, e.g. a leftover kind node (`kind_cluster` sets its kind labels) or an
@@ -543,6 +554,7 @@ impl World {
                 api: Store::default(),
                 agent: None,
                 ca: Some(super::certs::ClusterCa::new(name)),
+                endpoint: None,
             },
         );
         let ca_pem = self.ca_pem(name).to_owned();

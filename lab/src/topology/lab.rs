@@ -126,8 +126,12 @@ pub struct Cluster {
     /// Context name in the user's kubeconfig: `kind-<name>` for kind clusters, as kind names them.
     pub context: String,
     /// The API server address other clusters' pods use, when known before the cluster runs:
-    /// `https://<name>-control-plane:6443` on kind (OCM-FACTS §1).
+    /// `https://<name>-control-plane:6443` on kind (OCM-FACTS §1), an existing cluster's
+    /// `existing.joinEndpoint`.
     pub internal_endpoint: Option<String>,
+    /// `existing.adopt`: an OCM install already on this existing cluster is used, not refused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -13,6 +13,7 @@ use std::path::Path;
 
 pub use lab::*;
 pub use model::Check;
+pub use resolve::{KubeconfigFlags, default_kubeconfig, kubeconfig_flags, set_kubeconfig_flags};
 
 use crate::diag::{self, Collector, FileDiagnostics, Issue, suggest};
 use crate::embedded;

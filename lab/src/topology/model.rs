@@ -103,17 +103,41 @@ pub struct Versions {
 }
 
 /// A cluster someone already runs, reached through a kubeconfig context instead of being created by kind.
+/// The lab never deletes it: `down` removes only what the lab installed and applied there.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Existing {
-    /// Path to the kubeconfig file (`~` is expanded). Default: as kubectl, `$KUBECONFIG` (all of its
-    /// paths, merged) or `~/.kube/config`.
+    /// Path to the kubeconfig file (`~` is expanded). Default: as kubectl, the global `--kubeconfig` flag,
+    /// else `$KUBECONFIG` (all of its paths, merged), else `~/.kube/config`.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub kubeconfig: Option<Spanned<String>>,
-    /// Context in that kubeconfig.
-    #[schemars(with = "String")]
-    pub context: Spanned<String>,
+    /// Context in that kubeconfig. May be left out by one existing cluster of the lab, which then takes the
+    /// global `--context` flag (required then: the kubeconfig's current-context is never used, so that a
+    /// `kubectl config use-context` cannot silently point the lab at another cluster).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub context: Option<Spanned<String>>,
+    /// Use an Open Cluster Management install that is already on this cluster instead of refusing it
+    /// (default false: `up` refuses a cluster that runs OCM the lab did not install, naming what it found).
+    /// With `adopt: true` the lab installs no OCM chart there and changes nothing it does not own: on a
+    /// hub, the ClusterManager `cluster-manager` stays as it is (it must already have the hub gates the
+    /// topology asks for, or `up` stops and says which are missing); on a spoke, the Klusterlet and its
+    /// bootstrap Secret stay as they are (the spoke's klusterlet must already be registered with the lab's
+    /// hub as a ManagedCluster of the spoke's name; the lab still accepts it on a hub it installed). The
+    /// lab's own objects (sets, bindings, properties, addons, service accounts) are applied as on any
+    /// cluster and carry the lab's label, and `down` removes only those, the Helm releases labelled as
+    /// the lab's, and the namespaces the lab created.
+    #[serde(default)]
+    pub adopt: bool,
+    /// The API server URL other clusters' agents reach this cluster at (https). For a hub: the server of
+    /// the bootstrap kubeconfig its spokes join with; for a spoke: its Klusterlet's `externalServerURLs`.
+    /// Default: the server of this cluster's context in its kubeconfig (the address the lab itself uses),
+    /// else the server in its `kube-public/cluster-info`. A kind cluster always uses
+    /// `https://<name>-control-plane:6443` on the kind network.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub join_endpoint: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

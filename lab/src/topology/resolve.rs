@@ -100,6 +100,8 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) 
         }
     }
 
+    context_flag(c, spec);
+
     // ManagedClusters: the spokes, plus the hub itself as local-cluster.
     let mut managed: Vec<ManagedCluster> = spokes
         .iter()
@@ -394,16 +396,45 @@ fn cluster(
             provider: Provider::Kind,
             context: format!("kind-{name}"),
             internal_endpoint: Some(format!("https://{name}-control-plane:6443")),
+            adopt: false,
         },
         Some(e) => {
             for (s, f) in [
                 (e.kubeconfig.as_ref(), "kubeconfig"),
-                (Some(&e.context), "context"),
+                (e.context.as_ref(), "context"),
+                (e.join_endpoint.as_ref(), "joinEndpoint"),
             ] {
                 if let Some(s) = s.filter(|s| s.value.trim().is_empty()) {
                     c.error(at(s), format!("{field}.{f}"), format!("`{f}` is empty"));
                 }
             }
+            if let Some(j) = e
+                .join_endpoint
+                .as_ref()
+                .filter(|j| !j.value.trim().is_empty())
+                && let Err(why) = https_url(&j.value)
+            {
+                c.error(
+                    at(j),
+                    format!("{field}.joinEndpoint"),
+                    format!("`{}` is not an https URL: {why}", j.value),
+                )
+                .help("the API server URL the other clusters' agents reach, e.g. `https://hub.example.com:6443`");
+            }
+            let flags = kubeconfig_flags();
+            let context = match (&e.context, &flags.context) {
+                (Some(ctx), _) => ctx.value.clone(),
+                (None, Some(flag)) => flag.clone(),
+                (None, None) => {
+                    c.error(
+                        None,
+                        format!("{field}.context"),
+                        format!("cluster `{name}` names no kubeconfig context"),
+                    )
+                    .help("set `context:` in the topology, or pass the global `--context <name>` flag (the kubeconfig's current-context is never used)");
+                    String::new()
+                }
+            };
             Cluster {
                 name: name.to_owned(),
                 role,
@@ -412,18 +443,119 @@ fn cluster(
                         Some(k) => expand_home(&k.value),
                         None => default_kubeconfig(),
                     },
-                    context: e.context.value.clone(),
+                    context: context.clone(),
                 },
-                context: e.context.value.clone(),
-                internal_endpoint: None,
+                context,
+                internal_endpoint: e
+                    .join_endpoint
+                    .as_ref()
+                    .map(|j| j.value.trim_end_matches('/').to_owned()),
+                adopt: e.adopt,
             }
         }
     }
 }
 
-/// kubectl's default: `$KUBECONFIG` as it is (a list of paths, merged where the cluster is reached), else
-/// `~/.kube/config`.
-fn default_kubeconfig() -> String {
+/// `--context` names the context of exactly one existing cluster: the one that leaves `context` out. A
+/// second such cluster would get the same context, and a flag no cluster takes would be silently ignored.
+fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec) {
+    let mut without: Vec<String> = Vec::new();
+    if spec
+        .hub
+        .existing
+        .as_ref()
+        .is_some_and(|e| e.context.is_none())
+    {
+        without.push("spec.hub.existing".to_owned());
+    }
+    for (i, s) in spec.spokes.value.iter().enumerate() {
+        if s.existing.as_ref().is_some_and(|e| e.context.is_none()) {
+            without.push(format!("spec.spokes[{i}].existing"));
+        }
+    }
+    if without.len() > 1 {
+        c.error(
+            None,
+            format!("{}.context", without[1]),
+            format!(
+                "{} existing clusters leave `context` out ({}); at most one may, and it takes `--context`",
+                without.len(),
+                without.join(", ")
+            ),
+        )
+        .help("name the context of each existing cluster in the topology");
+    }
+    if without.is_empty()
+        && let Some(flag) = kubeconfig_flags().context
+    {
+        c.error(
+            None,
+            "spec",
+            format!("`--context {flag}` applies to no cluster of this lab"),
+        )
+        .help("`--context` names the context of the one `existing:` cluster that leaves `context:` out; every cluster of this topology is kind or names its context");
+    }
+}
+
+/// Why `url` is not an absolute https URL with a host.
+fn https_url(url: &str) -> Result<(), String> {
+    let Some(rest) = url.strip_prefix("https://") else {
+        return Err("it must start with `https://`".to_owned());
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.is_empty() {
+        return Err("an API server URL has no path".to_owned());
+    }
+    if authority.contains('@')
+        || authority
+            .chars()
+            .any(|ch| ch.is_whitespace() || "?#".contains(ch))
+    {
+        return Err("it holds characters no host has".to_owned());
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, Some(p)),
+        _ => (authority, None),
+    };
+    if host.is_empty() || host == "[]" {
+        return Err("it names no host".to_owned());
+    }
+    if let Some(p) = port
+        && p.parse::<u16>().map_or(true, |p| p == 0)
+    {
+        return Err(format!("`{p}` is not a port"));
+    }
+    Ok(())
+}
+
+/// The global `--kubeconfig` and `--context` flags, as the command line gave them (kubectl's flags).
+#[derive(Debug, Clone, Default)]
+pub struct KubeconfigFlags {
+    /// `--kubeconfig`: the kubeconfig of every `existing:` cluster that names none, and the file `up`
+    /// merges the kind clusters' contexts into (instead of `$KUBECONFIG` / `~/.kube/config`).
+    pub kubeconfig: Option<String>,
+    /// `--context`: the context of the one `existing:` cluster that leaves `context` out.
+    pub context: Option<String>,
+}
+
+static FLAGS: std::sync::OnceLock<KubeconfigFlags> = std::sync::OnceLock::new();
+
+/// Sets the global flags once, before any topology is loaded (the CLI does, from its arguments).
+pub fn set_kubeconfig_flags(flags: KubeconfigFlags) {
+    let _ = FLAGS.set(flags);
+}
+
+/// The global flags (none set: kubectl's defaults).
+pub fn kubeconfig_flags() -> KubeconfigFlags {
+    FLAGS.get().cloned().unwrap_or_default()
+}
+
+/// kubectl's default: `--kubeconfig`, else `$KUBECONFIG` as it is (a list of paths, merged where the
+/// cluster is reached), else `~/.kube/config`.
+pub fn default_kubeconfig() -> String {
+    if let Some(k) = kubeconfig_flags().kubeconfig {
+        return expand_home(&k);
+    }
     match std::env::var("KUBECONFIG") {
         Ok(k) if !k.is_empty() => k,
         _ => expand_home("~/.kube/config"),

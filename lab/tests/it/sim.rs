@@ -28,6 +28,7 @@ fn topo(name: &str) -> Cluster {
         provider: Provider::Kind,
         context: format!("kind-{name}"),
         internal_endpoint: Some(format!("https://{name}-control-plane:6443")),
+        adopt: false,
     }
 }
 

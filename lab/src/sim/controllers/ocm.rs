@@ -494,26 +494,42 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
     // Parsed once per distinct Secret content: the agent looks at it on every change of its cluster.
     let boot = w.kubeconfigs.get_or_parse(data, parse_bootstrap)?;
     let (server, token) = (boot.server.as_str(), boot.token.as_str());
-    let host = server
-        .trim_end_matches('/')
-        .strip_prefix("https://")
-        .and_then(|h| h.strip_suffix(":6443"))
-        .and_then(|h| h.strip_suffix("-control-plane"));
-    let Some(hub) = host else {
-        return Err(format!(
-            "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub; OCM-FACTS §9.1)"
-        ));
+    // A cluster's own endpoint (an existing cluster's address) is reached from anywhere while it runs.
+    let by_endpoint = w
+        .clusters
+        .values()
+        .find(|c| c.endpoint.as_deref() == Some(server.trim_end_matches('/')))
+        .map(|c| c.name.as_str());
+    let hub = if let Some(hub) = by_endpoint {
+        if !w.reachable(hub) {
+            return Err(format!(
+                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused"
+            ));
+        }
+        hub
+    } else {
+        let host = server
+            .trim_end_matches('/')
+            .strip_prefix("https://")
+            .and_then(|h| h.strip_suffix(":6443"))
+            .and_then(|h| h.strip_suffix("-control-plane"));
+        let Some(hub) = host else {
+            return Err(format!(
+                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub; OCM-FACTS §9.1)"
+            ));
+        };
+        let on_kind = |c: &str| {
+            w.containers
+                .get(&control_plane(c))
+                .is_some_and(|ct| ct.running && ct.networks.contains_key(KIND_NETWORK))
+        };
+        if !w.reachable(hub) || !on_kind(hub) || !on_kind(spoke) {
+            return Err(format!(
+                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: lookup {hub}-control-plane on 127.0.0.11:53: no such host"
+            ));
+        }
+        hub
     };
-    let on_kind = |c: &str| {
-        w.containers
-            .get(&control_plane(c))
-            .is_some_and(|ct| ct.running && ct.networks.contains_key(KIND_NETWORK))
-    };
-    if !w.reachable(hub) || !on_kind(hub) || !on_kind(spoke) {
-        return Err(format!(
-            "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: lookup {hub}-control-plane on 127.0.0.11:53: no such host"
-        ));
-    }
     // TLS first: the agent verifies the hub's serving certificate with the kubeconfig's CA.
     if let Some(ca) = &boot.ca
         && !trusts(ca, w.ca_pem(hub))
