@@ -99,6 +99,28 @@ async fn a_saved_bundle_loads_back_the_images_it_names() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("lab-bundle.tar")]);
+    // A plain tar any tool reads: the manifest first, then the image's archive, each whole.
+    let listed = std::process::Command::new("tar")
+        .arg("-tvf")
+        .arg(&out)
+        .output()
+        .expect("tar runs");
+    assert!(listed.status.success(), "{listed:?}");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let entries: Vec<(&str, &str)> = listed
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[2], f[f.len() - 1])
+        })
+        .collect();
+    assert_eq!(entries.len(), 2, "{listed}");
+    assert_eq!(entries[0].1, "manifest.json", "{listed}");
+    assert_eq!(
+        entries[1],
+        (manifest.items[0].size.to_string().as_str(), "images/0.tar"),
+        "{listed}"
+    );
 
     untag(&d, &tag.name).await;
     let loaded = d.load_bundle(&out).await.unwrap();

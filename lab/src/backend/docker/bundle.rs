@@ -11,7 +11,7 @@
 //! hashes each entry in one pass over the file, then streams each entry from its offset into
 //! `POST /images/load`.
 
-use std::io::{Read as _, Write as _};
+use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use bollard::query_parameters::ImportImageOptionsBuilder;
@@ -133,9 +133,13 @@ impl Docker {
         let mut files = Vec::new();
         for (n, image) in images.iter().enumerate() {
             let path = scratch.path().join(format!("{n}.tar"));
-            let mut file = tokio::fs::File::create(&path)
-                .await
-                .map_err(io_err(format!("create {}", path.display())))?;
+            // Docker's chunks are small: buffered, so the file sees 1 MiB writes.
+            let mut file = tokio::io::BufWriter::with_capacity(
+                CHUNK,
+                tokio::fs::File::create(&path)
+                    .await
+                    .map_err(io_err(format!("create {}", path.display())))?,
+            );
             let mut hash = Sha256::new();
             let mut size = 0u64;
             let mut stream = self.client.export_image(image);
@@ -294,16 +298,36 @@ fn write_tar(out: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
         header.set_size(json.len() as u64);
         header.set_mode(0o644);
         tar.append_data(&mut header, MANIFEST, json.as_slice())?;
+        // The entries are written by hand, file to file: `std::io::copy` from a `File` to a `File` is a
+        // kernel copy (`copy_file_range`), where the tar builder would pass every byte through a buffer.
+        tar.finish()?;
+        let mut w = tar.into_inner()?;
+        w.flush()?;
+        let mut f = w.into_inner().map_err(|e| e.into_error())?;
+        // `finish` wrote the two end-of-archive blocks: the entries go in their place.
+        f.seek(std::io::SeekFrom::End(-1024))?;
         for (item, file) in manifest.items.iter().zip(files) {
-            // Exactly the bytes hashed: a file that grew since is cut to its recorded size (and then
-            // refused by its digest on loading); one that shrank leaves a damaged bundle, refused likewise.
-            let f = std::fs::File::open(file)?;
             let mut header = tar::Header::new_gnu();
+            header.set_path(&item.path)?;
             header.set_size(item.size);
             header.set_mode(if item.kind == KIND_TOOL { 0o755 } else { 0o644 });
-            tar.append_data(&mut header, &item.path, f.take(item.size))?;
+            header.set_mtime(0);
+            header.set_cksum();
+            f.write_all(header.as_bytes())?;
+            // Exactly the bytes hashed: a file that grew since is cut to its recorded size (and then
+            // refused by its digest on loading); one that shrank fails the save.
+            let copied = std::io::copy(&mut std::fs::File::open(file)?.take(item.size), &mut f)?;
+            if copied != item.size {
+                return Err(std::io::Error::other(format!(
+                    "{} shrank from {} to {copied} bytes while the bundle was written",
+                    file.display(),
+                    item.size
+                )));
+            }
+            f.write_all(&[0u8; 512][..((512 - item.size % 512) % 512) as usize])?;
         }
-        tar.into_inner()?.flush()
+        // Two zero blocks end the archive. No fsync: a bundle cut off by a crash is refused by its digests.
+        f.write_all(&[0u8; 1024])
     };
     // Written under another name and renamed: a cut-off save never leaves a bundle that looks whole.
     write()
