@@ -11,7 +11,7 @@
 //! hashes each entry in one pass over the file, then streams each entry from its offset into
 //! `POST /images/load`.
 
-use std::io::{Read as _, Seek as _, Write as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use bollard::query_parameters::ImportImageOptionsBuilder;
@@ -86,7 +86,7 @@ pub struct FileItem {
     pub source: PathBuf,
 }
 
-fn io_err(what: String) -> impl FnOnce(std::io::Error) -> DockerError {
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> DockerError + use<> {
     move |e| DockerError::Io {
         what,
         detail: e.to_string(),
@@ -127,45 +127,10 @@ impl Docker {
                 });
             }
         }
-        let extra = files;
-        let scratch = tempdir_near(out)?;
-        let mut items = Vec::new();
-        let mut files = Vec::new();
-        for (n, image) in images.iter().enumerate() {
-            let path = scratch.path().join(format!("{n}.tar"));
-            // Docker's chunks are small: buffered, so the file sees 1 MiB writes.
-            let mut file = tokio::io::BufWriter::with_capacity(
-                CHUNK,
-                tokio::fs::File::create(&path)
-                    .await
-                    .map_err(io_err(format!("create {}", path.display())))?,
-            );
-            let mut hash = Sha256::new();
-            let mut size = 0u64;
-            let mut stream = self.client.export_image(image);
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| self.err(&format!("export image {image}"), e))?;
-                hash.update(&chunk);
-                size += chunk.len() as u64;
-                file.write_all(&chunk)
-                    .await
-                    .map_err(io_err(format!("write {}", path.display())))?;
-            }
-            file.flush()
-                .await
-                .map_err(io_err(format!("write {}", path.display())))?;
-            items.push(Item {
-                name: image.clone(),
-                kind: KIND_IMAGE.to_owned(),
-                path: format!("images/{n}.tar"),
-                digest: format!("sha256:{}", hex::encode(hash.finalize())),
-                size,
-                version: None,
-                repo: None,
-            });
-            files.push(path);
-        }
-        for f in extra {
+        // Charts and tools are hashed first: then only the images' digests and sizes are unknown
+        // until they are written, and the manifest's room at the start of the bundle can be reserved.
+        let mut file_items = Vec::new();
+        for f in files {
             let source = f.source.clone();
             let (digest, size) = tokio::task::spawn_blocking(move || hash_file(&source))
                 .await
@@ -174,7 +139,7 @@ impl Docker {
                     detail: e.to_string(),
                 })?
                 .map_err(io_err(format!("read {}", f.source.display())))?;
-            items.push(Item {
+            file_items.push(Item {
                 name: f.name.clone(),
                 kind: f.kind.clone(),
                 path: f.path.clone(),
@@ -183,23 +148,98 @@ impl Docker {
                 version: f.version.clone(),
                 repo: f.repo.clone(),
             });
-            files.push(f.source.clone());
         }
-        let manifest = Manifest {
-            format: FORMAT.to_owned(),
-            lab,
-            items,
+        let image_item = |n: usize, image: &str, digest: String, size: u64| Item {
+            name: image.to_owned(),
+            kind: KIND_IMAGE.to_owned(),
+            path: format!("images/{n}.tar"),
+            digest,
+            size,
+            version: None,
+            repo: None,
         };
-        let out = out.to_owned();
-        let m = manifest.clone();
-        tokio::task::spawn_blocking(move || write_tar(&out, &m, &files))
-            .await
-            .map_err(|e| DockerError::TaskStopped {
-                what: "bundle writer".to_owned(),
-                detail: e.to_string(),
-            })??;
-        drop(scratch);
-        Ok(manifest)
+        // The longest the manifest can be: every digest has the same length, no size has more digits.
+        let widest = Manifest {
+            format: FORMAT.to_owned(),
+            lab: lab.clone(),
+            items: images
+                .iter()
+                .enumerate()
+                .map(|(n, i)| image_item(n, i, format!("sha256:{}", "0".repeat(64)), u64::MAX))
+                .chain(file_items.iter().cloned())
+                .collect(),
+        };
+        let room = serde_json::to_vec_pretty(&widest)
+            .expect("manifests serialize")
+            .len() as u64;
+        // Written under another name and renamed once whole: a cut-off save never leaves a bundle that
+        // looks whole.
+        let partial = out.with_extension("partial");
+        let written = async {
+            let mut w = Writer::create(&partial).await?;
+            w.header(MANIFEST, room, 0o644).await?;
+            w.zeros(room + pad(room)).await?;
+            let mut items = Vec::new();
+            for (n, image) in images.iter().enumerate() {
+                // Streamed from Docker straight into its entry, hashed on the way; its header is
+                // written once the size is known.
+                let at = w.position().await?;
+                w.zeros(512).await?;
+                let mut hash = Sha256::new();
+                let mut size = 0u64;
+                let mut stream = self.client.export_image(image);
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| self.err(&format!("export image {image}"), e))?;
+                    hash.update(&chunk);
+                    size += chunk.len() as u64;
+                    w.write(&chunk).await?;
+                }
+                w.zeros(pad(size)).await?;
+                let item = image_item(
+                    n,
+                    image,
+                    format!("sha256:{}", hex::encode(hash.finalize())),
+                    size,
+                );
+                w.header_at(at, &item.path, size, 0o644).await?;
+                items.push(item);
+            }
+            for (item, f) in file_items.iter().zip(files) {
+                w.header(
+                    &item.path,
+                    item.size,
+                    if item.kind == KIND_TOOL { 0o755 } else { 0o644 },
+                )
+                .await?;
+                w.copy_file(&f.source, item.size).await?;
+                w.zeros(pad(item.size)).await?;
+            }
+            items.extend(file_items);
+            let manifest = Manifest {
+                format: FORMAT.to_owned(),
+                lab,
+                items,
+            };
+            let mut json = serde_json::to_vec_pretty(&manifest).expect("manifests serialize");
+            // Trailing spaces fill the reserved room: JSON allows whitespace after the value.
+            json.resize(room as usize, b' ');
+            w.zeros(1024).await?;
+            w.write_at(512, &json).await?;
+            w.finish().await?;
+            tokio::fs::rename(&partial, out)
+                .await
+                .map_err(io_err(format!(
+                    "rename {} to {}",
+                    partial.display(),
+                    out.display()
+                )))?;
+            Ok(manifest)
+        }
+        .await;
+        if written.is_err() {
+            let _ = tokio::fs::remove_file(&partial).await;
+        }
+        written
     }
 
     /// Loads a bundle's images into the engine, after checking every entry against the manifest; a
@@ -275,70 +315,131 @@ impl Docker {
 
 /// A private temporary folder beside `out` (same file system, so no surprise about free space elsewhere),
 /// removed when dropped (`tempfile`, 0700).
-fn tempdir_near(out: &Path) -> Result<tempfile::TempDir> {
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    tempfile::Builder::new()
-        .prefix(".ocm-lab-bundle")
-        .tempdir_in(&parent)
-        .map_err(|e| DockerError::Io {
-            what: format!("create a temporary folder in {}", parent.display()),
-            detail: e.to_string(),
-        })
+/// Padding after an entry of `size` bytes, to the next 512-byte block.
+fn pad(size: u64) -> u64 {
+    (512 - size % 512) % 512
 }
 
-fn write_tar(out: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
-    let partial = out.with_extension("partial");
-    let write = || -> std::io::Result<()> {
-        let mut tar = tar::Builder::new(std::io::BufWriter::new(std::fs::File::create(&partial)?));
-        let json = serde_json::to_vec_pretty(manifest).expect("manifests serialize");
-        let mut header = tar::Header::new_gnu();
-        header.set_size(json.len() as u64);
-        header.set_mode(0o644);
-        tar.append_data(&mut header, MANIFEST, json.as_slice())?;
-        // The entries are written by hand, file to file: `std::io::copy` from a `File` to a `File` is a
-        // kernel copy (`copy_file_range`), where the tar builder would pass every byte through a buffer.
-        tar.finish()?;
-        let mut w = tar.into_inner()?;
-        w.flush()?;
-        let mut f = w.into_inner().map_err(|e| e.into_error())?;
-        // `finish` wrote the two end-of-archive blocks: the entries go in their place.
-        f.seek(std::io::SeekFrom::End(-1024))?;
-        for (item, file) in manifest.items.iter().zip(files) {
-            let mut header = tar::Header::new_gnu();
-            header.set_path(&item.path)?;
-            header.set_size(item.size);
-            header.set_mode(if item.kind == KIND_TOOL { 0o755 } else { 0o644 });
-            header.set_mtime(0);
-            header.set_cksum();
-            f.write_all(header.as_bytes())?;
-            // Exactly the bytes hashed: a file that grew since is cut to its recorded size (and then
-            // refused by its digest on loading); one that shrank fails the save.
-            let copied = std::io::copy(&mut std::fs::File::open(file)?.take(item.size), &mut f)?;
-            if copied != item.size {
-                return Err(std::io::Error::other(format!(
-                    "{} shrank from {} to {copied} bytes while the bundle was written",
-                    file.display(),
-                    item.size
-                )));
-            }
-            f.write_all(&[0u8; 512][..((512 - item.size % 512) % 512) as usize])?;
-        }
-        // Two zero blocks end the archive. No fsync: a bundle cut off by a crash is refused by its digests.
-        f.write_all(&[0u8; 1024])
-    };
-    // Written under another name and renamed: a cut-off save never leaves a bundle that looks whole.
-    write()
-        .and_then(|()| std::fs::rename(&partial, out))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&partial);
-            DockerError::Io {
-                what: format!("write the bundle {}", out.display()),
-                detail: e.to_string(),
-            }
+/// The bundle file as it is written: buffered, with the seeks a header written after its entry needs.
+struct Writer {
+    path: PathBuf,
+    file: tokio::io::BufWriter<tokio::fs::File>,
+}
+
+impl Writer {
+    async fn create(path: &Path) -> Result<Writer> {
+        let file = tokio::fs::File::create(path)
+            .await
+            .map_err(io_err(format!("create {}", path.display())))?;
+        Ok(Writer {
+            path: path.to_owned(),
+            file: tokio::io::BufWriter::with_capacity(CHUNK, file),
         })
+    }
+
+    fn fail(&self) -> impl FnOnce(std::io::Error) -> DockerError + use<> {
+        io_err(format!("write the bundle {}", self.path.display()))
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        let fail = self.fail();
+        self.file.write_all(bytes).await.map_err(fail)
+    }
+
+    async fn zeros(&mut self, n: u64) -> Result<()> {
+        let block = [0u8; 4096];
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(block.len() as u64) as usize;
+            self.write(&block[..k]).await?;
+            left -= k as u64;
+        }
+        Ok(())
+    }
+
+    async fn position(&mut self) -> Result<u64> {
+        let fail = self.fail();
+        self.file.flush().await.map_err(self.fail())?;
+        self.file.get_mut().stream_position().await.map_err(fail)
+    }
+
+    fn tar_header(path: &str, size: u64, mode: u32) -> std::io::Result<tar::Header> {
+        let mut header = tar::Header::new_gnu();
+        header.set_path(path)?;
+        header.set_size(size);
+        header.set_mode(mode);
+        header.set_mtime(0);
+        header.set_cksum();
+        Ok(header)
+    }
+
+    async fn header(&mut self, path: &str, size: u64, mode: u32) -> Result<()> {
+        let header = Self::tar_header(path, size, mode).map_err(self.fail())?;
+        self.write(header.as_bytes()).await
+    }
+
+    /// Writes `bytes` at `offset`, then carries on at the end.
+    async fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let fail = self.fail();
+        let end = self.position().await?;
+        let f = self.file.get_mut();
+        async {
+            f.seek(std::io::SeekFrom::Start(offset)).await?;
+            f.write_all(bytes).await?;
+            f.seek(std::io::SeekFrom::Start(end)).await?;
+            Ok(())
+        }
+        .await
+        .map_err(fail)
+    }
+
+    async fn header_at(&mut self, offset: u64, path: &str, size: u64, mode: u32) -> Result<()> {
+        let header = Self::tar_header(path, size, mode).map_err(self.fail())?;
+        self.write_at(offset, header.as_bytes()).await
+    }
+
+    /// Appends exactly `size` bytes of `source` (a chart or tool), copied by the kernel
+    /// (`copy_file_range`, through `std::io::copy` from a `File` to a `File`); one that shrank fails.
+    async fn copy_file(&mut self, source: &Path, size: u64) -> Result<()> {
+        self.file.flush().await.map_err(self.fail())?;
+        let mut to = self
+            .file
+            .get_ref()
+            .try_clone()
+            .await
+            .map_err(self.fail())?
+            .into_std()
+            .await;
+        let from = source.to_owned();
+        let copied = tokio::task::spawn_blocking(move || {
+            std::io::copy(&mut std::fs::File::open(&from)?.take(size), &mut to)
+        })
+        .await
+        .map_err(|e| DockerError::TaskStopped {
+            what: "bundle writer".to_owned(),
+            detail: e.to_string(),
+        })?
+        .map_err(io_err(format!("copy {} into the bundle", source.display())))?;
+        if copied != size {
+            return Err(DockerError::Io {
+                what: format!("copy {} into the bundle", source.display()),
+                detail: format!(
+                    "it shrank from {size} to {copied} bytes while the bundle was written"
+                ),
+            });
+        }
+        // The clone shares the file offset: carry on after what it wrote.
+        self.file
+            .get_mut()
+            .seek(std::io::SeekFrom::End(0))
+            .await
+            .map_err(self.fail())?;
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<()> {
+        self.file.flush().await.map_err(self.fail())
+    }
 }
 
 /// The sha256 (hex) and size of a file, read in chunks.
