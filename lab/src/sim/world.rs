@@ -443,7 +443,15 @@ impl World {
     /// The node whose image store a cluster's Pods use: its first running node (a simulated kind cluster
     /// has one, `<cluster>-control-plane`).
     pub(crate) fn image_node(&self, cluster: &str) -> Option<&Container> {
-        self.containers_of(cluster).into_iter().find(|c| c.running)
+        // By name first: it is asked for every image of every rollout, and a scan of all containers
+        // made a lab of n clusters cost n² (kind names the first node `<cluster>-control-plane`).
+        let by_name = self
+            .containers
+            .get(&format!("{cluster}-control-plane"))
+            .filter(|c| {
+                c.running && c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+            });
+        by_name.or_else(|| self.containers_of(cluster).into_iter().find(|c| c.running))
     }
 
     /// Whether cluster `c`'s node holds `image` (any reference form). A cluster without simulated node
