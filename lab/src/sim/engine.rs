@@ -181,9 +181,16 @@ impl Shared {
     }
 
     fn reconcile(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
+        self.reconcile_rounds(st, initial);
+        // What the controllers read was parsed from the stored text; only the text stays.
+        st.world.release_parsed(0);
+    }
+
+    fn reconcile_rounds(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
         let mut queue: BTreeSet<Work> = initial.into_iter().collect();
         st.backoff.clear();
         for _ in 0..MAX_ROUNDS {
+            st.world.release_parsed(super::apiserver::PARSED_KEPT);
             let changes = std::mem::take(&mut st.world.changes);
             for ch in &changes {
                 controllers::dispatch(&st.world, ch, &mut queue);

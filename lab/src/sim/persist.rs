@@ -10,13 +10,12 @@
 //! 20 MB of JSON under the world's lock; and what did not change is kept on disk (the last save's file,
 //! held open), not in memory: the cache holds offsets, not text.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::Path;
 
-use serde_json::Value;
-
+use super::apiserver::Objects;
 use super::world::{SimCluster, World};
 
 /// A span of the last saved file: `len` bytes from `start`.
@@ -29,7 +28,7 @@ pub(crate) struct Span {
 /// Where one object's entry (`"name":{…}`, with the `,` before it when `comma`) was in the last file,
 /// and at which resourceVersion.
 struct ObjectPiece {
-    rv: String,
+    rv: u64,
     span: Span,
     comma: bool,
 }
@@ -308,7 +307,7 @@ impl SaveCache {
                     } else {
                         // Small stores (a spoke's) are cheaper to write whole than to keep in pieces.
                         piece.pieces.clear();
-                        out.json(api.objects())?;
+                        write_objects(api.objects(), out)?;
                     }
                     piece.rv = api.rv;
                     piece.objects = Some(Span {
@@ -324,14 +323,34 @@ impl SaveCache {
     }
 }
 
+/// A store's objects as JSON (the objects' text as stored).
+fn write_objects(objects: &Objects, out: &mut Save) -> std::io::Result<()> {
+    out.text(b"{")?;
+    for (gi, (gk, by_ns)) in objects.iter().enumerate() {
+        out.text(if gi > 0 { b"," } else { b"" })?;
+        out.json(gk)?;
+        out.text(b":{")?;
+        for (ni, (ns, by_name)) in by_ns.iter().enumerate() {
+            out.text(if ni > 0 { b"," } else { b"" })?;
+            out.json(ns)?;
+            out.text(b":{")?;
+            for (oi, (name, obj)) in by_name.iter().enumerate() {
+                out.text(if oi > 0 { b"," } else { b"" })?;
+                out.json(name)?;
+                out.text(b":")?;
+                out.text(obj.text().as_bytes())?;
+            }
+            out.text(b"}")?;
+        }
+        out.text(b"}")?;
+    }
+    out.text(b"}")
+}
+
 impl ClusterPiece {
     /// Lays out a cluster's objects from the spans of objects whose version did not move; the pieces of
     /// objects that are gone are dropped.
-    fn objects_json(
-        &mut self,
-        objects: &BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>,
-        out: &mut Save,
-    ) -> std::io::Result<()> {
+    fn objects_json(&mut self, objects: &Objects, out: &mut Save) -> std::io::Result<()> {
         let mut old = std::mem::take(&mut self.pieces);
         out.text(b"{")?;
         for (gi, (gk, by_ns)) in objects.iter().enumerate() {
@@ -353,11 +372,9 @@ impl ClusterPiece {
                 for (oi, (name, obj)) in by_name.iter().enumerate() {
                     let comma = oi > 0;
                     let start = out.pos();
-                    let rv = obj["metadata"]["resourceVersion"].as_str();
-                    let mut kept_rv = None;
+                    let rv = obj.rv();
                     match (old_ns.remove(name), rv) {
                         (Some(p), Some(rv)) if p.rv == rv => {
-                            kept_rv = Some(p.rv);
                             // The entry as it was, with or without the `,` before it.
                             match (p.comma, comma) {
                                 (true, false) => {
@@ -381,7 +398,7 @@ impl ClusterPiece {
                             }
                             out.json(name)?;
                             out.text(b":")?;
-                            out.json(obj)?;
+                            out.text(obj.text().as_bytes())?;
                         }
                     }
                     if let Some(rv) = rv {
@@ -389,14 +406,7 @@ impl ClusterPiece {
                             start,
                             len: out.pos() - start,
                         };
-                        new_ns.insert(
-                            name.clone(),
-                            ObjectPiece {
-                                rv: kept_rv.unwrap_or_else(|| rv.to_owned()),
-                                span,
-                                comma,
-                            },
-                        );
+                        new_ns.insert(name.clone(), ObjectPiece { rv, span, comma });
                     }
                 }
                 out.text(b"}")?;
@@ -412,6 +422,7 @@ impl ClusterPiece {
 mod tests {
     use super::*;
     use crate::sim::SimLab;
+    use serde_json::Value;
 
     /// A cache that keeps every store whole, and one that keeps every store in pieces.
     fn caches() -> [SaveCache; 2] {

@@ -749,6 +749,14 @@ impl World {
         Some(old)
     }
 
+    /// Drops the parsed form of stored objects that were read (see `apiserver::Stored`), in each store
+    /// that keeps more than `keep` of them.
+    pub(crate) fn release_parsed(&mut self, keep: usize) {
+        for c in self.clusters.values_mut() {
+            c.api.release_parsed(keep);
+        }
+    }
+
     /// Makes the per-cluster indexes right after loading.
     pub(crate) fn after_load(&mut self) {
         for c in self.clusters.values_mut() {
