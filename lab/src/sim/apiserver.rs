@@ -226,15 +226,12 @@ impl Stored {
         self.rv
     }
 
-    fn value(
-        &self,
-        parsed: &std::cell::RefCell<Vec<ObjKey>>,
-        key: impl FnOnce() -> ObjKey,
-    ) -> &Value {
+    fn value(&self, parsed: &Parsed, key: impl FnOnce() -> ObjKey) -> &Value {
         self.parsed.get_or_init(|| {
             let key = key();
             if !KEEP_PARSED.contains(&key.0.as_str()) {
-                parsed.borrow_mut().push(key);
+                parsed.keys.borrow_mut().push(key);
+                parsed.bytes.set(parsed.bytes.get() + self.text.len());
             }
             Box::new(
                 serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
@@ -293,6 +290,19 @@ pub(crate) type Objects = BTreeMap<String, BTreeMap<String, BTreeMap<String, Sto
 /// Parsed objects a store keeps at most between two [`Store::release_parsed`] calls that may drop them.
 pub(crate) const PARSED_KEPT: usize = 4096;
 
+/// The objects of a store whose parsed form is kept now, and the length of their text.
+#[derive(Debug, Default)]
+struct Parsed {
+    keys: std::cell::RefCell<Vec<ObjKey>>,
+    bytes: std::cell::Cell<usize>,
+}
+
+impl Clone for Parsed {
+    fn clone(&self) -> Self {
+        Parsed::default()
+    }
+}
+
 /// One cluster's objects.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Store {
@@ -305,7 +315,7 @@ pub(crate) struct Store {
     crds: BTreeMap<String, KindInfo>,
     /// Objects whose parsed form is kept now (dropped by [`Store::release_parsed`]).
     #[serde(skip)]
-    parsed: std::cell::RefCell<Vec<ObjKey>>,
+    parsed: Parsed,
 }
 
 impl Store {
@@ -341,10 +351,11 @@ impl Store {
     /// Drops the parsed form of the objects read since the last call, once there are more than `keep`
     /// (0: all). Needs `&mut`: no reference into the store is left.
     pub fn release_parsed(&mut self, keep: usize) {
-        let keys = self.parsed.get_mut();
+        let keys = self.parsed.keys.get_mut();
         if keys.len() <= keep {
             return;
         }
+        self.parsed.bytes.set(0);
         for (gk, ns, name) in keys.drain(..) {
             if let Some(o) = self
                 .objects
@@ -378,6 +389,11 @@ impl Store {
         Some(o.value(&self.parsed, || {
             (gk.to_owned(), ns.clone(), name.to_owned())
         }))
+    }
+
+    /// The length of the text of the objects whose parsed form is kept now.
+    pub fn parsed_bytes(&self) -> usize {
+        self.parsed.bytes.get()
     }
 
     /// Every object: gk → namespace → name → object (for saving the world).

@@ -15,6 +15,10 @@ use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
 use crate::backend::{KubeError, SimulatedFault};
 
+/// Text length of the stored objects whose parsed form is kept between reconciles, at most: about
+/// 16 MiB of parsed objects (see `apiserver::Stored`).
+const PARSED_BUDGET: usize = 2 << 20;
+
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
 
@@ -182,8 +186,9 @@ impl Shared {
 
     fn reconcile(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
         self.reconcile_rounds(st, initial);
-        // What the controllers read was parsed from the stored text; only the text stays.
-        st.world.release_parsed(0);
+        // What the controllers read was parsed from the stored text; the parsed forms stay only while
+        // there are few (what the next reconcile reads is mostly the same).
+        st.world.release_parsed_over(PARSED_BUDGET);
     }
 
     fn reconcile_rounds(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
