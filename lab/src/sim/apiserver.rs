@@ -192,21 +192,138 @@ impl KindInfo {
     }
 }
 
+/// One stored object: its compact JSON text, and the object parsed from that text while something reads
+/// it. Objects are kept as text because a parsed `serde_json::Value` takes about eight times the memory
+/// of its JSON (a map of one key allocates a whole B-tree node), and a large simulated lab is mostly
+/// objects; the parsed form lives only until the store's [`Store::release_parsed`] (after each reconcile).
+pub(crate) struct Stored {
+    text: Box<str>,
+    /// `metadata.resourceVersion`, when it is a number (what the save cache keys on).
+    rv: Option<u64>,
+    parsed: std::cell::OnceCell<Box<Value>>,
+}
+
+impl Stored {
+    fn new(obj: &Value) -> Stored {
+        Stored {
+            text: serde_json::to_string(obj)
+                .expect("a JSON value serializes")
+                .into_boxed_str(),
+            rv: obj["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|v| v.parse().ok()),
+            parsed: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The object's compact JSON text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// `metadata.resourceVersion` when it is a number.
+    pub fn rv(&self) -> Option<u64> {
+        self.rv
+    }
+
+    fn value(&self, parsed: &Parsed, key: impl FnOnce() -> ObjKey) -> &Value {
+        self.parsed.get_or_init(|| {
+            let key = key();
+            if !KEEP_PARSED.contains(&key.0.as_str()) {
+                parsed.keys.borrow_mut().push(key);
+                parsed.bytes.set(parsed.bytes.get() + self.text.len());
+            }
+            Box::new(
+                serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
+            )
+        })
+    }
+
+    fn into_value(self) -> Value {
+        match self.parsed.into_inner() {
+            Some(v) => *v,
+            None => serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
+        }
+    }
+}
+
+impl Clone for Stored {
+    fn clone(&self) -> Self {
+        Stored {
+            text: self.text.clone(),
+            rv: self.rv,
+            parsed: std::cell::OnceCell::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for Stored {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Only `serde_json::to_value` of a whole world (tests) comes here: saves write the text as it is.
+        let v: Value = serde_json::from_str(&self.text).map_err(serde::ser::Error::custom)?;
+        v.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Stored {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Stored::new(&Value::deserialize(d)?))
+    }
+}
+
+/// Kinds whose objects stay parsed once read: the placement controller reads every ManagedCluster of
+/// the hub whenever one joins or changes its labels, which would otherwise parse O(clusters²) objects.
+const KEEP_PARSED: &[&str] = &[gk::MANAGED_CLUSTER];
+
+/// (gk, namespace, name) of an object.
+type ObjKey = (String, String, String);
+
+/// gk → namespace ("" when cluster-scoped) → name → object.
+pub(crate) type Objects = BTreeMap<String, BTreeMap<String, BTreeMap<String, Stored>>>;
+
+/// Parsed objects a store keeps at most between two [`Store::release_parsed`] calls that may drop them.
+pub(crate) const PARSED_KEPT: usize = 4096;
+
+/// The objects of a store whose parsed form is kept now, and the length of their text.
+#[derive(Debug, Default)]
+struct Parsed {
+    keys: std::cell::RefCell<Vec<ObjKey>>,
+    bytes: std::cell::Cell<usize>,
+}
+
+impl Clone for Parsed {
+    fn clone(&self) -> Self {
+        Parsed::default()
+    }
+}
+
 /// One cluster's objects.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Store {
     /// gk → namespace ("" when cluster-scoped) → name → object.
-    objects: BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>,
+    objects: Objects,
     /// Last resourceVersion handed out.
     pub rv: u64,
     /// Custom kinds served now (their CRD is Established), by gk.
     #[serde(skip)]
     crds: BTreeMap<String, KindInfo>,
+    /// Objects whose parsed form is kept now (dropped by [`Store::release_parsed`]).
+    #[serde(skip)]
+    parsed: Parsed,
 }
 
 impl Store {
     pub fn get(&self, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        self.objects.get(gk)?.get(ns)?.get(name)
+        let o = self.objects.get(gk)?.get(ns)?.get(name)?;
+        Some(o.value(&self.parsed, || {
+            (gk.to_owned(), ns.to_owned(), name.to_owned())
+        }))
     }
 
     pub fn list<'a>(
@@ -214,15 +331,40 @@ impl Store {
         gk: &str,
         ns: Option<&str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        let Some(by_ns) = self.objects.get(gk) else {
+        let Some((gk, by_ns)) = self.objects.get_key_value(gk) else {
             return Box::new(std::iter::empty());
         };
+        let parsed = &self.parsed;
+        let value = move |(ns, m): (&'a String, &'a BTreeMap<String, Stored>)| {
+            m.iter()
+                .map(move |(name, o)| o.value(parsed, || (gk.clone(), ns.clone(), name.clone())))
+        };
         match ns {
-            Some(ns) => match by_ns.get(ns) {
-                Some(m) => Box::new(m.values()),
+            Some(ns) => match by_ns.get_key_value(ns) {
+                Some(m) => Box::new(value(m)),
                 None => Box::new(std::iter::empty()),
             },
-            None => Box::new(by_ns.values().flat_map(BTreeMap::values)),
+            None => Box::new(by_ns.iter().flat_map(value)),
+        }
+    }
+
+    /// Drops the parsed form of the objects read since the last call, once there are more than `keep`
+    /// (0: all). Needs `&mut`: no reference into the store is left.
+    pub fn release_parsed(&mut self, keep: usize) {
+        let keys = self.parsed.keys.get_mut();
+        if keys.len() <= keep {
+            return;
+        }
+        self.parsed.bytes.set(0);
+        for (gk, ns, name) in keys.drain(..) {
+            if let Some(o) = self
+                .objects
+                .get_mut(&gk)
+                .and_then(|m| m.get_mut(&ns))
+                .and_then(|m| m.get_mut(&name))
+            {
+                o.parsed.take();
+            }
         }
     }
 
@@ -239,11 +381,23 @@ impl Store {
     }
 
     pub fn find_named(&self, gk: &str, name: &str) -> Option<&Value> {
-        self.objects.get(gk)?.values().find_map(|m| m.get(name))
+        let (ns, o) = self
+            .objects
+            .get(gk)?
+            .iter()
+            .find_map(|(ns, m)| Some((ns, m.get(name)?)))?;
+        Some(o.value(&self.parsed, || {
+            (gk.to_owned(), ns.clone(), name.to_owned())
+        }))
+    }
+
+    /// The length of the text of the objects whose parsed form is kept now.
+    pub fn parsed_bytes(&self) -> usize {
+        self.parsed.bytes.get()
     }
 
     /// Every object: gk → namespace → name → object (for saving the world).
-    pub fn objects(&self) -> &BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>> {
+    pub fn objects(&self) -> &Objects {
         &self.objects
     }
 
@@ -268,10 +422,11 @@ impl Store {
             by_ns.insert(ns.to_owned(), BTreeMap::new());
         }
         let by_name = by_ns.get_mut(ns).expect("inserted above");
+        let stored = Stored::new(&obj);
         match by_name.get_mut(name) {
-            Some(slot) => *slot = obj,
+            Some(slot) => *slot = stored,
             None => {
-                by_name.insert(name.to_owned(), obj);
+                by_name.insert(name.to_owned(), stored);
             }
         }
     }
@@ -279,7 +434,7 @@ impl Store {
     pub fn remove(&mut self, gk: &str, ns: &str, name: &str) -> Option<Value> {
         let by_ns = self.objects.get_mut(gk)?;
         let m = by_ns.get_mut(ns)?;
-        let old = m.remove(name)?;
+        let old = m.remove(name)?.into_value();
         if m.is_empty() {
             by_ns.remove(ns);
         }
@@ -315,7 +470,10 @@ impl Store {
                     continue;
                 }
                 for (name, o) in m {
-                    if owned(o) {
+                    // The text names the uid before the object is worth parsing.
+                    if o.text.contains(uid)
+                        && serde_json::from_str::<Value>(&o.text).is_ok_and(|o| owned(&o))
+                    {
                         out.push((k.clone(), n.clone(), name.clone()));
                     }
                 }

@@ -91,6 +91,16 @@ impl crate::step::Durability for SaveWorld {
     }
 }
 
+/// The locked world, for a save.
+struct WorldGuard<'a>(std::sync::MutexGuard<'a, engine::State>);
+
+impl std::ops::Deref for WorldGuard<'_> {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.0.world
+    }
+}
+
 /// The simulated lab (see the module documentation).
 pub struct SimLab {
     shared: Arc<Shared>,
@@ -166,39 +176,12 @@ impl SimLab {
     /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved. Only what changed
     /// since the last save is serialized again (see `persist`).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        // Only the pieces are made under the world's lock; they are written after it is released.
-        let pieces = {
-            let mut cache = self
-                .save_cache
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let st = self.shared.lock();
-            cache.pieces(&st.world)?
-        };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        // A private (0600) temporary file next to the world (tempfile), removed if anything fails.
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".sim-world-")
-            .suffix(".tmp")
-            .tempfile_in(dir)?;
-        {
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
-            for p in &pieces {
-                w.write_all(p.as_ref())?;
-            }
-            w.flush()?;
-        }
-        tmp.as_file().sync_all()?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        // The rename is durable only once the folder is: a crash must find the old world or the new.
-        #[cfg(unix)]
-        std::fs::File::open(dir)?.sync_all()?;
-        Ok(())
+        // One save at a time (each copies what did not change from the file the last one wrote); the world
+        // is locked only while what changed is written.
+        self.save_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .save(path, || WorldGuard(self.shared.lock()))
     }
 
     /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see

@@ -822,6 +822,23 @@ impl World {
         Some(old)
     }
 
+    /// Drops the parsed form of stored objects that were read (see `apiserver::Stored`), in each store
+    /// that keeps more than `keep` of them.
+    pub(crate) fn release_parsed(&mut self, keep: usize) {
+        for c in self.clusters.values_mut() {
+            c.api.release_parsed(keep);
+        }
+    }
+
+    /// Drops the parsed form of every stored object that was read, once their text is over `budget` bytes
+    /// in all: objects read again soon (most are) are not parsed again, and the parsed forms stay few.
+    pub(crate) fn release_parsed_over(&mut self, budget: usize) {
+        let kept: usize = self.clusters.values().map(|c| c.api.parsed_bytes()).sum();
+        if kept > budget {
+            self.release_parsed(0);
+        }
+    }
+
     /// Makes the per-cluster indexes right after loading.
     pub(crate) fn after_load(&mut self) {
         for c in self.clusters.values_mut() {
