@@ -350,19 +350,28 @@ fn a_tampered_chart_entry_is_refused_before_anything_is_unpacked_or_run() {
 fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
     use ocm_lab::cli::{LabArgs, RunArgs};
     use ocm_lab::commands::runner::{self, Purpose, Workflow};
-    let dir = tempfile::tempdir().unwrap();
-    let empty_path = dir.path().join("bin");
-    std::fs::create_dir(&empty_path).unwrap();
-    // Each nextest test runs in its own process: the environment is this test's alone. Nothing on PATH,
-    // no overrides, downloads off: only the bundle's tools can be found.
-    unsafe {
-        std::env::set_var("OCM_LAB_STATE_DIR", dir.path().join("state"));
-        std::env::set_var("OCM_LAB_CACHE_DIR", dir.path().join("cache"));
-        std::env::set_var("PATH", &empty_path);
-        std::env::remove_var("OCM_LAB_KIND");
-        std::env::remove_var("OCM_LAB_HELM");
-    }
-    let unpacked = dir.path().join("cache/tools/bundle/0123456789abcdef");
+    // Nothing on PATH, no overrides, downloads off: only the bundle's tools can be found. The environment
+    // is set for a child process running this test alone (see `rerun_alone_with_env`).
+    let Ok(root) = std::env::var("BUNDLE_TOOLS_TEST_DIR") else {
+        let dir = tempfile::tempdir().unwrap();
+        let empty_path = dir.path().join("bin");
+        std::fs::create_dir(&empty_path).unwrap();
+        let (state, cache) = (dir.path().join("state"), dir.path().join("cache"));
+        crate::common::rerun_alone_with_env(
+            "bundle_files::a_run_from_a_bundle_resolves_the_bundles_kind_and_helm",
+            &[
+                ("BUNDLE_TOOLS_TEST_DIR", dir.path().as_os_str()),
+                ("OCM_LAB_STATE_DIR", state.as_os_str()),
+                ("OCM_LAB_CACHE_DIR", cache.as_os_str()),
+                ("PATH", empty_path.as_os_str()),
+                ("OCM_LAB_KIND", std::ffi::OsStr::new("")),
+                ("OCM_LAB_HELM", std::ffi::OsStr::new("")),
+            ],
+        );
+        return;
+    };
+    let dir = std::path::PathBuf::from(root);
+    let unpacked = dir.join("cache/tools/bundle/0123456789abcdef");
     std::fs::create_dir_all(&unpacked).unwrap();
     executable(&unpacked.join("kind"), KIND);
     executable(&unpacked.join("helm"), "#!/bin/sh\nprintf 'v3.99.7'\n");

@@ -204,3 +204,27 @@ impl FakeKindLab {
         .unwrap_or_default()
     }
 }
+
+/// For a test that must change this process's environment (PATH, HOME, KUBECONFIG): `cargo test` runs
+/// the tests as threads of one process, where such a change would reach every other test. In the parent,
+/// reruns test `name` alone in a child process of this test binary with `env` set, asserts it passed and
+/// returns `true` (the caller then returns); in that child, returns `false` and the test runs there.
+pub fn rerun_alone_with_env(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> bool {
+    const CHILD: &str = "OCM_LAB_TEST_ALONE";
+    if std::env::var_os(CHILD).is_some() {
+        return false;
+    }
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([name, "--exact", "--test-threads=1"])
+        .env(CHILD, "1")
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .output()
+        .expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name}, rerun alone: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}

@@ -24,6 +24,13 @@ fn kubeconfig(server: &str, contexts: &[&str]) -> String {
 
 #[test]
 fn existing_clusters_read_every_file_of_kubeconfig_merged_as_kubectl_merges() {
+    // It sets KUBECONFIG, HOME and the state folder for the process: only in a process of its own.
+    if crate::common::rerun_alone_with_env(
+        "existing_kubeconfig::existing_clusters_read_every_file_of_kubeconfig_merged_as_kubectl_merges",
+        &[],
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.yaml");
     let b = dir.path().join("b.yaml");
@@ -34,7 +41,7 @@ fn existing_clusters_read_every_file_of_kubeconfig_merged_as_kubectl_merges() {
     )
     .unwrap();
     let list = std::env::join_paths([&a, &dir.path().join("missing.yaml"), &b]).unwrap();
-    // Each nextest test runs in its own process: the environment is this test's alone.
+    // This process runs this test alone: the environment is its own.
     unsafe {
         std::env::set_var("KUBECONFIG", &list);
         std::env::set_var("OCM_LAB_STATE_DIR", dir.path().join("state"));
