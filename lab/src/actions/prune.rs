@@ -61,13 +61,15 @@ fn has_owner(o: &Value) -> bool {
 /// What pruning one kind on one cluster did: objects removed, or a warning.
 type KindOutcome = Result<(Vec<String>, Option<String>), ActionError>;
 
-/// Prunes one kind on one cluster.
+/// Deletes the lab-labelled objects of one kind on one cluster, except those with an owner, Helm's
+/// release records and, given a `keep` list (`lab.prune`), the probe and what the plan renders. Without
+/// one (`lab.remove-objects`, `down` on an existing cluster) every other labelled object goes.
 async fn prune_kind(
     ctx: &StepCtx<'_>,
     cluster: &Cluster,
     api: &dyn ClusterApi,
     (api_version, kind): (&str, &str),
-    keep: &BTreeSet<&str>,
+    keep: Option<&BTreeSet<&str>>,
 ) -> KindOutcome {
     let mut removed = Vec::new();
     if !api.served(api_version, kind).await? {
@@ -89,11 +91,13 @@ async fn prune_kind(
     for o in objects {
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         let ns = o["metadata"]["namespace"].as_str();
-        if has_owner(&o)
-            || is_helm_record(&o)
-            || (kind == "ClusterProperty" && name == PROBE_PROPERTY)
-            || keep.contains(keep_id(kind, ns.unwrap_or_default(), name).as_str())
-        {
+        // With a keep list (prune), the probe and what the plan renders stay; without one (`down` on an
+        // existing cluster), every labelled object goes.
+        let kept = keep.is_some_and(|keep| {
+            (kind == "ClusterProperty" && name == PROBE_PROPERTY)
+                || keep.contains(keep_id(kind, ns.unwrap_or_default(), name).as_str())
+        });
+        if has_owner(&o) || is_helm_record(&o) || kept {
             continue;
         }
         let r = ObjectRef::new(api_version, kind, ns, name);
@@ -129,7 +133,7 @@ async fn prune_cluster(
     let kinds = LAB_KINDS
         .iter()
         .filter(|(_, kind)| !(*kind == "Namespace" && existing))
-        .map(|k| prune_kind(ctx, cluster, api.as_ref(), *k, &keep));
+        .map(|k| prune_kind(ctx, cluster, api.as_ref(), *k, Some(&keep)));
     Ok(futures::future::join_all(kinds).await)
 }
 
@@ -182,7 +186,6 @@ pub async fn remove_objects(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = existing_cluster(ctx)?;
     let lab = &ctx.run.lab;
     let api = ctx.run.api(&cluster.name).await?;
-    let selector = format!("{LAB_LABEL}={}", lab.name);
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
     let kinds: Vec<(&str, &str)> = LAB_KINDS
@@ -190,36 +193,10 @@ pub async fn remove_objects(ctx: &StepCtx<'_>) -> ActionResult {
         .copied()
         .filter(|(_, kind)| *kind != "Namespace")
         .collect();
-    for (api_version, kind) in kinds {
-        if !api.served(api_version, kind).await? {
-            continue;
-        }
-        let objects = match api.list(api_version, kind, None, Some(&selector)).await {
-            Ok(o) => o,
-            Err(e) if e.status_code() == Some(403) => {
-                let w = format!("warning: cannot list {kind} on {}: {e}", cluster.name);
-                ctx.progress(w.clone());
-                warnings.push(w);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        for o in objects {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            let ns = o["metadata"]["namespace"].as_str();
-            if has_owner(&o) || is_helm_record(&o) {
-                continue;
-            }
-            let r = ObjectRef::new(api_version, kind, ns, name);
-            ctx.progress(format!("removing {r} from {}", cluster.name));
-            if api
-                .delete(&r)
-                .await
-                .map_err(|e| ActionError::from(e).context(format_args!("failed to delete {r}")))?
-            {
-                removed.push(format!("{}: {r}", cluster.name));
-            }
-        }
+    for k in kinds {
+        let (gone, warning) = prune_kind(ctx, cluster, api.as_ref(), k, None).await?;
+        removed.extend(gone);
+        warnings.extend(warning);
     }
     // The bootstrap Secret `ocm.join` wrote (it holds a token): the lab's, unless the spoke's klusterlet
     // is someone else's (adopted).
