@@ -705,27 +705,9 @@ impl ChartRenderer for SimHelm {
         name: &str,
         namespace: &str,
     ) -> Result<Option<Release>, HelmError> {
-        let cluster = target.cluster.clone();
-        let key = release_key(namespace, name);
-        call(
-            &self.0,
-            Behaviour::KubeRead,
-            &target.cluster,
-            "helm.list",
-            format!("release {key}"),
-            false,
-            move |st| {
-                if !st.world.reachable(&cluster) {
-                    return Err(apiserver::unreachable(&cluster).into());
-                }
-                Ok(st
-                    .world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
-                    .map(as_release))
-            },
-        )
+        read_release(&self.0, target, name, namespace, String::new(), |r| {
+            r.map(as_release)
+        })
         .await
     }
 
@@ -735,28 +717,11 @@ impl ChartRenderer for SimHelm {
         name: &str,
         namespace: &str,
     ) -> Result<bool, HelmError> {
-        let cluster = target.cluster.clone();
         let lab = target.lab.clone();
-        let key = release_key(namespace, name);
-        call(
-            &self.0,
-            Behaviour::KubeRead,
-            &target.cluster,
-            "helm.list",
-            format!("release {key} of lab {lab}"),
-            false,
-            move |st| {
-                if !st.world.reachable(&cluster) {
-                    return Err(apiserver::unreachable(&cluster).into());
-                }
-                Ok(st
-                    .world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
-                    .is_some_and(|r| r.labels.get(crate::topology::LAB_LABEL) == Some(&lab)))
-            },
-        )
+        let what = format!(" of lab {lab}");
+        read_release(&self.0, target, name, namespace, what, move |r| {
+            r.is_some_and(|r| r.labels.get(crate::topology::LAB_LABEL) == Some(&lab))
+        })
         .await
     }
 
@@ -1181,4 +1146,35 @@ impl ClusterApi for SimApi {
         )
         .await
     }
+}
+
+/// One read of a simulated Helm release (`helm list`, logged as `release <ns>/<name><what>`): `read` gets
+/// the release, or `None`.
+async fn read_release<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    target: &HelmTarget,
+    name: &str,
+    namespace: &str,
+    what: String,
+    read: impl FnOnce(Option<&super::world::SimRelease>) -> T + Send + 'static,
+) -> Result<T, HelmError> {
+    let cluster = target.cluster.clone();
+    let key = release_key(namespace, name);
+    call(
+        shared,
+        Behaviour::KubeRead,
+        &target.cluster,
+        "helm.list",
+        format!("release {key}{what}"),
+        false,
+        move |st| {
+            if !st.world.reachable(&cluster) {
+                return Err(apiserver::unreachable(&cluster).into());
+            }
+            Ok(read(
+                st.world.releases.get(&cluster).and_then(|rs| rs.get(&key)),
+            ))
+        },
+    )
+    .await
 }
