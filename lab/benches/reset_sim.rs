@@ -1,6 +1,7 @@
 //! Benchmark: `reset` against `down` + `up` on the simulated lab, with latencies modelled on what CI runners
-//! show: a kind create takes about 60 s, an OCM rollout (cluster-manager, a klusterlet, an addon) about
-//! 60 s, a kind delete about 5 s; and from recorded real clusters (shared fixtures
+//! show: a kind create takes about 60 s, an OCM rollout (cluster-manager, a klusterlet, an addon's agent)
+//! about 60 s, charged once per rollout (`Behaviour::is_rollout`: an operator's later passes react to its
+//! Deployments at once), a kind delete about 5 s; and from recorded real clusters (shared fixtures
 //! `recorded/3-propagation-timing`): a property reaches its ClusterProfile in about 46 ms. Every write to an
 //! API server is given 20 ms and every read 5 ms, a local kind API server's round trips under load. Time is Tokio's paused clock, so the numbers are the modelled wall
 //! time of the workflows (the critical path through the step graph), not this machine's speed.

@@ -254,7 +254,7 @@ impl ContainerRuntime for SimDocker {
             "docker.remove-containers",
             format!("containers of {cluster}"),
             true,
-            move |st| Ok(st.world.remove_cluster(&c)),
+            move |st| Ok(st.remove_cluster(&c)),
         )
         .await
     }
@@ -318,7 +318,7 @@ impl ContainerRuntime for SimDocker {
                 // A cluster whose last node went goes with it (as `remove_cluster` does).
                 for cluster in gone.iter().filter_map(|(_, c)| c.as_deref()) {
                     if st.world.containers_of(cluster).is_empty() {
-                        st.world.remove_cluster(cluster);
+                        st.remove_cluster(cluster);
                     }
                 }
                 Ok(gone.len())
@@ -505,7 +505,7 @@ impl ClusterProvisioner for SimKind {
             format!("cluster {name}"),
             true,
             move |st| {
-                st.world.remove_cluster(&n);
+                st.remove_cluster(&n);
                 Ok(())
             },
         )

@@ -34,6 +34,8 @@ pub(crate) struct State {
     pub cpu: Option<Arc<Cpu>>,
     /// Wanted work whose job on the CPU budget is done: it acts on its next reconcile.
     pub cpu_done: HashSet<(Behaviour, Work)>,
+    /// Rollout work ([`Behaviour::is_rollout`]) whose delay was served: its later acts go at once.
+    pub rolled_out: HashSet<(Behaviour, Work)>,
     /// Work that failed once in the current reconcile (it retries on the next one).
     pub backoff: HashSet<(Behaviour, Work)>,
     /// Keep the call log and the applied objects below (off by default: only tests read them, and a
@@ -46,6 +48,22 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// `key` waited its delay and acts now: a rollout's later acts go at once.
+    fn served(&mut self, key: (Behaviour, Work)) {
+        if key.0.is_rollout() {
+            self.rolled_out.insert(key);
+        }
+    }
+
+    /// Removes `cluster` from the world (its nodes, objects and releases), and forgets what was rolled
+    /// out on it or for it on its hub (work keyed by the cluster's namespace there, as an addon's): a
+    /// cluster created again under the name rolls out again. The count of nodes removed.
+    pub fn remove_cluster(&mut self, cluster: &str) -> usize {
+        self.rolled_out
+            .retain(|(_, w)| w.cluster() != cluster && w.key()[0] != cluster);
+        self.world.remove_cluster(cluster)
+    }
+
     /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
     pub fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, SimulatedFault> {
         match self.faults.get(&b).cloned() {
@@ -120,6 +138,7 @@ impl Shared {
                 wanted: HashMap::new(),
                 cpu: None,
                 cpu_done: HashSet::new(),
+                rolled_out: HashSet::new(),
                 backoff: HashSet::new(),
                 record: false,
                 calls: Vec::new(),
@@ -269,6 +288,9 @@ impl Shared {
             Some(Fault::Delay(d)) => {
                 let now = Instant::now();
                 let key = (b, work.clone());
+                if st.rolled_out.contains(&key) {
+                    return Gate::Go;
+                }
                 // With contention modelled, the delay is a job on the shared CPU budget.
                 let job = st
                     .cpu
@@ -280,6 +302,7 @@ impl Shared {
                     return if st.wanted.contains_key(&key) {
                         if st.cpu_done.remove(&key) {
                             st.wanted.remove(&key);
+                            st.served(key);
                             Gate::Go
                         } else {
                             Gate::Wait
@@ -293,6 +316,7 @@ impl Shared {
                 match st.wanted.get(&key) {
                     Some(&since) if now >= since + d => {
                         st.wanted.remove(&key);
+                        st.served(key);
                         Gate::Go
                     }
                     Some(_) => Gate::Wait,

@@ -48,9 +48,10 @@ pub enum Behaviour {
     CrdEstablish,
     /// The Deployment controller reports a Deployment Available.
     DeploymentRollout,
-    /// The cluster-manager operator installs the hub (OCM-FACTS §3, §4.1).
+    /// The cluster-manager operator installs the hub (OCM-FACTS §3, §4.1). A rollout: see
+    /// [`Behaviour::is_rollout`].
     HubOperator,
-    /// The klusterlet operator installs the agents and spoke CRDs (§2.2, §4.2).
+    /// The klusterlet operator installs the agents and spoke CRDs (§2.2, §4.2). A rollout.
     KlusterletOperator,
     /// The registration agent creates the ManagedCluster and its CSR (§2.2).
     Registration,
@@ -68,7 +69,12 @@ pub enum Behaviour {
     ProfileStatus,
     /// Placements choose clusters (§6, §7).
     Placement,
-    /// Addon manager creates ManagedClusterAddOns and reports them Available (§6, §7, §9.5).
+    /// The hub's addon manager (`cluster-manager-addon-manager-controller`, part of the hub) creates a
+    /// ManagedClusterAddOn in each cluster namespace its Placements decide, and deletes the ones they no
+    /// longer decide (§6, §7; FACTS-OCM-ROUND2 §4.1).
+    AddonPlacement,
+    /// An addon's agent rolls out on a cluster and its ManagedClusterAddOn becomes Available (§9.5;
+    /// FACTS-OCM-ROUND2 §4.2: `Available` comes from the agent's lease). A rollout.
     AddonInstall,
     /// cluster-proxy creates the user server's serving certificate (§6, §6.1).
     ProxyServingCert,
@@ -119,10 +125,25 @@ impl Behaviour {
     }
 }
 
+impl Behaviour {
+    /// Behaviours whose delay is a rollout (Pods pulled and started): charged on a controller's first act
+    /// on a work item only. The operator's later passes on the same item react to its Deployments (the
+    /// cluster-manager operator reconciles on Deployment events, and 5 s after a not-ready requeue,
+    /// FACTS-OCM-ROUND2 §1.5), and an addon's status afterwards follows its lease (§4.2), so they act at
+    /// once. A fault set anew, or the cluster removed, charges the next act again.
+    pub fn is_rollout(self) -> bool {
+        matches!(
+            self,
+            Behaviour::HubOperator | Behaviour::KlusterletOperator | Behaviour::AddonInstall
+        )
+    }
+}
+
 /// What goes wrong with a behaviour.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
-    /// A call takes this long; a controller acts only this long after it first wanted to.
+    /// A call takes this long; a controller acts only this long after it first wanted to (a rollout's
+    /// controller only on its first act on a work item, [`Behaviour::is_rollout`]).
     Delay(Duration),
     /// The next call fails with a transient error; a controller's next attempt fails and it
     /// succeeds when it retries.

@@ -196,7 +196,9 @@ impl SimLab {
 
     /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.
     pub fn set_fault(&self, b: Behaviour, f: Fault) {
-        self.shared.lock().faults.insert(b, f);
+        let mut st = self.shared.lock();
+        st.faults.insert(b, f);
+        st.rolled_out.retain(|(x, _)| *x != b);
     }
 
     /// Models contention for the machine's cores (see [`Contention`]): from now on, each delayed
@@ -214,6 +216,7 @@ impl SimLab {
             st.faults.remove(&b);
             st.wanted.retain(|(x, _), _| *x != b);
             st.cpu_done.retain(|(x, _)| *x != b);
+            st.rolled_out.retain(|(x, _)| *x != b);
         }
         self.shared.resync();
     }
@@ -226,6 +229,7 @@ impl SimLab {
             st.faults.clear();
             st.wanted.clear();
             st.cpu_done.clear();
+            st.rolled_out.clear();
         }
         self.shared.resync();
     }

@@ -14,10 +14,16 @@ use crate::engine::Harness;
 #[tokio::test(start_paused = true)]
 async fn addon_charts_installed_while_the_hub_rolls_out_wait_for_its_crds_then_work() {
     let h = Harness::default_lab();
-    // The operator's passes take a minute each, as on a real runner: the charts start before the hub CRDs exist.
+    // The operator's first pass takes a minute, as on a real runner, so the charts start before the hub
+    // CRDs exist; the hub's Deployments then take another half minute to roll out (their Pods pull and
+    // start), so the charts are in before the hub is ready.
     h.sim.set_fault(
         Behaviour::HubOperator,
         Fault::Delay(Duration::from_secs(60)),
+    );
+    h.sim.set_fault(
+        Behaviour::DeploymentRollout,
+        Fault::Delay(Duration::from_secs(30)),
     );
     let mut plan = common::plan_workflow(&h.lab, "up");
     plan.steps.retain(|s| {

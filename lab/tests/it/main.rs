@@ -43,6 +43,7 @@ mod recorded_objects;
 mod registry;
 mod resume;
 mod robustness;
+mod rollout_model;
 mod run_outcomes;
 mod sim;
 mod sim_certs;

@@ -622,7 +622,7 @@ const MSA_WATCHES: &[(&str, WatchFn)] = &[
 
 pub(super) static ADDON_INSTALL: Controller = Controller {
     name: "addon-install",
-    behaviour: Behaviour::AddonInstall,
+    behaviour: Behaviour::AddonPlacement,
     watches: &[
         (gk::CMA, |_, ch, q| q.add(&ch.cluster, &ch.name, "")),
         (gk::MCA, |_, ch, q| {
@@ -654,7 +654,7 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
 
 pub(super) static ADDON_CLUSTER: Controller = Controller {
     name: "addon-cluster",
-    behaviour: Behaviour::AddonInstall,
+    behaviour: Behaviour::AddonPlacement,
     watches: &[(gk::NAMESPACE, |_, ch, q| {
         if ch.kind == ChangeKind::Created {
             q.add(&ch.cluster, &ch.name, "");
