@@ -4,6 +4,8 @@
 //! fresh child process. Reports, for growing N, the median sample's plan, run and total wall time, and the
 //! highest peak resident memory of any sample, so cost per spoke can be read off. Measures the engine,
 //! planner and the simulation together; real labs are dominated by kind and rollouts instead.
+//! `UP_SIM_PHASES=1` prints, on stderr, the resident and peak memory after planning and after the run, and
+//! the size of the saved simulated world: where the memory of a run goes.
 
 /// The same allocator as the `ocm-lab` binary, so the numbers are what the CLI gets.
 #[global_allocator]
@@ -42,8 +44,30 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// With `UP_SIM_PHASES=1`, prints to stderr the resident and peak memory after `what`.
+fn phase(what: &str) {
+    if std::env::var_os("UP_SIM_PHASES").is_none() {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |f: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(f))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|k| k.parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    eprintln!(
+        "{what}: resident {:.1} MiB, peak {:.1} MiB",
+        field("VmRSS:"),
+        field("VmHWM:")
+    );
+}
+
 /// One `up` from nothing; returns (plan time, run time, steps).
 fn up_once(n: usize) -> (Duration, Duration, usize) {
+    phase("started");
     let text = topology(n);
     let t0 = Instant::now();
     let lab = ocm_lab::topology::load_str("bench.yaml", &text)
@@ -53,6 +77,7 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
     let plan = ocm_lab::workflow::plan::plan(&lab, &Sources::embedded(), &Registry, &patches, "up")
         .expect("plan");
     let planned = t0.elapsed();
+    phase("planned");
     let dir = tempfile::tempdir().expect("tempdir");
     let state = StateDir {
         path: dir.path().to_owned(),
@@ -86,8 +111,18 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         let r = engine::run(&plan, ctx.clone(), &RunOptions { concurrency: 8 })
             .await
             .expect("journal");
+        phase("ran");
+        if std::env::var_os("UP_SIM_PHASES").is_some() {
+            let len = std::fs::metadata(&world).map(|m| m.len()).unwrap_or(0);
+            eprintln!("saved simulated world: {:.1} MiB", len as f64 / 1048576.0);
+        }
+        if std::env::var_os("UP_SIM_PHASES").is_some() {
+            let len = std::fs::metadata(&world).map(|m| m.len()).unwrap_or(0);
+            eprintln!("saved simulated world: {:.1} MiB", len as f64 / 1048576.0);
+        }
         drop(ctx);
         let _ = drain.await;
+        phase("run context dropped");
         (r.ok, sim)
     });
     let ran = t1.elapsed();

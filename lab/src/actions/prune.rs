@@ -76,7 +76,10 @@ async fn prune_kind(
         return Ok((removed, None));
     }
     let selector = format!("{LAB_LABEL}={}", ctx.run.lab.name);
-    let objects = match api.list(api_version, kind, None, Some(&selector)).await {
+    let objects = match api
+        .list_metadata(api_version, kind, None, Some(&selector))
+        .await
+    {
         Ok(o) => o,
         // The lab may not list everything on a cluster someone else runs: what it cannot see it
         // cannot have applied there either, or it will show up once the lab may list it.
@@ -240,7 +243,10 @@ pub async fn remove_registrations(ctx: &StepCtx<'_>) -> ActionResult {
     let mut removed = Vec::new();
     if api.served(api_version, kind).await? {
         let selector = format!("{LAB_LABEL}={}", lab.name);
-        for o in api.list(api_version, kind, None, Some(&selector)).await? {
+        for o in api
+            .list_metadata(api_version, kind, None, Some(&selector))
+            .await?
+        {
             let name = o["metadata"]["name"].as_str().unwrap_or_default();
             if !joined_by_lab(ctx, name).await? {
                 continue;

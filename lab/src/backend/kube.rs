@@ -119,6 +119,26 @@ impl std::fmt::Debug for KubeApi {
 }
 
 impl KubeApi {
+    /// The kind, the API and the parameters of a list of `kind` in `namespace` (all when `None` or
+    /// cluster-scoped), selected by `labels`.
+    async fn list_request(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<(Resolved, Api<DynamicObject>, ListParams)> {
+        let res = self.resolve_required(api_version, kind).await?;
+        let api: Api<DynamicObject> = match (res.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &res.ar),
+            _ => Api::all_with(self.client.clone(), &res.ar),
+        };
+        let mut lp = ListParams::default();
+        if let Some(sel) = labels.filter(|s| !s.is_empty()) {
+            lp = lp.labels(sel);
+        }
+        Ok((res, api, lp))
+    }
     /// Wraps a client; discovery runs on first use.
     pub fn new(client: Client) -> Self {
         KubeApi {
@@ -389,17 +409,35 @@ impl ClusterApi for KubeApi {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>> {
-        let res = self.resolve_required(api_version, kind).await?;
-        let api: Api<DynamicObject> = match (res.namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &res.ar),
-            _ => Api::all_with(self.client.clone(), &res.ar),
-        };
-        let mut lp = ListParams::default();
-        if let Some(sel) = labels.filter(|s| !s.is_empty()) {
-            lp = lp.labels(sel);
-        }
+        let (res, api, lp) = self
+            .list_request(api_version, kind, namespace, labels)
+            .await?;
         let list = api.list(&lp).await.map_err(|e| self.err(e))?;
         Ok(list.items.into_iter().map(|o| to_value(o, &res)).collect())
+    }
+
+    async fn list_metadata(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>> {
+        let (_, api, lp) = self
+            .list_request(api_version, kind, namespace, labels)
+            .await?;
+        let list = api.list_metadata(&lp).await.map_err(|e| self.err(e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|o| {
+                serde_json::json!({
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "metadata": serde_json::to_value(&o.metadata).unwrap_or_default(),
+                })
+            })
+            .collect())
     }
 
     async fn apply(&self, obj: &Value) -> Result<()> {

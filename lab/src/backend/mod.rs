@@ -604,6 +604,15 @@ pub trait ClusterApi: Send + Sync {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>, KubeError>;
+    /// As [`ClusterApi::list`], but each object as its `apiVersion`, `kind` and `metadata` only (the API
+    /// server's PartialObjectMetadata list): for callers that need names, labels and owners, not bodies.
+    async fn list_metadata(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>, KubeError>;
     /// Server-side apply with field manager `ocm-lab`, force, and Strict field validation.
     async fn apply(&self, obj: &Value) -> Result<(), KubeError>;
     /// JSON merge patch.

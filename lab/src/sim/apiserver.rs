@@ -171,6 +171,34 @@ const UNDECLARED: &[(&str, &[&str])] = &[(
     ],
 )];
 
+/// How a CRD converts between its versions by webhook (`spec.conversion.strategy: Webhook`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Conversion {
+    /// The version objects are stored at; a request at another goes through the webhook.
+    storage: Option<String>,
+    /// The webhook's Service, if it names one.
+    service: Option<String>,
+}
+
+impl Conversion {
+    fn of(crd: &Value) -> Option<Conversion> {
+        if crd.at("/spec/conversion/strategy").and_then(Value::as_str) != Some("Webhook") {
+            return None;
+        }
+        let storage = crd
+            .at("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
+            .and_then(|v| v["name"].as_str())
+            .map(str::to_owned);
+        let service = crd
+            .at("/spec/conversion/webhook/clientConfig/service/name")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Some(Conversion { storage, service })
+    }
+}
+
 /// A served kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct KindInfo {
@@ -313,6 +341,10 @@ pub(crate) struct Store {
     /// Custom kinds served now (their CRD is Established), by gk.
     #[serde(skip)]
     crds: BTreeMap<String, KindInfo>,
+    /// Custom kinds whose CRD (Established or not) converts by webhook, by gk: its storage version and
+    /// the webhook's Service. So a write finds its conversion webhook without reading every CRD.
+    #[serde(skip)]
+    conversions: BTreeMap<String, Conversion>,
     /// Objects whose parsed form is kept now (dropped by [`Store::release_parsed`]).
     #[serde(skip)]
     parsed: Parsed,
@@ -345,6 +377,37 @@ impl Store {
                 None => Box::new(std::iter::empty()),
             },
             None => Box::new(by_ns.iter().flat_map(value)),
+        }
+    }
+
+    /// The `metadata` of each object of `gk` (in `ns`, or all), read from the parsed form when there is
+    /// one and otherwise from the text without parsing the rest or keeping anything parsed.
+    pub fn list_metadata<'a>(
+        &'a self,
+        gk: &str,
+        ns: Option<&str>,
+    ) -> Box<dyn Iterator<Item = Value> + 'a> {
+        #[derive(Deserialize)]
+        struct Head {
+            metadata: Value,
+        }
+        let Some(by_ns) = self.objects.get(gk) else {
+            return Box::new(std::iter::empty());
+        };
+        let metadata = |o: &Stored| match o.parsed.get() {
+            Some(v) => v["metadata"].clone(),
+            None => {
+                serde_json::from_str::<Head>(&o.text)
+                    .expect("stored text is the JSON of an object")
+                    .metadata
+            }
+        };
+        match ns {
+            Some(ns) => match by_ns.get(ns) {
+                Some(m) => Box::new(m.values().map(metadata)),
+                None => Box::new(std::iter::empty()),
+            },
+            None => Box::new(by_ns.values().flat_map(move |m| m.values().map(metadata))),
         }
     }
 
@@ -442,6 +505,7 @@ impl Store {
             && let Some(k) = self::gk::of_crd(&old)
         {
             self.crds.remove(&k);
+            self.conversions.remove(&k);
         }
         Some(old)
     }
@@ -488,6 +552,10 @@ impl Store {
 
     fn index_crd(&mut self, crd: &Value) {
         let Some(k) = gk::of_crd(crd) else { return };
+        match Conversion::of(crd) {
+            Some(c) => self.conversions.insert(k.clone(), c),
+            None => self.conversions.remove(&k),
+        };
         if util::condition_is(crd, "Established", "True") {
             let versions = crd
                 .at("/spec/versions")
@@ -523,6 +591,7 @@ impl Store {
     pub fn rebuild_index(&mut self) {
         let crds: Vec<Value> = self.list(gk::CRD, None).cloned().collect();
         self.crds.clear();
+        self.conversions.clear();
         for c in &crds {
             self.index_crd(c);
         }
@@ -600,6 +669,29 @@ fn at_version(obj: &Value, api_version: &str) -> Value {
     let mut o = obj.clone();
     o["apiVersion"] = json!(api_version);
     o
+}
+
+/// [`list`], each object as its `apiVersion`, `kind` and `metadata` (PartialObjectMetadata).
+pub(crate) fn list_metadata(
+    w: &World,
+    cluster: &str,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    labels: Option<&str>,
+) -> Result<Vec<Value>, KubeError> {
+    check_reachable(w, cluster)?;
+    let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
+    let sel = parse_selector(labels.unwrap_or(""))?;
+    let ns = if info.namespaced { namespace } else { None };
+    let Some(c) = w.clusters.get(cluster) else {
+        return Ok(Vec::new());
+    };
+    Ok(c.api
+        .list_metadata(&gk::make(&info.group, &info.kind), ns)
+        .map(|metadata| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
+        .filter(|o| selector_matches(&sel, o))
+        .collect())
 }
 
 pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
@@ -895,25 +987,12 @@ fn conversion_webhook(
     key: &str,
     api_version: &str,
 ) -> Option<HubWebhook> {
-    let crd = w
-        .list(cluster, gk::CRD, None)
-        .find(|c| gk::of_crd(c).as_deref() == Some(key))?;
-    if crd.at("/spec/conversion/strategy").and_then(Value::as_str) != Some("Webhook") {
-        return None;
-    }
+    let conversion = w.clusters.get(cluster)?.api.conversions.get(key)?;
     let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
-    let storage = crd
-        .at("/spec/versions")
-        .and_then(Value::as_array)
-        .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
-        .and_then(|v| v["name"].as_str());
-    if storage == Some(version) {
+    if conversion.storage.as_deref() == Some(version) {
         return None;
     }
-    let service = crd
-        .at("/spec/conversion/webhook/clientConfig/service/name")
-        .and_then(Value::as_str)?;
-    (service == ADDON_WEBHOOK_SERVICE).then_some(HubWebhook {
+    (conversion.service.as_deref()? == ADDON_WEBHOOK_SERVICE).then_some(HubWebhook {
         name: "conversion",
         service: ADDON_WEBHOOK_SERVICE,
         path: "/convert",

@@ -939,6 +939,30 @@ impl ClusterApi for SimApi {
         .await
     }
 
+    async fn list_metadata(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>, KubeError> {
+        let c = self.cluster.clone();
+        self.call(
+            Behaviour::KubeRead,
+            "kube.list-metadata",
+            format!(
+                "{kind} {api_version} in {} {}",
+                namespace.unwrap_or("all namespaces"),
+                labels.unwrap_or("")
+            )
+            .trim_end()
+            .to_owned(),
+            false,
+            move |st| apiserver::list_metadata(&st.world, &c, api_version, kind, namespace, labels),
+        )
+        .await
+    }
+
     async fn apply(&self, obj: &Value) -> Result<(), KubeError> {
         let c = self.cluster.clone();
         let desc =

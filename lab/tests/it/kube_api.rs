@@ -22,6 +22,7 @@ struct Sent {
     path: String,
     query: BTreeMap<String, String>,
     content_type: Option<String>,
+    accept: Option<String>,
     body: Value,
 }
 
@@ -62,6 +63,10 @@ impl ApiServer {
             content_type: parts
                 .headers
                 .get(http::header::CONTENT_TYPE)
+                .map(|v| v.to_str().unwrap().to_owned()),
+            accept: parts
+                .headers
+                .get(http::header::ACCEPT)
                 .map(|v| v.to_str().unwrap().to_owned()),
             body: if bytes.is_empty() {
                 Value::Null
@@ -549,6 +554,62 @@ async fn list_sends_the_label_selector_and_fills_in_apiversion_and_kind() {
             Some("cluster-inventory"),
             "cluster1"
         )
+    );
+}
+
+#[tokio::test]
+async fn list_metadata_asks_for_partial_object_metadata_and_keeps_only_metadata() {
+    let (api, mut server) = setup();
+    // What an API server answers a PartialObjectMetadataList request with: metadata only.
+    let list = json!({
+        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+        "metadata": {"resourceVersion": "12"},
+        "items": [{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                   "metadata": {"name": "cluster1", "namespace": "cluster-inventory",
+                                "labels": {"ocm-lab.open-cluster-management.io/lab": "ocm-lab"},
+                                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                                     "name": "o", "uid": "u1"}]}}]
+    });
+    let (res, sent) = exchange(
+        api.list_metadata(
+            "multicluster.x-k8s.io/v1alpha1",
+            "ClusterProfile",
+            None,
+            Some("ocm-lab.open-cluster-management.io/lab=ocm-lab"),
+        ),
+        server.answer(200, list),
+    )
+    .await;
+    assert_eq!(
+        sent.path,
+        "/apis/multicluster.x-k8s.io/v1alpha1/clusterprofiles"
+    );
+    assert_eq!(
+        sent.q("labelSelector"),
+        Some("ocm-lab.open-cluster-management.io/lab=ocm-lab")
+    );
+    let accept = sent.accept.unwrap_or_default();
+    assert!(
+        accept.contains("as=PartialObjectMetadataList"),
+        "the list asks for metadata only: {accept}"
+    );
+    let items = res.unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        ObjectRef::of(&items[0]).unwrap(),
+        ObjectRef::new(
+            "multicluster.x-k8s.io/v1alpha1",
+            "ClusterProfile",
+            Some("cluster-inventory"),
+            "cluster1"
+        )
+    );
+    assert_eq!(items[0]["metadata"]["ownerReferences"][0]["uid"], "u1");
+    assert_eq!(
+        items[0].as_object().unwrap().len(),
+        3,
+        "apiVersion, kind and metadata only: {}",
+        items[0]
     );
 }
 

@@ -464,6 +464,50 @@ async fn kind_clusters_are_containers_on_the_kind_network() {
 }
 
 #[tokio::test]
+async fn list_metadata_gives_what_list_gives_but_metadata_only() {
+    let s = Sim::new();
+    let api = s.cluster("c").await;
+    for ns in ["a", "b"] {
+        api.apply(&namespace(ns)).await.unwrap();
+        for (name, lab) in [("mine", "l1"), ("other", "l2")] {
+            api.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns, "labels": {"lab": lab}},
+                "data": {"big": "x".repeat(1000)}}))
+                .await
+                .unwrap();
+        }
+    }
+    for (ns, sel) in [(None, Some("lab=l1")), (Some("b"), None), (None, None)] {
+        let full = api.list("v1", "ConfigMap", ns, sel).await.unwrap();
+        let meta = api.list_metadata("v1", "ConfigMap", ns, sel).await.unwrap();
+        assert!(!meta.is_empty());
+        assert_eq!(meta.len(), full.len(), "{ns:?} {sel:?}");
+        for (m, f) in meta.iter().zip(&full) {
+            assert_eq!(m["metadata"], f["metadata"]);
+            assert_eq!(
+                (&m["apiVersion"], &m["kind"]),
+                (&f["apiVersion"], &f["kind"])
+            );
+            assert_eq!(m.as_object().unwrap().len(), 3, "metadata only: {m}");
+        }
+    }
+    let mine = api
+        .list_metadata("v1", "ConfigMap", None, Some("lab=l1"))
+        .await
+        .unwrap();
+    let names: Vec<(&str, &str)> = mine
+        .iter()
+        .map(|m| {
+            (
+                m["metadata"]["namespace"].as_str().unwrap(),
+                m["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("a", "mine"), ("b", "mine")]);
+}
+
+#[tokio::test]
 async fn the_api_server_validates_merges_and_cascades() {
     let s = Sim::new();
     let api = s.cluster("c").await;
