@@ -78,6 +78,20 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         .expect("plan");
     let planned = t0.elapsed();
     phase("planned");
+    if std::env::var_os("UP_SIM_PHASES").is_some() {
+        let mut by_step: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+        for st in &plan.steps {
+            let e = by_step.entry(st.step.as_str()).or_default();
+            e.0 += 1;
+            e.1 += serde_json::to_string(&**st).map_or(0, |t| t.len());
+        }
+        for (step, (count, bytes)) in by_step {
+            eprintln!(
+                "  plan: {step}: {count} instances, {:.1} KiB as JSON",
+                bytes as f64 / 1024.0
+            );
+        }
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let state = StateDir {
         path: dir.path().to_owned(),
@@ -112,10 +126,6 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
             .await
             .expect("journal");
         phase("ran");
-        if std::env::var_os("UP_SIM_PHASES").is_some() {
-            let len = std::fs::metadata(&world).map(|m| m.len()).unwrap_or(0);
-            eprintln!("saved simulated world: {:.1} MiB", len as f64 / 1048576.0);
-        }
         if std::env::var_os("UP_SIM_PHASES").is_some() {
             let len = std::fs::metadata(&world).map(|m| m.len()).unwrap_or(0);
             eprintln!("saved simulated world: {:.1} MiB", len as f64 / 1048576.0);
