@@ -777,9 +777,6 @@ pub(crate) fn list(
     let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
     let sel = parse_selector(labels.unwrap_or(""))?;
     let ns = if info.namespaced { namespace } else { None };
-    let Some(c) = w.clusters.get(cluster) else {
-        return Ok(Vec::new());
-    };
     // An object a `key=value` selector matches has `"value"` in its text (a valid label value needs no
     // JSON escaping; any other is checked on the parsed object only): the others are passed over without being parsed, so a selected list of a few among
     // thousands (a spoke's CSRs) costs a scan of their text, not a parse of each.
@@ -796,13 +793,15 @@ pub(crate) fn list(
         })
         .collect();
     let needles = &needles;
-    Ok(c.api
-        .list_where(&gk::make(&info.group, &info.kind), ns, move |text| {
-            needles.iter().all(|n| text.contains(n.as_str()))
-        })
-        .filter(|o| selector_matches(&sel, o))
-        .map(|o| at_version(o, api_version))
-        .collect())
+    Ok(w.list_where(
+        cluster,
+        &gk::make(&info.group, &info.kind),
+        ns,
+        move |text| needles.iter().all(|n| text.contains(n.as_str())),
+    )
+    .filter(|o| selector_matches(&sel, o))
+    .map(|o| at_version(o, api_version))
+    .collect())
 }
 
 // ---- writes ------------------------------------------------------------------------------------

@@ -242,6 +242,7 @@ impl SaveCache {
             touched: _,
             set_index: _,
             kubeconfigs: _,
+            read_in: _,
         } = w;
         out.text(b"{\"networks\":")?;
         out.json(networks)?;

@@ -219,6 +219,10 @@ pub struct World {
     /// Bootstrap kubeconfigs the simulated agents have parsed (not saved).
     #[serde(skip)]
     pub(crate) kubeconfigs: util::ParseCache<super::controllers::Bootstrap>,
+    /// Clusters whose objects were read (so may be kept parsed) since their parsed forms were last
+    /// dropped: releasing looks at these only, not at every cluster on each reconcile.
+    #[serde(skip)]
+    pub(crate) read_in: std::cell::RefCell<BTreeSet<String>>,
 }
 
 impl World {
@@ -656,7 +660,17 @@ impl World {
     // ---- objects --------------------------------------------------------------------------------
 
     pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        self.clusters.get(cluster)?.api.get(gk, ns, name)
+        let c = self.clusters.get(cluster)?;
+        self.reading(cluster);
+        c.api.get(gk, ns, name)
+    }
+
+    /// Notes that objects of `cluster` are read (see `read_in`).
+    fn reading(&self, cluster: &str) {
+        let mut read = self.read_in.borrow_mut();
+        if !read.contains(cluster) {
+            read.insert(cluster.to_owned());
+        }
     }
 
     /// Objects of a kind: in one namespace, or all (`None`).
@@ -666,8 +680,22 @@ impl World {
         gk: &str,
         ns: Option<&str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
+        self.list_where(cluster, gk, ns, |_| true)
+    }
+
+    /// [`World::list`], of the objects whose JSON text passes `text` only (the others are not parsed).
+    pub(crate) fn list_where<'a>(
+        &'a self,
+        cluster: &str,
+        gk: &str,
+        ns: Option<&str>,
+        text: impl Fn(&str) -> bool + Copy + 'a,
+    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
         match self.clusters.get(cluster) {
-            Some(c) => c.api.list(gk, ns),
+            Some(c) => {
+                self.reading(cluster);
+                c.api.list_where(gk, ns, text)
+            }
             None => Box::new(std::iter::empty()),
         }
     }
@@ -683,6 +711,7 @@ impl World {
     /// The first object of a kind with this name, in any namespace.
     pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
         let c = self.clusters.get(cluster)?;
+        self.reading(cluster);
         c.api.find_named(gk, name)
     }
 
@@ -699,6 +728,7 @@ impl World {
         let Some(c) = self.clusters.get(cluster) else {
             return false;
         };
+        self.reading(cluster);
         // Compared in place: no copy of the stored object, and nothing allocated for a write that
         // changes nothing (most controller writes).
         let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
@@ -825,15 +855,28 @@ impl World {
     /// Drops the parsed form of stored objects that were read (see `apiserver::Stored`), in each store
     /// that keeps more than `keep` of them.
     pub(crate) fn release_parsed(&mut self, keep: usize) {
-        for c in self.clusters.values_mut() {
-            c.api.release_parsed(keep);
-        }
+        let clusters = &mut self.clusters;
+        self.read_in
+            .get_mut()
+            .retain(|name| match clusters.get_mut(name) {
+                Some(c) => {
+                    c.api.release_parsed(keep);
+                    c.api.parsed_bytes() > 0
+                }
+                None => false,
+            });
     }
 
     /// Drops the parsed form of every stored object that was read, once their text is over `budget` bytes
     /// in all: objects read again soon (most are) are not parsed again, and the parsed forms stay few.
     pub(crate) fn release_parsed_over(&mut self, budget: usize) {
-        let kept: usize = self.clusters.values().map(|c| c.api.parsed_bytes()).sum();
+        let kept: usize = self
+            .read_in
+            .get_mut()
+            .iter()
+            .filter_map(|name| self.clusters.get(name))
+            .map(|c| c.api.parsed_bytes())
+            .sum();
         if kept > budget {
             self.release_parsed(0);
         }
