@@ -226,6 +226,9 @@ impl KindInfo {
 /// objects; the parsed form lives only until the store's [`Store::release_parsed`] (after each reconcile).
 pub(crate) struct Stored {
     text: Box<str>,
+    /// `metadata.labels` as `key\0value\0…`, so that a label-selected list skips what it does not select
+    /// without parsing it; `None` when a label holds a NUL (then the object is parsed to select it).
+    labels: Option<Box<str>>,
     /// `metadata.resourceVersion`, when it is a number (what the save cache keys on).
     rv: Option<u64>,
     parsed: std::cell::OnceCell<Box<Value>>,
@@ -237,6 +240,7 @@ impl Stored {
             text: serde_json::to_string(obj)
                 .expect("a JSON value serializes")
                 .into_boxed_str(),
+            labels: packed_labels(obj),
             rv: obj["metadata"]["resourceVersion"]
                 .as_str()
                 .and_then(|v| v.parse().ok()),
@@ -275,10 +279,38 @@ impl Stored {
     }
 }
 
+/// An object's labels as `key\0value\0…` (one allocation), or `None` when one holds a NUL.
+fn packed_labels(obj: &Value) -> Option<Box<str>> {
+    let mut out = String::new();
+    for (k, v) in obj["metadata"]["labels"].as_object().into_iter().flatten() {
+        let v = v.as_str().unwrap_or_default();
+        if k.contains('\0') || v.contains('\0') {
+            return None;
+        }
+        out.push_str(k);
+        out.push('\0');
+        out.push_str(v);
+        out.push('\0');
+    }
+    Some(out.into_boxed_str())
+}
+
+/// Label `key` in labels packed by [`packed_labels`].
+fn packed_label<'a>(packed: &'a str, key: &str) -> Option<&'a str> {
+    let mut parts = packed.split('\0');
+    while let (Some(k), Some(v)) = (parts.next(), parts.next()) {
+        if k == key {
+            return Some(v);
+        }
+    }
+    None
+}
+
 impl Clone for Stored {
     fn clone(&self) -> Self {
         Stored {
             text: self.text.clone(),
+            labels: self.labels.clone(),
             rv: self.rv,
             parsed: std::cell::OnceCell::new(),
         }
@@ -366,12 +398,27 @@ impl Store {
         self.list_where(gk, ns, |_| true)
     }
 
-    /// [`Store::list`], of the objects whose JSON text passes `text` only: the others are not parsed.
-    pub fn list_where<'a>(
+    /// [`Store::list`], of the objects whose labels `sel` selects only: the others are not parsed.
+    pub fn list_selected<'a>(
         &'a self,
         gk: &str,
         ns: Option<&str>,
-        text: impl Fn(&str) -> bool + Copy + 'a,
+        sel: &'a [(String, SelOp)],
+    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
+        Box::new(
+            self.list_where(gk, ns, move |o| match &o.labels {
+                Some(packed) => selects(sel, |k| packed_label(packed, k)),
+                None => true,
+            })
+            .filter(move |o| selector_matches(sel, o)),
+        )
+    }
+
+    fn list_where<'a>(
+        &'a self,
+        gk: &str,
+        ns: Option<&str>,
+        keep: impl Fn(&Stored) -> bool + Copy + 'a,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
         let Some((gk, by_ns)) = self.objects.get_key_value(gk) else {
             return Box::new(std::iter::empty());
@@ -379,7 +426,7 @@ impl Store {
         let parsed = &self.parsed;
         let value = move |(ns, m): (&'a String, &'a BTreeMap<String, Stored>)| {
             m.iter()
-                .filter(move |(_, o)| text(&o.text))
+                .filter(move |(_, o)| keep(o))
                 .map(move |(name, o)| o.value(parsed, || (gk.clone(), ns.clone(), name.clone())))
         };
         match ns {
@@ -754,8 +801,13 @@ pub(crate) enum SelOp {
 }
 
 pub(crate) fn selector_matches(sel: &[(String, SelOp)], obj: &Value) -> bool {
+    selects(sel, |k| util::label(obj, k))
+}
+
+/// Whether `sel` selects an object whose label `k` is `label(k)`.
+fn selects<'a>(sel: &[(String, SelOp)], label: impl Fn(&str) -> Option<&'a str>) -> bool {
     sel.iter().all(|(k, op)| {
-        let v = util::label(obj, k);
+        let v = label(k);
         match op {
             SelOp::Eq(x) => v == Some(x.as_str()),
             SelOp::Ne(x) => v != Some(x.as_str()),
@@ -777,31 +829,13 @@ pub(crate) fn list(
     let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
     let sel = parse_selector(labels.unwrap_or(""))?;
     let ns = if info.namespaced { namespace } else { None };
-    // An object a `key=value` selector matches has `"value"` in its text (a valid label value needs no
-    // JSON escaping; any other is checked on the parsed object only): the others are passed over without being parsed, so a selected list of a few among
-    // thousands (a spoke's CSRs) costs a scan of their text, not a parse of each.
-    let needles: Vec<String> = sel
-        .iter()
-        .filter_map(|(_, op)| match op {
-            SelOp::Eq(v)
-                if v.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
-            {
-                Some(format!("\"{v}\""))
-            }
-            _ => None,
-        })
-        .collect();
-    let needles = &needles;
-    Ok(w.list_where(
-        cluster,
-        &gk::make(&info.group, &info.kind),
-        ns,
-        move |text| needles.iter().all(|n| text.contains(n.as_str())),
+    // Selected on the stored labels: what the selector does not select is not parsed, so a spoke's
+    // accept listing its CSRs among thousands costs a label lookup per CSR.
+    Ok(
+        w.list_selected(cluster, &gk::make(&info.group, &info.kind), ns, &sel)
+            .map(|o| at_version(o, api_version))
+            .collect(),
     )
-    .filter(|o| selector_matches(&sel, o))
-    .map(|o| at_version(o, api_version))
-    .collect())
 }
 
 // ---- writes ------------------------------------------------------------------------------------
@@ -1377,6 +1411,58 @@ pub(crate) fn approve_csr(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selected_list_selects_on_stored_labels_as_on_the_object() {
+        let mut store = Store::default();
+        let cm = |name: &str, labels: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "ns", "labels": labels}})
+        };
+        store.insert(
+            "ConfigMap",
+            "ns",
+            "a",
+            cm("a", json!({"app": "x", "tier": "web"})),
+        );
+        store.insert("ConfigMap", "ns", "b", cm("b", json!({"app": "y"})));
+        store.insert("ConfigMap", "ns", "c", cm("c", json!({})));
+        // A NUL in a label cannot be packed: the object is selected on its parsed form instead.
+        store.insert(
+            "ConfigMap",
+            "ns",
+            "d",
+            cm("d", json!({"app": "x", "odd": "a\u{0}b"})),
+        );
+        for sel in [
+            "app=x",
+            "app!=x",
+            "tier",
+            "!tier",
+            "app=x,tier=web",
+            "odd=a",
+            "",
+        ] {
+            let sel = parse_selector(sel).unwrap();
+            let selected: Vec<&str> = store
+                .list_selected("ConfigMap", None, &sel)
+                .map(util::name)
+                .collect();
+            let expected: Vec<&str> = store
+                .list("ConfigMap", None)
+                .filter(|o| selector_matches(&sel, o))
+                .map(util::name)
+                .collect();
+            assert_eq!(selected, expected, "{sel:?}");
+        }
+        assert_eq!(
+            packed_label(
+                &packed_labels(&cm("e", json!({"k": "v", "l": ""}))).unwrap(),
+                "l"
+            ),
+            Some("")
+        );
+    }
 
     #[test]
     fn selectors_parse() {

@@ -24,6 +24,9 @@ use crate::backend::{KubeError, SimulatedFault};
 /// spokes: 5.1–5.3 s and 253 MiB, against 5.3 s and 335 MiB at 16 MiB).
 const PARSED_BUDGET: usize = 1 << 20;
 
+/// Works of one round between two checks of [`PARSED_BUDGET`].
+const RELEASE_EVERY: usize = 64;
+
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
 
@@ -234,7 +237,13 @@ impl Shared {
                 st.backoff.clear();
                 return;
             }
-            for work in std::mem::take(&mut queue) {
+            for (i, work) in std::mem::take(&mut queue).into_iter().enumerate() {
+                // A round may hold work on every cluster (an addon's agents rolling out on all spokes at
+                // once): the parsed objects are kept within the budget during it too, looked at every
+                // few works so that the check stays cheap.
+                if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
+                    st.world.release_parsed_over(PARSED_BUDGET);
+                }
                 let b = work.behaviour();
                 if !st.backoff.is_empty() && st.backoff.contains(&(b, work.clone())) {
                     continue;

@@ -680,21 +680,27 @@ impl World {
         gk: &str,
         ns: Option<&str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        self.list_where(cluster, gk, ns, |_| true)
+        match self.clusters.get(cluster) {
+            Some(c) => {
+                self.reading(cluster);
+                c.api.list(gk, ns)
+            }
+            None => Box::new(std::iter::empty()),
+        }
     }
 
-    /// [`World::list`], of the objects whose JSON text passes `text` only (the others are not parsed).
-    pub(crate) fn list_where<'a>(
+    /// [`World::list`], of the objects whose labels `sel` selects (the others are not parsed).
+    pub(crate) fn list_selected<'a>(
         &'a self,
         cluster: &str,
         gk: &str,
         ns: Option<&str>,
-        text: impl Fn(&str) -> bool + Copy + 'a,
+        sel: &'a [(String, super::apiserver::SelOp)],
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
         match self.clusters.get(cluster) {
             Some(c) => {
                 self.reading(cluster);
-                c.api.list_where(gk, ns, text)
+                c.api.list_selected(gk, ns, sel)
             }
             None => Box::new(std::iter::empty()),
         }
