@@ -204,7 +204,7 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
                 n,
                 file_stem(&s.id)
             );
-            let docs: Vec<String> = s.objects.iter().map(to_yaml).collect();
+            let docs: Vec<String> = s.objects.iter().map(|o| to_yaml(&o)).collect();
             files.insert(path.clone(), docs.join("---\n"));
             v["manifests"] = json!(path);
         }

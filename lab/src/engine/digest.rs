@@ -19,6 +19,7 @@ use crate::charts::ChartPlan;
 use crate::patch::PatchSet;
 use crate::topology::{Cluster, Lab, LabVersions};
 use crate::workflow::PlannedStep;
+use crate::workflow::plan::Manifests;
 
 /// Bumped whenever what an action does for the same inputs changes in a way a resume must not skip.
 const ACTIONS_REVISION: u32 = 1;
@@ -54,8 +55,8 @@ struct Inputs<'a> {
     ocm_lab: &'static str,
     uses: &'a str,
     with: &'a BTreeMap<String, Value>,
-    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-    objects: &'a [Value],
+    #[serde(skip_serializing_if = "Manifests::is_empty")]
+    objects: &'a Manifests,
     #[serde(skip_serializing_if = "Option::is_none")]
     chart: Option<&'a ChartPlan>,
     /// The applicable chart patches, by content (their `Debug` text: every field, in order).

@@ -165,7 +165,7 @@ mod tests {
             needs: needs.iter().map(|n| (*n).to_owned()).collect(),
             timeout: std::time::Duration::from_secs(60),
             retry: Default::default(),
-            objects: Vec::new(),
+            objects: Default::default(),
             chart: None,
         })
     }

@@ -27,6 +27,64 @@ pub struct Plan {
     pub steps: Vec<std::sync::Arc<PlannedStep>>,
 }
 
+/// The objects a step applies, each kept as its compact JSON text and parsed when read: a plan of a
+/// thousand spokes holds tens of thousands of rendered objects, and a parsed `Value` takes several
+/// times the memory of its text. Serializes as the array of the objects (parsed, so that a pretty
+/// printer indents them).
+#[derive(Clone, Default)]
+pub struct Manifests(Vec<Box<serde_json::value::RawValue>>);
+
+impl Serialize for Manifests {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl Manifests {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Each object, parsed.
+    pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
+        self.0.iter().map(|raw| {
+            serde_json::from_str(raw.get()).expect("a manifest is the JSON text of an object")
+        })
+    }
+
+    /// Every object, parsed.
+    pub fn values(&self) -> Vec<Value> {
+        self.iter().collect()
+    }
+
+    /// Replaces object `i` (tests that make a plan fail on purpose).
+    pub fn set(&mut self, i: usize, obj: &Value) {
+        self.0[i] = raw(obj);
+    }
+}
+
+fn raw(obj: &Value) -> Box<serde_json::value::RawValue> {
+    serde_json::value::to_raw_value(obj).expect("a JSON value serializes")
+}
+
+impl<'a> FromIterator<&'a Value> for Manifests {
+    fn from_iter<I: IntoIterator<Item = &'a Value>>(objects: I) -> Self {
+        Manifests(objects.into_iter().map(raw).collect())
+    }
+}
+
+impl std::fmt::Debug for Manifests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|r| r.get()))
+            .finish()
+    }
+}
+
 /// One step instance: a step, or one item of a `foreach` step.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,8 +103,8 @@ pub struct PlannedStep {
     pub timeout: Duration,
     pub retry: Retry,
     /// Objects a `manifest.apply` step applies.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub objects: Vec<Value>,
+    #[serde(skip_serializing_if = "Manifests::is_empty")]
+    pub objects: Manifests,
     /// The chart a `chart.install` or `ocm.klusterlet` step installs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart: Option<ChartPlan>,
@@ -417,10 +475,10 @@ fn fill_keep(steps: &mut [PlannedStep]) {
     let mut keep: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in steps.iter() {
         if let Some(cluster) = s.cluster() {
-            for o in &s.objects {
+            for o in s.objects.iter() {
                 keep.entry(cluster.to_owned())
                     .or_default()
-                    .insert(keep_id_of(o));
+                    .insert(keep_id_of(&o));
             }
         }
         if let Some(c) = &s.chart {
@@ -507,7 +565,7 @@ fn instance(
         },
     };
     let str_input = |k: &str| with.get(k).and_then(Value::as_str).map(str::to_owned);
-    let mut objects = Vec::new();
+    let mut objects = Manifests::default();
     let mut chart = None;
     let loc = step
         .with
@@ -540,7 +598,7 @@ fn instance(
                         Ok(text) => {
                             match serde_saphyr::from_multiple::<Value>(&text) {
                                 Ok(docs) => {
-                                    objects = docs.into_iter().filter(|d| !d.is_null()).collect()
+                                    objects = docs.iter().filter(|d| !d.is_null()).collect()
                                 }
                                 Err(e) => {
                                     c.error(Some(&loc), field("with.template"), format!("{template} did not render to valid YAML for item {}: {}", item.map_or("-", |i| i.id.as_str()), e.without_snippet()));
@@ -709,7 +767,7 @@ impl Plan {
     }
 
     /// Every object the plan applies, with the lab cluster it goes to.
-    pub fn objects(&self) -> impl Iterator<Item = (&str, &Value)> {
+    pub fn objects(&self) -> impl Iterator<Item = (&str, Value)> {
         self.steps.iter().flat_map(|s| {
             s.objects
                 .iter()

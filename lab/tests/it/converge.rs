@@ -105,7 +105,8 @@ async fn assert_lab_is_the_topology(h: &Harness) {
             continue;
         };
         let api = api(h, cluster).await;
-        for o in &step.objects {
+        for o in step.objects.iter() {
+            let o = &o;
             let live = api
                 .get(&ObjectRef::of(o).unwrap())
                 .await
@@ -442,6 +443,7 @@ fn every_object_the_lab_applies_carries_its_label_so_prune_can_find_it() {
         let lab = crate::common::lab(name);
         let plan = crate::common::plan(&lab);
         for (cluster, o) in plan.objects() {
+            let o = &o;
             assert_eq!(
                 o["metadata"]["labels"][LAB_LABEL],
                 lab.name.as_str(),
@@ -452,6 +454,7 @@ fn every_object_the_lab_applies_carries_its_label_so_prune_can_find_it() {
         // Each rendered object is in the prune step's `keep` list of its cluster.
         let keep = &plan.step("prune").expect("up prunes").with["keep"];
         for (cluster, o) in plan.objects() {
+            let o = &o;
             assert!(
                 keep[cluster]
                     .as_array()

@@ -160,7 +160,9 @@ async fn a_permanent_error_is_not_retried() {
             .expect("a bindings step"),
     );
     let id = step.id.clone();
-    step.objects[0]["spec"]["clusterSet"] = json!("some-other-set");
+    let mut binding = step.objects.values().remove(0);
+    binding["spec"]["clusterSet"] = json!("some-other-set");
+    step.objects.set(0, &binding);
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     assert!(!r.ok);
     let (failed, err) = r.failed.clone().expect("a failure");

@@ -23,6 +23,7 @@ fn every_planned_object_of_every_shipped_topology_passes_strict_crd_validation()
         let lab = common::lab(name);
         let plan = common::plan(&lab);
         for (cluster, obj) in plan.objects() {
+            let obj = &obj;
             let kind = obj["kind"].as_str().expect("objects have a kind");
             if CORE_KINDS.contains(&kind) {
                 continue;

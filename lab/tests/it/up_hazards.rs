@@ -31,6 +31,7 @@ async fn the_simulated_run_applies_exactly_the_planned_objects() {
         // What the plan says goes to this cluster: its manifests, its charts' objects and release namespaces.
         let mut expected: BTreeSet<String> = BTreeSet::new();
         for (cluster, obj) in plan.objects().filter(|(cl, _)| *cl == c.name) {
+            let obj = &obj;
             let k = key(obj);
             let live = applied
                 .iter()
