@@ -258,6 +258,14 @@ impl Stored {
         self.rv
     }
 
+    /// Whether `sel` may select this object: it does by its packed labels, or they could not be packed.
+    fn may_select(&self, sel: &[(String, SelOp)]) -> bool {
+        match &self.labels {
+            Some(packed) => selects(sel, |k| packed_label(packed, k)),
+            None => true,
+        }
+    }
+
     fn value(&self, parsed: &Parsed, key: impl FnOnce() -> ObjKey) -> &Value {
         self.parsed.get_or_init(|| {
             let key = key();
@@ -406,11 +414,8 @@ impl Store {
         sel: &'a [(String, SelOp)],
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
         Box::new(
-            self.list_where(gk, ns, move |o| match &o.labels {
-                Some(packed) => selects(sel, |k| packed_label(packed, k)),
-                None => true,
-            })
-            .filter(move |o| selector_matches(sel, o)),
+            self.list_where(gk, ns, move |o| o.may_select(sel))
+                .filter(move |o| selector_matches(sel, o)),
         )
     }
 
@@ -420,52 +425,64 @@ impl Store {
         ns: Option<&str>,
         keep: impl Fn(&Stored) -> bool + Copy + 'a,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        let Some((gk, by_ns)) = self.objects.get_key_value(gk) else {
+        let Some(gk) = self.objects.get_key_value(gk).map(|(gk, _)| gk) else {
             return Box::new(std::iter::empty());
         };
         let parsed = &self.parsed;
-        let value = move |(ns, m): (&'a String, &'a BTreeMap<String, Stored>)| {
-            m.iter()
-                .filter(move |(_, o)| keep(o))
-                .map(move |(name, o)| o.value(parsed, || (gk.clone(), ns.clone(), name.clone())))
-        };
-        match ns {
-            Some(ns) => match by_ns.get_key_value(ns) {
-                Some(m) => Box::new(value(m)),
-                None => Box::new(std::iter::empty()),
-            },
-            None => Box::new(by_ns.iter().flat_map(value)),
-        }
+        Box::new(
+            self.stored(gk, ns, keep).map(move |(ns, name, o)| {
+                o.value(parsed, || (gk.clone(), ns.clone(), name.clone()))
+            }),
+        )
     }
 
-    /// The `metadata` of each object of `gk` (in `ns`, or all), read from the parsed form when there is
-    /// one and otherwise from the text without parsing the rest or keeping anything parsed.
+    /// The `metadata` of each object of `gk` (in `ns`, or all) whose labels `sel` may select, read from
+    /// the parsed form when there is one and otherwise from the text without parsing the rest or keeping
+    /// anything parsed. The caller checks `sel` on the result (see [`Stored::may_select`]).
     pub fn list_metadata<'a>(
         &'a self,
         gk: &str,
         ns: Option<&str>,
+        sel: &'a [(String, SelOp)],
     ) -> Box<dyn Iterator<Item = Value> + 'a> {
         #[derive(Deserialize)]
         struct Head {
             metadata: Value,
         }
+        Box::new(
+            self.stored(gk, ns, move |o| o.may_select(sel))
+                .map(|(_, _, o)| match o.parsed.get() {
+                    Some(v) => v["metadata"].clone(),
+                    None => {
+                        serde_json::from_str::<Head>(&o.text)
+                            .expect("stored text is the JSON of an object")
+                            .metadata
+                    }
+                }),
+        )
+    }
+
+    /// (namespace, name, stored object) of each object of `gk` (in `ns`, or all) that passes `keep`.
+    fn stored<'a>(
+        &'a self,
+        gk: &str,
+        ns: Option<&str>,
+        keep: impl Fn(&Stored) -> bool + Copy + 'a,
+    ) -> Box<dyn Iterator<Item = (&'a String, &'a String, &'a Stored)> + 'a> {
         let Some(by_ns) = self.objects.get(gk) else {
             return Box::new(std::iter::empty());
         };
-        let metadata = |o: &Stored| match o.parsed.get() {
-            Some(v) => v["metadata"].clone(),
-            None => {
-                serde_json::from_str::<Head>(&o.text)
-                    .expect("stored text is the JSON of an object")
-                    .metadata
-            }
+        let of = move |(ns, m): (&'a String, &'a BTreeMap<String, Stored>)| {
+            m.iter()
+                .filter(move |(_, o)| keep(o))
+                .map(move |(name, o)| (ns, name, o))
         };
         match ns {
-            Some(ns) => match by_ns.get(ns) {
-                Some(m) => Box::new(m.values().map(metadata)),
+            Some(ns) => match by_ns.get_key_value(ns) {
+                Some(m) => Box::new(of(m)),
                 None => Box::new(std::iter::empty()),
             },
-            None => Box::new(by_ns.values().flat_map(move |m| m.values().map(metadata))),
+            None => Box::new(by_ns.iter().flat_map(of)),
         }
     }
 
@@ -738,18 +755,28 @@ pub(crate) fn list_metadata(
     namespace: Option<&str>,
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
+    let (gk, ns, sel) = list_request(w, cluster, api_version, kind, namespace, labels)?;
+    Ok(w.list_metadata(cluster, &gk, ns, &sel)
+        .map(|metadata| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
+        .filter(|o| selector_matches(&sel, o))
+        .collect())
+}
+
+/// What a list asks for, checked as the API server checks it: the kind's gk, the namespace (none for a
+/// cluster-scoped kind) and the parsed label selector.
+fn list_request<'a>(
+    w: &World,
+    cluster: &str,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&'a str>,
+    labels: Option<&str>,
+) -> Result<(String, Option<&'a str>, Selector), KubeError> {
     check_reachable(w, cluster)?;
     let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
     let sel = parse_selector(labels.unwrap_or(""))?;
     let ns = if info.namespaced { namespace } else { None };
-    let Some(c) = w.clusters.get(cluster) else {
-        return Ok(Vec::new());
-    };
-    Ok(c.api
-        .list_metadata(&gk::make(&info.group, &info.kind), ns)
-        .map(|metadata| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
-        .filter(|o| selector_matches(&sel, o))
-        .collect())
+    Ok((gk::make(&info.group, &info.kind), ns, sel))
 }
 
 pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
@@ -768,7 +795,7 @@ pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Valu
 }
 
 /// A parsed label selector: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated.
-pub(crate) fn parse_selector(s: &str) -> Result<Vec<(String, SelOp)>, KubeError> {
+pub(crate) fn parse_selector(s: &str) -> Result<Selector, KubeError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let term = if let Some((k, v)) = part.split_once("!=") {
@@ -791,6 +818,9 @@ pub(crate) fn parse_selector(s: &str) -> Result<Vec<(String, SelOp)>, KubeError>
     }
     Ok(out)
 }
+
+/// A parsed label selector: every requirement must hold.
+pub(crate) type Selector = Vec<(String, SelOp)>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SelOp {
@@ -825,17 +855,12 @@ pub(crate) fn list(
     namespace: Option<&str>,
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
-    check_reachable(w, cluster)?;
-    let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
-    let sel = parse_selector(labels.unwrap_or(""))?;
-    let ns = if info.namespaced { namespace } else { None };
+    let (gk, ns, sel) = list_request(w, cluster, api_version, kind, namespace, labels)?;
     // Selected on the stored labels: what the selector does not select is not parsed, so a spoke's
     // accept listing its CSRs among thousands costs a label lookup per CSR.
-    Ok(
-        w.list_selected(cluster, &gk::make(&info.group, &info.kind), ns, &sel)
-            .map(|o| at_version(o, api_version))
-            .collect(),
-    )
+    Ok(w.list_selected(cluster, &gk, ns, &sel)
+        .map(|o| at_version(o, api_version))
+        .collect())
 }
 
 // ---- writes ------------------------------------------------------------------------------------

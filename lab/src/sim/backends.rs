@@ -438,6 +438,22 @@ impl ContainerRuntime for SimDocker {
     }
 }
 
+/// How a list shows in the call log: `<kind> <apiVersion> in <namespace or all namespaces> <selector>`.
+fn list_description(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    labels: Option<&str>,
+) -> String {
+    format!(
+        "{kind} {api_version} in {} {}",
+        namespace.unwrap_or("all namespaces"),
+        labels.unwrap_or("")
+    )
+    .trim_end()
+    .to_owned()
+}
+
 // ---- kind ---------------------------------------------------------------------------------------
 
 pub(crate) struct SimKind(pub Arc<Shared>);
@@ -926,13 +942,7 @@ impl ClusterApi for SimApi {
         self.call(
             Behaviour::KubeRead,
             "kube.list",
-            format!(
-                "{kind} {api_version} in {} {}",
-                namespace.unwrap_or("all namespaces"),
-                labels.unwrap_or("")
-            )
-            .trim_end()
-            .to_owned(),
+            list_description(api_version, kind, namespace, labels),
             false,
             move |st| apiserver::list(&st.world, &c, api_version, kind, namespace, labels),
         )
@@ -950,13 +960,7 @@ impl ClusterApi for SimApi {
         self.call(
             Behaviour::KubeRead,
             "kube.list-metadata",
-            format!(
-                "{kind} {api_version} in {} {}",
-                namespace.unwrap_or("all namespaces"),
-                labels.unwrap_or("")
-            )
-            .trim_end()
-            .to_owned(),
+            list_description(api_version, kind, namespace, labels),
             false,
             move |st| apiserver::list_metadata(&st.world, &c, api_version, kind, namespace, labels),
         )

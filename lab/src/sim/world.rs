@@ -706,6 +706,21 @@ impl World {
         }
     }
 
+    /// The metadata of the objects of a kind whose labels `sel` may select (see
+    /// `apiserver::Store::list_metadata`): nothing is parsed or kept parsed.
+    pub(crate) fn list_metadata<'a>(
+        &'a self,
+        cluster: &str,
+        gk: &str,
+        ns: Option<&str>,
+        sel: &'a [(String, super::apiserver::SelOp)],
+    ) -> Box<dyn Iterator<Item = Value> + 'a> {
+        match self.clusters.get(cluster) {
+            Some(c) => c.api.list_metadata(gk, ns, sel),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
     /// Namespaces that hold objects of a kind.
     pub(crate) fn namespaces_with(&self, cluster: &str, gk: &str) -> Vec<String> {
         self.clusters
