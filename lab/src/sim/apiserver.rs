@@ -223,7 +223,7 @@ impl KindInfo {
 /// One stored object: its compact JSON text, and the object parsed from that text while something reads
 /// it. Objects are kept as text because a parsed `serde_json::Value` takes about eight times the memory
 /// of its JSON (a map of one key allocates a whole B-tree node), and a large simulated lab is mostly
-/// objects; the parsed form lives only until the store's [`Store::release_parsed`] (after each reconcile).
+/// objects; the parsed form lives only until the store's [`Store::release_parsed`] (once the objects parsed in all are over the simulated lab's budget, `PARSED_BUDGET`).
 pub(crate) struct Stored {
     text: Box<str>,
     /// `metadata.labels` as `key\0value\0…`, so that a label-selected list skips what it does not select
@@ -355,9 +355,6 @@ type ObjKey = (String, String, String);
 /// gk → namespace ("" when cluster-scoped) → name → object.
 pub(crate) type Objects = BTreeMap<String, BTreeMap<String, BTreeMap<String, Stored>>>;
 
-/// Parsed objects a store keeps at most between two [`Store::release_parsed`] calls that may drop them.
-pub(crate) const PARSED_KEPT: usize = 4096;
-
 /// The objects of a store whose parsed form is kept now, and the length of their text.
 #[derive(Debug, Default)]
 struct Parsed {
@@ -486,13 +483,10 @@ impl Store {
         }
     }
 
-    /// Drops the parsed form of the objects read since the last call, once there are more than `keep`
-    /// (0: all). Needs `&mut`: no reference into the store is left.
-    pub fn release_parsed(&mut self, keep: usize) {
+    /// Drops the parsed form of the objects read since the last call. Needs `&mut`: no reference into
+    /// the store is left.
+    pub fn release_parsed(&mut self) {
         let keys = self.parsed.keys.get_mut();
-        if keys.len() <= keep {
-            return;
-        }
         self.parsed.bytes.set(0);
         for (gk, ns, name) in keys.drain(..) {
             if let Some(o) = self

@@ -873,19 +873,14 @@ impl World {
         Some(old)
     }
 
-    /// Drops the parsed form of stored objects that were read (see `apiserver::Stored`), in each store
-    /// that keeps more than `keep` of them.
-    pub(crate) fn release_parsed(&mut self, keep: usize) {
+    /// Drops the parsed form of every stored object that was read (see `apiserver::Stored`).
+    fn release_parsed(&mut self) {
         let clusters = &mut self.clusters;
-        self.read_in
-            .get_mut()
-            .retain(|name| match clusters.get_mut(name) {
-                Some(c) => {
-                    c.api.release_parsed(keep);
-                    c.api.parsed_bytes() > 0
-                }
-                None => false,
-            });
+        for name in std::mem::take(self.read_in.get_mut()) {
+            if let Some(c) = clusters.get_mut(&name) {
+                c.api.release_parsed();
+            }
+        }
     }
 
     /// Drops the parsed form of every stored object that was read, once their text is over `budget` bytes
@@ -899,7 +894,7 @@ impl World {
             .map(|c| c.api.parsed_bytes())
             .sum();
         if kept > budget {
-            self.release_parsed(0);
+            self.release_parsed();
         }
     }
 
