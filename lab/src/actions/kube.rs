@@ -189,10 +189,11 @@ fn context(e: KubeError, r: &ObjectRef) -> ActionError {
 pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let api = ctx.run.api(cluster).await?;
-    let hint = ctx.step.objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
+    let objects = ctx.step.objects.values();
+    let hint = objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
-    let o = ensure_objects(ctx, cluster, api.as_ref(), &ctx.step.objects.values(), hint).await?;
+    let o = ensure_objects(ctx, cluster, api.as_ref(), &objects, hint).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }
 

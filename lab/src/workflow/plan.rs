@@ -45,10 +45,6 @@ impl Manifests {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// Each object, parsed.
     pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
         self.0.iter().map(|raw| {
