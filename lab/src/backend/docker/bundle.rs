@@ -475,14 +475,19 @@ fn refuse(bundle: &Path, why: String) -> DockerError {
     }
 }
 
-/// Reads the whole bundle once: the manifest, then each entry's digest and size against it. Returns the
-/// manifest and the data offset of each item, in manifest order.
-pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
+/// The bundle as a tar archive to read.
+fn open(bundle: &Path) -> Result<tar::Archive<std::io::BufReader<std::fs::File>>> {
     let file = std::fs::File::open(bundle).map_err(|e| DockerError::Io {
         what: format!("open bundle {}", bundle.display()),
         detail: e.to_string(),
     })?;
-    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+    Ok(tar::Archive::new(std::io::BufReader::new(file)))
+}
+
+/// Reads the whole bundle once: the manifest, then each entry's digest and size against it. Returns the
+/// manifest and the data offset of each item, in manifest order.
+pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
+    let mut archive = open(bundle)?;
     let mut entries = archive
         .entries_with_seek()
         .map_err(|e| refuse(bundle, format!("it is not a tar archive ({e})")))?;
@@ -564,11 +569,7 @@ pub fn verify(bundle: &Path) -> Result<(Manifest, Vec<u64>)> {
 /// read from the tar headers alone (nothing is hashed: [`verify`] checks the digests). A bundle that
 /// lacks an item, or whose entry has another size than the manifest says, is refused.
 pub fn locate(bundle: &Path) -> Result<(Manifest, Vec<(u64, u64)>)> {
-    let file = std::fs::File::open(bundle).map_err(|e| DockerError::Io {
-        what: format!("open bundle {}", bundle.display()),
-        detail: e.to_string(),
-    })?;
-    let mut archive = tar::Archive::new(std::io::BufReader::new(file));
+    let mut archive = open(bundle)?;
     let mut entries = archive
         .entries_with_seek()
         .map_err(|e| refuse(bundle, format!("it is not a tar archive ({e})")))?;
