@@ -229,8 +229,11 @@ pub(crate) struct Stored {
     /// `metadata.labels` as `key\0value\0…`, so that a label-selected list skips what it does not select
     /// without parsing it; `None` when a label holds a NUL (then the object is parsed to select it).
     labels: Option<Box<str>>,
-    /// `metadata.resourceVersion`, when it is a number (what the save cache keys on).
-    rv: Option<u64>,
+    /// `metadata.resourceVersion`, when it is a number (what the save cache keys on), else 0 (which no
+    /// object is given).
+    rv: u64,
+    /// Whether `metadata.deletionTimestamp` is set.
+    deleting: bool,
     parsed: std::cell::OnceCell<Box<Value>>,
 }
 
@@ -243,7 +246,9 @@ impl Stored {
             labels: packed_labels(obj),
             rv: obj["metadata"]["resourceVersion"]
                 .as_str()
-                .and_then(|v| v.parse().ok()),
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            deleting: obj["metadata"].get("deletionTimestamp").is_some(),
             parsed: std::cell::OnceCell::new(),
         }
     }
@@ -255,7 +260,7 @@ impl Stored {
 
     /// `metadata.resourceVersion` when it is a number.
     pub fn rv(&self) -> Option<u64> {
-        self.rv
+        (self.rv != 0).then_some(self.rv)
     }
 
     /// Whether `sel` may select this object: it does by its packed labels, or they could not be packed.
@@ -268,11 +273,8 @@ impl Stored {
 
     fn value(&self, parsed: &Parsed, key: impl FnOnce() -> ObjKey) -> &Value {
         self.parsed.get_or_init(|| {
-            let key = key();
-            if !KEEP_PARSED.contains(&key.0.as_str()) {
-                parsed.keys.borrow_mut().push(key);
-                parsed.bytes.set(parsed.bytes.get() + self.text.len());
-            }
+            parsed.keys.borrow_mut().push(key());
+            parsed.bytes.set(parsed.bytes.get() + self.text.len());
             Box::new(
                 serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
             )
@@ -284,6 +286,65 @@ impl Stored {
             Some(v) => *v,
             None => serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
         }
+    }
+}
+
+/// What label selectors and set membership read of an object (its name, labels and whether it is being
+/// deleted), read from the store without parsing the object: the placement and set controllers read
+/// every ManagedCluster of the hub whenever one joins, which would otherwise parse O(clusters²) objects
+/// or keep every ManagedCluster parsed.
+#[derive(Clone, Copy)]
+pub(crate) struct Head<'a> {
+    gk: &'a String,
+    ns: &'a String,
+    name: &'a String,
+    stored: &'a Stored,
+    parsed: &'a Parsed,
+}
+
+/// An object's name, labels and deletion, from its parsed form ([`Value`]) or from the store ([`Head`]).
+pub(crate) trait Labelled {
+    fn name(&self) -> &str;
+    fn label(&self, key: &str) -> Option<&str>;
+    fn deleting(&self) -> bool;
+}
+
+impl Labelled for Value {
+    fn name(&self) -> &str {
+        util::name(self)
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        util::label(self, key)
+    }
+
+    fn deleting(&self) -> bool {
+        self["metadata"].get("deletionTimestamp").is_some()
+    }
+}
+
+impl Labelled for Head<'_> {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        match &self.stored.labels {
+            Some(packed) => packed_label(packed, key),
+            // Labels that could not be packed (a NUL in one, which a real API server rejects): read from
+            // the parsed object.
+            None => {
+                let (gk, ns, name) = (self.gk, self.ns, self.name);
+                let v = self
+                    .stored
+                    .value(self.parsed, || (gk.clone(), ns.clone(), name.clone()));
+                util::label(v, key)
+            }
+        }
+    }
+
+    fn deleting(&self) -> bool {
+        self.stored.deleting
     }
 }
 
@@ -320,6 +381,7 @@ impl Clone for Stored {
             text: self.text.clone(),
             labels: self.labels.clone(),
             rv: self.rv,
+            deleting: self.deleting,
             parsed: std::cell::OnceCell::new(),
         }
     }
@@ -344,10 +406,6 @@ impl<'de> Deserialize<'de> for Stored {
         Ok(Stored::new(&Value::deserialize(d)?))
     }
 }
-
-/// Kinds whose objects stay parsed once read: the placement controller reads every ManagedCluster of
-/// the hub whenever one joins or changes its labels, which would otherwise parse O(clusters²) objects.
-const KEEP_PARSED: &[&str] = &[gk::MANAGED_CLUSTER];
 
 /// (gk, namespace, name) of an object.
 type ObjKey = (String, String, String);
@@ -455,6 +513,28 @@ impl Store {
                             .expect("stored text is the JSON of an object")
                             .metadata
                     }
+                }),
+        )
+    }
+
+    /// The [`Head`] of each object of `gk` (in `ns`, or all): nothing is parsed.
+    pub fn heads<'a>(
+        &'a self,
+        gk: &str,
+        ns: Option<&str>,
+    ) -> Box<dyn Iterator<Item = Head<'a>> + 'a> {
+        let Some(gk) = self.objects.get_key_value(gk).map(|(gk, _)| gk) else {
+            return Box::new(std::iter::empty());
+        };
+        let parsed = &self.parsed;
+        Box::new(
+            self.stored(gk, ns, |_| true)
+                .map(move |(ns, name, stored)| Head {
+                    gk,
+                    ns,
+                    name,
+                    stored,
+                    parsed,
                 }),
         )
     }
@@ -1480,6 +1560,45 @@ mod tests {
                 "l"
             ),
             Some("")
+        );
+        // Heads (what set membership and placements read) answer as the parsed objects do, the
+        // unpackable one included; a deletion is seen without parsing.
+        store.insert(
+            "ConfigMap",
+            "ns",
+            "f",
+            json!({"metadata": {"name": "f", "namespace": "ns", "labels": {"app": "x"},
+                                "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        );
+        for key in ["app", "tier", "odd", "missing"] {
+            let by_head: Vec<(String, Option<String>, bool)> = store
+                .heads("ConfigMap", Some("ns"))
+                .map(|h| {
+                    (
+                        h.name().to_owned(),
+                        h.label(key).map(str::to_owned),
+                        h.deleting(),
+                    )
+                })
+                .collect();
+            let by_value: Vec<(String, Option<String>, bool)> = store
+                .list("ConfigMap", Some("ns"))
+                .map(|o| {
+                    (
+                        o.name().to_owned(),
+                        o.label(key).map(str::to_owned),
+                        o.deleting(),
+                    )
+                })
+                .collect();
+            assert_eq!(by_head, by_value, "{key}");
+        }
+        assert_eq!(
+            store
+                .heads("ConfigMap", None)
+                .filter(|h| h.deleting())
+                .count(),
+            1
         );
     }
 

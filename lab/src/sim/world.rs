@@ -706,6 +706,22 @@ impl World {
         }
     }
 
+    /// The name, labels and deletion of each object of a kind (see `apiserver::Head`): nothing is parsed.
+    pub(crate) fn heads<'a>(
+        &'a self,
+        cluster: &str,
+        gk: &str,
+        ns: Option<&str>,
+    ) -> Box<dyn Iterator<Item = super::apiserver::Head<'a>> + 'a> {
+        match self.clusters.get(cluster) {
+            Some(c) => {
+                self.reading(cluster);
+                c.api.heads(gk, ns)
+            }
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
     /// The metadata of the objects of a kind whose labels `sel` may select (see
     /// `apiserver::Store::list_metadata`): nothing is parsed or kept parsed.
     pub(crate) fn list_metadata<'a>(

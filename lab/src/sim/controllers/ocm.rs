@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Controller, Op, Resync, Work, available_deployment, is_hub, mark, namespace_obj};
-use crate::sim::apiserver::{self, gk};
+use crate::sim::apiserver::{self, Labelled as _, gk};
 use crate::sim::charts::{self, deployment};
 use crate::sim::faults::Behaviour;
 use crate::sim::util::{self, set_condition};
@@ -1278,8 +1278,8 @@ pub(in crate::sim) static HUB_ACCEPT: Controller = Controller {
         }),
     ],
     resync: Resync::Hub(|w, c, q| {
-        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, util::name(m), "");
+        for m in w.heads(c, gk::MANAGED_CLUSTER, None) {
+            q.add(c, m.name(), "");
         }
     }),
     run: |w, k| hub_accept(w, k.cluster(), &k.key()[0]),

@@ -10,7 +10,7 @@ use super::{
     Controller, Op, Queue, Resync, Work, is_hub, mark, namespace_exists, owner_ref,
     profiles_enabled,
 };
-use crate::sim::apiserver::gk;
+use crate::sim::apiserver::{Labelled, gk};
 use crate::sim::faults::Behaviour;
 use crate::sim::util::{self, set_condition};
 use crate::sim::world::{Change, ChangeKind, World};
@@ -28,15 +28,15 @@ fn s(x: &str) -> String {
 
 /// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
 /// missing selector matches everything.
-fn label_selector_matches(sel: Option<&Value>, obj: &Value) -> bool {
+fn label_selector_matches(sel: Option<&Value>, obj: &(impl Labelled + ?Sized)) -> bool {
     let Some(sel) = sel else { return true };
     let labels_ok = sel["matchLabels"]
         .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| util::label(obj, k) == v.as_str()));
+        .is_none_or(|m| m.iter().all(|(k, v)| obj.label(k) == v.as_str()));
     let exprs_ok = sel["matchExpressions"].as_array().is_none_or(|es| {
         es.iter().all(|e| {
             let key = e["key"].as_str().unwrap_or("");
-            let v = util::label(obj, key);
+            let v = obj.label(key);
             let values: Vec<&str> = e["values"]
                 .as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -55,8 +55,8 @@ fn label_selector_matches(sel: Option<&Value>, obj: &Value) -> bool {
 
 /// Set membership (OCM-FACTS §9.10): `ExclusiveClusterSetLabel` (the default) selects clusters labelled
 /// `cluster.open-cluster-management.io/clusterset=<set>`; `LabelSelector` its selector (`global`: all).
-pub(super) fn is_member(set: &Value, mc: &Value) -> bool {
-    if mc.at("/metadata/deletionTimestamp").is_some() {
+pub(super) fn is_member(set: &Value, mc: &(impl Labelled + ?Sized)) -> bool {
+    if mc.deleting() {
         return false;
     }
     let sel = &set["spec"]["clusterSelector"];
@@ -65,14 +65,14 @@ pub(super) fn is_member(set: &Value, mc: &Value) -> bool {
         .unwrap_or("ExclusiveClusterSetLabel")
     {
         "LabelSelector" => label_selector_matches(sel.get("labelSelector"), mc),
-        _ => util::label(mc, CLUSTERSET_LABEL) == Some(util::name(set)),
+        _ => mc.label(CLUSTERSET_LABEL) == Some(util::name(set)),
     }
 }
 
 fn members(w: &World, hub: &str, set: &Value) -> BTreeSet<String> {
-    w.list(hub, gk::MANAGED_CLUSTER, None)
+    w.heads(hub, gk::MANAGED_CLUSTER, None)
         .filter(|m| is_member(set, m))
-        .map(|m| s(util::name(m)))
+        .map(|m| s(m.name()))
         .collect()
 }
 
@@ -357,14 +357,14 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         {
             continue;
         }
-        for m in w.list(hub, gk::MANAGED_CLUSTER, None) {
-            if is_member(set, m)
+        for m in w.heads(hub, gk::MANAGED_CLUSTER, None) {
+            if is_member(set, &m)
                 && (predicates.is_empty()
                     || predicates
                         .iter()
-                        .any(|sel| label_selector_matches(Some(sel), m)))
+                        .any(|sel| label_selector_matches(Some(sel), &m)))
             {
-                selected.insert(s(util::name(m)));
+                selected.insert(s(m.name()));
             }
         }
     }
@@ -702,8 +702,8 @@ static PROFILE_STATUS: Controller = Controller {
         }),
     ],
     resync: Resync::Hub(|w, c, q| {
-        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, util::name(m), "");
+        for m in w.heads(c, gk::MANAGED_CLUSTER, None) {
+            q.add(c, m.name(), "");
         }
     }),
     run: |w, k| profile_status(w, k.cluster(), &k.key()[0]),
