@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::objects::{self, ObjectMap};
 use super::util;
 use super::world::World;
 use crate::backend::kube::ForbiddenCause;
@@ -271,7 +272,7 @@ impl Stored {
         }
     }
 
-    fn value(&self, parsed: &Parsed, key: impl FnOnce() -> ObjKey) -> &Value {
+    fn value(&self, parsed: &Parsed, key: impl FnOnce() -> Box<str>) -> &Value {
         self.parsed.get_or_init(|| {
             parsed.keys.borrow_mut().push(key());
             parsed.bytes.set(parsed.bytes.get() + self.text.len());
@@ -295,9 +296,8 @@ impl Stored {
 /// or keep every ManagedCluster parsed.
 #[derive(Clone, Copy)]
 pub(crate) struct Head<'a> {
-    gk: &'a String,
-    ns: &'a String,
-    name: &'a String,
+    key: &'a str,
+    name: &'a str,
     stored: &'a Stored,
     parsed: &'a Parsed,
 }
@@ -334,10 +334,7 @@ impl Labelled for Head<'_> {
             // Labels that could not be packed (a NUL in one, which a real API server rejects): read from
             // the parsed object.
             None => {
-                let (gk, ns, name) = (self.gk, self.ns, self.name);
-                let v = self
-                    .stored
-                    .value(self.parsed, || (gk.clone(), ns.clone(), name.clone()));
+                let v = self.stored.value(self.parsed, || self.key.into());
                 util::label(v, key)
             }
         }
@@ -407,16 +404,14 @@ impl<'de> Deserialize<'de> for Stored {
     }
 }
 
-/// (gk, namespace, name) of an object.
-type ObjKey = (String, String, String);
-
-/// gk → namespace ("" when cluster-scoped) → name → object.
-pub(crate) type Objects = BTreeMap<String, BTreeMap<String, BTreeMap<String, Stored>>>;
+/// A store's objects by (gk, namespace, name).
+pub(crate) type Objects = ObjectMap<Stored>;
 
 /// The objects of a store whose parsed form is kept now, and the length of their text.
 #[derive(Debug, Default)]
 struct Parsed {
-    keys: std::cell::RefCell<Vec<ObjKey>>,
+    /// Their keys ([`objects::key`]).
+    keys: std::cell::RefCell<Vec<Box<str>>>,
     bytes: std::cell::Cell<usize>,
 }
 
@@ -429,7 +424,6 @@ impl Clone for Parsed {
 /// One cluster's objects.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Store {
-    /// gk → namespace ("" when cluster-scoped) → name → object.
     objects: Objects,
     /// Last resourceVersion handed out.
     pub rv: u64,
@@ -447,10 +441,8 @@ pub(crate) struct Store {
 
 impl Store {
     pub fn get(&self, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        let o = self.objects.get(gk)?.get(ns)?.get(name)?;
-        Some(o.value(&self.parsed, || {
-            (gk.to_owned(), ns.to_owned(), name.to_owned())
-        }))
+        let o = self.objects.get(gk, ns, name)?;
+        Some(o.value(&self.parsed, || objects::key(gk, ns, name).into()))
     }
 
     pub fn list<'a>(
@@ -478,16 +470,14 @@ impl Store {
         &'a self,
         gk: &str,
         ns: Option<&str>,
-        keep: impl Fn(&Stored) -> bool + Copy + 'a,
+        keep: impl Fn(&Stored) -> bool + 'a,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        let Some(gk) = self.objects.get_key_value(gk).map(|(gk, _)| gk) else {
-            return Box::new(std::iter::empty());
-        };
         let parsed = &self.parsed;
         Box::new(
-            self.stored(gk, ns, keep).map(move |(ns, name, o)| {
-                o.value(parsed, || (gk.clone(), ns.clone(), name.clone()))
-            }),
+            self.objects
+                .of(gk, ns)
+                .filter(move |e| keep(e.value))
+                .map(move |e| e.value.value(parsed, || e.key.into())),
         )
     }
 
@@ -505,11 +495,13 @@ impl Store {
             metadata: Value,
         }
         Box::new(
-            self.stored(gk, ns, move |o| o.may_select(sel))
-                .map(|(_, _, o)| match o.parsed.get() {
+            self.objects
+                .of(gk, ns)
+                .filter(move |e| e.value.may_select(sel))
+                .map(|e| match e.value.parsed.get() {
                     Some(v) => v["metadata"].clone(),
                     None => {
-                        serde_json::from_str::<Head>(&o.text)
+                        serde_json::from_str::<Head>(&e.value.text)
                             .expect("stored text is the JSON of an object")
                             .metadata
                     }
@@ -523,44 +515,13 @@ impl Store {
         gk: &str,
         ns: Option<&str>,
     ) -> Box<dyn Iterator<Item = Head<'a>> + 'a> {
-        let Some(gk) = self.objects.get_key_value(gk).map(|(gk, _)| gk) else {
-            return Box::new(std::iter::empty());
-        };
         let parsed = &self.parsed;
-        Box::new(
-            self.stored(gk, ns, |_| true)
-                .map(move |(ns, name, stored)| Head {
-                    gk,
-                    ns,
-                    name,
-                    stored,
-                    parsed,
-                }),
-        )
-    }
-
-    /// (namespace, name, stored object) of each object of `gk` (in `ns`, or all) that passes `keep`.
-    fn stored<'a>(
-        &'a self,
-        gk: &str,
-        ns: Option<&str>,
-        keep: impl Fn(&Stored) -> bool + Copy + 'a,
-    ) -> Box<dyn Iterator<Item = (&'a String, &'a String, &'a Stored)> + 'a> {
-        let Some(by_ns) = self.objects.get(gk) else {
-            return Box::new(std::iter::empty());
-        };
-        let of = move |(ns, m): (&'a String, &'a BTreeMap<String, Stored>)| {
-            m.iter()
-                .filter(move |(_, o)| keep(o))
-                .map(move |(name, o)| (ns, name, o))
-        };
-        match ns {
-            Some(ns) => match by_ns.get_key_value(ns) {
-                Some(m) => Box::new(of(m)),
-                None => Box::new(std::iter::empty()),
-            },
-            None => Box::new(by_ns.iter().flat_map(of)),
-        }
+        Box::new(self.objects.of(gk, ns).map(move |e| Head {
+            key: e.key,
+            name: e.name,
+            stored: e.value,
+            parsed,
+        }))
     }
 
     /// Drops the parsed form of the objects read since the last call. Needs `&mut`: no reference into
@@ -568,13 +529,8 @@ impl Store {
     pub fn release_parsed(&mut self) {
         let keys = self.parsed.keys.get_mut();
         self.parsed.bytes.set(0);
-        for (gk, ns, name) in keys.drain(..) {
-            if let Some(o) = self
-                .objects
-                .get_mut(&gk)
-                .and_then(|m| m.get_mut(&ns))
-                .and_then(|m| m.get_mut(&name))
-            {
+        for key in keys.drain(..) {
+            if let Some(o) = self.objects.get_mut_by_key(&key) {
                 o.parsed.take();
             }
         }
@@ -582,25 +538,19 @@ impl Store {
 
     pub fn namespaces_with(&self, gk: &str) -> Vec<String> {
         self.objects
-            .get(gk)
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, v)| !v.is_empty())
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+            .namespaces_of(gk)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
     }
 
     pub fn find_named(&self, gk: &str, name: &str) -> Option<&Value> {
         let (ns, o) = self
             .objects
-            .get(gk)?
-            .iter()
-            .find_map(|(ns, m)| Some((ns, m.get(name)?)))?;
-        Some(o.value(&self.parsed, || {
-            (gk.to_owned(), ns.clone(), name.to_owned())
-        }))
+            .namespaces_of(gk)
+            .into_iter()
+            .find_map(|ns| Some((ns, self.objects.get(gk, ns, name)?)))?;
+        Some(o.value(&self.parsed, || objects::key(gk, ns, name).into()))
     }
 
     /// The length of the text of the objects whose parsed form is kept now.
@@ -608,48 +558,24 @@ impl Store {
         self.parsed.bytes.get()
     }
 
-    /// Every object: gk → namespace → name → object (for saving the world).
+    /// Every object (for saving the world).
     pub fn objects(&self) -> &Objects {
         &self.objects
     }
 
     pub fn len(&self) -> usize {
-        self.objects
-            .values()
-            .flat_map(BTreeMap::values)
-            .map(BTreeMap::len)
-            .sum()
+        self.objects.len()
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
         if gk == self::gk::CRD {
             self.index_crd(&obj);
         }
-        // Keys are allocated only when new: most writes replace an object that exists.
-        if !self.objects.contains_key(gk) {
-            self.objects.insert(gk.to_owned(), BTreeMap::new());
-        }
-        let by_ns = self.objects.get_mut(gk).expect("inserted above");
-        if !by_ns.contains_key(ns) {
-            by_ns.insert(ns.to_owned(), BTreeMap::new());
-        }
-        let by_name = by_ns.get_mut(ns).expect("inserted above");
-        let stored = Stored::new(&obj);
-        match by_name.get_mut(name) {
-            Some(slot) => *slot = stored,
-            None => {
-                by_name.insert(name.to_owned(), stored);
-            }
-        }
+        self.objects.insert(gk, ns, name, Stored::new(&obj));
     }
 
     pub fn remove(&mut self, gk: &str, ns: &str, name: &str) -> Option<Value> {
-        let by_ns = self.objects.get_mut(gk)?;
-        let m = by_ns.get_mut(ns)?;
-        let old = m.remove(name)?.into_value();
-        if m.is_empty() {
-            by_ns.remove(ns);
-        }
+        let old = self.objects.remove(gk, ns, name)?.into_value();
         if gk == self::gk::CRD
             && let Some(k) = self::gk::of_crd(&old)
         {
@@ -662,9 +588,10 @@ impl Store {
     /// Every object in a namespace, as (gk, ns, name).
     pub fn all_in_namespace(&self, ns: &str) -> Vec<(String, String, String)> {
         self.objects
-            .iter()
-            .filter_map(|(k, by_ns)| by_ns.get(ns).map(|m| (k, m)))
-            .flat_map(|(k, m)| m.keys().map(move |n| (k.clone(), ns.to_owned(), n.clone())))
+            .kinds()
+            .into_iter()
+            .flat_map(|gk| self.objects.of(gk, Some(ns)))
+            .map(|e| (e.gk.to_owned(), e.ns.to_owned(), e.name.to_owned()))
             .collect()
     }
 
@@ -676,23 +603,16 @@ impl Store {
                 .and_then(Value::as_array)
                 .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
         };
-        let mut out = Vec::new();
-        for (k, by_ns) in &self.objects {
-            for (n, m) in by_ns {
-                if ns.is_some_and(|ns| ns != n) {
-                    continue;
-                }
-                for (name, o) in m {
-                    // The text names the uid before the object is worth parsing.
-                    if o.text.contains(uid)
-                        && serde_json::from_str::<Value>(&o.text).is_ok_and(|o| owned(&o))
-                    {
-                        out.push((k.clone(), n.clone(), name.clone()));
-                    }
-                }
-            }
-        }
-        out
+        self.objects
+            .iter()
+            .filter(|e| ns.is_none_or(|ns| ns == e.ns))
+            // The text names the uid before the object is worth parsing.
+            .filter(|e| {
+                e.value.text.contains(uid)
+                    && serde_json::from_str::<Value>(&e.value.text).is_ok_and(|o| owned(&o))
+            })
+            .map(|e| (e.gk.to_owned(), e.ns.to_owned(), e.name.to_owned()))
+            .collect()
     }
 
     pub fn crd_served(&self, gk: &str) -> bool {
@@ -954,8 +874,10 @@ fn valid_subdomain(name: &str) -> bool {
 
 fn validate_name(info: &KindInfo, name: &str) -> Result<(), KubeError> {
     let ok = if info.group == "rbac.authorization.k8s.io" {
-        // RBAC names are path segments (`open-cluster-management:bootstrap` is fine).
+        // RBAC names are path segments (`open-cluster-management:bootstrap` is fine). No NUL either:
+        // the store keys objects by `gk\0namespace\0name` (`objects::key`).
         !name.is_empty()
+            && !name.contains('\0')
             && !name.contains('/')
             && !name.contains('%')
             && name != "."

@@ -25,6 +25,7 @@ mod contention;
 mod controllers;
 mod engine;
 mod faults;
+mod objects;
 mod persist;
 mod userserver;
 mod util;

@@ -15,7 +15,8 @@ use std::fs::File;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::Path;
 
-use super::apiserver::Objects;
+use super::apiserver::{Objects, Stored};
+use super::objects::Entry;
 use super::world::{SimCluster, World};
 
 /// A span of the last saved file: `len` bytes from `start`.
@@ -42,8 +43,8 @@ struct ClusterPiece {
     rv: u64,
     /// Where the `objects` map's JSON text is in the last file.
     objects: Option<Span>,
-    /// gk → namespace → name → where the object was (stores of at least [`PIECEWISE`] objects only).
-    pieces: HashMap<String, HashMap<String, HashMap<String, ObjectPiece>>>,
+    /// Where each object was, by its key (`objects::key`; stores of at least [`PIECEWISE`] objects only).
+    pieces: HashMap<Box<str>, ObjectPiece>,
 }
 
 /// Stores with at least this many objects are kept in per-object pieces (a hub's); smaller ones whole.
@@ -94,7 +95,7 @@ impl Save {
         self.laid + self.buf.len() as u64
     }
 
-    fn json(&mut self, v: &impl serde::Serialize) -> std::io::Result<()> {
+    fn json(&mut self, v: &(impl serde::Serialize + ?Sized)) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.buf, v).map_err(std::io::Error::other)?;
         self.spill(CHUNK)
     }
@@ -332,24 +333,49 @@ impl SaveCache {
 
 /// A store's objects as JSON (the objects' text as stored).
 fn write_objects(objects: &Objects, out: &mut Save) -> std::io::Result<()> {
+    nested(objects, out, |e, comma, out| {
+        out.text(if comma { b"," } else { b"" })?;
+        out.json(e.name)?;
+        out.text(b":")?;
+        out.text(e.value.text().as_bytes())
+    })
+}
+
+/// Writes a store's objects as gk → namespace → name → object, as `serde_json` writes the store's
+/// objects, with `entry` writing each object's `"name":{…}` (with a `,` before it when `comma`).
+fn nested(
+    objects: &Objects,
+    out: &mut Save,
+    mut entry: impl FnMut(&Entry<'_, Stored>, bool, &mut Save) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     out.text(b"{")?;
-    for (gi, (gk, by_ns)) in objects.iter().enumerate() {
-        out.text(if gi > 0 { b"," } else { b"" })?;
-        out.json(gk)?;
-        out.text(b":{")?;
-        for (ni, (ns, by_name)) in by_ns.iter().enumerate() {
-            out.text(if ni > 0 { b"," } else { b"" })?;
-            out.json(ns)?;
-            out.text(b":{")?;
-            for (oi, (name, obj)) in by_name.iter().enumerate() {
-                out.text(if oi > 0 { b"," } else { b"" })?;
-                out.json(name)?;
-                out.text(b":")?;
-                out.text(obj.text().as_bytes())?;
+    let mut at: Option<(&str, &str)> = None;
+    for e in objects.iter() {
+        let comma = match at {
+            Some((gk, ns)) if gk == e.gk && ns == e.ns => true,
+            Some((gk, _)) => {
+                out.text(if gk == e.gk { b"}," } else { b"}}," })?;
+                if gk != e.gk {
+                    out.json(e.gk)?;
+                    out.text(b":{")?;
+                }
+                out.json(e.ns)?;
+                out.text(b":{")?;
+                false
             }
-            out.text(b"}")?;
-        }
-        out.text(b"}")?;
+            None => {
+                out.json(e.gk)?;
+                out.text(b":{")?;
+                out.json(e.ns)?;
+                out.text(b":{")?;
+                false
+            }
+        };
+        at = Some((e.gk, e.ns));
+        entry(&e, comma, out)?;
+    }
+    if at.is_some() {
+        out.text(b"}}")?;
     }
     out.text(b"}")
 }
@@ -359,69 +385,47 @@ impl ClusterPiece {
     /// objects that are gone are dropped.
     fn objects_json(&mut self, objects: &Objects, out: &mut Save) -> std::io::Result<()> {
         let mut old = std::mem::take(&mut self.pieces);
-        out.text(b"{")?;
-        for (gi, (gk, by_ns)) in objects.iter().enumerate() {
-            if gi > 0 {
-                out.text(b",")?;
-            }
-            out.json(gk)?;
-            out.text(b":{")?;
-            let mut old_gk = old.remove(gk).unwrap_or_default();
-            let new_gk = self.pieces.entry(gk.clone()).or_default();
-            for (ni, (ns, by_name)) in by_ns.iter().enumerate() {
-                if ni > 0 {
-                    out.text(b",")?;
-                }
-                out.json(ns)?;
-                out.text(b":{")?;
-                let mut old_ns = old_gk.remove(ns).unwrap_or_default();
-                let new_ns = new_gk.entry(ns.clone()).or_default();
-                for (oi, (name, obj)) in by_name.iter().enumerate() {
-                    let comma = oi > 0;
-                    let start = out.pos();
-                    let rv = obj.rv();
-                    match (old_ns.remove(name), rv) {
-                        (Some(p), Some(rv)) if p.rv == rv => {
-                            // The entry as it was, with or without the `,` before it.
-                            match (p.comma, comma) {
-                                (true, false) => {
-                                    out.old(Span {
-                                        start: p.span.start + 1,
-                                        len: p.span.len - 1,
-                                    })?;
-                                }
-                                (false, true) => {
-                                    out.text(b",")?;
-                                    out.old(p.span)?;
-                                }
-                                _ => {
-                                    out.old(p.span)?;
-                                }
-                            }
+        let new = &mut self.pieces;
+        nested(objects, out, |e, comma, out| {
+            let start = out.pos();
+            let rv = e.value.rv();
+            match (old.remove(e.key), rv) {
+                (Some(p), Some(rv)) if p.rv == rv => {
+                    // The entry as it was, with or without the `,` before it.
+                    match (p.comma, comma) {
+                        (true, false) => {
+                            out.old(Span {
+                                start: p.span.start + 1,
+                                len: p.span.len - 1,
+                            })?;
+                        }
+                        (false, true) => {
+                            out.text(b",")?;
+                            out.old(p.span)?;
                         }
                         _ => {
-                            if comma {
-                                out.text(b",")?;
-                            }
-                            out.json(name)?;
-                            out.text(b":")?;
-                            out.text(obj.text().as_bytes())?;
+                            out.old(p.span)?;
                         }
                     }
-                    if let Some(rv) = rv {
-                        let span = Span {
-                            start,
-                            len: out.pos() - start,
-                        };
-                        new_ns.insert(name.clone(), ObjectPiece { rv, span, comma });
-                    }
                 }
-                out.text(b"}")?;
+                _ => {
+                    if comma {
+                        out.text(b",")?;
+                    }
+                    out.json(e.name)?;
+                    out.text(b":")?;
+                    out.text(e.value.text().as_bytes())?;
+                }
             }
-            out.text(b"}")?;
-        }
-        out.text(b"}")?;
-        Ok(())
+            if let Some(rv) = rv {
+                let span = Span {
+                    start,
+                    len: out.pos() - start,
+                };
+                new.insert(e.key.into(), ObjectPiece { rv, span, comma });
+            }
+            Ok(())
+        })
     }
 }
 
