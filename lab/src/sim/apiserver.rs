@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::objects::{self, ObjectMap};
+use super::packed::PackedText;
 use super::util;
 use super::world::World;
 use crate::backend::kube::ForbiddenCause;
@@ -221,12 +222,14 @@ impl KindInfo {
     }
 }
 
-/// One stored object: its compact JSON text, and the object parsed from that text while something reads
-/// it. Objects are kept as text because a parsed `serde_json::Value` takes about eight times the memory
-/// of its JSON (a map of one key allocates a whole B-tree node), and a large simulated lab is mostly
-/// objects; the parsed form lives only until the store's [`Store::release_parsed`] (once the objects parsed in all are over the simulated lab's budget, `PARSED_BUDGET`).
+/// One stored object: its compact JSON text (compressed, see [`PackedText`]), and the object parsed from
+/// that text while something reads it. Objects are kept as text because a parsed `serde_json::Value`
+/// takes about eight times the memory of its JSON (a map of one key allocates a whole B-tree node), and
+/// a large simulated lab is mostly objects; the parsed form lives only until the store's
+/// [`Store::release_parsed`] (once the objects parsed in all are over the simulated lab's budget,
+/// `PARSED_BUDGET`).
 pub(crate) struct Stored {
-    text: Box<str>,
+    text: PackedText,
     /// `metadata.labels` as `key\0value\0…`, so that a label-selected list skips what it does not select
     /// without parsing it; `None` when a label holds a NUL (then the object is parsed to select it).
     labels: Option<Box<str>>,
@@ -241,9 +244,14 @@ pub(crate) struct Stored {
 impl Stored {
     fn new(obj: &Value) -> Stored {
         Stored {
-            text: serde_json::to_string(obj)
-                .expect("a JSON value serializes")
-                .into_boxed_str(),
+            text: PackedText::new(
+                &format!(
+                    "{}/{}",
+                    obj["apiVersion"].as_str().unwrap_or_default(),
+                    obj["kind"].as_str().unwrap_or_default()
+                ),
+                &serde_json::to_string(obj).expect("a JSON value serializes"),
+            ),
             labels: packed_labels(obj),
             rv: obj["metadata"]["resourceVersion"]
                 .as_str()
@@ -255,8 +263,13 @@ impl Stored {
     }
 
     /// The object's compact JSON text.
-    pub fn text(&self) -> &str {
-        &self.text
+    pub fn text(&self) -> String {
+        self.text.text()
+    }
+
+    /// The object parsed from its text.
+    fn parse<T: serde::de::DeserializeOwned>(&self) -> T {
+        serde_json::from_slice(&self.text.bytes()).expect("stored text is the JSON of an object")
     }
 
     /// `metadata.resourceVersion` when it is a number.
@@ -276,16 +289,14 @@ impl Stored {
         self.parsed.get_or_init(|| {
             parsed.keys.borrow_mut().push(key());
             parsed.bytes.set(parsed.bytes.get() + self.text.len());
-            Box::new(
-                serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
-            )
+            Box::new(self.parse())
         })
     }
 
     fn into_value(self) -> Value {
-        match self.parsed.into_inner() {
-            Some(v) => *v,
-            None => serde_json::from_str(&self.text).expect("stored text is the JSON of an object"),
+        match self.parsed.get() {
+            Some(_) => *self.parsed.into_inner().expect("checked above"),
+            None => self.parse(),
         }
     }
 }
@@ -386,15 +397,14 @@ impl Clone for Stored {
 
 impl std::fmt::Debug for Stored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.text())
     }
 }
 
 impl Serialize for Stored {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // Only `serde_json::to_value` of a whole world (tests) comes here: saves write the text as it is.
-        let v: Value = serde_json::from_str(&self.text).map_err(serde::ser::Error::custom)?;
-        v.serialize(s)
+        self.parse::<Value>().serialize(s)
     }
 }
 
@@ -500,11 +510,7 @@ impl Store {
                 .filter(move |e| e.value.may_select(sel))
                 .map(|e| match e.value.parsed.get() {
                     Some(v) => v["metadata"].clone(),
-                    None => {
-                        serde_json::from_str::<Head>(&e.value.text)
-                            .expect("stored text is the JSON of an object")
-                            .metadata
-                    }
+                    None => e.value.parse::<Head>().metadata,
                 }),
         )
     }
@@ -608,8 +614,8 @@ impl Store {
             .filter(|e| ns.is_none_or(|ns| ns == e.ns))
             // The text names the uid before the object is worth parsing.
             .filter(|e| {
-                e.value.text.contains(uid)
-                    && serde_json::from_str::<Value>(&e.value.text).is_ok_and(|o| owned(&o))
+                let text = e.value.text();
+                text.contains(uid) && serde_json::from_str::<Value>(&text).is_ok_and(|o| owned(&o))
             })
             .map(|e| (e.gk.to_owned(), e.ns.to_owned(), e.name.to_owned()))
             .collect()

@@ -26,6 +26,7 @@ mod controllers;
 mod engine;
 mod faults;
 mod objects;
+mod packed;
 mod persist;
 mod userserver;
 mod util;
