@@ -168,7 +168,7 @@ pub fn render(
         message,
     };
     let mut rendered =
-        crate::sim::render_chart(chart, &chart.values).map_err(|e| err(e.to_string()))?;
+        crate::sim::render_chart(chart, &chart.values.value()).map_err(|e| err(e.to_string()))?;
     let version = semver::Version::parse(&chart.version).map_err(|e| err(e.to_string()))?;
     let applicable = patches.for_chart(chart.chart.name(), &version);
     if !applicable.is_empty() {

@@ -342,7 +342,7 @@ pub async fn install_chart(
     })?;
     let api = ctx.run.api(&chart.cluster).await?;
     let helm = &ctx.run.backends.helm;
-    let mut values = chart.values.clone();
+    let mut values = chart.values.value();
     if let Some(Value::Object(extra)) = extra {
         for (k, v) in extra {
             crate::charts::set_path(&mut values, &k, v);

@@ -76,7 +76,7 @@ pub fn render_simulated(plan: &Plan, patches: &crate::patch::PatchSet) -> ChartR
     plan.charts()
         .map(|c| {
             let key = (c.cluster.clone(), c.release.clone());
-            let text = crate::sim::render_chart_patched(c, &c.values, patches)
+            let text = crate::sim::render_chart_patched(c, &c.values.value(), patches)
                 .map(|r| chart_file(c, &r, true))
                 .map_err(|e| format!("the simulated chart model failed: {e}"));
             (key, text)
@@ -130,7 +130,7 @@ fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRe
         .map(|c| {
             let key = (c.cluster.clone(), c.release.clone());
             let text = rt
-                .block_on(helm.template(c, &c.values))
+                .block_on(helm.template(c, &c.values.value()))
                 .map(|r| chart_file(c, &r, false))
                 .map_err(|e| {
                     let help = crate::backend::Failure::help(&e)
@@ -210,7 +210,7 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
         }
         if let Some(c) = &s.chart {
             let values = format!("clusters/{}/values/{}.yaml", c.cluster, c.release);
-            files.insert(values.clone(), to_yaml(&c.values));
+            files.insert(values.clone(), to_yaml(&c.values.value()));
             let mut entry = json!({
                 "step": s.id, "cluster": c.cluster, "release": c.release, "namespace": c.namespace,
                 "repo": c.repo, "chart": c.chart, "version": c.version, "valuesFile": values,

@@ -12,14 +12,13 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::charts::ChartPlan;
 use crate::patch::PatchSet;
 use crate::topology::{Cluster, Lab, LabVersions};
 use crate::workflow::PlannedStep;
-use crate::workflow::plan::Manifests;
+use crate::workflow::plan::{self, Manifests};
 
 /// Bumped whenever what an action does for the same inputs changes in a way a resume must not skip.
 const ACTIONS_REVISION: u32 = 1;
@@ -54,7 +53,7 @@ struct Inputs<'a> {
     revision: u32,
     ocm_lab: &'static str,
     uses: &'a str,
-    with: &'a BTreeMap<String, Value>,
+    with: &'a plan::Inputs,
     #[serde(skip_serializing_if = "Manifests::is_empty")]
     objects: &'a Manifests,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,7 +101,7 @@ impl<'a> Digester<'a> {
             uses: &step.uses,
             with: &step.with,
             objects: &step.objects,
-            chart: step.chart.as_ref(),
+            chart: step.chart.as_deref(),
             patches,
             cluster: step
                 .cluster()

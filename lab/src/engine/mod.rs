@@ -279,6 +279,7 @@ pub async fn run(
     for i in resumable {
         let s = &plan.steps[i];
         let outputs = carried.remove(s.id.as_str()).expect("carried");
+        ctx.record_output(&s.id, &outputs);
         // Carried forward into this run's journal, so a second interruption still remembers them.
         append(
             &journal,
@@ -286,12 +287,11 @@ pub async fn run(
                 run: ctx.run_id.clone(),
                 step: s.id.clone(),
                 digest: Some(digests[i].clone()),
-                outputs: outputs.clone(),
+                outputs,
             },
         )
         .await
         .map_err(jerr)?;
-        ctx.record_output(&s.id, outputs);
         ctx.events.emit(Event::StepFinished {
             step: s.id.clone(),
             outcome: Outcome::Resumed,
@@ -407,7 +407,7 @@ pub async fn run(
                 // The steps that need this one start now: only the journal line waits for the save. A
                 // later step's save covers this step's effects too, so the journal never says a step is
                 // done whose effects a crash can lose, and the saves stay off the critical path.
-                ctx.record_output(&id, outputs.clone());
+                ctx.record_output(&id, &outputs);
                 times[i] = started[i].map(|t| (t, ctx.events.elapsed_ms()));
                 mark_done(i, &mut done, &mut ready);
                 let group = group.clone();

@@ -601,7 +601,7 @@ fn as_release(r: &super::world::SimRelease) -> Release {
         revision: r.revision,
         status: r.status.clone(),
         chart: r.chart.clone(),
-        values: r.values.clone(),
+        values: serde_json::from_str(r.values.get()).expect("a release's values are JSON text"),
     }
 }
 
@@ -670,10 +670,12 @@ impl ChartRenderer for SimHelm {
                         result = Err(e);
                         break;
                     }
-                    st.applied
-                        .entry(cluster.clone())
-                        .or_default()
-                        .push(obj.to_string().into_boxed_str());
+                    if st.record {
+                        st.applied
+                            .entry(cluster.clone())
+                            .or_default()
+                            .push(obj.to_string().into_boxed_str());
+                    }
                     if let Some(r) = ObjectRef::of(&obj) {
                         manifest.push(r);
                     }
@@ -695,7 +697,8 @@ impl ChartRenderer for SimHelm {
                     chart: format!("{}-{}", chart.chart.name(), chart.version),
                     revision: previous.as_ref().map_or(0, |p| p.revision) + 1,
                     status: if result.is_ok() { "deployed" } else { "failed" }.to_owned(),
-                    values: values.clone(),
+                    values: serde_json::value::to_raw_value(values)
+                        .expect("a JSON value serializes"),
                     labels: [(crate::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
                     manifest: if result.is_ok() {
                         manifest
@@ -708,7 +711,7 @@ impl ChartRenderer for SimHelm {
                     .releases
                     .entry(cluster.clone())
                     .or_default()
-                    .insert(key, release);
+                    .insert(key, Box::new(release));
                 result.map(|()| out).map_err(HelmError::from)
             },
         )
@@ -1200,7 +1203,11 @@ async fn read_release<T: Send + 'static>(
                 return Err(apiserver::unreachable(&cluster).into());
             }
             Ok(read(
-                st.world.releases.get(&cluster).and_then(|rs| rs.get(&key)),
+                st.world
+                    .releases
+                    .get(&cluster)
+                    .and_then(|rs| rs.get(&key))
+                    .map(|r| &**r),
             ))
         },
     )

@@ -174,7 +174,9 @@ pub struct SimRelease {
     pub chart: String,
     pub revision: u64,
     pub status: String,
-    pub values: Value,
+    /// The values, as their compact JSON text: a lab of a thousand spokes keeps a thousand klusterlet
+    /// releases, and a parsed `Value` takes several times the memory of its text.
+    pub values: Box<serde_json::value::RawValue>,
     pub manifest: Vec<crate::backend::ObjectRef>,
     /// Release labels (`helm upgrade --labels`): the lab's ownership label.
     #[serde(default)]
@@ -198,7 +200,8 @@ pub struct World {
     /// Simulated Helm releases: cluster → `<namespace>/<release>` → release (as Helm's release Secrets
     /// hold them, FACTS-HELM-KIND A5).
     #[serde(default)]
-    pub(crate) releases: BTreeMap<String, BTreeMap<String, SimRelease>>,
+    /// Boxed: most clusters hold one release, and a map node holds room for eleven.
+    pub(crate) releases: BTreeMap<String, BTreeMap<String, Box<SimRelease>>>,
     /// Every image a simulated node pulled from a registry, in order (kept across commands, so a test can
     /// check that a lab brought up from a bundle pulled nothing).
     #[serde(default)]
@@ -243,7 +246,12 @@ impl World {
 
     /// The simulated Helm releases on `cluster`, by `<namespace>/<release>`.
     pub fn releases(&self, cluster: &str) -> BTreeMap<String, SimRelease> {
-        self.releases.get(cluster).cloned().unwrap_or_default()
+        self.releases
+            .get(cluster)
+            .into_iter()
+            .flatten()
+            .map(|(key, r)| (key.clone(), SimRelease::clone(r)))
+            .collect()
     }
 
     /// Adds a deployed release that someone else installed (labelled for lab `owner`, if any).
@@ -259,16 +267,16 @@ impl World {
             .unwrap_or_default();
         self.releases.entry(cluster.to_owned()).or_default().insert(
             format!("{namespace}/{name}"),
-            SimRelease {
+            Box::new(SimRelease {
                 name: name.to_owned(),
                 namespace: namespace.to_owned(),
                 chart: format!("{name}-0.0.1"),
                 revision: 1,
                 status: "deployed".to_owned(),
-                values: json!({}),
+                values: serde_json::value::to_raw_value(&json!({})).expect("JSON serializes"),
                 manifest: Vec::new(),
                 labels,
-            },
+            }),
         );
     }
 

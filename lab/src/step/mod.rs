@@ -71,7 +71,9 @@ pub struct RunCtx {
     durability: Option<Arc<dyn Durability>>,
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
     clients: Mutex<HashMap<String, Arc<ClientCell>>>,
-    outputs: Mutex<BTreeMap<String, Outputs>>,
+    /// Each finished step's outputs, as compact JSON text: a plan of ten thousand instances keeps ten
+    /// thousand of them, each a map of one or two entries, and a map's first node takes some 600 bytes.
+    outputs: Mutex<BTreeMap<String, Box<serde_json::value::RawValue>>>,
     /// What this run's verification found ([`RunCtx::record_verification`]), for the run's result.
     verification: Mutex<Option<Vec<crate::verify::CheckResult>>>,
 }
@@ -205,16 +207,17 @@ impl RunCtx {
             .lock()
             .expect("not poisoned")
             .get(step)
-            .cloned()
+            .map(|text| serde_json::from_str(text.get()).expect("outputs are JSON text"))
     }
 
     /// Records the outputs of a finished (or resumed) step instance, for the steps after it. The engine
     /// calls it; actions read with [`RunCtx::output`].
-    pub fn record_output(&self, step: &str, outputs: Outputs) {
+    pub fn record_output(&self, step: &str, outputs: &Outputs) {
+        let text = serde_json::value::to_raw_value(outputs).expect("outputs serialize");
         self.outputs
             .lock()
             .expect("not poisoned")
-            .insert(step.to_owned(), outputs);
+            .insert(step.to_owned(), text);
     }
 }
 

@@ -2,6 +2,7 @@
 //! the objects and chart values they apply, and the dependency graph between them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use minijinja::{Environment, UndefinedBehavior, value::Serde};
@@ -24,7 +25,7 @@ pub struct Plan {
     pub lab: String,
     /// Step instances in a topological order (file order where the graph allows it). Shared: the engine
     /// hands each running step its instance (manifests included) without copying it.
-    pub steps: Vec<std::sync::Arc<PlannedStep>>,
+    pub steps: Vec<Arc<PlannedStep>>,
 }
 
 /// The objects a step applies, each kept as its compact JSON text and parsed when read: a plan of a
@@ -32,7 +33,7 @@ pub struct Plan {
 /// times the memory of its text. Serializes as the array of the objects (parsed, so that a pretty
 /// printer indents them).
 #[derive(Clone, Default)]
-pub struct Manifests(Vec<Box<serde_json::value::RawValue>>);
+pub struct Manifests(Box<[Box<serde_json::value::RawValue>]>);
 
 impl Serialize for Manifests {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -93,7 +94,7 @@ pub struct PlannedStep {
     pub uses: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    pub with: BTreeMap<String, Value>,
+    pub with: Inputs,
     pub needs: Vec<String>,
     #[serde(with = "duration_text")]
     pub timeout: Duration,
@@ -101,9 +102,75 @@ pub struct PlannedStep {
     /// Objects a `manifest.apply` step applies.
     #[serde(skip_serializing_if = "Manifests::is_empty")]
     pub objects: Manifests,
-    /// The chart a `chart.install` or `ocm.klusterlet` step installs.
+    /// The chart a `chart.install` or `ocm.klusterlet` step installs (boxed: most instances have none,
+    /// and every instance would pay for the chart's fields).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chart: Option<ChartPlan>,
+    pub chart: Option<Box<ChartPlan>>,
+}
+
+/// A step instance's rendered `with:` inputs, by name. A list sorted by name rather than a `BTreeMap`:
+/// an instance has a few inputs, and a map's first node takes some 600 bytes, paid by each of the ten
+/// thousand instances of a thousand-spoke plan. Serializes as a map in name order, as a `BTreeMap` does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inputs(Box<[(Box<str>, Value)]>);
+
+impl Inputs {
+    /// The input `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(name))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    /// Sets input `name`, replacing any value it had.
+    pub fn insert(&mut self, name: &str, value: Value) {
+        match self.0.binary_search_by(|(k, _)| (**k).cmp(name)) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => {
+                let mut v = std::mem::take(&mut self.0).into_vec();
+                v.insert(i, (name.into(), value));
+                self.0 = v.into_boxed_slice();
+            }
+        }
+    }
+
+    /// Each input in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(k, v)| (&**k, v))
+    }
+}
+
+/// Later inputs of the same name replace earlier ones, as in a map.
+impl<K: Into<Box<str>>> FromIterator<(K, Value)> for Inputs {
+    fn from_iter<I: IntoIterator<Item = (K, Value)>>(inputs: I) -> Self {
+        let mut v: Vec<(Box<str>, Value)> =
+            inputs.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        // A stable sort keeps equal names in the order given; reversed, `dedup` keeps the last given.
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.reverse();
+        v.dedup_by(|a, b| a.0 == b.0);
+        v.reverse();
+        Inputs(v.into_boxed_slice())
+    }
+}
+
+/// The input `name`, as a map indexes.
+///
+/// # Panics
+/// When there is no input `name`.
+impl std::ops::Index<&str> for Inputs {
+    type Output = Value;
+    fn index(&self, name: &str) -> &Value {
+        self.get(name)
+            .unwrap_or_else(|| panic!("no input `{name}`"))
+    }
+}
+
+impl Serialize for Inputs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
 }
 
 impl PlannedStep {
@@ -421,6 +488,8 @@ pub fn plan(
         }
         s.needs.sort();
         s.needs.dedup();
+        // Most instances need one or two others: without this, each keeps the capacity its growth left.
+        s.needs.shrink_to_fit();
     }
     if c.has_errors() {
         return Err(WorkflowError::Invalid(Box::new(FileDiagnostics::new(
@@ -449,7 +518,7 @@ pub fn plan(
     Ok(Plan {
         workflow: wf.metadata.name.value.clone(),
         lab: lab.name.clone(),
-        steps: steps.into_iter().map(std::sync::Arc::new).collect(),
+        steps,
     })
 }
 
@@ -486,7 +555,7 @@ fn fill_keep(steps: &mut [PlannedStep]) {
         }
     }
     for s in steps.iter_mut().filter(|s| s.uses == "lab.prune") {
-        s.with.insert("keep".to_owned(), json!(keep));
+        s.with.insert("keep", json!(keep));
     }
 }
 
@@ -510,13 +579,11 @@ fn instance(
 ) -> Option<PlannedStep> {
     let field = |f: &str| format!("steps.{}.{f}", step.id.value);
     let errors_before = c.issues.len();
-    let mut with = BTreeMap::new();
+    let mut with = Vec::new();
     if let Some(w) = &step.with {
         for (k, v) in &w.value {
             match render_value(env, ctx, v) {
-                Ok(v) => {
-                    with.insert(k.clone(), v);
-                }
+                Ok(v) => with.push((k.as_str(), v)),
                 Err(e) => {
                     c.error(
                         Some(&w.referenced),
@@ -527,6 +594,7 @@ fn instance(
             }
         }
     }
+    let with: Inputs = with.into_iter().collect();
     let timeout = match &step.timeout {
         None => lab.timeouts.default,
         Some(t) => match env
@@ -621,7 +689,7 @@ fn instance(
             match charts::parse_chart(&chart_name).and_then(|ch| {
                 charts::plan_chart(lab, ch, &cluster, &namespace, managed.as_deref(), patches)
             }) {
-                Ok(p) => chart = Some(p),
+                Ok(p) => chart = Some(Box::new(p)),
                 Err(e) => {
                     c.error(Some(&loc), field("with"), e.to_string());
                 }
@@ -676,7 +744,7 @@ fn render_value(
 
 /// Orders instances so every step comes after its needs, keeping file order where possible (Kahn's
 /// algorithm, always taking the earliest ready instance). On a cycle, returns the instances in it.
-fn order(steps: Vec<PlannedStep>) -> Result<Vec<PlannedStep>, Vec<String>> {
+fn order(steps: Vec<PlannedStep>) -> Result<Vec<Arc<PlannedStep>>, Vec<String>> {
     let index: HashMap<&str, usize> = steps
         .iter()
         .enumerate()
@@ -704,9 +772,12 @@ fn order(steps: Vec<PlannedStep>) -> Result<Vec<PlannedStep>, Vec<String>> {
         return Err(find_cycle(&steps, &index, &indegree));
     }
     let mut slots: Vec<Option<PlannedStep>> = steps.into_iter().map(Some).collect();
+    // Collected in place into `sequence`'s buffer (an index and an `Arc` have the same size), so the
+    // plan's list is exactly as long as the plan: collecting the `Arc`s into the buffer of the
+    // instances themselves would keep that buffer, some 400 bytes an instance, for the whole run.
     Ok(sequence
         .into_iter()
-        .map(|i| slots[i].take().expect("each index once"))
+        .map(|i| Arc::new(slots[i].take().expect("each index once")))
         .collect())
 }
 
@@ -772,6 +843,29 @@ impl Plan {
     }
 
     pub fn charts(&self) -> impl Iterator<Item = &ChartPlan> {
-        self.steps.iter().filter_map(|s| s.chart.as_ref())
+        self.steps.iter().filter_map(|s| s.chart.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_read_and_serialize_as_a_map_of_the_last_value_of_each_name() {
+        let mut with: Inputs = [("b", json!(1)), ("a", json!("x")), ("b", json!(2))]
+            .into_iter()
+            .collect();
+        with.insert("c", json!([3]));
+        with.insert("a", json!("y"));
+        let map: BTreeMap<&str, Value> =
+            BTreeMap::from([("a", json!("y")), ("b", json!(2)), ("c", json!([3]))]);
+        assert_eq!(
+            serde_json::to_string(&with).unwrap(),
+            serde_json::to_string(&map).unwrap()
+        );
+        assert_eq!(with.get("b"), Some(&json!(2)));
+        assert_eq!(with["c"], json!([3]));
+        assert_eq!(with.get("d"), None);
     }
 }

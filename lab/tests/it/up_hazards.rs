@@ -44,7 +44,7 @@ async fn the_simulated_run_applies_exactly_the_planned_objects() {
             expected.insert(k);
         }
         for chart in plan.charts().filter(|ch| ch.cluster == c.name) {
-            let rendered = helm.template(chart, &chart.values).await.unwrap();
+            let rendered = helm.template(chart, &chart.values.value()).await.unwrap();
             expected.extend(rendered.crds.iter().chain(&rendered.objects).map(key));
             expected.insert(format!("v1/Namespace {}", chart.namespace));
             if chart.release == "klusterlet" {
@@ -220,8 +220,10 @@ async fn a_gate_value_the_chart_version_ignores_is_caught_before_install() {
             .find(|s| s.id == "cluster-proxy")
             .unwrap(),
     );
-    step.chart.as_mut().unwrap().values["featureGates"] =
-        json!({"clusterProfileAccessProvider": true});
+    let chart = step.chart.as_mut().unwrap();
+    let mut values = chart.values.value();
+    values["featureGates"] = json!({"clusterProfileAccessProvider": true});
+    chart.values = values.into();
     let (r, _) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     let (step, err) = r.failed.clone().expect("the run fails");
     assert_eq!(step, "cluster-proxy");
