@@ -17,12 +17,13 @@ use super::world::World;
 use crate::backend::{KubeError, SimulatedFault};
 
 /// Text length of the stored objects whose parsed form is kept between reconciles, at most: about
-/// 8 MiB of parsed objects (see `apiserver::Stored`). A constant, so memory still grows with the objects'
+/// 2 MiB of parsed objects (see `apiserver::Stored`). A constant, so memory still grows with the objects'
 /// text only. At 2 MiB a 1000-spoke `up` once parsed the same objects again and again (13.2 s against
 /// 7.7 s at 16 MiB), because every accept listed and parsed all of the hub's CSRs; since a selected list
-/// passes over what its selector cannot match unparsed, 1 MiB costs no time (release `up_sim`, 1000
-/// spokes: 5.1–5.3 s and 253 MiB, against 5.3 s and 335 MiB at 16 MiB).
-const PARSED_BUDGET: usize = 1 << 20;
+/// passes over what its selector cannot match unparsed, and set membership and placements read labels
+/// unparsed (`apiserver::Head`), 256 KiB costs no time (release `up_sim`, 1000 spokes: 3.1 s and 161 MiB,
+/// against 3.1 s and 172 MiB at 1 MiB).
+const PARSED_BUDGET: usize = 1 << 18;
 
 /// Works of one round between two checks of [`PARSED_BUDGET`].
 const RELEASE_EVERY: usize = 64;
