@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::apiserver::{self, gk};
 use super::charts;
-use super::engine::{Shared, State};
+use super::engine::{PARSED_BUDGET, Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use crate::backend::{
@@ -78,6 +78,9 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
     } else {
         let mut st = shared.lock();
         let result = f(&mut st);
+        // A read parses what it reads: kept within the budget as the controllers' reads are, or a
+        // `verify` that reads every ClusterProfile would keep them all parsed.
+        st.world.release_parsed_over(PARSED_BUDGET);
         logged(&mut st, result)
     }
 }
@@ -858,11 +861,13 @@ async fn watch<T>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         {
-            let st = shared.lock();
+            let mut st = shared.lock();
             if !st.world.reachable(cluster) {
                 return Err(apiserver::unreachable(cluster));
             }
-            if let Some(t) = ok(&st.world) {
+            let done = ok(&st.world);
+            st.world.release_parsed_over(PARSED_BUDGET);
+            if let Some(t) = done {
                 return Ok(Some(t));
             }
         }

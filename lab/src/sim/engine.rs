@@ -23,7 +23,7 @@ use crate::backend::{KubeError, SimulatedFault};
 /// passes over what its selector cannot match unparsed, and set membership and placements read labels
 /// unparsed (`apiserver::Head`), 256 KiB costs no time (release `up_sim`, 1000 spokes: 3.1 s and 161 MiB,
 /// against 3.1 s and 172 MiB at 1 MiB).
-const PARSED_BUDGET: usize = 1 << 18;
+pub(super) const PARSED_BUDGET: usize = 1 << 18;
 
 /// Works of one round between two checks of [`PARSED_BUDGET`].
 const RELEASE_EVERY: usize = 64;
