@@ -5,6 +5,8 @@
 
 use super::util::At as _;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -288,7 +290,9 @@ impl Stored {
     fn value(&self, parsed: &Parsed, key: impl FnOnce() -> Box<str>) -> &Value {
         self.parsed.get_or_init(|| {
             parsed.keys.borrow_mut().push(key());
-            parsed.bytes.set(parsed.bytes.get() + self.text.len());
+            if let Some(count) = parsed.count.get() {
+                count.fetch_add(self.text.len(), Ordering::Relaxed);
+            }
             Box::new(self.parse())
         })
     }
@@ -417,12 +421,13 @@ impl<'de> Deserialize<'de> for Stored {
 /// A store's objects by (gk, namespace, name).
 pub(crate) type Objects = ObjectMap<Stored>;
 
-/// The objects of a store whose parsed form is kept now, and the length of their text.
+/// The objects of a store whose parsed form is kept now, and where the length of their text is counted.
 #[derive(Debug, Default)]
 struct Parsed {
     /// Their keys ([`objects::key`]).
     keys: std::cell::RefCell<Vec<Box<str>>>,
-    bytes: std::cell::Cell<usize>,
+    /// The world's count of parsed text (see [`Store::count_parsed_in`]).
+    count: std::cell::OnceCell<Arc<AtomicUsize>>,
 }
 
 impl Clone for Parsed {
@@ -534,7 +539,6 @@ impl Store {
     /// the store is left.
     pub fn release_parsed(&mut self) {
         let keys = self.parsed.keys.get_mut();
-        self.parsed.bytes.set(0);
         for key in keys.drain(..) {
             if let Some(o) = self.objects.get_mut_by_key(&key) {
                 o.parsed.take();
@@ -559,9 +563,9 @@ impl Store {
         Some(o.value(&self.parsed, || objects::key(gk, ns, name).into()))
     }
 
-    /// The length of the text of the objects whose parsed form is kept now.
-    pub fn parsed_bytes(&self) -> usize {
-        self.parsed.bytes.get()
+    /// What this store parses from now on is added to `count` (the world's: once set, it stays).
+    pub fn count_parsed_in(&self, count: &Arc<AtomicUsize>) {
+        self.parsed.count.get_or_init(|| count.clone());
     }
 
     /// Every object (for saving the world).

@@ -244,6 +244,7 @@ impl SaveCache {
             set_index: _,
             kubeconfigs: _,
             read_in: _,
+            parsed_bytes: _,
         } = w;
         out.text(b"{\"networks\":")?;
         out.json(networks)?;

@@ -183,11 +183,90 @@ pub struct SimRelease {
     pub labels: BTreeMap<String, String>,
 }
 
+/// The simulated Docker engine's containers by name, and the names of those labelled as nodes of each
+/// kind cluster: what a create, a delete and the look-alike check ask for, without a pass over every
+/// container (which made a lab of n clusters cost n²). Saved as the map by name; the index is rebuilt
+/// on load. Labels are set when a container is inserted and never changed (`get_mut` is for its state:
+/// running, networks, images).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Containers {
+    by_name: BTreeMap<String, Container>,
+    by_cluster: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl std::ops::Deref for Containers {
+    type Target = BTreeMap<String, Container>;
+    fn deref(&self) -> &Self::Target {
+        &self.by_name
+    }
+}
+
+impl Containers {
+    pub fn insert(&mut self, name: &str, c: Container) {
+        self.remove(name);
+        if let Some(cluster) = c.labels.get(KIND_CLUSTER_LABEL) {
+            self.by_cluster
+                .entry(cluster.clone())
+                .or_default()
+                .insert(name.to_owned());
+        }
+        self.by_name.insert(name.to_owned(), c);
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Container> {
+        let c = self.by_name.remove(name)?;
+        if let Some(cluster) = c.labels.get(KIND_CLUSTER_LABEL)
+            && let Some(names) = self.by_cluster.get_mut(cluster)
+        {
+            names.remove(name);
+            if names.is_empty() {
+                self.by_cluster.remove(cluster);
+            }
+        }
+        Some(c)
+    }
+
+    /// The container `name`, to change its state (not its labels: see [`Containers`]).
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Container> {
+        self.by_name.get_mut(name)
+    }
+
+    /// The containers labelled as nodes of kind cluster `cluster`, by name.
+    pub fn of_cluster<'a>(&'a self, cluster: &str) -> impl Iterator<Item = &'a Container> + 'a {
+        self.by_cluster
+            .get(cluster)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.by_name.get(n))
+    }
+
+    /// The kind clusters some container is labelled a node of, sorted.
+    pub fn clusters(&self) -> impl Iterator<Item = &str> {
+        self.by_cluster.keys().map(String::as_str)
+    }
+}
+
+impl Serialize for Containers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.by_name.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Containers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut out = Containers::default();
+        for (name, c) in BTreeMap::<String, Container>::deserialize(d)? {
+            out.insert(&name, c);
+        }
+        Ok(out)
+    }
+}
+
 /// The whole simulated world.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct World {
     pub(crate) networks: BTreeMap<String, Network>,
-    pub(crate) containers: BTreeMap<String, Container>,
+    pub(crate) containers: Containers,
     pub(crate) clusters: BTreeMap<String, SimCluster>,
     /// Token → who minted it for which ServiceAccount.
     pub(crate) tokens: BTreeMap<String, TokenInfo>,
@@ -226,6 +305,20 @@ pub struct World {
     /// dropped: releasing looks at these only, not at every cluster on each reconcile.
     #[serde(skip)]
     pub(crate) read_in: std::cell::RefCell<BTreeSet<String>>,
+    /// Text length of the objects parsed (and kept parsed) since the parsed forms were last dropped.
+    #[serde(skip)]
+    pub(crate) parsed_bytes: ParsedBytes,
+}
+
+/// A count the stores of one world add to as they parse (see `apiserver::Store::count_parsed_in`), so
+/// that the budget check costs the same however many clusters were read. A cloned world counts afresh.
+#[derive(Debug, Default)]
+pub(crate) struct ParsedBytes(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Clone for ParsedBytes {
+    fn clone(&self) -> Self {
+        ParsedBytes::default()
+    }
 }
 
 impl World {
@@ -302,7 +395,7 @@ impl World {
         }
         let id = self.hex_id();
         self.containers.insert(
-            name.to_owned(),
+            name,
             Container {
                 id,
                 name: name.to_owned(),
@@ -444,12 +537,7 @@ impl World {
 
     /// Cluster names as `kind get clusters` prints them: the kind labels of existing containers.
     pub(crate) fn kind_clusters(&self) -> Vec<String> {
-        let set: BTreeSet<&String> = self
-            .containers
-            .values()
-            .filter_map(|c| c.labels.get(KIND_CLUSTER_LABEL))
-            .collect();
-        set.into_iter().cloned().collect()
+        self.containers.clusters().map(str::to_owned).collect()
     }
 
     /// The node whose image store a cluster's Pods use: its first running node (a simulated kind cluster
@@ -492,10 +580,7 @@ impl World {
     }
 
     pub(crate) fn containers_of(&self, cluster: &str) -> Vec<&Container> {
-        self.containers
-            .values()
-            .filter(|c| c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster))
-            .collect()
+        self.containers.of_cluster(cluster).collect()
     }
 
     /// Creates the network if absent; `true` when created now.
@@ -552,10 +637,10 @@ impl World {
         labels.insert(KIND_CLUSTER_LABEL.to_owned(), name.to_owned());
         labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
         self.containers.insert(
-            cp.clone(),
+            &cp,
             Container {
                 id,
-                name: cp,
+                name: cp.clone(),
                 labels,
                 running: true,
                 networks: BTreeMap::from([(KIND_NETWORK.to_owned(), ip)]),
@@ -669,12 +754,14 @@ impl World {
 
     pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
         let c = self.clusters.get(cluster)?;
-        self.reading(cluster);
+        self.reading(cluster, c);
         c.api.get(gk, ns, name)
     }
 
-    /// Notes that objects of `cluster` are read (see `read_in`).
-    fn reading(&self, cluster: &str) {
+    /// Notes that objects of `cluster` are read (see `read_in`), and that what its store parses counts in
+    /// the world's `parsed_bytes`.
+    fn reading(&self, cluster: &str, c: &SimCluster) {
+        c.api.count_parsed_in(&self.parsed_bytes.0);
         let mut read = self.read_in.borrow_mut();
         if !read.contains(cluster) {
             read.insert(cluster.to_owned());
@@ -690,7 +777,7 @@ impl World {
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
         match self.clusters.get(cluster) {
             Some(c) => {
-                self.reading(cluster);
+                self.reading(cluster, c);
                 c.api.list(gk, ns)
             }
             None => Box::new(std::iter::empty()),
@@ -707,7 +794,7 @@ impl World {
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
         match self.clusters.get(cluster) {
             Some(c) => {
-                self.reading(cluster);
+                self.reading(cluster, c);
                 c.api.list_selected(gk, ns, sel)
             }
             None => Box::new(std::iter::empty()),
@@ -723,7 +810,7 @@ impl World {
     ) -> Box<dyn Iterator<Item = super::apiserver::Head<'a>> + 'a> {
         match self.clusters.get(cluster) {
             Some(c) => {
-                self.reading(cluster);
+                self.reading(cluster, c);
                 c.api.heads(gk, ns)
             }
             None => Box::new(std::iter::empty()),
@@ -756,7 +843,7 @@ impl World {
     /// The first object of a kind with this name, in any namespace.
     pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
         let c = self.clusters.get(cluster)?;
-        self.reading(cluster);
+        self.reading(cluster, c);
         c.api.find_named(gk, name)
     }
 
@@ -773,7 +860,7 @@ impl World {
         let Some(c) = self.clusters.get(cluster) else {
             return false;
         };
-        self.reading(cluster);
+        self.reading(cluster, c);
         // Compared in place: no copy of the stored object, and nothing allocated for a write that
         // changes nothing (most controller writes).
         let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
@@ -905,19 +992,21 @@ impl World {
                 c.api.release_parsed();
             }
         }
+        // Every store that parsed is in `read_in`: nothing parsed is left.
+        self.parsed_bytes
+            .0
+            .store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Drops the parsed form of every stored object that was read, once their text is over `budget` bytes
     /// in all: objects read again soon (most are) are not parsed again, and the parsed forms stay few.
     pub(crate) fn release_parsed_over(&mut self, budget: usize) {
-        let kept: usize = self
-            .read_in
-            .get_mut()
-            .iter()
-            .filter_map(|name| self.clusters.get(name))
-            .map(|c| c.api.parsed_bytes())
-            .sum();
-        if kept > budget {
+        if self
+            .parsed_bytes
+            .0
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > budget
+        {
             self.release_parsed();
         }
     }
@@ -1001,4 +1090,38 @@ fn same_outside_meta_status(a: &Value, b: &Value) -> bool {
         && a.iter()
             .filter(|(k, _)| !skip(k))
             .all(|(k, v)| b.get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_containers_of_a_cluster_are_those_labelled_so_through_every_change() {
+        let mut w = World::default();
+        w.create_cluster("a", "kindest/node:v1.36.1", false);
+        w.add_container("a-worker", Some("a"), true);
+        w.add_container("stray", Some("a"), false);
+        w.add_container("b-control-plane", None, true);
+        let names = |w: &World, c: &str| -> Vec<String> {
+            w.containers_of(c).iter().map(|c| c.name.clone()).collect()
+        };
+        assert_eq!(names(&w, "a"), ["a-control-plane", "a-worker", "stray"]);
+        assert!(
+            names(&w, "b").is_empty(),
+            "named like b's node, not labelled"
+        );
+        assert_eq!(w.kind_clusters(), ["a"]);
+        // Replaced without the label, then removed: the index follows.
+        w.add_container("stray", None, true);
+        assert_eq!(names(&w, "a"), ["a-control-plane", "a-worker"]);
+        w.remove_cluster("a");
+        assert!(names(&w, "a").is_empty());
+        assert!(w.kind_clusters().is_empty());
+        // Loaded from its saved form, the index is rebuilt.
+        w.add_container("c-control-plane", Some("c"), true);
+        let back: World = serde_json::from_value(serde_json::to_value(&w).unwrap()).unwrap();
+        assert_eq!(names(&back, "c"), ["c-control-plane"]);
+        assert_eq!(back.kind_clusters(), ["c"]);
+    }
 }
