@@ -1502,26 +1502,21 @@ mod tests {
             json!({"metadata": {"name": "f", "namespace": "ns", "labels": {"app": "x"},
                                 "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
         );
+        fn seen(o: &impl Labelled, key: &str) -> (String, Option<String>, bool) {
+            (
+                o.name().to_owned(),
+                o.label(key).map(str::to_owned),
+                o.deleting(),
+            )
+        }
         for key in ["app", "tier", "odd", "missing"] {
-            let by_head: Vec<(String, Option<String>, bool)> = store
+            let by_head: Vec<_> = store
                 .heads("ConfigMap", Some("ns"))
-                .map(|h| {
-                    (
-                        h.name().to_owned(),
-                        h.label(key).map(str::to_owned),
-                        h.deleting(),
-                    )
-                })
+                .map(|h| seen(&h, key))
                 .collect();
-            let by_value: Vec<(String, Option<String>, bool)> = store
+            let by_value: Vec<_> = store
                 .list("ConfigMap", Some("ns"))
-                .map(|o| {
-                    (
-                        o.name().to_owned(),
-                        o.label(key).map(str::to_owned),
-                        o.deleting(),
-                    )
-                })
+                .map(|o| seen(o, key))
                 .collect();
             assert_eq!(by_head, by_value, "{key}");
         }
