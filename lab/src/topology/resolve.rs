@@ -513,9 +513,23 @@ fn https_url(url: &str) -> Result<(), String> {
     {
         return Err("it holds characters no host has".to_owned());
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, Some(p)),
-        _ => (authority, None),
+    // An IPv6 address is bracketed (`https://[::1]:6443`, RFC 3986 §3.2.2); its colons are not the port's.
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((_, "")) => (authority, None),
+            Some((_, after)) => match after.strip_prefix(':') {
+                Some(p) => (&authority[..authority.len() - after.len()], Some(p)),
+                None => return Err("it holds characters no host has".to_owned()),
+            },
+            None => return Err("an IPv6 address needs its closing `]`".to_owned()),
+        },
+        None => match authority.rsplit_once(':') {
+            Some((h, _)) if h.contains(':') => {
+                return Err("an IPv6 address goes in brackets: `https://[::1]:6443`".to_owned());
+            }
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
     };
     if host.is_empty() || host == "[]" {
         return Err("it names no host".to_owned());

@@ -31,6 +31,14 @@ fn a_join_endpoint_that_is_not_an_https_url_is_an_error_at_its_line() {
         ),
         ("https://:6443", "it names no host"),
         ("https://hub.example.com:http", "`http` is not a port"),
+        ("https://[::1]:http", "`http` is not a port"),
+        ("https://[::1", "an IPv6 address needs its closing `]`"),
+        ("https://[::1]x", "it holds characters no host has"),
+        (
+            "https://::1:6443",
+            "an IPv6 address goes in brackets: `https://[::1]:6443`",
+        ),
+        ("https://[]:6443", "it names no host"),
     ] {
         let text = with_hub_existing(&format!(
             "existing: {{context: their-hub, joinEndpoint: \"{url}\"}}"
@@ -55,12 +63,22 @@ fn a_join_endpoint_that_is_not_an_https_url_is_an_error_at_its_line() {
             "{url}: no location in\n{rendered}"
         );
     }
-    assert!(
-        crate::common::topology_errors(&with_hub_existing(
-            "existing: {context: their-hub, joinEndpoint: \"https://hub.example.com:6443\"}"
-        ))
-        .is_empty()
-    );
+    for url in [
+        "https://hub.example.com:6443",
+        "https://hub.example.com",
+        "https://10.0.0.1:6443",
+        "https://[::1]:6443",
+        "https://[::1]",
+        "https://[fd00::2]/",
+    ] {
+        assert!(
+            crate::common::topology_errors(&with_hub_existing(&format!(
+                "existing: {{context: their-hub, joinEndpoint: \"{url}\"}}"
+            )))
+            .is_empty(),
+            "{url}"
+        );
+    }
 }
 
 #[test]
