@@ -224,6 +224,36 @@ impl Platform {
     }
 }
 
+impl Platform {
+    /// The platform a program is built for, read from the start of its file (at least 20 bytes): a
+    /// 64-bit little-endian ELF (Linux) or Mach-O (macOS) for amd64 or arm64. `None` for anything else
+    /// (a script, a universal binary, another format): nothing to say it cannot run here.
+    pub fn of_executable(head: &[u8]) -> Option<Platform> {
+        let arch = |amd64: bool, arm64: bool| match (amd64, arm64) {
+            (true, _) => "amd64",
+            (_, true) => "arm64",
+            _ => "another architecture",
+        };
+        if head.len() >= 20 && head.starts_with(b"\x7fELF") && head[4] == 2 && head[5] == 1 {
+            // e_machine (ELF-64 header offset 18): EM_X86_64 62, EM_AARCH64 183.
+            let machine = u16::from_le_bytes([head[18], head[19]]);
+            return Some(Platform {
+                os: "linux",
+                arch: arch(machine == 62, machine == 183),
+            });
+        }
+        if head.len() >= 8 && head.starts_with(&[0xcf, 0xfa, 0xed, 0xfe]) {
+            // cputype: CPU_TYPE_X86_64 0x01000007, CPU_TYPE_ARM64 0x0100000c.
+            let cpu = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+            return Some(Platform {
+                os: "darwin",
+                arch: arch(cpu == 0x0100_0007, cpu == 0x0100_000c),
+            });
+        }
+        None
+    }
+}
+
 impl fmt::Display for Platform {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.os, self.arch)
@@ -1331,6 +1361,37 @@ pub async fn run_with_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first 20 bytes of a 64-bit little-endian ELF for `machine`.
+    fn elf_head(machine: u16) -> Vec<u8> {
+        let mut h = b"\x7fELF\x02\x01\x01".to_vec();
+        h.resize(18, 0);
+        h.extend_from_slice(&machine.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn the_platform_of_a_program_is_read_from_its_header() {
+        let of = |h: &[u8]| Platform::of_executable(h).map(|p| p.to_string());
+        assert_eq!(of(&elf_head(62)).as_deref(), Some("linux/amd64"));
+        assert_eq!(of(&elf_head(183)).as_deref(), Some("linux/arm64"));
+        assert_eq!(
+            of(&elf_head(243)).as_deref(),
+            Some("linux/another architecture")
+        );
+        let macho = |cpu: u32| {
+            let mut h = vec![0xcf, 0xfa, 0xed, 0xfe];
+            h.extend_from_slice(&cpu.to_le_bytes());
+            h.resize(20, 0);
+            h
+        };
+        assert_eq!(of(&macho(0x0100_000c)).as_deref(), Some("darwin/arm64"));
+        assert_eq!(of(&macho(0x0100_0007)).as_deref(), Some("darwin/amd64"));
+        // Scripts, universal binaries and short files say nothing.
+        assert_eq!(of(b"#!/bin/sh\necho kind v0.32.0\n"), None);
+        assert_eq!(of(&[0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2]), None);
+        assert_eq!(of(&elf_head(62)[..10]), None);
+    }
 
     #[test]
     fn versions_parse() {

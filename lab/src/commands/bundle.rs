@@ -288,6 +288,23 @@ pub fn unpack(
                         return Err(refuse(format!("it holds an unknown tool `{other}`")).into());
                     }
                 };
+                // A program built for another machine (a bundle made on Linux, used on a Mac) would fail
+                // with `exec format error`: it is left out, and the lab finds the tool as it does
+                // without a bundle (installed, cached, or downloaded).
+                let mut head = Vec::with_capacity(20);
+                std::io::Read::read_to_end(&mut std::io::Read::take(reader()?, 20), &mut head)
+                    .map_err(io(format!("read {} from {}", item.path, file.display())))?;
+                if let (Some(built), Some(here)) = (
+                    tools::Platform::of_executable(&head),
+                    tools::Platform::current(),
+                ) && built != here
+                {
+                    tracing::warn!(
+                        "the bundle's {name} ({}) is a program for {built} and this machine is {here}: it is not used; {name} is found as without a bundle (installed, cached, or downloaded). A bundle made on a {here} machine carries one that runs here",
+                        item.path
+                    );
+                    continue;
+                }
                 let hex = item.digest.strip_prefix("sha256:").unwrap_or(&item.digest);
                 let dir = cache_root
                     .join("tools/bundle")

@@ -414,3 +414,60 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
         .collect();
     assert_eq!(versions, [("helm", "3.99.7"), ("kind", "0.32.0")]);
 }
+
+/// A bundle made on another kind of machine: its kind is a program this one cannot run (an ELF for the
+/// other CPU), so it is left out and kind is found as without a bundle; its helm (a script here) is used.
+#[tokio::test]
+async fn a_bundled_tool_built_for_another_machine_is_not_used() {
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let here = tools::Platform::current().expect("a platform with pinned downloads");
+    // A 64-bit little-endian ELF header for the CPU this machine is not (EM_AARCH64 183, EM_X86_64 62).
+    let machine: u16 = if here.arch == "amd64" { 183 } else { 62 };
+    let mut foreign = b"\x7fELF\x02\x01\x01".to_vec();
+    foreign.resize(18, 0);
+    foreign.extend_from_slice(&machine.to_le_bytes());
+    foreign.resize(64, 0);
+    let src = tempfile::tempdir().unwrap();
+    let (kind, helm) = (src.path().join("kind"), src.path().join("helm"));
+    std::fs::write(&kind, &foreign).unwrap();
+    executable(&helm, HELM);
+    let tool = |name: &str, version: &str, source: &Path| FileItem {
+        name: name.into(),
+        kind: KIND_TOOL.into(),
+        version: Some(version.into()),
+        repo: None,
+        path: format!("tools/{name}"),
+        source: source.to_owned(),
+    };
+    let files = vec![tool("kind", "0.32.0", &kind), tool("helm", "3.19.0", &helm)];
+    let out = src.path().join("lab-bundle.tar");
+    d.save_bundle_with(&[], &files, Default::default(), &out)
+        .await
+        .unwrap();
+    let (read, offsets) = bundle::verify(&out).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let bundled = ocm_lab::commands::bundle::unpack(&out, &read, &offsets, cache.path()).unwrap();
+    let names: Vec<ToolName> = bundled.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, [ToolName::Helm], "the foreign kind is left out");
+    let unpacked: Vec<PathBuf> = walk(&cache.path().join("tools/bundle"));
+    assert!(
+        unpacked.iter().all(|p| !p.ends_with("kind")),
+        "nothing of the foreign kind is written: {unpacked:?}"
+    );
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
