@@ -292,6 +292,9 @@ pub struct RunArgs {
     pub checks: Vec<CheckArg>,
     /// The kind and helm binaries `up --bundle` unpacked from the bundle: the run uses these.
     pub bundled_tools: Vec<(crate::backend::tools::ToolName, PathBuf)>,
+    /// Images `up --bundle` loaded that Docker knows by their tag only, not by the digest the lab pins:
+    /// pinned reference → the tag to run them by (see `commands::bundle::local_names`).
+    pub image_aliases: std::collections::BTreeMap<String, String>,
     /// `--bundle`: replaces the topology's `spec.bundle`.
     pub bundle: Option<PathBuf>,
 }
@@ -325,6 +328,7 @@ impl RunArgs {
             junit: None,
             checks: Vec::new(),
             bundled_tools: Vec::new(),
+            image_aliases: Default::default(),
             bundle: None,
         }
     }

@@ -212,7 +212,7 @@ pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
         .unwrap_or(&fallback);
     let spec = crate::backend::RegistryContainer {
         name: local.container.clone(),
-        image: local.image.clone(),
+        image: ctx.run.local_image(&local.image).to_owned(),
         host_port: local.host_port,
         network: network.to_owned(),
         labels: std::collections::BTreeMap::from([
@@ -308,7 +308,10 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                 ctx.progress(format!("kind create cluster --name {name}"));
                 let req = CreateCluster {
                     name: name.to_owned(),
-                    image: ctx.run.lab.versions.kind_node_image.clone(),
+                    image: ctx
+                        .run
+                        .local_image(&ctx.run.lab.versions.kind_node_image)
+                        .to_owned(),
                     kubeconfig: kubeconfig.clone(),
                     registries: crate::backend::kind::NodeRegistries::for_lab(
                         &ctx.run.lab,

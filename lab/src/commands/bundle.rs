@@ -198,16 +198,12 @@ pub fn mismatch(manifest: &Manifest, lab: &Lab, images: &[LabImage]) -> Option<S
 /// versions, then checks every digest, puts the charts into the chart cache and unpacks the tools (see
 /// [`unpack`]), and loads the node image (and the local registry's) into the Docker engine, so kind boots
 /// without pulling. The chart images go into the kind nodes in the `node-images` step ([`node_images`]).
-/// Returns the bundle's tools, for the run to use. On the simulated lab no image is loaded into Docker.
-/// Without a bundle, nothing.
-pub fn preload(
-    args: &LabArgs,
-    simulate: bool,
-    flag: Option<&Path>,
-) -> Result<Vec<(ToolName, PathBuf)>, Error> {
+/// Returns the bundle's tools and the images Docker knows by their tag only ([`local_names`]), for the
+/// run to use. On the simulated lab no image is loaded into Docker. Without a bundle, nothing.
+pub fn preload(args: &LabArgs, simulate: bool, flag: Option<&Path>) -> Result<Preloaded, Error> {
     let (lab, images, _) = lab_images(args)?;
     let Some(file) = flag.map(Path::to_path_buf).or(lab.bundle.clone()) else {
-        return Ok(Vec::new());
+        return Ok(Preloaded::default());
     };
     let file = file.as_path();
     let manifest = bundle::manifest(file)?;
@@ -220,7 +216,8 @@ pub fn preload(
     // Every item is checked before anything is unpacked or loaded.
     let (manifest, offsets) = bundle::verify(file)?;
     let root = tools::cache_root_from_env().ok_or(tools::ToolError::NoCacheDir)?;
-    let bundled = unpack(file, &manifest, &offsets, &root)?;
+    let tools = unpack(file, &manifest, &offsets, &root)?;
+    let mut image_aliases = BTreeMap::new();
     if !simulate {
         // Only what runs on the host's engine: the chart images go into the nodes, not into Docker.
         let hosted: Vec<String> = images
@@ -229,14 +226,57 @@ pub fn preload(
             .map(|i| i.image.clone())
             .collect();
         let rt = super::runner::runtime()?;
-        rt.block_on(async {
+        image_aliases = rt.block_on(async {
             let docker = Docker::connect().await?;
             docker
                 .load_bundle_images(file, &manifest, &offsets, Some(&hosted))
-                .await
+                .await?;
+            local_names(&docker, &hosted).await
         })?;
     }
-    Ok(bundled)
+    Ok(Preloaded {
+        tools,
+        image_aliases,
+    })
+}
+
+/// What `up --bundle` prepared before the run.
+#[derive(Debug, Default)]
+pub struct Preloaded {
+    /// The bundle's kind and helm, unpacked.
+    pub tools: Vec<(ToolName, PathBuf)>,
+    /// Pinned image references the engine knows by their tag only: reference → tag.
+    pub image_aliases: BTreeMap<String, String>,
+}
+
+/// The images just loaded from the bundle that the engine knows by their tag but not by the digest they
+/// are pinned with (`kindest/node:v1.36.1@sha256:…`): `docker load` on an engine with the classic image
+/// store keeps no digest (FACTS-HELM-KIND, unverified 7), and kind, which runs `docker inspect` on the
+/// reference as written before it pulls, would then try to pull the image (FACTS-HELM-KIND B6.6), which
+/// fails offline. The tag was just loaded from the bundle, whose every item was checked against its
+/// digest, so it holds the pinned image: the run gives kind (and `docker run`) the tag instead.
+pub async fn local_names(
+    docker: &Docker,
+    loaded: &[String],
+) -> Result<BTreeMap<String, String>, Error> {
+    let mut aliases = BTreeMap::new();
+    for image in loaded {
+        let Some((tag, _)) = image.split_once("@sha256:") else {
+            continue;
+        };
+        let tagged = tag
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(':'));
+        if !tagged || docker.image_present(image).await? || !docker.image_present(tag).await? {
+            continue;
+        }
+        tracing::warn!(
+            "Docker knows the bundle's {tag} by its tag only, not as {image} (docker load keeps no digest on an engine without the containerd image store): the lab runs it as {tag}, which was just loaded from the checked bundle"
+        );
+        aliases.insert(image.clone(), tag.to_owned());
+    }
+    Ok(aliases)
 }
 
 /// Puts a checked bundle's charts into the chart cache under `cache_root` (`<root>/charts/<repo-host>/

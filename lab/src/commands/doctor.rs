@@ -146,6 +146,37 @@ pub fn node_image(image: &str, present: Option<bool>) -> Finding {
     }
 }
 
+/// Whether the kind node image is there for kind, which runs `docker inspect` on the reference as written
+/// and pulls when that fails (FACTS-HELM-KIND B6.6). A pinned image Docker knows by its tag only (loaded
+/// with `docker load` on an engine that keeps no digest, FACTS-HELM-KIND unverified 7) would be pulled:
+/// a warning, unless the bundle loaded it (`image_aliases`), when the lab runs it by its tag.
+pub async fn node_image_finding(
+    image: &str,
+    d: &crate::backend::docker::Docker,
+    image_aliases: &std::collections::BTreeMap<String, String>,
+) -> Finding {
+    let present = d.image_present(image).await.ok();
+    let tag = image.split_once("@sha256:").map(|(tag, _)| tag);
+    match (present, tag) {
+        (Some(false), Some(tag)) if image_aliases.contains_key(image) => Finding::ok(
+            "image",
+            format!(
+                "{tag} is present, loaded from the bundle (Docker keeps no digest on `docker load` here): the lab runs it by its tag"
+            ),
+        ),
+        (Some(false), Some(tag)) if d.image_present(tag).await.unwrap_or(false) => Finding::warn(
+            "image",
+            format!(
+                "{tag} is present, but Docker does not know it as {image} (`docker load` keeps no digest on an engine without the containerd image store): kind would try to pull it"
+            ),
+            format!(
+                "online, `docker pull {image}`; offline, `up --bundle` with the lab's bundle, after which the lab runs the bundle's node image by its tag"
+            ),
+        ),
+        _ => node_image(image, present),
+    }
+}
+
 fn read_u64(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -157,6 +188,7 @@ pub async fn check(
     engine: Option<&crate::backend::docker::Docker>,
     state: &StateDir,
     images: &Result<Vec<crate::images::LabImage>, String>,
+    image_aliases: &std::collections::BTreeMap<String, String>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let kind_clusters: Vec<&str> = lab
@@ -239,8 +271,7 @@ pub async fn check(
         kind_clusters.len(),
     ));
     if let Some(d) = engine {
-        let image = &lab.versions.kind_node_image;
-        out.push(node_image(image, d.image_present(image).await.ok()));
+        out.push(node_image_finding(&lab.versions.kind_node_image, d, image_aliases).await);
         out.push(crate::images::doctor_finding(images, d).await);
     }
     out.extend(crate::images::mirror_findings(lab).await);

@@ -10,7 +10,8 @@ use crate::error::Error;
 
 pub fn run(args: &UpArgs) -> Result<(), Error> {
     let mut run = RunArgs::from(args);
-    run.bundled_tools =
-        super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
+    let preloaded = super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
+    run.bundled_tools = preloaded.tools;
+    run.image_aliases = preloaded.image_aliases;
     run_workflows(&run, args.output, &[Workflow::Reset, Workflow::Up])
 }

@@ -79,6 +79,8 @@ pub struct Opened {
     docker: Option<crate::backend::docker::Docker>,
     /// Versions of the tools the backends run (part of every step's input digest).
     tool_versions: std::collections::BTreeMap<String, String>,
+    /// Images the bundle loaded that the engine knows by their tag only (`RunArgs::image_aliases`).
+    image_aliases: std::collections::BTreeMap<String, String>,
 }
 
 impl Opened {
@@ -115,6 +117,7 @@ impl Opened {
             self.docker.as_ref(),
             state,
             images,
+            &self.image_aliases,
         )));
         findings
     }
@@ -184,6 +187,7 @@ pub fn open_backends(
             sim: Some(sim),
             findings: Vec::new(),
             docker: None,
+            image_aliases: args.image_aliases.clone(),
             tool_versions: Default::default(),
         });
     }
@@ -252,6 +256,7 @@ pub fn open_backends(
         findings,
         docker: docker.ok(),
         tool_versions,
+        image_aliases: args.image_aliases.clone(),
     })
 }
 
@@ -499,6 +504,7 @@ fn run_workflow(
         );
         ctx.tool_versions = opened.tool_versions.clone();
         ctx.node_images = node_images;
+        ctx.image_aliases = args.image_aliases.clone();
         if let Some(sim) = &opened.sim {
             // Each step's effects on the simulated world are saved before the journal says it is done.
             ctx = ctx.with_durability(sim.durability(&state.sim_world()));

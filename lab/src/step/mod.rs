@@ -67,6 +67,9 @@ pub struct RunCtx {
     pub tool_versions: BTreeMap<String, String>,
     /// What `node-images` loads or pre-pulls into each cluster's nodes.
     pub node_images: NodeImages,
+    /// Pinned image references Docker knows by their tag only (loaded from a bundle on an engine that
+    /// keeps no digest on `docker load`): reference → the tag to run them by. See [`RunCtx::local_image`].
+    pub image_aliases: BTreeMap<String, String>,
     /// Makes step effects durable before the journal records them (the engine groups the saves).
     durability: Option<Arc<dyn Durability>>,
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
@@ -104,6 +107,7 @@ impl RunCtx {
             run_id,
             tool_versions: BTreeMap::new(),
             node_images: NodeImages::default(),
+            image_aliases: BTreeMap::new(),
             durability: None,
             clients: Mutex::new(HashMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
@@ -208,6 +212,12 @@ impl RunCtx {
             .expect("not poisoned")
             .get(step)
             .map(|text| serde_json::from_str(text.get()).expect("outputs are JSON text"))
+    }
+
+    /// The reference to run `image` by on the host's Docker engine: `image` itself, or the tag it was
+    /// loaded under when the engine does not know it by its pinned digest ([`RunCtx::image_aliases`]).
+    pub fn local_image<'a>(&'a self, image: &'a str) -> &'a str {
+        self.image_aliases.get(image).map_or(image, String::as_str)
     }
 
     /// Records the outputs of a finished (or resumed) step instance, for the steps after it. The engine

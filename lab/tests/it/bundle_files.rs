@@ -389,6 +389,7 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
         junit: None,
         checks: Vec::new(),
         bundled_tools: Vec::new(),
+        image_aliases: Default::default(),
         bundle: None,
     };
     let rt = runner::runtime().unwrap();
@@ -470,4 +471,54 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// `docker load` on an engine with the classic image store keeps no digest: an image the lab pins as
+/// `<tag>@sha256:…` is then known by its tag only, and kind would try to pull it. After loading a bundle
+/// the lab runs such an image by its tag (and leaves alone what Docker knows as pinned, or not at all).
+#[tokio::test]
+async fn a_pinned_image_docker_knows_by_its_tag_only_is_run_by_its_tag() {
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = crate::docker::test_image(&d).await else {
+        return;
+    };
+    let zero = "0".repeat(64);
+    let pinned = format!("{image}@sha256:{zero}");
+    let absent = format!("ocm-lab-no-such/image:v9@sha256:{zero}");
+    let aliases =
+        ocm_lab::commands::bundle::local_names(&d, &[pinned.clone(), absent, image.clone()])
+            .await
+            .unwrap();
+    assert_eq!(aliases, std::collections::BTreeMap::from([(pinned, image)]));
+}
+
+/// The doctor tells a pinned node image Docker knows by its tag only from one it lacks: kind would try
+/// to pull the first, which fails offline; after `up --bundle` loaded it, the lab runs it by its tag.
+#[tokio::test]
+async fn the_doctor_names_a_node_image_docker_knows_by_its_tag_only() {
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    let Some(image) = crate::docker::test_image(&d).await else {
+        return;
+    };
+    let pinned = format!("{image}@sha256:{}", "0".repeat(64));
+    let finding = |aliases: std::collections::BTreeMap<String, String>| {
+        let (pinned, d) = (pinned.clone(), &d);
+        async move { ocm_lab::commands::doctor::node_image_finding(&pinned, d, &aliases).await }
+    };
+    let tag_only = finding(Default::default()).await;
+    assert!(
+        tag_only.detail.contains("kind would try to pull it")
+            && tag_only
+                .fix
+                .as_deref()
+                .is_some_and(|h| h.contains(&format!("docker pull {pinned}"))),
+        "{tag_only:?}"
+    );
+    let loaded = finding([(pinned.clone(), image.clone())].into()).await;
+    assert!(loaded.detail.contains("runs it by its tag"), "{loaded:?}");
+    assert!(!ocm_lab::commands::doctor::failed(&[tag_only, loaded]));
 }

@@ -232,6 +232,7 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
         None,
         &h.state,
         &Ok(Vec::new()),
+        &Default::default(),
     )
     .await;
     assert!(ocm_lab::commands::doctor::failed(&findings));
