@@ -297,9 +297,9 @@ impl Stored {
         })
     }
 
-    fn into_value(self) -> Value {
-        match self.parsed.get() {
-            Some(_) => *self.parsed.into_inner().expect("checked above"),
+    fn into_value(mut self) -> Value {
+        match self.parsed.take() {
+            Some(v) => *v,
             None => self.parse(),
         }
     }

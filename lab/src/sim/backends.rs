@@ -272,25 +272,11 @@ impl ContainerRuntime for SimDocker {
             format!("containers like nodes of {cluster}"),
             false,
             move |st| {
-                // The containers labelled as the cluster's nodes, and those named like them (all named
-                // `<cluster>-…`), by name; neither is a pass over every container.
-                let containers = &st.world.containers;
-                let prefix = format!("{c}-");
-                let named = containers
-                    .range::<str, _>((
-                        std::ops::Bound::Included(prefix.as_str()),
-                        std::ops::Bound::Unbounded,
-                    ))
-                    .take_while(|(name, _)| name.starts_with(&prefix))
-                    .map(|(_, ct)| ct)
-                    .filter(|ct| crate::backend::is_kind_node_name(&c, &ct.name));
-                let all: std::collections::BTreeMap<&str, &super::world::Container> = containers
-                    .of_cluster(&c)
-                    .chain(named)
-                    .map(|ct| (ct.name.as_str(), ct))
-                    .collect();
-                Ok(all
-                    .into_values()
+                Ok(st
+                    .world
+                    .containers
+                    .look_alikes(&c)
+                    .into_iter()
                     .map(|ct| LookAlike {
                         id: ct.id.clone(),
                         name: ct.name.clone(),

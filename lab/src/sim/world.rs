@@ -240,6 +240,28 @@ impl Containers {
             .filter_map(|n| self.by_name.get(n))
     }
 
+    /// The containers that look like nodes of kind cluster `cluster`, by name: labelled as its nodes, or
+    /// named as kind names them (`<cluster>-control-plane`, `<cluster>-worker2`, …; all start with
+    /// `<cluster>-`, so neither is a pass over every container).
+    pub fn look_alikes(&self, cluster: &str) -> Vec<&Container> {
+        let prefix = format!("{cluster}-");
+        let named = self
+            .by_name
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(name, _)| name.starts_with(&prefix))
+            .map(|(_, c)| c)
+            .filter(|c| crate::backend::is_kind_node_name(cluster, &c.name));
+        let by_name: BTreeMap<&str, &Container> = self
+            .of_cluster(cluster)
+            .chain(named)
+            .map(|c| (c.name.as_str(), c))
+            .collect();
+        by_name.into_values().collect()
+    }
+
     /// The kind clusters some container is labelled a node of, sorted.
     pub fn clusters(&self) -> impl Iterator<Item = &str> {
         self.by_cluster.keys().map(String::as_str)
@@ -753,19 +775,19 @@ impl World {
     // ---- objects --------------------------------------------------------------------------------
 
     pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        let c = self.clusters.get(cluster)?;
-        self.reading(cluster, c);
-        c.api.get(gk, ns, name)
+        self.store_to_read(cluster)?.get(gk, ns, name)
     }
 
-    /// Notes that objects of `cluster` are read (see `read_in`), and that what its store parses counts in
-    /// the world's `parsed_bytes`.
-    fn reading(&self, cluster: &str, c: &SimCluster) {
+    /// The API server store of `cluster`, to read objects from (and so parse them): noted in `read_in`,
+    /// and what it parses counts in the world's `parsed_bytes`.
+    fn store_to_read(&self, cluster: &str) -> Option<&Store> {
+        let c = self.clusters.get(cluster)?;
         c.api.count_parsed_in(&self.parsed_bytes.0);
         let mut read = self.read_in.borrow_mut();
         if !read.contains(cluster) {
             read.insert(cluster.to_owned());
         }
+        Some(&c.api)
     }
 
     /// Objects of a kind: in one namespace, or all (`None`).
@@ -775,11 +797,8 @@ impl World {
         gk: &str,
         ns: Option<&str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        match self.clusters.get(cluster) {
-            Some(c) => {
-                self.reading(cluster, c);
-                c.api.list(gk, ns)
-            }
+        match self.store_to_read(cluster) {
+            Some(store) => store.list(gk, ns),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -792,11 +811,8 @@ impl World {
         ns: Option<&str>,
         sel: &'a [(String, super::apiserver::SelOp)],
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        match self.clusters.get(cluster) {
-            Some(c) => {
-                self.reading(cluster, c);
-                c.api.list_selected(gk, ns, sel)
-            }
+        match self.store_to_read(cluster) {
+            Some(store) => store.list_selected(gk, ns, sel),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -808,11 +824,8 @@ impl World {
         gk: &str,
         ns: Option<&str>,
     ) -> Box<dyn Iterator<Item = super::apiserver::Head<'a>> + 'a> {
-        match self.clusters.get(cluster) {
-            Some(c) => {
-                self.reading(cluster, c);
-                c.api.heads(gk, ns)
-            }
+        match self.store_to_read(cluster) {
+            Some(store) => store.heads(gk, ns),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -842,9 +855,7 @@ impl World {
 
     /// The first object of a kind with this name, in any namespace.
     pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
-        let c = self.clusters.get(cluster)?;
-        self.reading(cluster, c);
-        c.api.find_named(gk, name)
+        self.store_to_read(cluster)?.find_named(gk, name)
     }
 
     pub(crate) fn served(&self, cluster: &str, gk: &str) -> bool {
@@ -857,13 +868,12 @@ impl World {
     /// resourceVersion, generation). Returns whether anything changed.
     pub(crate) fn put(&mut self, cluster: &str, mut obj: Value) -> bool {
         let key = gk::of_obj(&obj);
-        let Some(c) = self.clusters.get(cluster) else {
+        let Some(store) = self.store_to_read(cluster) else {
             return false;
         };
-        self.reading(cluster, c);
         // Compared in place: no copy of the stored object, and nothing allocated for a write that
         // changes nothing (most controller writes).
-        let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
+        let old = store.get(&key, util::namespace(&obj), util::name(&obj));
         if old.is_some_and(|old| same_ignoring_server_fields(old, &obj)) {
             return false;
         }
@@ -1112,6 +1122,17 @@ mod tests {
             "named like b's node, not labelled"
         );
         assert_eq!(w.kind_clusters(), ["a"]);
+        // Look-alikes: labelled as a's nodes, or named as kind names them (not `a-b-control-plane`,
+        // a node of cluster `a-b`).
+        w.add_container("a-worker2", None, true);
+        w.add_container("a-b-control-plane", None, true);
+        let looks: Vec<&str> = w
+            .containers
+            .look_alikes("a")
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(looks, ["a-control-plane", "a-worker", "a-worker2", "stray"]);
         // Replaced without the label, then removed: the index follows.
         w.add_container("stray", None, true);
         assert_eq!(names(&w, "a"), ["a-control-plane", "a-worker"]);
