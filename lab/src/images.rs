@@ -14,6 +14,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::backend::split_reference;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -60,24 +62,6 @@ pub struct ImagesError {
     pub chart: String,
     pub version: String,
     pub message: String,
-}
-
-/// The parts of an image reference: `(repository, tag, digest)`. The tag is what follows the last `:`
-/// after the last `/` (so a registry port is not a tag).
-pub fn split_reference(image: &str) -> (String, Option<String>, Option<String>) {
-    let (rest, digest) = match image.split_once('@') {
-        Some((r, d)) => (r, Some(d.to_owned())),
-        None => (image, None),
-    };
-    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
-    match rest[last_slash..].rfind(':') {
-        Some(i) => (
-            rest[..last_slash + i].to_owned(),
-            Some(rest[last_slash + i + 1..].to_owned()),
-            digest,
-        ),
-        None => (rest.to_owned(), None, digest),
-    }
 }
 
 /// Whether a string looks like an image reference (`registry/name:tag`, `name@sha256:…`), not a flag

@@ -1015,6 +1015,23 @@ impl Docker {
         }
     }
 
+    /// The name the engine knows `image` by: `image` as written, or, for an image pinned by tag and digest
+    /// (`kindest/node:v1.36.1@sha256:…`) that it knows by its tag only, the tag (`docker load` on an engine
+    /// with the classic image store keeps no digest, FACTS-HELM-KIND unverified 7). `None` when it has
+    /// neither. kind inspects the reference as written and pulls when that fails (B6.6), so a tag-only
+    /// image would be pulled.
+    pub async fn local_name(&self, image: &str) -> Result<Option<String>> {
+        if self.image_present(image).await? {
+            return Ok(Some(image.to_owned()));
+        }
+        let (repository, tag, digest) = super::split_reference(image);
+        let (Some(tag), Some(_)) = (tag, digest) else {
+            return Ok(None);
+        };
+        let tagged = format!("{repository}:{tag}");
+        Ok(self.image_present(&tagged).await?.then_some(tagged))
+    }
+
     /// Whether `image` is present on the daemon (nothing is pulled).
     pub async fn image_present(&self, image: &str) -> Result<bool> {
         match self.client.inspect_image(image).await {

@@ -176,6 +176,24 @@ pub struct ImageArchive {
     pub size: u64,
 }
 
+/// The parts of an image reference: `(repository, tag, digest)`. The tag is what follows the last `:`
+/// after the last `/` (so a registry port is not a tag).
+pub fn split_reference(image: &str) -> (String, Option<String>, Option<String>) {
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d.to_owned())),
+        None => (image, None),
+    };
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    match rest[last_slash..].rfind(':') {
+        Some(i) => (
+            rest[..last_slash + i].to_owned(),
+            Some(rest[last_slash + i + 1..].to_owned()),
+            digest,
+        ),
+        None => (rest.to_owned(), None, digest),
+    }
+}
+
 /// `image` as containerd names it (Docker's normalisation): a registry host first (`docker.io` when the
 /// first component is not one), `library/` for Docker Hub's official images, and `:latest` when neither
 /// a tag nor a digest is given. `busybox` → `docker.io/library/busybox:latest`.

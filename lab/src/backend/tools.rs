@@ -222,9 +222,7 @@ impl Platform {
         };
         Some(Platform { os, arch })
     }
-}
 
-impl Platform {
     /// The platform a program is built for, read from the start of its file (at least 20 bytes): a
     /// 64-bit little-endian ELF (Linux) or Mach-O (macOS) for amd64 or arm64. `None` for anything else
     /// (a script, a universal binary, another format): nothing to say it cannot run here.

@@ -17,7 +17,7 @@
 //! loads; the lab then finds its charts and tools as without a bundle.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use crate::backend::chart_cache::{self, ChartCache};
@@ -261,20 +261,13 @@ pub async fn local_names(
 ) -> Result<BTreeMap<String, String>, Error> {
     let mut aliases = BTreeMap::new();
     for image in loaded {
-        let Some((tag, _)) = image.split_once("@sha256:") else {
+        let Some(tag) = docker.local_name(image).await?.filter(|n| n != image) else {
             continue;
         };
-        let tagged = tag
-            .rsplit('/')
-            .next()
-            .is_some_and(|last| last.contains(':'));
-        if !tagged || docker.image_present(image).await? || !docker.image_present(tag).await? {
-            continue;
-        }
         tracing::warn!(
             "Docker knows the bundle's {tag} by its tag only, not as {image} (docker load keeps no digest on an engine without the containerd image store): the lab runs it as {tag}, which was just loaded from the checked bundle"
         );
-        aliases.insert(image.clone(), tag.to_owned());
+        aliases.insert(image.clone(), tag);
     }
     Ok(aliases)
 }
@@ -332,7 +325,9 @@ pub fn unpack(
                 // with `exec format error`: it is left out, and the lab finds the tool as it does
                 // without a bundle (installed, cached, or downloaded).
                 let mut head = Vec::with_capacity(20);
-                std::io::Read::read_to_end(&mut std::io::Read::take(reader()?, 20), &mut head)
+                reader()?
+                    .take(20)
+                    .read_to_end(&mut head)
                     .map_err(io(format!("read {} from {}", item.path, file.display())))?;
                 if let (Some(built), Some(here)) = (
                     tools::Platform::of_executable(&head),

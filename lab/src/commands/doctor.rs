@@ -146,25 +146,23 @@ pub fn node_image(image: &str, present: Option<bool>) -> Finding {
     }
 }
 
-/// Whether the kind node image is there for kind, which runs `docker inspect` on the reference as written
-/// and pulls when that fails (FACTS-HELM-KIND B6.6). A pinned image Docker knows by its tag only (loaded
-/// with `docker load` on an engine that keeps no digest, FACTS-HELM-KIND unverified 7) would be pulled:
-/// a warning, unless the bundle loaded it (`image_aliases`), when the lab runs it by its tag.
+/// Whether the kind node image is there for kind ([`crate::backend::docker::Docker::local_name`]): a
+/// pinned image the engine knows by its tag only would be pulled, a warning, unless the bundle loaded
+/// it (`image_aliases`), when the lab runs it by its tag.
 pub async fn node_image_finding(
     image: &str,
     d: &crate::backend::docker::Docker,
     image_aliases: &std::collections::BTreeMap<String, String>,
 ) -> Finding {
-    let present = d.image_present(image).await.ok();
-    let tag = image.split_once("@sha256:").map(|(tag, _)| tag);
-    match (present, tag) {
-        (Some(false), Some(tag)) if image_aliases.contains_key(image) => Finding::ok(
+    match d.local_name(image).await {
+        Ok(Some(name)) if name == image => node_image(image, Some(true)),
+        Ok(Some(tag)) if image_aliases.contains_key(image) => Finding::ok(
             "image",
             format!(
                 "{tag} is present, loaded from the bundle (Docker keeps no digest on `docker load` here): the lab runs it by its tag"
             ),
         ),
-        (Some(false), Some(tag)) if d.image_present(tag).await.unwrap_or(false) => Finding::warn(
+        Ok(Some(tag)) => Finding::warn(
             "image",
             format!(
                 "{tag} is present, but Docker does not know it as {image} (`docker load` keeps no digest on an engine without the containerd image store): kind would try to pull it"
@@ -173,7 +171,8 @@ pub async fn node_image_finding(
                 "online, `docker pull {image}`; offline, `up --bundle` with the lab's bundle, after which the lab runs the bundle's node image by its tag"
             ),
         ),
-        _ => node_image(image, present),
+        Ok(None) => node_image(image, Some(false)),
+        Err(_) => node_image(image, None),
     }
 }
 
@@ -437,7 +436,7 @@ pub fn run(args: &crate::cli::DoctorArgs) -> Result<(), crate::error::Error> {
     let rt = runtime()?;
     let opened = open_backends(&rt, &args, &state, Purpose::Doctor, &loaded.lab)?;
     let images = crate::images::for_doctor(&loaded.lab, &sources, &patches);
-    let findings = opened.doctor_findings(&rt, &loaded.lab, &state, &images);
+    let findings = opened.doctor_findings(&rt, &loaded.lab, &state, &images, &Default::default());
     rt.shutdown_background();
     super::document(output, &findings, || render(&findings))?;
     if failed(&findings) {

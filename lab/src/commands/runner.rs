@@ -79,8 +79,6 @@ pub struct Opened {
     docker: Option<crate::backend::docker::Docker>,
     /// Versions of the tools the backends run (part of every step's input digest).
     tool_versions: std::collections::BTreeMap<String, String>,
-    /// Images the bundle loaded that the engine knows by their tag only (`RunArgs::image_aliases`).
-    image_aliases: std::collections::BTreeMap<String, String>,
 }
 
 impl Opened {
@@ -109,6 +107,7 @@ impl Opened {
         lab: &Lab,
         state: &StateDir,
         images: &Result<Vec<crate::images::LabImage>, String>,
+        image_aliases: &std::collections::BTreeMap<String, String>,
     ) -> Vec<doctor::Finding> {
         let mut findings = self.findings.clone();
         findings.extend(rt.block_on(doctor::check(
@@ -117,7 +116,7 @@ impl Opened {
             self.docker.as_ref(),
             state,
             images,
-            &self.image_aliases,
+            image_aliases,
         )));
         findings
     }
@@ -187,7 +186,6 @@ pub fn open_backends(
             sim: Some(sim),
             findings: Vec::new(),
             docker: None,
-            image_aliases: args.image_aliases.clone(),
             tool_versions: Default::default(),
         });
     }
@@ -256,7 +254,6 @@ pub fn open_backends(
         findings,
         docker: docker.ok(),
         tool_versions,
-        image_aliases: args.image_aliases.clone(),
     })
 }
 
@@ -392,7 +389,7 @@ fn prepare(
     let runtime = runtime()?;
     let opened = open_backends(&runtime, args, state, Purpose::Run(workflow), lab)?;
     if workflow.preflight() && opened.sim.is_none() {
-        let findings = opened.doctor_findings(&runtime, lab, state, images);
+        let findings = opened.doctor_findings(&runtime, lab, state, images, &args.image_aliases);
         if doctor::failed(&findings) {
             let _ = writeln!(std::io::stderr(), "{}", doctor::render(&findings));
             if output == StreamOutput::Json {
