@@ -452,25 +452,11 @@ async fn a_bundled_tool_built_for_another_machine_is_not_used() {
     let bundled = ocm_lab::commands::bundle::unpack(&out, &read, &offsets, cache.path()).unwrap();
     let names: Vec<ToolName> = bundled.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, [ToolName::Helm], "the foreign kind is left out");
-    let unpacked: Vec<PathBuf> = walk(&cache.path().join("tools/bundle"));
+    let unpacked: Vec<PathBuf> = files_under(&cache.path().join("tools/bundle"));
     assert!(
         unpacked.iter().all(|p| !p.ends_with("kind")),
         "nothing of the foreign kind is written: {unpacked:?}"
     );
-}
-
-/// Every file below `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// `docker load` on an engine with the classic image store keeps no digest: an image the lab pins as
@@ -478,10 +464,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// the lab runs such an image by its tag (and leaves alone what Docker knows as pinned, or not at all).
 #[tokio::test]
 async fn a_pinned_image_docker_knows_by_its_tag_only_is_run_by_its_tag() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = crate::docker::test_image(&d).await else {
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
         return;
     };
     let zero = "0".repeat(64);
@@ -498,10 +481,7 @@ async fn a_pinned_image_docker_knows_by_its_tag_only_is_run_by_its_tag() {
 /// to pull the first, which fails offline; after `up --bundle` loaded it, the lab runs it by its tag.
 #[tokio::test]
 async fn the_doctor_names_a_node_image_docker_knows_by_its_tag_only() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = crate::docker::test_image(&d).await else {
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
         return;
     };
     let pinned = format!("{image}@sha256:{}", "0".repeat(64));

@@ -56,6 +56,14 @@ fn unique(what: &str) -> String {
     )
 }
 
+/// The Docker engine and the test image, or `None` (after a notice) when either is missing and Docker is
+/// not required: what a test that runs containers starts with.
+pub(crate) async fn docker_with_test_image() -> Option<(Docker, String)> {
+    let d = docker_or_skip().await?;
+    let image = test_image(&d).await?;
+    Some((d, image))
+}
+
 /// The test image, imported on first use in this process (or found from an earlier run); `None`
 /// (after a notice) when busybox-static is not installed and Docker is not required.
 pub(crate) async fn test_image(d: &Docker) -> Option<String> {
@@ -339,10 +347,7 @@ async fn ensure_network_is_idempotent_and_exactly_one_racer_creates() {
 
 #[tokio::test]
 async fn node_containers_reports_roles_state_and_addresses_on_the_network() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = test_image(&d).await else {
+    let Some((d, image)) = docker_with_test_image().await else {
         return;
     };
     let mut cleanup = Cleanup::new(&d);
@@ -409,10 +414,7 @@ async fn node_containers_reports_roles_state_and_addresses_on_the_network() {
 
 #[tokio::test]
 async fn remove_cluster_containers_removes_exactly_the_clusters_containers() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = test_image(&d).await else {
+    let Some((d, image)) = docker_with_test_image().await else {
         return;
     };
     let mut cleanup = Cleanup::new(&d);
@@ -511,10 +513,7 @@ async fn unsupported_docker_hosts_say_which_forms_work() {
 
 #[tokio::test]
 async fn read_sysctl_via_container_reads_inotify_limits_and_leaves_nothing() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = test_image(&d).await else {
+    let Some((d, image)) = docker_with_test_image().await else {
         return;
     };
     let keys = [
@@ -626,10 +625,7 @@ async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_cluster
     use ocm_lab::step::{RunCtx, events::Events};
     use tokio_util::sync::CancellationToken;
 
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = test_image(&d).await else {
+    let Some((d, image)) = docker_with_test_image().await else {
         return;
     };
     let mut cleanup = Cleanup::new(&d);

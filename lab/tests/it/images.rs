@@ -176,10 +176,7 @@ fn images_list_prints_json_with_where_each_image_was_found() {
 
 #[tokio::test]
 async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to_do() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = crate::docker::test_image(&d).await else {
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
         return;
     };
     let mut lab = common::lab("minimal");

@@ -11,7 +11,7 @@ use bollard::query_parameters::{
 };
 
 use crate::common::FakeKindLab;
-use crate::docker::{Cleanup, docker_or_skip, test_image};
+use crate::docker::{Cleanup, docker_or_skip, docker_with_test_image};
 
 /// A lab named `net<what><pid>x<n>` with the fake kind that fails every create.
 fn lab(what: &str) -> FakeKindLab {
@@ -41,10 +41,7 @@ async fn network_id(d: &ocm_lab::backend::docker::Docker, name: &str) -> Option<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn down_removes_the_network_up_created_once_no_container_uses_it() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = test_image(&d).await else {
+    let Some((d, image)) = docker_with_test_image().await else {
         return;
     };
     let mut cleanup = Cleanup::new(&d);

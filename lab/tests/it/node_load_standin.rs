@@ -73,10 +73,7 @@ async fn get(d: &Docker, container: &str, path: &str) -> Option<Vec<u8>> {
 
 #[tokio::test]
 async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_copy_removed() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = crate::docker::test_image(&d).await else {
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
         return;
     };
     let mut cleanup = crate::docker::Cleanup::new(&d);
@@ -133,10 +130,7 @@ for last; do :; done\n\
 async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_import_leaves_no_copy()
  {
     use ocm_lab::backend::{ContainerRuntime as _, ImageArchive, node_has};
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = crate::docker::test_image(&d).await else {
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
         return;
     };
     let mut cleanup = crate::docker::Cleanup::new(&d);

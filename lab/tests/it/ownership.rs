@@ -9,16 +9,13 @@
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, StartContainerOptions};
 
-use crate::docker::{Cleanup, docker_or_skip, exists, test_image};
+use crate::docker::{Cleanup, docker_with_test_image, exists};
 
 use crate::common::FakeKindLab as Lab;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_alike_made_after_a_failed_create_survives_down_reset_and_a_second_up() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = test_image(&d).await else {
+    let Some((d, image)) = docker_with_test_image().await else {
         return;
     };
     let mut cleanup = Cleanup::new(&d);

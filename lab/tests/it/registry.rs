@@ -352,10 +352,7 @@ fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
 async fn the_local_registry_stand_in_runs_labelled_on_the_network_once_and_a_foreign_namesake_is_refused()
  {
     use ocm_lab::backend::ContainerRuntime;
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
-    let Some(image) = crate::docker::test_image(&d).await else {
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
         return;
     };
     let suffix = format!("{}-{}", std::process::id(), line!());
