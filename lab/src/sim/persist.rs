@@ -334,12 +334,15 @@ impl SaveCache {
 
 /// A store's objects as JSON (the objects' text as stored).
 fn write_objects(objects: &Objects, out: &mut Save) -> std::io::Result<()> {
-    nested(objects, out, |e, comma, out| {
-        out.text(if comma { b"," } else { b"" })?;
-        out.json(e.name)?;
-        out.text(b":")?;
-        out.text(e.value.text().as_bytes())
-    })
+    nested(objects, out, write_entry)
+}
+
+/// One object's `"name":{…}` from its stored text, with a `,` before it when `comma`.
+fn write_entry(e: &Entry<'_, Stored>, comma: bool, out: &mut Save) -> std::io::Result<()> {
+    out.text(if comma { b"," } else { b"" })?;
+    out.json(e.name)?;
+    out.text(b":")?;
+    out.text(e.value.text().as_bytes())
 }
 
 /// Writes a store's objects as gk → namespace → name → object, as `serde_json` writes the store's
@@ -352,28 +355,22 @@ fn nested(
     out.text(b"{")?;
     let mut at: Option<(&str, &str)> = None;
     for e in objects.iter() {
-        let comma = match at {
-            Some((gk, ns)) if gk == e.gk && ns == e.ns => true,
-            Some((gk, _)) => {
-                out.text(if gk == e.gk { b"}," } else { b"}}," })?;
-                if gk != e.gk {
-                    out.json(e.gk)?;
-                    out.text(b":{")?;
-                }
-                out.json(e.ns)?;
-                out.text(b":{")?;
-                false
+        let same_gk = at.is_some_and(|(gk, _)| gk == e.gk);
+        let same_ns = same_gk && at.is_some_and(|(_, ns)| ns == e.ns);
+        if !same_ns {
+            // Close the namespace (and the kind) before, open the kind (if new) and the namespace.
+            if at.is_some() {
+                out.text(if same_gk { b"}," } else { b"}}," })?;
             }
-            None => {
+            if !same_gk {
                 out.json(e.gk)?;
                 out.text(b":{")?;
-                out.json(e.ns)?;
-                out.text(b":{")?;
-                false
             }
-        };
+            out.json(e.ns)?;
+            out.text(b":{")?;
+        }
         at = Some((e.gk, e.ns));
-        entry(&e, comma, out)?;
+        entry(&e, same_ns, out)?;
     }
     if at.is_some() {
         out.text(b"}}")?;
@@ -409,14 +406,7 @@ impl ClusterPiece {
                         }
                     }
                 }
-                _ => {
-                    if comma {
-                        out.text(b",")?;
-                    }
-                    out.json(e.name)?;
-                    out.text(b":")?;
-                    out.text(e.value.text().as_bytes())?;
-                }
+                _ => write_entry(e, comma, out)?,
             }
             if let Some(rv) = rv {
                 let span = Span {
