@@ -155,3 +155,35 @@ fn a_garbage_lock_file_is_ignored_and_replaced() {
     let text = std::fs::read_to_string(&lock).unwrap();
     assert!(text.contains("`ocm-lab verify`"), "{text}");
 }
+
+#[test]
+fn a_garbage_last_verification_is_named_by_status_and_the_verify_it_suggests_replaces_it() {
+    let s = Sandbox::new();
+    let topology = s.topology(ocm_lab::embedded::topology("minimal").unwrap());
+    let t = topology.to_str().unwrap();
+    s.ok(&["up", "--simulate", "-t", t]);
+    let last = s
+        .dir
+        .path()
+        .join("minimal/simulated/last-verification.json");
+    std::fs::write(&last, b"{\"checks\": [\xff").unwrap();
+
+    let r = s.run(&["status", "--simulate", "-t", t]);
+    assert!(
+        r.stdout.contains("UNREADABLE") && r.stdout.contains("last-verification.json"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let commands = suggested_commands(&r.stdout);
+    assert_eq!(commands.len(), 1, "{}", r.stdout);
+    assert_eq!(commands[0][0], "verify", "{}", r.stdout);
+    run_all(&s, &commands);
+    let after = s.run(&["status", "--simulate", "-t", t]);
+    assert!(!after.stdout.contains("UNREADABLE"), "{}", after.stdout);
+    assert!(
+        serde_json::from_slice::<Value>(&std::fs::read(&last).unwrap()).is_ok(),
+        "verify wrote a readable report"
+    );
+    usable(&s, &["-t", t]);
+}
