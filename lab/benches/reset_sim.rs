@@ -19,12 +19,12 @@ use std::time::Duration;
 use ocm_lab::actions::Registry;
 use ocm_lab::engine::{self, RunOptions};
 use ocm_lab::patch::PatchSet;
-use ocm_lab::sim::{Behaviour, Contention, Fault, SimLab};
 use ocm_lab::state::StateDir;
 use ocm_lab::step::RunCtx;
 use ocm_lab::step::events::{Event, Events};
 use ocm_lab::topology::Lab;
 use ocm_lab::workflow::Sources;
+use ocm_lab_sim::{Behaviour, Contention, Fault, SimLab};
 use tokio_util::sync::CancellationToken;
 
 fn model(sim: &SimLab) {
@@ -54,7 +54,7 @@ fn model(sim: &SimLab) {
 /// and advise creating two clusters and then two more rather than four at once, kubernetes-sigs/kind#1288;
 /// a rollout's image pull, its decompression and its Go binaries' start are charged the same). With k of
 /// them at once on 4 cores, each
-/// progresses at min(1, 4/k) (`ocm_lab::sim::Contention`).
+/// progresses at min(1, 4/k) (`ocm_lab_sim::Contention`).
 fn contention() -> Contention {
     [
         Behaviour::KindCreate,

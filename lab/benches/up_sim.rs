@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use ocm_lab::actions::Registry;
 use ocm_lab::engine::{self, RunOptions};
 use ocm_lab::patch::PatchSet;
-use ocm_lab::sim::SimLab;
 use ocm_lab::state::StateDir;
 use ocm_lab::step::RunCtx;
 use ocm_lab::step::events::Events;
 use ocm_lab::workflow::Sources;
+use ocm_lab_sim::SimLab;
 use tokio_util::sync::CancellationToken;
 
 /// A topology with `n` spokes, each with two properties, one exclusive set bound in two namespaces.

@@ -84,6 +84,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("this ocm-lab was built without the simulated lab (cargo feature `simulate`)")]
+    #[diagnostic(
+        code(ocm_lab::no_simulation),
+        help(
+            "run without `--simulate`, or install a build with the default features (`cargo install --path lab`)"
+        )
+    )]
+    NoSimulation,
     #[error("step `{step}` failed: {message}")]
     #[diagnostic(code(ocm_lab::step_failed))]
     StepFailed {
@@ -223,6 +231,7 @@ impl Error {
             | Error::Journal(_)
             | Error::SimLoad { .. }
             | Error::SimSave { .. }
+            | Error::NoSimulation
             | Error::StepFailed { .. }
             | Error::Unhealthy { .. }
             | Error::NotUp { .. }

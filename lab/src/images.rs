@@ -1,15 +1,10 @@
 //! The images a lab runs: `ocm-lab images list`, and the doctor's check of which are already in the
 //! local Docker engine.
 //!
-//! The list is derived, never kept by hand: the kind node image from the topology, and every image
-//! referenced by the objects the charts render for the pinned chart versions and the lab's values. The
-//! charts are rendered with the simulated lab's models of the pinned charts (`sim/charts.rs`, the same
-//! renders `--simulate` installs), with the lab's chart patches applied, so the list needs no network and
-//! no helm. An image counts wherever a rendered object names one: a container's `image`, a custom
-//! resource's `*ImagePullSpec` (the OCM operators deploy the agents from those), an `image` field of
-//! another custom resource (cluster-proxy's ManagedProxyConfiguration), an `--*image*=` argument or an
-//! `*_IMAGE` environment variable. FACTS-OCM-ROUND2 §3 lists what this gives for the pinned versions; no
-//! chart pins a digest, so only the node image has one.
+//! The list is derived, never kept by hand per lab: the kind node image from the topology, and for each
+//! chart of the plan the images its pinned version runs, from the version catalog
+//! (`topology::catalog::chart_images`, cited to the upstream charts), so the list needs no network and no
+//! helm. No chart pins a digest, so only the node image has one.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -20,6 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::charts::ChartPlan;
+use crate::topology::catalog::{Chart, ChartImage, ImageRuns, chart_images};
 use crate::topology::{Lab, Provider};
 use crate::workflow::Plan;
 
@@ -57,11 +53,10 @@ pub struct LabImage {
 
 /// Why the image list could not be made.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("failed to render chart {chart} {version} for the image list: {message}")]
+#[error("the version catalog does not know which images chart {chart} {version} runs")]
 pub struct ImagesError {
     pub chart: String,
     pub version: String,
-    pub message: String,
 }
 
 /// Whether a string looks like an image reference (`registry/name:tag`, `name@sha256:…`), not a flag
@@ -132,46 +127,15 @@ pub fn images_in(object: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// `Deployment open-cluster-management/cluster-manager`.
-fn describe(object: &Value) -> String {
-    match crate::backend::ObjectRef::of(object) {
-        Some(r) => r.to_string(),
-        None => "an object without a name".to_owned(),
-    }
-}
-
-/// The objects a chart of the plan renders (with the plan's values and the lab's patches for it), from
-/// the simulated lab's models of the pinned charts.
-pub fn render(
-    chart: &ChartPlan,
-    patches: &crate::patch::PatchSet,
-) -> Result<Vec<Value>, ImagesError> {
-    let err = |message: String| ImagesError {
-        chart: chart.chart.name().to_owned(),
-        version: chart.version.clone(),
-        message,
-    };
-    let mut rendered =
-        crate::sim::render_chart(chart, &chart.values.value()).map_err(|e| err(e.to_string()))?;
-    let version = semver::Version::parse(&chart.version).map_err(|e| err(e.to_string()))?;
-    let applicable = patches.for_chart(chart.chart.name(), &version);
-    if !applicable.is_empty() {
-        crate::patch::apply(&applicable, &mut rendered.objects).map_err(|e| err(e.to_string()))?;
-    }
-    Ok(rendered.objects)
-}
-
-/// The lab clusters an image found at `path` in `chart`'s objects runs on: the chart's own cluster, and
-/// for an addon's agent image (the ManagedProxyConfiguration's `proxyAgent.image`, an
-/// `--agent-image-name=` argument) also the clusters the addon manager deploys its agent to.
-fn runs_on(lab: &Lab, chart: &ChartPlan, path: &str) -> Vec<String> {
+/// The lab clusters an image of `chart` runs on: the chart's own cluster, and for an addon's agent image
+/// also the clusters the addon manager deploys its agent to.
+fn runs_on(lab: &Lab, chart: &ChartPlan, runs: ImageRuns) -> Vec<String> {
     let mut out = vec![chart.cluster.clone()];
-    let agent = path.contains("proxyAgent") || path.contains("args[");
-    let managed = match chart.chart {
-        crate::topology::catalog::Chart::ClusterProxy if agent => {
+    let managed = match (runs, chart.chart) {
+        (ImageRuns::AddonAgents, Chart::ClusterProxy) => {
             lab.addons.cluster_proxy.as_ref().map(|a| &a.clusters)
         }
-        crate::topology::catalog::Chart::ManagedServiceaccount if agent => lab
+        (ImageRuns::AddonAgents, Chart::ManagedServiceaccount) => lab
             .addons
             .managed_serviceaccount
             .as_ref()
@@ -190,11 +154,7 @@ fn runs_on(lab: &Lab, chart: &ChartPlan, path: &str) -> Vec<String> {
 
 /// Every image the lab runs: the node image (when a cluster is made by kind), then the charts' images,
 /// sorted by reference.
-pub fn list(
-    lab: &Lab,
-    plan: &Plan,
-    patches: &crate::patch::PatchSet,
-) -> Result<Vec<LabImage>, ImagesError> {
+pub fn list(lab: &Lab, plan: &Plan) -> Result<Vec<LabImage>, ImagesError> {
     let mut out: Vec<LabImage> = Vec::new();
     let kind_clusters: Vec<String> = lab
         .clusters()
@@ -216,34 +176,32 @@ pub fn list(
     }
     let mut charts: BTreeMap<String, LabImage> = BTreeMap::new();
     for chart in plan.charts() {
-        for object in render(chart, patches)? {
-            for (image, path) in images_in(&object) {
-                let entry = charts.entry(image.clone()).or_insert_with(|| {
-                    let (repository, tag, digest) = split_reference(&image);
-                    LabImage {
-                        image: image.clone(),
-                        repository,
-                        tag,
-                        digest,
-                        kind: ImageKind::Chart,
-                        clusters: Vec::new(),
-                        sources: Vec::new(),
-                    }
-                });
-                for cluster in runs_on(lab, chart, &path) {
-                    if !entry.clusters.contains(&cluster) {
-                        entry.clusters.push(cluster);
-                    }
+        let images = chart_images(chart.chart, &chart.version).ok_or_else(|| ImagesError {
+            chart: chart.chart.name().to_owned(),
+            version: chart.version.clone(),
+        })?;
+        for i in images {
+            let image = format!("{}:{}", i.repository, ChartImage::tag(&chart.version));
+            let entry = charts.entry(image.clone()).or_insert_with(|| {
+                let (repository, tag, digest) = split_reference(&image);
+                LabImage {
+                    image: image.clone(),
+                    repository,
+                    tag,
+                    digest,
+                    kind: ImageKind::Chart,
+                    clusters: Vec::new(),
+                    sources: Vec::new(),
                 }
-                let source = format!(
-                    "{} {}: {} {path}",
-                    chart.chart.name(),
-                    chart.version,
-                    describe(&object)
-                );
-                if !entry.sources.contains(&source) {
-                    entry.sources.push(source);
+            });
+            for cluster in runs_on(lab, chart, i.runs) {
+                if !entry.clusters.contains(&cluster) {
+                    entry.clusters.push(cluster);
                 }
+            }
+            let source = format!("{} {}: {}", chart.chart.name(), chart.version, i.source);
+            if !entry.sources.contains(&source) {
+                entry.sources.push(source);
             }
         }
     }
@@ -276,7 +234,7 @@ pub fn command(c: &crate::cli::ImagesCommand) -> Result<(), crate::error::Error>
                 &patches,
                 "up",
             )?;
-            let images = list(&loaded.lab, &plan, &patches)?;
+            let images = list(&loaded.lab, &plan)?;
             let text = match args.output.output {
                 crate::cli::Output::Human => render_list(&images),
                 crate::cli::Output::Json => format!(
@@ -304,7 +262,7 @@ pub fn for_doctor(
 ) -> Result<Vec<LabImage>, String> {
     let plan = crate::workflow::plan::plan(lab, sources, &crate::actions::Registry, patches, "up")
         .map_err(|e| e.to_string())?;
-    list(lab, &plan, patches).map_err(|e| e.to_string())
+    list(lab, &plan).map_err(|e| e.to_string())
 }
 
 /// Which of the lab's images (`listed`, from [`for_doctor`]) the local Docker engine already has, and
@@ -442,7 +400,7 @@ pub fn render_list(images: &[LabImage]) -> String {
     let pinned = images.iter().filter(|i| i.digest.is_some()).count();
     let _ = writeln!(
         out,
-        "\n{}, {pinned} pinned by digest (the charts pin none: FACTS-OCM-ROUND2 §3); chart images come from ocm-lab's models of the pinned charts (`-o json` says where each was found)",
+        "\n{}, {pinned} pinned by digest (no chart pins one); chart images come from ocm-lab's version catalog of the pinned charts (`-o json` names the upstream file of each)",
         crate::text::count(images.len(), "image", "images")
     );
     out

@@ -1,27 +1,19 @@
 //! ocm-lab: a declarative local Open Cluster Management lab for the Cluster Inventory API.
 //!
-//! The flow (DESIGN.md): a topology file is parsed and validated into a [`topology::Lab`]; a workflow is
-//! rendered against it into a [`workflow::Plan`]; the engine runs the plan's steps against backends.
+//! This crate is the command line: clap definitions ([`cli`]), one module per command ([`commands`]), the
+//! image list ([`images`]) and the top-level error. Everything below it (topology, plan, engine, actions,
+//! backends) is `ocm-lab-core`, re-exported here so `ocm_lab::topology` and the rest keep their paths. The
+//! simulated lab (`ocm-lab-sim`) is reached only where `--simulate` opens backends, behind the `simulate`
+//! feature.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod actions;
-pub mod backend;
-pub mod charts;
+pub use ocm_lab_core::*;
+
 pub mod cli;
 pub mod commands;
-pub mod diag;
-pub mod embedded;
-pub mod engine;
 pub mod error;
 pub mod images;
-pub mod patch;
 mod run;
-pub mod sim;
-pub mod state;
-pub mod step;
-pub mod text;
-pub mod topology;
-pub mod verify;
-pub mod workflow;
+pub mod simulate;
 
 pub use run::{main, render};

@@ -149,7 +149,7 @@ fn lab_images(args: &LabArgs) -> Result<(Lab, Vec<LabImage>, Vec<ChartPlan>), Er
         &patches,
         "up",
     )?;
-    let images = crate::images::list(&loaded.lab, &plan, &patches)?;
+    let images = crate::images::list(&loaded.lab, &plan)?;
     let charts = plan.charts().cloned().collect();
     Ok((loaded.lab, images, charts))
 }
@@ -391,9 +391,8 @@ pub fn unpack(
 pub fn node_images(
     lab: &Lab,
     plan: &crate::workflow::Plan,
-    patches: &crate::patch::PatchSet,
 ) -> Result<crate::step::NodeImages, Error> {
-    let images = crate::images::list(lab, plan, patches)?;
+    let images = crate::images::list(lab, plan)?;
     let mut per_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for i in images
         .iter()

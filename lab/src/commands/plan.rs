@@ -76,9 +76,7 @@ pub fn render_simulated(plan: &Plan, patches: &crate::patch::PatchSet) -> ChartR
     plan.charts()
         .map(|c| {
             let key = (c.cluster.clone(), c.release.clone());
-            let text = crate::sim::render_chart_patched(c, &c.values.value(), patches)
-                .map(|r| chart_file(c, &r, true))
-                .map_err(|e| format!("the simulated chart model failed: {e}"));
+            let text = crate::simulate::render_chart(c, patches).map(|r| chart_file(c, &r, true));
             (key, text)
         })
         .collect()

@@ -13,7 +13,7 @@ use crate::cli::{RunArgs, StreamOutput};
 use crate::engine::{self, RunOptions, report};
 use crate::error::Error;
 use crate::patch::PatchSet;
-use crate::sim::SimLab;
+use crate::simulate::Simulated;
 use crate::state::StateDir;
 use crate::step::RunCtx;
 use crate::step::events::Events;
@@ -73,7 +73,7 @@ pub enum Purpose {
 /// The backends a command runs against, and the simulated world to save afterwards.
 pub struct Opened {
     pub backends: Backends,
-    sim: Option<Arc<SimLab>>,
+    sim: Option<Simulated>,
     /// What setting up the real backends found (tools, Docker), for preflight and doctor.
     findings: Vec<doctor::Finding>,
     docker: Option<crate::backend::docker::Docker>,
@@ -89,12 +89,7 @@ impl Opened {
 
     fn save(&self, state: &StateDir) -> Result<(), Error> {
         match &self.sim {
-            Some(sim) => sim
-                .save(&state.sim_world())
-                .map_err(|source| Error::SimSave {
-                    path: state.sim_world().display().to_string(),
-                    source,
-                }),
+            Some(sim) => sim.save(state),
             None => Ok(()),
         }
     }
@@ -146,43 +141,16 @@ pub fn open_backends(
         kube::KubeConnector, tools,
     };
     if args.simulate {
-        let path = state.sim_world();
-        let sim = match SimLab::load(&path) {
-            Ok(sim) => sim,
-            // `down` of a simulated lab whose saved world cannot be read: there is nothing left to tear
-            // down in the simulation, so the damaged file goes and `down` proceeds on an empty world.
-            Err(e)
-                if purpose == Purpose::Run(Workflow::Down)
-                    && e.kind() == std::io::ErrorKind::InvalidData =>
-            {
-                tracing::warn!(
-                    "{e}: nothing to tear down in the simulation, removing the damaged file"
-                );
-                std::fs::remove_file(&path).map_err(|source| Error::SimSave {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                SimLab::new()
-            }
-            Err(source) => {
-                return Err(Error::SimLoad {
-                    path: path.display().to_string(),
-                    source,
-                    help: format!(
-                        "the saved simulated lab cannot be used: run `{}` (it removes the damaged file), then `{}`",
-                        args.command_line("down"),
-                        args.command_line("up")
-                    ),
-                });
-            }
-        };
-        seed_existing_clusters(&sim, lab);
+        let command_line = |c: &str| args.command_line(c);
+        let (backends, sim) = crate::simulate::open(
+            &command_line,
+            args.lab.chart_patches.as_deref(),
+            state,
+            purpose,
+            lab,
+        )?;
         return Ok(Opened {
-            // The simulated post-renderer applies the run's patches, as `__post-render` would.
-            backends: sim.backends_with_patches(match &args.lab.chart_patches {
-                None => PatchSet::embedded()?,
-                Some(dir) => PatchSet::load_dir(dir)?,
-            }),
+            backends,
             sim: Some(sim),
             findings: Vec::new(),
             docker: None,
@@ -202,7 +170,11 @@ pub fn open_backends(
     // A lab whose clusters all exist never runs kind: it is not looked for, let alone downloaded.
     let needs_kind = lab.clusters().any(|c| c.provider == Provider::Kind);
     // Resolving runs the tools (and may download): blocking, so outside the runtime.
-    let kind = needs_kind.then(|| tools::resolve(tools::ToolName::Kind, &cfg));
+    let kind = if needs_kind {
+        Some(tools::resolve(tools::ToolName::Kind, &cfg))
+    } else {
+        None
+    };
     let helm = tools::resolve(tools::ToolName::Helm, &cfg);
     let tool_versions = [("kind", kind.as_ref()), ("helm", Some(&helm))]
         .into_iter()
@@ -255,26 +227,6 @@ pub fn open_backends(
         docker: docker.ok(),
         tool_versions,
     })
-}
-
-/// The simulated lab models an `existing:` cluster as a cluster someone else already runs: it is in the
-/// simulated world (as a foreign cluster) from the first command on, and `down` never deletes it.
-fn seed_existing_clusters(sim: &SimLab, lab: &Lab) {
-    let missing: Vec<String> = sim.with_world(|w| {
-        let names = w.cluster_names();
-        lab.clusters()
-            .filter(|c| matches!(c.provider, Provider::Existing { .. }))
-            .filter(|c| !names.contains(&c.name))
-            .map(|c| c.name.clone())
-            .collect()
-    });
-    if !missing.is_empty() {
-        sim.with_world(|w| {
-            for name in &missing {
-                w.add_foreign_cluster(name);
-            }
-        });
-    }
 }
 
 /// How helm runs this binary as its post-renderer, with the run's `--chart-patches`.
@@ -467,7 +419,7 @@ fn run_workflow(
     let Ready { runtime, opened } = ready;
     // What `node-images` puts into each cluster's nodes (only `up` has that step).
     let node_images = if workflow == Workflow::Up {
-        super::bundle::node_images(lab, plan, &patches)?
+        super::bundle::node_images(lab, plan)?
     } else {
         Default::default()
     };
@@ -504,7 +456,7 @@ fn run_workflow(
         ctx.image_aliases = args.image_aliases.clone();
         if let Some(sim) = &opened.sim {
             // Each step's effects on the simulated world are saved before the journal says it is done.
-            ctx = ctx.with_durability(sim.durability(&state.sim_world()));
+            ctx = ctx.with_durability(sim.durability(state));
         }
         let ctx = Arc::new(ctx);
         let opts = RunOptions {

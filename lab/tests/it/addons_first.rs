@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::sim::{Behaviour, Fault};
+use ocm_lab_sim::{Behaviour, Fault};
 use tokio_util::sync::CancellationToken;
 
 use crate::common;

@@ -1,5 +1,5 @@
-//! The import rules ARCHITECTURE.md states: a module of `lab/src` imports only from its own layer or the
-//! layers below it. The arrows that still point up are listed there and allowed here by name, so a new
+//! The import rules ARCHITECTURE.md states: a module of the product (`lab/core/src`, `lab/src`) imports only
+//! from its own layer or the layers below it, and only `lab/src/simulate.rs` knows the simulated lab. The arrows that still point up are listed there and allowed here by name, so a new
 //! one (or an old one coming back, like `actions -> engine` or `workflow -> actions`) fails this test.
 
 use std::collections::BTreeSet;
@@ -15,8 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["step"],
     &["actions"],
     &["engine"],
-    &["sim"],
-    &["cli", "run", "commands", "error", "images"],
+    &["cli", "run", "commands", "error", "images", "simulate"],
 ];
 
 /// Upward arrows ARCHITECTURE.md names ("Which way imports point"), as (importer, imported).
@@ -65,14 +64,18 @@ fn crate_imports(line: &str) -> Vec<String> {
 
 #[test]
 fn imports_point_down_the_layers_except_the_known_upward_arrows() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    for src in [lab.join("core/src"), lab.join("src")] {
+        let mut here = Vec::new();
+        rust_files(&src, &mut here);
+        files.extend(here.into_iter().map(|f| (src.clone(), f)));
+    }
     let mut unknown_modules = BTreeSet::new();
     let mut upward = BTreeSet::new();
     let mut seen_known = BTreeSet::new();
-    for file in &files {
-        let rel = file.strip_prefix(&src).unwrap();
+    for (src, file) in &files {
+        let rel = file.strip_prefix(src).unwrap();
         let first = rel
             .components()
             .next()
@@ -135,4 +138,34 @@ fn crate_imports_reads_paths_and_groups_and_skips_comments() {
         ["embedded", "plan_out"]
     );
     assert!(crate_imports("/// See [`crate::sim`].").is_empty());
+}
+
+/// The simulated lab sits beside the product: no product module names it but the `--simulate` wiring.
+#[test]
+fn only_the_simulate_wiring_knows_the_simulated_lab() {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&lab.join("core/src"), &mut files);
+    rust_files(&lab.join("src"), &mut files);
+    let wiring = lab.join("src/simulate.rs");
+    let naming: Vec<String> = files
+        .iter()
+        .filter(|f| **f != wiring)
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .any(|l| !l.trim_start().starts_with("//") && l.contains("ocm_lab_sim"))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        naming.is_empty(),
+        "product modules naming the simulated lab: {naming:?}"
+    );
+    let core = std::fs::read_to_string(lab.join("core/Cargo.toml")).unwrap();
+    assert!(
+        !core.contains("ocm-lab-sim"),
+        "the core depends on the simulated lab"
+    );
 }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use ocm_lab::sim::{Behaviour, Contention, Fault};
 use ocm_lab::step::events::{Event, Stamped};
+use ocm_lab_sim::{Behaviour, Contention, Fault};
 use tokio_util::sync::CancellationToken;
 
 use crate::common;

@@ -410,8 +410,8 @@ async fn a_reset_whose_preflight_fails_deletes_nothing() {
     };
     let before = deletes(&h);
     h.sim.set_fault(
-        ocm_lab::sim::Behaviour::DockerPing,
-        ocm_lab::sim::Fault::FailAlways("the Docker daemon is not running (simulated)".into()),
+        ocm_lab_sim::Behaviour::DockerPing,
+        ocm_lab_sim::Fault::FailAlways("the Docker daemon is not running (simulated)".into()),
     );
 
     let (res, _) = h.run("reset").await;

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ocm_lab::engine::{self, RunOptions, RunResult};
-use ocm_lab::sim::{Behaviour, Fault, SimLab};
 use ocm_lab::state::StateDir;
 use ocm_lab::step::RunCtx;
 use ocm_lab::step::events::{Event, Events, Outcome, ResultStatus, Stamped};
 use ocm_lab::topology::Lab;
+use ocm_lab_sim::{Behaviour, Fault, SimLab};
 use tokio_util::sync::CancellationToken;
 
 use crate::common;

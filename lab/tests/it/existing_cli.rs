@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::sim::SimLab;
 use ocm_lab::state::StateDir;
+use ocm_lab_sim::SimLab;
 use serde_json::{Value, json};
 
 use crate::common::{Output, ocm_lab_env};

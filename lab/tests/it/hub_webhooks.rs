@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use ocm_lab::backend::{ClusterApi, ObjectRef, condition_status};
-use ocm_lab::sim::{Behaviour, Fault};
 use ocm_lab::step::events::{Event, Stamped};
 use ocm_lab::workflow::Plan;
+use ocm_lab_sim::{Behaviour, Fault};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

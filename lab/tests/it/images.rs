@@ -1,4 +1,4 @@
-//! `ocm-lab images list`: the images come from the rendered charts and match FACTS-OCM-ROUND2 §3.
+//! `ocm-lab images list`: the images come from the version catalog (checked against the chart models) and match FACTS-OCM-ROUND2 §3.
 
 use std::collections::BTreeSet;
 
@@ -8,8 +8,7 @@ use serde_json::Value;
 use crate::common::{self, fixtures, ocm_lab};
 
 fn images(lab: &ocm_lab::topology::Lab) -> Vec<LabImage> {
-    let patches = ocm_lab::patch::PatchSet::embedded().expect("embedded patches load");
-    ocm_lab::images::list(lab, &common::plan(lab), &patches).expect("the image list renders")
+    ocm_lab::images::list(lab, &common::plan(lab)).expect("the image list renders")
 }
 
 /// FACTS-OCM-ROUND2 §3.6: the preload list for kind with ocm-lab's values (no chart pins a digest).
@@ -162,7 +161,7 @@ fn images_list_prints_json_with_where_each_image_was_found() {
     assert!(
         sources
             .iter()
-            .any(|s| s.contains("ClusterManager cluster-manager spec.workImagePullSpec")),
+            .any(|s| s.contains("cluster-manager 1.3.1: cluster-manager templates/cluster_manager.yaml workImagePullSpec")),
         "{sources:?}"
     );
     let human = ocm_lab(&["images", "list", "-t", "minimal"]);
@@ -202,4 +201,45 @@ async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to
         f.fix.as_deref().unwrap_or_default().contains("docker pull"),
         "{f:?}"
     );
+}
+
+/// The version catalog's image table (what a real lab pre-pulls) against the simulated lab's chart models:
+/// every chart version the catalog pins, rendered by the models with the lab's values, names exactly the
+/// images the table lists for it. A chart bump that updates one and not the other fails here; the e2e
+/// workflow checks the table against `helm template` of the real charts the same way.
+#[test]
+fn the_catalog_image_table_matches_the_simulated_chart_models() {
+    for (name, _) in ocm_lab::embedded::TOPOLOGIES {
+        let lab = common::lab(name);
+        let plan = common::plan(&lab);
+        let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
+        for chart in plan.charts() {
+            let rendered =
+                ocm_lab_sim::render_chart_patched(chart, &chart.values.value(), &patches)
+                    .expect("the simulated model renders the pinned chart");
+            let modelled: BTreeSet<String> = rendered
+                .objects
+                .iter()
+                .flat_map(ocm_lab::images::images_in)
+                .map(|(image, _)| image)
+                .collect();
+            let table: BTreeSet<String> =
+                ocm_lab::topology::catalog::chart_images(chart.chart, &chart.version)
+                    .expect("the catalog knows every pinned chart's images")
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{}:{}",
+                            i.repository,
+                            ocm_lab::topology::catalog::ChartImage::tag(&chart.version)
+                        )
+                    })
+                    .collect();
+            assert_eq!(
+                modelled, table,
+                "topology {name}: {} {}",
+                chart.chart, chart.version
+            );
+        }
+    }
 }

@@ -156,7 +156,7 @@ async fn reset_removes_what_participants_added_restores_what_they_changed_and_ve
     );
     let after = h.sim.calls();
     let count =
-        |calls: &[ocm_lab::sim::Call], verb: &str| calls.iter().filter(|c| c.verb == verb).count();
+        |calls: &[ocm_lab_sim::Call], verb: &str| calls.iter().filter(|c| c.verb == verb).count();
     for verb in ["kind.create", "kube.token-request", "kube.approve-csr"] {
         assert_eq!(
             count(&after, verb),

@@ -201,8 +201,7 @@ async fn the_pre_pull_of_each_cluster_comes_before_its_charts_and_a_rollout_pull
  {
     let h = Harness::default_lab();
     let plan = common::plan_workflow(&h.lab, "up");
-    let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
-    let supply = ocm_lab::commands::bundle::node_images(&h.lab, &plan, &patches).unwrap();
+    let supply = ocm_lab::commands::bundle::node_images(&h.lab, &plan).unwrap();
     assert!(supply.bundle.is_none());
     let clusters: Vec<String> = supply.per_cluster.keys().cloned().collect();
     assert_eq!(clusters.len(), 3, "{clusters:?}");
@@ -273,11 +272,10 @@ async fn the_pre_pull_of_each_cluster_comes_before_its_charts_and_a_rollout_pull
 /// nothing is installed on that cluster (the charts wait for the images).
 #[tokio::test(start_paused = true)]
 async fn a_failed_import_stops_the_lab_before_any_chart_on_that_cluster() {
-    use ocm_lab::sim::{Behaviour, Fault};
+    use ocm_lab_sim::{Behaviour, Fault};
     let h = Harness::default_lab();
     let plan = common::plan_workflow(&h.lab, "up");
-    let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
-    let mut supply = ocm_lab::commands::bundle::node_images(&h.lab, &plan, &patches).unwrap();
+    let mut supply = ocm_lab::commands::bundle::node_images(&h.lab, &plan).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lab-bundle.tar");
     std::fs::write(&file, b"archives").unwrap();

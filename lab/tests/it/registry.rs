@@ -139,8 +139,7 @@ fn the_local_registry_is_the_nodes_mirror_of_localhost_5001_and_its_image_is_lis
         !text.contains("server ="),
         "the local registry has no upstream: {text}"
     );
-    let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
-    let images = ocm_lab::images::list(&lab, &common::plan(&lab), &patches).unwrap();
+    let images = ocm_lab::images::list(&lab, &common::plan(&lab)).unwrap();
     assert!(
         images
             .iter()

@@ -7,11 +7,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ocm_lab::backend::{Backends, ClusterApi, Connector, KubeError};
 use ocm_lab::engine::{self, RunOptions, RunResult};
-use ocm_lab::sim::SimLab;
 use ocm_lab::state::StateDir;
 use ocm_lab::step::RunCtx;
 use ocm_lab::step::events::{Event, Events, Stamped};
 use ocm_lab::topology::{Cluster, Lab};
+use ocm_lab_sim::SimLab;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

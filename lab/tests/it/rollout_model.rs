@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use ocm_lab::sim::{Behaviour, Fault};
 use ocm_lab::step::events::{Event, Stamped};
+use ocm_lab_sim::{Behaviour, Fault};
 
 use crate::engine::{Harness, failure};
 

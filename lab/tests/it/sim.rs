@@ -9,10 +9,10 @@ use ocm_lab::backend::{
 };
 use ocm_lab::charts::ChartPlan;
 use ocm_lab::patch::PatchSet;
-use ocm_lab::sim::{Behaviour, Fault, SimLab};
 use ocm_lab::step::ActionError;
 use ocm_lab::topology::catalog::Chart;
 use ocm_lab::topology::{Cluster, Provider, Role};
+use ocm_lab_sim::{Behaviour, Fault, SimLab};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 

@@ -217,7 +217,7 @@ fn every_diagnostic_code_has_one_style() {
         );
     }
     // And in the source: no code in another style.
-    let diag = std::fs::read_to_string(root().join("lab/src/diag.rs")).unwrap();
+    let diag = std::fs::read_to_string(root().join("lab/core/src/diag.rs")).unwrap();
     assert!(!diag.contains("\"ocm-lab::"));
 }
 

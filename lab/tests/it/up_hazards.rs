@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::sim::{Behaviour, Fault};
+use ocm_lab_sim::{Behaviour, Fault};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::engine::{Harness, failure};
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::sim::{Behaviour, Fault};
 use ocm_lab::topology::Check;
+use ocm_lab_sim::{Behaviour, Fault};
 
 const INVENTORY: &str = "cluster-inventory";
 

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use crate::common;
 use crate::engine::{Harness, failure};
 use ocm_lab::backend::ObjectRef;
-use ocm_lab::sim::{Behaviour, Call, Fault};
 use ocm_lab::step::events::{Event, Outcome, ResultStatus, Stamped};
 use ocm_lab::topology::Check;
+use ocm_lab_sim::{Behaviour, Call, Fault};
 
 use crate::verify_hops::{result, saved_results};
 

@@ -9,7 +9,7 @@ use super::apiserver::gk;
 use super::controllers;
 use super::util;
 use super::world::World;
-use crate::backend::KubeError;
+use ocm_lab_core::backend::KubeError;
 
 const USER_SERVER: &str = "cluster-proxy-addon-user";
 const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";

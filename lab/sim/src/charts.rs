@@ -7,9 +7,9 @@ use super::util::At as _;
 use serde_json::{Value, json};
 
 use super::util::{self, helm_text, truthy};
-use crate::backend::{HelmError, Rendered};
-use crate::charts::ChartPlan;
-use crate::topology::catalog::Chart;
+use ocm_lab_core::backend::{HelmError, Rendered};
+use ocm_lab_core::charts::ChartPlan;
+use ocm_lab_core::topology::catalog::Chart;
 
 /// A CRD the simulation knows: (group, kind, plural, namespaced, versions as (name, storage)).
 struct CrdDef {

@@ -1,7 +1,7 @@
 //! The addon framework, cluster-proxy and managed-serviceaccount on the hub (OCM-FACTS §6, §6.1, §7,
 //! §9.5, §9.6).
 
-use crate::sim::util::At as _;
+use crate::util::At as _;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
@@ -12,11 +12,11 @@ use super::{
     Controller, Op, Queue, Resync, WatchFn, is_hub, mark, namespace_exists, namespace_obj,
     owner_ref,
 };
-use crate::sim::apiserver::gk;
-use crate::sim::charts::deployment;
-use crate::sim::faults::Behaviour;
-use crate::sim::util::{self, set_condition};
-use crate::sim::world::{ChangeKind, TokenInfo, World};
+use crate::apiserver::gk;
+use crate::charts::deployment;
+use crate::faults::Behaviour;
+use crate::util::{self, set_condition};
+use crate::world::{ChangeKind, TokenInfo, World};
 
 const PROXY_ADDON: &str = "cluster-proxy";
 const MSA_ADDON: &str = "managed-serviceaccount";
@@ -204,7 +204,7 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     // Issued by a CA of this hub's cluster-proxy (`open-cluster-management:cluster-proxy`, as in
     // fixtures/recorded/8-access-providers-and-agent-loss/); `tls.crt` is the leaf followed by that CA,
     // and the access providers carry it as their CA bundle (§6.1): this hub's, no other cluster's.
-    let ca = crate::sim::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
+    let ca = crate::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
     let dns: Vec<String> = [
         "localhost".to_owned(),
         "cluster-proxy-addon-user".to_owned(),
@@ -543,7 +543,7 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
 /// The spoke's cluster-proxy `proxy-agent` dials the hub's proxy server and holds a tunnel while the addon
 /// runs there (FACTS-OCM-ROUND2 §4.3): connected when the cluster-proxy ManagedClusterAddOn is
 /// `Available` and the spoke runs. `Available` alone does not mean connected in reality (the lease is
-/// renewed by another container), which a delay on [`crate::sim::Behaviour::ProxyTunnel`] models.
+/// renewed by another container), which a delay on [`crate::Behaviour::ProxyTunnel`] models.
 ///
 /// A stopped registration agent does not stop the proxy agent: a tunnel that is up stays up while the
 /// addon is Unknown only because the cluster's lease expired.

@@ -236,6 +236,123 @@ pub const MSA_RELEASES: &[MsaRelease] = &[MsaRelease {
     cred_syncer_gate_key: "featureGates.clusterProfileCredSyncer",
 }];
 
+/// Where an image a chart names runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageRuns {
+    /// On the cluster the chart is installed on.
+    Release,
+    /// There, and on every cluster the addon's manager deploys its agent to.
+    AddonAgents,
+}
+
+/// One image a pinned chart version runs (no chart pins a digest: every image is `repository:tag`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ChartImage {
+    /// The image without its tag; the tag is the chart's [`ChartImage::tag`].
+    pub repository: &'static str,
+    pub runs: ImageRuns,
+    /// The upstream file that names it, for `images list -o json`.
+    pub source: &'static str,
+}
+
+/// The images each pinned chart version runs, with ocm-lab's values (which set no image). The tag is
+/// `v<chart version>` for every chart: cluster-manager and klusterlet default `images.tag` to
+/// `.Chart.AppVersion` (v1.3.1, helm-charts `charts/cluster-manager-1.3.1.tgz!templates/_helpers.tpl`), the
+/// addons to `print "v" .Chart.Version`. `images list`, the doctor, `node-images` and `bundle save` read
+/// this table; a test checks it against the simulated lab's chart models and the e2e workflow against
+/// `helm template` of the real charts.
+pub fn chart_images(chart: Chart, version: &str) -> Option<&'static [ChartImage]> {
+    use ImageRuns::{AddonAgents, Release};
+    const fn image(repository: &'static str, runs: ImageRuns, source: &'static str) -> ChartImage {
+        ChartImage {
+            repository,
+            runs,
+            source,
+        }
+    }
+    // helm-charts charts/cluster-manager-1.3.1.tgz: the operator (templates/operator.yaml) and the
+    // ClusterManager's `*ImagePullSpec`s (templates/cluster_manager.yaml), which the operator deploys
+    // (ocm v1.3.1 manifests/cluster-manager/management).
+    const CLUSTER_MANAGER: &[ChartImage] = &[
+        image(
+            "quay.io/open-cluster-management/registration-operator",
+            Release,
+            "cluster-manager templates/operator.yaml",
+        ),
+        image(
+            "quay.io/open-cluster-management/registration",
+            Release,
+            "cluster-manager templates/cluster_manager.yaml registrationImagePullSpec",
+        ),
+        image(
+            "quay.io/open-cluster-management/work",
+            Release,
+            "cluster-manager templates/cluster_manager.yaml workImagePullSpec",
+        ),
+        image(
+            "quay.io/open-cluster-management/placement",
+            Release,
+            "cluster-manager templates/cluster_manager.yaml placementImagePullSpec",
+        ),
+        image(
+            "quay.io/open-cluster-management/addon-manager",
+            Release,
+            "cluster-manager templates/cluster_manager.yaml addOnManagerImagePullSpec",
+        ),
+    ];
+    // helm-charts charts/klusterlet-1.3.1.tgz: the operator and the Klusterlet's pull specs
+    // (templates/klusterlet.yaml); Default mode runs the registration and work agents.
+    const KLUSTERLET: &[ChartImage] = &[
+        image(
+            "quay.io/open-cluster-management/registration-operator",
+            Release,
+            "klusterlet templates/operator.yaml",
+        ),
+        image(
+            "quay.io/open-cluster-management/registration",
+            Release,
+            "klusterlet templates/klusterlet.yaml registrationImagePullSpec",
+        ),
+        image(
+            "quay.io/open-cluster-management/work",
+            Release,
+            "klusterlet templates/klusterlet.yaml workImagePullSpec",
+        ),
+    ];
+    // helm-charts charts/cluster-proxy-0.10.0.tgz templates/manager-deployment.yaml (manager, user server)
+    // and templates/managedproxyconfiguration.yaml (proxy server; proxy agent on the spokes,
+    // cluster-proxy v0.10.0 pkg/proxyagent/agent/agent.go); 0.11.0 the same through its
+    // charts/cluster-proxy-common/templates/_images.tpl.
+    const CLUSTER_PROXY: &[ChartImage] = &[image(
+        "quay.io/open-cluster-management/cluster-proxy",
+        AddonAgents,
+        "cluster-proxy templates/manager-deployment.yaml, templates/managedproxyconfiguration.yaml proxyAgent.image",
+    )];
+    // helm-charts charts/managed-serviceaccount-0.10.0.tgz templates/manager-deployment.yaml (`image` and
+    // `--agent-image-name`; the agent, managed-serviceaccount v0.10.0
+    // pkg/addon/manager/manifests/templates/deployment.yaml).
+    const MSA: &[ChartImage] = &[image(
+        "quay.io/open-cluster-management/managed-serviceaccount",
+        AddonAgents,
+        "managed-serviceaccount templates/manager-deployment.yaml --agent-image-name",
+    )];
+    match (chart, version) {
+        (Chart::ClusterManager, "1.3.1") => Some(CLUSTER_MANAGER),
+        (Chart::Klusterlet, "1.3.1") => Some(KLUSTERLET),
+        (Chart::ClusterProxy, "0.10.0" | "0.11.0") => Some(CLUSTER_PROXY),
+        (Chart::ManagedServiceaccount, "0.10.0") => Some(MSA),
+        _ => None,
+    }
+}
+
+impl ChartImage {
+    /// The tag every image of chart `version` has (`v1.3.1`, `v0.10.0`).
+    pub fn tag(version: &str) -> String {
+        format!("v{version}")
+    }
+}
+
 pub const DEFAULT_OCM: &str = "1.3.1";
 pub const DEFAULT_CLUSTER_PROXY: &str = "0.10.0";
 pub const DEFAULT_MSA: &str = "0.10.0";

@@ -1,18 +1,18 @@
 //! The API server's own controllers (CRD establishing, Deployment rollout, CSR signing), OCM's operators,
 //! and the registration agent and hub (join, accept, claims).
 
-use crate::sim::util::At as _;
+use crate::util::At as _;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use super::{Controller, Op, Resync, Work, available_deployment, is_hub, mark, namespace_obj};
-use crate::sim::apiserver::{self, Labelled as _, gk};
-use crate::sim::charts::{self, deployment};
-use crate::sim::faults::Behaviour;
-use crate::sim::util::{self, set_condition};
-use crate::sim::world::ChangeKind;
-use crate::sim::world::{Agent, KIND_NETWORK, World, control_plane};
+use crate::apiserver::{self, Labelled as _, gk};
+use crate::charts::{self, deployment};
+use crate::faults::Behaviour;
+use crate::util::{self, set_condition};
+use crate::world::ChangeKind;
+use crate::world::{Agent, KIND_NETWORK, World, control_plane};
 
 pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
@@ -1258,7 +1258,7 @@ static CSR_SIGN: Controller = Controller {
     },
 };
 
-pub(in crate::sim) static HUB_ACCEPT: Controller = Controller {
+pub(crate) static HUB_ACCEPT: Controller = Controller {
     name: "hub-accept",
     behaviour: Behaviour::HubAccept,
     watches: &[

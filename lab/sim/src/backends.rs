@@ -13,14 +13,14 @@ use super::charts;
 use super::engine::{PARSED_BUDGET, Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
-use crate::backend::{
+use ocm_lab_core::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
     CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError,
     LookAlike, NetworkRemoval, NodeContainer, NodeImage, ObjectRef, Release, Rendered, Secret,
     SimulatedFault, WaitError,
 };
-use crate::charts::ChartPlan;
-use crate::topology::Cluster;
+use ocm_lab_core::charts::ChartPlan;
+use ocm_lab_core::topology::Cluster;
 
 /// What every backend call goes through: its fault (delay, transient or permanent failure), the
 /// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
@@ -327,7 +327,7 @@ impl ContainerRuntime for SimDocker {
 
     async fn ensure_registry(
         &self,
-        spec: &crate::backend::RegistryContainer,
+        spec: &ocm_lab_core::backend::RegistryContainer,
     ) -> Result<(String, bool), DockerError> {
         let spec = spec.clone();
         call(
@@ -410,7 +410,8 @@ impl ContainerRuntime for SimDocker {
             move |st| {
                 running_node(st, &n)?;
                 let c = st.world.containers.get_mut(&n).expect("just found");
-                c.images.insert(crate::backend::full_reference(&image));
+                c.images
+                    .insert(ocm_lab_core::backend::full_reference(&image));
                 Ok(())
             },
         )
@@ -562,11 +563,11 @@ impl ClusterProvisioner for SimKind {
 /// `ocm-lab __post-render` does for real Helm, and keeps releases in the world (install, upgrade,
 /// list, uninstall; FACTS-HELM-KIND A5). Objects go in by server-side apply with field manager `helm`
 /// (Helm 4's default, A3); CRDs are left to the caller, as `--skip-crds` does.
-pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<crate::patch::PatchSet>);
+pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<ocm_lab_core::patch::PatchSet>);
 
 /// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
 pub(crate) fn sim_render(
-    patches: &crate::patch::PatchSet,
+    patches: &ocm_lab_core::patch::PatchSet,
     chart: &ChartPlan,
     values: &Value,
 ) -> Result<Rendered, HelmError> {
@@ -579,7 +580,7 @@ pub(crate) fn sim_render(
     })?;
     let matching = patches.for_chart(chart.chart.name(), &version);
     if !matching.is_empty() {
-        crate::patch::apply(&matching, &mut rendered.objects).map_err(|e| {
+        ocm_lab_core::patch::apply(&matching, &mut rendered.objects).map_err(|e| {
             HelmError::from(SimulatedFault::permanent(format!(
                 "simulated Helm: error while running post render on files: ocm-lab post-renderer: {e}"
             )))
@@ -697,7 +698,7 @@ impl ChartRenderer for SimHelm {
                     status: if result.is_ok() { "deployed" } else { "failed" }.to_owned(),
                     values: serde_json::value::to_raw_value(values)
                         .expect("a JSON value serializes"),
-                    labels: [(crate::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
+                    labels: [(ocm_lab_core::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
                     manifest: if result.is_ok() {
                         manifest
                     } else {
@@ -737,7 +738,7 @@ impl ChartRenderer for SimHelm {
         let lab = target.lab.clone();
         let what = format!(" of lab {lab}");
         read_release(&self.0, target, name, namespace, what, move |r| {
-            r.is_some_and(|r| r.labels.get(crate::topology::LAB_LABEL) == Some(&lab))
+            r.is_some_and(|r| r.labels.get(ocm_lab_core::topology::LAB_LABEL) == Some(&lab))
         })
         .await
     }
@@ -765,7 +766,7 @@ impl ChartRenderer for SimHelm {
                     .releases
                     .get(&cluster)
                     .and_then(|rs| rs.get(&key))
-                    .filter(|r| r.labels.get(crate::topology::LAB_LABEL) == Some(&lab))
+                    .filter(|r| r.labels.get(ocm_lab_core::topology::LAB_LABEL) == Some(&lab))
                     .cloned()
                 else {
                     return Ok(false);

@@ -15,17 +15,17 @@ use super::objects::{self, ObjectMap};
 use super::packed::PackedText;
 use super::util;
 use super::world::World;
-use crate::backend::kube::ForbiddenCause;
-use crate::backend::{KubeError, ObjectRef};
+use ocm_lab_core::backend::kube::ForbiddenCause;
+use ocm_lab_core::backend::{KubeError, ObjectRef};
 
 /// Group/kind keys (`Kind.group`, or `Kind` for the core group): how objects are stored, whatever
 /// version they were written at.
 pub mod gk {
     use serde_json::Value;
 
-    use crate::sim::util::At as _;
+    use crate::util::At as _;
 
-    use crate::backend::ObjectRef;
+    use ocm_lab_core::backend::ObjectRef;
 
     pub const NAMESPACE: &str = "Namespace";
     pub const SERVICE_ACCOUNT: &str = "ServiceAccount";
@@ -1137,9 +1137,9 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
     if key == gk::MANAGED_CLUSTER
         && webhook_registered(w, cluster, &MC_MUTATOR)
         && hub_gate(w, cluster, "DefaultClusterSet")
-        && util::label(obj, crate::topology::CLUSTERSET_LABEL).is_none()
+        && util::label(obj, ocm_lab_core::topology::CLUSTERSET_LABEL).is_none()
     {
-        util::set_label(obj, crate::topology::CLUSTERSET_LABEL, "default");
+        util::set_label(obj, ocm_lab_core::topology::CLUSTERSET_LABEL, "default");
     }
     // The ManagedCluster validating webhook denies an accept while the cluster's namespace on the hub is
     // still Terminating, after a `reset` or `down` (FACTS-OCM-ROUND2 §7.5): a 403 that passes once the
@@ -1205,7 +1205,7 @@ fn normalize(obj: &mut Value, key: &str) {
 
 /// Server-side apply (field manager `ocm-lab`, force, Strict validation): see [`apply_as`].
 pub(crate) fn apply(w: &mut World, cluster: &str, obj: &Value) -> Result<Value, KubeError> {
-    apply_as(w, cluster, obj, crate::backend::kube::FIELD_MANAGER)
+    apply_as(w, cluster, obj, ocm_lab_core::backend::kube::FIELD_MANAGER)
 }
 
 /// Server-side apply by `manager`, forced, with Strict validation. As a real API server does, it records
@@ -1262,7 +1262,7 @@ pub(crate) fn apply_as(
 
 /// The stored object after `manager` applied `config` to `existing` (see [`apply_as`]).
 fn ssa_merge(existing: Option<&Value>, config: Value, manager: &str, api_version: &str) -> Value {
-    use crate::backend::fieldset;
+    use ocm_lab_core::backend::fieldset;
     let applied = fieldset::of_config(&config);
     let entry = |fields: Value| {
         json!({

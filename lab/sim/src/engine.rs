@@ -14,7 +14,7 @@ use super::contention::Cpu;
 use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
-use crate::backend::{KubeError, SimulatedFault};
+use ocm_lab_core::backend::{KubeError, SimulatedFault};
 
 /// Text length of the stored objects whose parsed form is kept between reconciles, at most: about
 /// 2 MiB of parsed objects (see `apiserver::Stored`). A constant, so memory still grows with the objects'

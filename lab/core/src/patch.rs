@@ -62,7 +62,7 @@ pub const KIND: &str = "ChartPatch";
 /// new patch file cannot be forgotten.
 pub const EMBEDDED: &[(&str, &str)] = &[(
     "cluster-proxy-0.10.yaml",
-    include_str!("../../charts-patches/cluster-proxy-0.10.yaml"),
+    include_str!("../../../charts-patches/cluster-proxy-0.10.yaml"),
 )];
 
 /// One declarative patch: which chart versions and object it is for, and what to change.
@@ -923,7 +923,7 @@ mod tests {
     /// Every patch file in `charts-patches/` is compiled in, and nothing else is listed.
     #[test]
     fn every_patch_file_is_embedded() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts-patches");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts-patches");
         let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)
             .expect("charts-patches/ is readable")
             .map(|entry| entry.expect("directory entry").path())
@@ -955,7 +955,7 @@ mod tests {
     fn embedded_patches_load() {
         let embedded = PatchSet::embedded().expect("embedded patches are valid");
         assert!(!embedded.all().is_empty());
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts-patches");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts-patches");
         let loaded = PatchSet::load_dir(&dir).expect("charts-patches/ loads");
         let names = |set: &PatchSet| set.all().iter().map(|p| p.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(&embedded), names(&loaded));

@@ -204,10 +204,10 @@ impl Op {
                 .get(key)
                 .is_some_and(|i| i.contains(mc) != *member),
             Op::Tunnel(k, up) => w.tunnels.contains(k) != *up,
-            Op::Pull { node, image } => w
-                .containers
-                .get(node)
-                .is_some_and(|n| !n.images.contains(&crate::backend::full_reference(image))),
+            Op::Pull { node, image } => w.containers.get(node).is_some_and(|n| {
+                !n.images
+                    .contains(&ocm_lab_core::backend::full_reference(image))
+            }),
             Op::Enqueue(_) => false,
         }
     }

@@ -1,6 +1,6 @@
 //! Cluster sets, bindings, ClusterProfiles and placements on the hub (OCM-FACTS §4.1, §9.10, §10).
 
-use crate::sim::util::At as _;
+use crate::util::At as _;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
@@ -10,11 +10,11 @@ use super::{
     Controller, Op, Queue, Resync, Work, is_hub, mark, namespace_exists, owner_ref,
     profiles_enabled,
 };
-use crate::sim::apiserver::{Labelled, gk};
-use crate::sim::faults::Behaviour;
-use crate::sim::util::{self, set_condition};
-use crate::sim::world::{Change, ChangeKind, World};
-use crate::topology::CLUSTERSET_LABEL;
+use crate::apiserver::{Labelled, gk};
+use crate::faults::Behaviour;
+use crate::util::{self, set_condition};
+use crate::world::{Change, ChangeKind, World};
+use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
 const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
 const OCM: &str = "open-cluster-management";

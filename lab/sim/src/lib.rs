@@ -42,26 +42,26 @@ pub use contention::Contention;
 pub use faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault, SIMULATED_FAILURE};
 pub use world::{Agent, Container, Network, SimCluster, SimRelease, TokenInfo, World};
 
-use crate::backend::{Backends, ClusterApi, ObjectRef};
 use engine::Shared;
+use ocm_lab_core::backend::{Backends, ClusterApi, ObjectRef};
 
 /// Renders a chart with the simulated lab's models of the pinned charts (the same renders `--simulate`
 /// installs), like `helm template` with these values. Used where a rendering must work offline, such as
 /// the image list (`ocm-lab images list`); it knows only the chart versions the catalog pins.
 pub fn render_chart(
-    chart: &crate::charts::ChartPlan,
+    chart: &ocm_lab_core::charts::ChartPlan,
     values: &Value,
-) -> Result<crate::backend::Rendered, crate::backend::HelmError> {
+) -> Result<ocm_lab_core::backend::Rendered, ocm_lab_core::backend::HelmError> {
     charts::render(chart, values)
 }
 
 /// A simulated chart's objects after our chart `patches` (what the simulated `helm template` gives,
 /// post-renderer included): what the simulated lab's `up` installs.
 pub fn render_chart_patched(
-    chart: &crate::charts::ChartPlan,
+    chart: &ocm_lab_core::charts::ChartPlan,
     values: &Value,
-    patches: &crate::patch::PatchSet,
-) -> Result<crate::backend::Rendered, crate::backend::HelmError> {
+    patches: &ocm_lab_core::patch::PatchSet,
+) -> Result<ocm_lab_core::backend::Rendered, ocm_lab_core::backend::HelmError> {
     backends::sim_render(patches, chart, values)
 }
 
@@ -81,13 +81,13 @@ pub struct Call {
     pub outcome: Result<(), String>,
 }
 
-/// Saves the simulated world at step ends (the simulated lab's [`crate::step::Durability`]).
+/// Saves the simulated world at step ends (the simulated lab's [`ocm_lab_core::step::Durability`]).
 struct SaveWorld {
     lab: Arc<SimLab>,
     path: std::path::PathBuf,
 }
 
-impl crate::step::Durability for SaveWorld {
+impl ocm_lab_core::step::Durability for SaveWorld {
     fn persist(&self) -> std::io::Result<()> {
         self.lab.save(&self.path)
     }
@@ -133,11 +133,14 @@ impl SimLab {
 
     /// The backends over this world.
     pub fn backends(self: &Arc<Self>) -> Backends {
-        self.backends_with_patches(crate::patch::PatchSet::embedded().unwrap_or_default())
+        self.backends_with_patches(ocm_lab_core::patch::PatchSet::embedded().unwrap_or_default())
     }
 
     /// The backends, with simulated Helm post-rendering `patches` (a run's `--chart-patches`).
-    pub fn backends_with_patches(self: &Arc<Self>, patches: crate::patch::PatchSet) -> Backends {
+    pub fn backends_with_patches(
+        self: &Arc<Self>,
+        patches: ocm_lab_core::patch::PatchSet,
+    ) -> Backends {
         Backends {
             docker: Arc::new(backends::SimDocker(self.shared.clone())),
             kind: Arc::new(backends::SimKind(self.shared.clone())),
@@ -189,7 +192,7 @@ impl SimLab {
     /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see
     /// [`SimLab::save`]) before the journal records a step as done, so a killed run never leaves a journal
     /// that is ahead of the simulated world.
-    pub fn durability(self: &Arc<Self>, path: &Path) -> Arc<dyn crate::step::Durability> {
+    pub fn durability(self: &Arc<Self>, path: &Path) -> Arc<dyn ocm_lab_core::step::Durability> {
         Arc::new(SaveWorld {
             lab: self.clone(),
             path: path.to_owned(),

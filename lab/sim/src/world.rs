@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::apiserver::{self, Store, gk};
 use super::util;
-use crate::backend::ObjectRef;
+use ocm_lab_core::backend::ObjectRef;
 
 /// Kubernetes version every simulated cluster reports unless its node image names another
 /// (kind v0.32.0's default node image, OCM-FACTS §8).
@@ -36,7 +36,7 @@ pub struct Container {
     /// Network name → address.
     pub networks: BTreeMap<String, String>,
     /// The node's image store (a kind node's containerd, `k8s.io` namespace): full references
-    /// (`quay.io/open-cluster-management/work:v1.3.1`), as `crate::backend::full_reference` writes them.
+    /// (`quay.io/open-cluster-management/work:v1.3.1`), as `ocm_lab_core::backend::full_reference` writes them.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub images: BTreeSet<String>,
 }
@@ -177,7 +177,7 @@ pub struct SimRelease {
     /// The values, as their compact JSON text: a lab of a thousand spokes keeps a thousand klusterlet
     /// releases, and a parsed `Value` takes several times the memory of its text.
     pub values: Box<serde_json::value::RawValue>,
-    pub manifest: Vec<crate::backend::ObjectRef>,
+    pub manifest: Vec<ocm_lab_core::backend::ObjectRef>,
     /// Release labels (`helm upgrade --labels`): the lab's ownership label.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -253,7 +253,7 @@ impl Containers {
             ))
             .take_while(|(name, _)| name.starts_with(&prefix))
             .map(|(_, c)| c)
-            .filter(|c| crate::backend::is_kind_node_name(cluster, &c.name));
+            .filter(|c| ocm_lab_core::backend::is_kind_node_name(cluster, &c.name));
         let by_name: BTreeMap<&str, &Container> = self
             .of_cluster(cluster)
             .chain(named)
@@ -378,7 +378,7 @@ impl World {
         owner: Option<&str>,
     ) {
         let labels = owner
-            .map(|o| [(crate::topology::LAB_LABEL.to_owned(), o.to_owned())].into())
+            .map(|o| [(ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned())].into())
             .unwrap_or_default();
         self.releases.entry(cluster.to_owned()).or_default().insert(
             format!("{namespace}/{name}"),
@@ -463,7 +463,7 @@ impl World {
     /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): it stops renewing its
     /// lease and syncing claims. Returns the stop's number and the hub's grace period, 5 ×
     /// `spec.leaseDurationSeconds` of its ManagedCluster (60 s when unset, FACTS-OCM-ROUND2 §5.3); use
-    /// [`crate::sim::SimLab::stop_agent`], which also runs the hub's lease timer.
+    /// [`crate::SimLab::stop_agent`], which also runs the hub's lease timer.
     pub fn stop_agent(&mut self, spoke: &str) -> Option<(u64, std::time::Duration)> {
         let seq = self.next_seq();
         let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
@@ -579,7 +579,7 @@ impl World {
     /// Whether cluster `c`'s node holds `image` (any reference form). A cluster without simulated node
     /// containers (an `existing:` cluster) is not modelled: it has every image.
     pub(crate) fn node_has_image(&self, c: &str, image: &str) -> bool {
-        let full = crate::backend::full_reference(image);
+        let full = ocm_lab_core::backend::full_reference(image);
         match self.image_node(c) {
             Some(n) => n.images.contains(&full),
             None => true,
@@ -589,7 +589,7 @@ impl World {
     /// Node `node` pulls `image` from its registry (`by`: `kubelet` or `crictl`), recorded in
     /// [`World::pulls`]; nothing when it holds it already.
     pub(crate) fn pull_image(&mut self, node: &str, image: &str, by: &str) {
-        let full = crate::backend::full_reference(image);
+        let full = ocm_lab_core::backend::full_reference(image);
         if let Some(n) = self.containers.get_mut(node)
             && n.images.insert(full.clone())
         {

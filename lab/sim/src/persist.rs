@@ -423,7 +423,7 @@ impl ClusterPiece {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::SimLab;
+    use crate::SimLab;
     use serde_json::Value;
 
     /// A cache that keeps every store whole, and one that keeps every store in pieces.
@@ -454,12 +454,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_cached_text_is_the_worlds_json_after_every_kind_of_change() {
-        let lab = crate::topology::load_arg(Some("default")).unwrap().lab;
-        let patches = crate::patch::PatchSet::embedded().unwrap();
-        let plan = crate::workflow::plan::plan(
+        let lab = ocm_lab_core::topology::load_arg(Some("default"))
+            .unwrap()
+            .lab;
+        let patches = ocm_lab_core::patch::PatchSet::embedded().unwrap();
+        let plan = ocm_lab_core::workflow::plan::plan(
             &lab,
-            &crate::workflow::Sources::embedded(),
-            &crate::actions::Registry,
+            &ocm_lab_core::workflow::Sources::embedded(),
+            &ocm_lab_core::actions::Registry,
             &patches,
             "up",
         )
@@ -468,26 +470,26 @@ mod tests {
         let sim = SimLab::new();
         let mut cache = caches();
         same_as_serde(&mut cache, &sim.shared.lock().world, dir.path());
-        let (events, mut rx) = crate::step::events::Events::channel();
+        let (events, mut rx) = ocm_lab_core::step::events::Events::channel();
         tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        let ctx = std::sync::Arc::new(crate::step::RunCtx::new(
+        let ctx = std::sync::Arc::new(ocm_lab_core::step::RunCtx::new(
             lab,
             sim.backends(),
-            crate::state::StateDir {
+            ocm_lab_core::state::StateDir {
                 path: dir.path().to_owned(),
             },
             patches,
             events,
             tokio_util::sync::CancellationToken::new(),
         ));
-        let r = crate::engine::run(&plan, ctx, &crate::engine::RunOptions::default())
+        let r = ocm_lab_core::engine::run(&plan, ctx, &ocm_lab_core::engine::RunOptions::default())
             .await
             .unwrap();
         assert!(r.ok);
         same_as_serde(&mut cache, &sim.shared.lock().world, dir.path());
         // An object changed, one deleted, a cluster deleted and re-created under the same name.
         sim.with_world(|w| {
-            let r = crate::backend::ObjectRef {
+            let r = ocm_lab_core::backend::ObjectRef {
                 api_version: "v1".into(),
                 kind: "Namespace".into(),
                 namespace: None,
@@ -499,7 +501,7 @@ mod tests {
         });
         same_as_serde(&mut cache, &sim.shared.lock().world, dir.path());
         // An object before the first of its map, then gone again (the next one's `,` comes and goes).
-        let first = crate::backend::ObjectRef {
+        let first = ocm_lab_core::backend::ObjectRef {
             api_version: "v1".into(),
             kind: "Namespace".into(),
             namespace: None,
