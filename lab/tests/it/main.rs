@@ -5,6 +5,7 @@ mod architecture;
 mod bundle;
 mod bundle_cmd;
 mod bundle_files;
+mod catalog_images_helm;
 mod chart_cache;
 mod ci_matrix;
 mod cli_conventions;
