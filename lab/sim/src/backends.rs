@@ -39,16 +39,7 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
         if mutating {
             st.mutations += 1;
         }
-        let fault = st.call_fault(b).map(|d| {
-            // With contention modelled, the delay is a job on the shared CPU budget.
-            d.map(|d| {
-                let job = st
-                    .cpu
-                    .as_ref()
-                    .and_then(|cpu| cpu.demand(b).map(|m| (cpu.clone(), m)));
-                (d, job)
-            })
-        });
+        let fault = st.call_fault(b);
         if let Err(e) = &fault {
             shared.log_locked(
                 &mut st,
@@ -60,10 +51,8 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
         }
         fault
     };
-    match fault? {
-        Some((d, Some((cpu, demand)))) => cpu.run(demand, d).await,
-        Some((d, None)) => tokio::time::sleep(d).await,
-        None => {}
+    if let Some(d) = fault? {
+        tokio::time::sleep(d).await;
     }
     let logged = |st: &mut State, result: Result<T, E>| {
         let outcome = result.as_ref().map(|_| ()).map_err(ToString::to_string);

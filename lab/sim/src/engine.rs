@@ -10,7 +10,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Call;
-use super::contention::Cpu;
 use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
@@ -36,10 +35,6 @@ pub(crate) struct State {
     pub faults: HashMap<Behaviour, Fault>,
     /// When a delayed controller first wanted to act on a work item.
     pub wanted: HashMap<(Behaviour, Work), Instant>,
-    /// The shared CPU budget, when contention is modelled (`SimLab::set_contention`).
-    pub cpu: Option<Arc<Cpu>>,
-    /// Wanted work whose job on the CPU budget is done: it acts on its next reconcile.
-    pub cpu_done: HashSet<(Behaviour, Work)>,
     /// Rollout work ([`Behaviour::is_rollout`]) whose delay was served: its later acts go at once.
     pub rolled_out: HashSet<(Behaviour, Work)>,
     /// Work that failed once in the current reconcile (it retries on the next one).
@@ -142,8 +137,6 @@ impl Shared {
                 world,
                 faults: HashMap::new(),
                 wanted: HashMap::new(),
-                cpu: None,
-                cpu_done: HashSet::new(),
                 rolled_out: HashSet::new(),
                 backoff: HashSet::new(),
                 record: false,
@@ -263,11 +256,7 @@ impl Shared {
                             queue.insert(w);
                         }
                     }
-                    if !st.wanted.is_empty() {
-                        let key = (b, work);
-                        st.wanted.remove(&key);
-                        st.cpu_done.remove(&key);
-                    }
+                    st.wanted.remove(&(b, work));
                     continue;
                 }
                 match self.gate(st, &work) {
@@ -303,28 +292,6 @@ impl Shared {
                 if st.rolled_out.contains(&key) {
                     return Gate::Go;
                 }
-                // With contention modelled, the delay is a job on the shared CPU budget.
-                let job = st
-                    .cpu
-                    .as_ref()
-                    .and_then(|cpu| cpu.demand(b).map(|demand| (cpu.clone(), demand)));
-                if let Some((cpu, demand)) = job
-                    && !d.is_zero()
-                {
-                    return if st.wanted.contains_key(&key) {
-                        if st.cpu_done.remove(&key) {
-                            st.wanted.remove(&key);
-                            st.served(key);
-                            Gate::Go
-                        } else {
-                            Gate::Wait
-                        }
-                    } else {
-                        st.wanted.insert(key.clone(), now);
-                        self.after_job(cpu, demand, d, key, now);
-                        Gate::Wait
-                    };
-                }
                 match st.wanted.get(&key) {
                     Some(&since) if now >= since + d => {
                         st.wanted.remove(&key);
@@ -348,35 +315,6 @@ impl Shared {
             }
             Some(Fault::FailAlways(msg)) => Gate::Fail(msg),
         }
-    }
-
-    /// Runs the job of wanted `key` (wanted since `since`) on the CPU budget, then queues its work again.
-    /// Needs a Tokio runtime, as [`Shared::wake_at`].
-    fn after_job(
-        self: &Arc<Self>,
-        cpu: Arc<Cpu>,
-        demand: f64,
-        alone: Duration,
-        key: (Behaviour, Work),
-        since: Instant,
-    ) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let me = Arc::downgrade(self);
-        rt.spawn(async move {
-            cpu.run(demand, alone).await;
-            let Some(me) = me.upgrade() else { return };
-            let work = key.1.clone();
-            {
-                let mut st = me.lock();
-                // Only for the same want: one dropped meanwhile (or a cleared fault) starts afresh.
-                if st.wanted.get(&key) == Some(&since) {
-                    st.cpu_done.insert(key);
-                }
-            }
-            me.mutate_with(vec![work], |_| ());
-        });
     }
 
     /// Queues `work` again at `at` (a controller's requeue). Needs a Tokio runtime; without one the

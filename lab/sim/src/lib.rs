@@ -21,7 +21,6 @@ mod apiserver;
 mod backends;
 mod certs;
 mod charts;
-mod contention;
 mod controllers;
 mod engine;
 mod faults;
@@ -38,7 +37,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use contention::Contention;
 pub use faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault, SIMULATED_FAILURE};
 pub use world::{Agent, Container, Network, SimCluster, SimRelease, TokenInfo, World};
 
@@ -206,21 +204,12 @@ impl SimLab {
         st.rolled_out.retain(|(x, _)| *x != b);
     }
 
-    /// Models contention for the machine's cores (see [`Contention`]): from now on, each delayed
-    /// behaviour with a CPU demand shares the cores with the others that run at the same time. `None`
-    /// (the default) makes every delay a plain wait again. Set it before the run: jobs already waiting
-    /// keep the model they started with.
-    pub fn set_contention(&self, c: Option<Contention>) {
-        self.shared.lock().cpu = c.map(contention::Cpu::new);
-    }
-
     /// Removes the fault of one behaviour; the controllers look at everything again.
     pub fn clear_fault(&self, b: Behaviour) {
         {
             let mut st = self.shared.lock();
             st.faults.remove(&b);
             st.wanted.retain(|(x, _), _| *x != b);
-            st.cpu_done.retain(|(x, _)| *x != b);
             st.rolled_out.retain(|(x, _)| *x != b);
         }
         self.shared.resync();
@@ -233,7 +222,6 @@ impl SimLab {
             let mut st = self.shared.lock();
             st.faults.clear();
             st.wanted.clear();
-            st.cpu_done.clear();
             st.rolled_out.clear();
         }
         self.shared.resync();
