@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::apiserver::{self, gk};
 use super::charts;
-use super::engine::{PARSED_BUDGET, Shared, State};
+use super::engine::{Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use ocm_lab_core::backend::{
@@ -67,9 +67,6 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
     } else {
         let mut st = shared.lock();
         let result = f(&mut st);
-        // A read parses what it reads: kept within the budget as the controllers' reads are, or a
-        // `verify` that reads every ClusterProfile would keep them all parsed.
-        st.world.release_parsed_over(PARSED_BUDGET);
         logged(&mut st, result)
     }
 }
@@ -263,7 +260,6 @@ impl ContainerRuntime for SimDocker {
             move |st| {
                 Ok(st
                     .world
-                    .containers
                     .look_alikes(&c)
                     .into_iter()
                     .map(|ct| LookAlike {
@@ -589,7 +585,7 @@ fn as_release(r: &super::world::SimRelease) -> Release {
         revision: r.revision,
         status: r.status.clone(),
         chart: r.chart.clone(),
-        values: serde_json::from_str(r.values.get()).expect("a release's values are JSON text"),
+        values: r.values.clone(),
     }
 }
 
@@ -662,7 +658,7 @@ impl ChartRenderer for SimHelm {
                         st.applied
                             .entry(cluster.clone())
                             .or_default()
-                            .push(obj.to_string().into_boxed_str());
+                            .push(obj.clone());
                     }
                     if let Some(r) = ObjectRef::of(&obj) {
                         manifest.push(r);
@@ -685,8 +681,7 @@ impl ChartRenderer for SimHelm {
                     chart: format!("{}-{}", chart.chart.name(), chart.version),
                     revision: previous.as_ref().map_or(0, |p| p.revision) + 1,
                     status: if result.is_ok() { "deployed" } else { "failed" }.to_owned(),
-                    values: serde_json::value::to_raw_value(values)
-                        .expect("a JSON value serializes"),
+                    values: values.clone(),
                     labels: [(ocm_lab_core::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
                     manifest: if result.is_ok() {
                         manifest
@@ -846,13 +841,11 @@ async fn watch<T>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         {
-            let mut st = shared.lock();
+            let st = shared.lock();
             if !st.world.reachable(cluster) {
                 return Err(apiserver::unreachable(cluster));
             }
-            let done = ok(&st.world);
-            st.world.release_parsed_over(PARSED_BUDGET);
-            if let Some(t) = done {
+            if let Some(t) = ok(&st.world) {
                 return Ok(Some(t));
             }
         }
@@ -973,7 +966,7 @@ impl ClusterApi for SimApi {
                 st.applied
                     .entry(c)
                     .or_default()
-                    .push(obj.to_string().into_boxed_str());
+                    .push(obj.clone());
             }
             Ok(())
         })

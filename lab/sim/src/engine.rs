@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -14,18 +15,6 @@ use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
 use ocm_lab_core::backend::{KubeError, SimulatedFault};
-
-/// Text length of the stored objects whose parsed form is kept between reconciles, at most: about
-/// 2 MiB of parsed objects (see `apiserver::Stored`). A constant, so memory still grows with the objects'
-/// text only. At 2 MiB a 1000-spoke `up` once parsed the same objects again and again (13.2 s against
-/// 7.7 s at 16 MiB), because every accept listed and parsed all of the hub's CSRs; since a selected list
-/// passes over what its selector cannot match unparsed, and set membership and placements read labels
-/// unparsed (`apiserver::Head`), 256 KiB costs no time (release `up_sim`, 1000 spokes: 3.1 s and 161 MiB,
-/// against 3.1 s and 172 MiB at 1 MiB).
-pub(super) const PARSED_BUDGET: usize = 1 << 18;
-
-/// Works of one round between two checks of [`PARSED_BUDGET`].
-const RELEASE_EVERY: usize = 64;
 
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
@@ -43,8 +32,8 @@ pub(crate) struct State {
     /// large simulated lab would keep every call and applied object of a run; see `SimLab::recording`).
     pub record: bool,
     pub calls: Vec<Call>,
-    /// Objects applied per cluster, as compact JSON text (only when `record`).
-    pub applied: HashMap<String, Vec<Box<str>>>,
+    /// Objects applied per cluster (only when `record`).
+    pub applied: HashMap<String, Vec<Value>>,
     pub mutations: u64,
 }
 
@@ -212,13 +201,6 @@ impl Shared {
     }
 
     fn reconcile(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
-        self.reconcile_rounds(st, initial);
-        // What the controllers read was parsed from the stored text; the parsed forms stay only while
-        // there are few (what the next reconcile reads is mostly the same).
-        st.world.release_parsed_over(PARSED_BUDGET);
-    }
-
-    fn reconcile_rounds(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
         let mut queue: BTreeSet<Work> = initial.into_iter().collect();
         st.backoff.clear();
         for _ in 0..MAX_ROUNDS {
@@ -230,14 +212,7 @@ impl Shared {
                 st.backoff.clear();
                 return;
             }
-            for (i, work) in std::mem::take(&mut queue).into_iter().enumerate() {
-                // A round may hold work on every cluster (an addon's agents rolling out on all spokes at
-                // once): the parsed objects are kept within the budget during it too, looked at every
-                // few works so that the check stays cheap. (Also at each round's start, it released the
-                // hot set too often: release `up_sim` 1000 spokes 5.8-6.0 s against 5.0-5.2 s.)
-                if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
-                    st.world.release_parsed_over(PARSED_BUDGET);
-                }
+            for work in std::mem::take(&mut queue) {
                 let b = work.behaviour();
                 if !st.backoff.is_empty() && st.backoff.contains(&(b, work.clone())) {
                     continue;
