@@ -7,10 +7,6 @@
 //! `UP_SIM_PHASES=1` prints, on stderr, the resident and peak memory after planning and after the run, and
 //! the size of the saved simulated world: where the memory of a run goes.
 
-/// The same allocator as the `ocm-lab` binary, so the numbers are what the CLI gets.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -5,14 +5,10 @@
 
 use super::util::At as _;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::objects::{self, ObjectMap};
-use super::packed::PackedText;
 use super::util;
 use super::world::World;
 use ocm_lab_core::backend::kube::ForbiddenCause;
@@ -224,217 +220,8 @@ impl KindInfo {
     }
 }
 
-/// One stored object: its compact JSON text (compressed, see [`PackedText`]), and the object parsed from
-/// that text while something reads it. Objects are kept as text because a parsed `serde_json::Value`
-/// takes about eight times the memory of its JSON (a map of one key allocates a whole B-tree node), and
-/// a large simulated lab is mostly objects; the parsed form lives only until the store's
-/// [`Store::release_parsed`] (once the objects parsed in all are over the simulated lab's budget,
-/// `PARSED_BUDGET`).
-pub(crate) struct Stored {
-    text: PackedText,
-    /// `metadata.labels` as `key\0value\0…`, so that a label-selected list skips what it does not select
-    /// without parsing it; `None` when a label holds a NUL (then the object is parsed to select it).
-    labels: Option<Box<str>>,
-    /// `metadata.resourceVersion`, when it is a number (what the save cache keys on), else 0 (which no
-    /// object is given).
-    rv: u64,
-    /// Whether `metadata.deletionTimestamp` is set.
-    deleting: bool,
-    parsed: std::cell::OnceCell<Box<Value>>,
-}
-
-impl Stored {
-    fn new(obj: &Value) -> Stored {
-        Stored {
-            text: PackedText::new(
-                &format!(
-                    "{}/{}",
-                    obj["apiVersion"].as_str().unwrap_or_default(),
-                    obj["kind"].as_str().unwrap_or_default()
-                ),
-                &serde_json::to_string(obj).expect("a JSON value serializes"),
-            ),
-            labels: packed_labels(obj),
-            rv: obj["metadata"]["resourceVersion"]
-                .as_str()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-            deleting: obj["metadata"].get("deletionTimestamp").is_some(),
-            parsed: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// The object's compact JSON text.
-    pub fn text(&self) -> String {
-        self.text.text()
-    }
-
-    /// The object parsed from its text.
-    fn parse<T: serde::de::DeserializeOwned>(&self) -> T {
-        serde_json::from_slice(&self.text.bytes()).expect("stored text is the JSON of an object")
-    }
-
-    /// `metadata.resourceVersion` when it is a number.
-    pub fn rv(&self) -> Option<u64> {
-        (self.rv != 0).then_some(self.rv)
-    }
-
-    /// Whether `sel` may select this object: it does by its packed labels, or they could not be packed.
-    fn may_select(&self, sel: &[(String, SelOp)]) -> bool {
-        match &self.labels {
-            Some(packed) => selects(sel, |k| packed_label(packed, k)),
-            None => true,
-        }
-    }
-
-    fn value(&self, parsed: &Parsed, key: impl FnOnce() -> Box<str>) -> &Value {
-        self.parsed.get_or_init(|| {
-            parsed.keys.borrow_mut().push(key());
-            if let Some(count) = parsed.count.get() {
-                count.fetch_add(self.text.len(), Ordering::Relaxed);
-            }
-            Box::new(self.parse())
-        })
-    }
-
-    fn into_value(mut self) -> Value {
-        match self.parsed.take() {
-            Some(v) => *v,
-            None => self.parse(),
-        }
-    }
-}
-
-/// What label selectors and set membership read of an object (its name, labels and whether it is being
-/// deleted), read from the store without parsing the object: the placement and set controllers read
-/// every ManagedCluster of the hub whenever one joins, which would otherwise parse O(clusters²) objects
-/// or keep every ManagedCluster parsed.
-#[derive(Clone, Copy)]
-pub(crate) struct Head<'a> {
-    key: &'a str,
-    name: &'a str,
-    stored: &'a Stored,
-    parsed: &'a Parsed,
-}
-
-/// An object's name, labels and deletion, from its parsed form ([`Value`]) or from the store ([`Head`]).
-pub(crate) trait Labelled {
-    fn name(&self) -> &str;
-    fn label(&self, key: &str) -> Option<&str>;
-    fn deleting(&self) -> bool;
-}
-
-impl Labelled for Value {
-    fn name(&self) -> &str {
-        util::name(self)
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        util::label(self, key)
-    }
-
-    fn deleting(&self) -> bool {
-        self["metadata"].get("deletionTimestamp").is_some()
-    }
-}
-
-impl Labelled for Head<'_> {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        match &self.stored.labels {
-            Some(packed) => packed_label(packed, key),
-            // Labels that could not be packed (a NUL in one, which a real API server rejects): read from
-            // the parsed object.
-            None => {
-                let v = self.stored.value(self.parsed, || self.key.into());
-                util::label(v, key)
-            }
-        }
-    }
-
-    fn deleting(&self) -> bool {
-        self.stored.deleting
-    }
-}
-
-/// An object's labels as `key\0value\0…` (one allocation), or `None` when one holds a NUL.
-fn packed_labels(obj: &Value) -> Option<Box<str>> {
-    let mut out = String::new();
-    for (k, v) in obj["metadata"]["labels"].as_object().into_iter().flatten() {
-        let v = v.as_str().unwrap_or_default();
-        if k.contains('\0') || v.contains('\0') {
-            return None;
-        }
-        out.push_str(k);
-        out.push('\0');
-        out.push_str(v);
-        out.push('\0');
-    }
-    Some(out.into_boxed_str())
-}
-
-/// Label `key` in labels packed by [`packed_labels`].
-fn packed_label<'a>(packed: &'a str, key: &str) -> Option<&'a str> {
-    let mut parts = packed.split('\0');
-    while let (Some(k), Some(v)) = (parts.next(), parts.next()) {
-        if k == key {
-            return Some(v);
-        }
-    }
-    None
-}
-
-impl Clone for Stored {
-    fn clone(&self) -> Self {
-        Stored {
-            text: self.text.clone(),
-            labels: self.labels.clone(),
-            rv: self.rv,
-            deleting: self.deleting,
-            parsed: std::cell::OnceCell::new(),
-        }
-    }
-}
-
-impl std::fmt::Debug for Stored {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text())
-    }
-}
-
-impl Serialize for Stored {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Only `serde_json::to_value` of a whole world (tests) comes here: saves write the text as it is.
-        self.parse::<Value>().serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Stored {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Stored::new(&Value::deserialize(d)?))
-    }
-}
-
-/// A store's objects by (gk, namespace, name).
-pub(crate) type Objects = ObjectMap<Stored>;
-
-/// The objects of a store whose parsed form is kept now, and where the length of their text is counted.
-#[derive(Debug, Default)]
-struct Parsed {
-    /// Their keys ([`objects::key`]).
-    keys: std::cell::RefCell<Vec<Box<str>>>,
-    /// The world's count of parsed text (see [`Store::count_parsed_in`]).
-    count: std::cell::OnceCell<Arc<AtomicUsize>>,
-}
-
-impl Clone for Parsed {
-    fn clone(&self) -> Self {
-        Parsed::default()
-    }
-}
+/// A store's objects: gk → namespace (`""` for cluster-scoped kinds) → name → object. Saved as it is.
+type Objects = BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>;
 
 /// One cluster's objects.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -449,143 +236,71 @@ pub(crate) struct Store {
     /// the webhook's Service. So a write finds its conversion webhook without reading every CRD.
     #[serde(skip)]
     conversions: BTreeMap<String, Conversion>,
-    /// Objects whose parsed form is kept now (dropped by [`Store::release_parsed`]).
-    #[serde(skip)]
-    parsed: Parsed,
 }
 
 impl Store {
     pub fn get(&self, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        let o = self.objects.get(gk, ns, name)?;
-        Some(o.value(&self.parsed, || objects::key(gk, ns, name).into()))
+        self.objects.get(gk)?.get(ns)?.get(name)
     }
 
+    /// The objects of `gk`: in `ns`, or in every namespace (`None`).
     pub fn list<'a>(
         &'a self,
         gk: &str,
-        ns: Option<&str>,
+        ns: Option<&'a str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        self.list_where(gk, ns, |_| true)
-    }
-
-    /// [`Store::list`], of the objects whose labels `sel` selects only: the others are not parsed.
-    pub fn list_selected<'a>(
-        &'a self,
-        gk: &str,
-        ns: Option<&str>,
-        sel: &'a [(String, SelOp)],
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        Box::new(
-            self.list_where(gk, ns, move |o| o.may_select(sel))
-                .filter(move |o| selector_matches(sel, o)),
-        )
-    }
-
-    fn list_where<'a>(
-        &'a self,
-        gk: &str,
-        ns: Option<&str>,
-        keep: impl Fn(&Stored) -> bool + 'a,
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        let parsed = &self.parsed;
         Box::new(
             self.objects
-                .of(gk, ns)
-                .filter(move |e| keep(e.value))
-                .map(move |e| e.value.value(parsed, || e.key.into())),
+                .get(gk)
+                .into_iter()
+                .flatten()
+                .filter(move |(n, _)| ns.is_none_or(|ns| ns == n.as_str()))
+                .flat_map(|(_, by_name)| by_name.values()),
         )
     }
 
-    /// The `metadata` of each object of `gk` (in `ns`, or all) whose labels `sel` may select, read from
-    /// the parsed form when there is one and otherwise from the text without parsing the rest or keeping
-    /// anything parsed. The caller checks `sel` on the result (see [`Stored::may_select`]).
-    pub fn list_metadata<'a>(
-        &'a self,
-        gk: &str,
-        ns: Option<&str>,
-        sel: &'a [(String, SelOp)],
-    ) -> Box<dyn Iterator<Item = Value> + 'a> {
-        #[derive(Deserialize)]
-        struct Head {
-            metadata: Value,
-        }
-        Box::new(
-            self.objects
-                .of(gk, ns)
-                .filter(move |e| e.value.may_select(sel))
-                .map(|e| match e.value.parsed.get() {
-                    Some(v) => v["metadata"].clone(),
-                    None => e.value.parse::<Head>().metadata,
-                }),
-        )
-    }
-
-    /// The [`Head`] of each object of `gk` (in `ns`, or all): nothing is parsed.
-    pub fn heads<'a>(
-        &'a self,
-        gk: &str,
-        ns: Option<&str>,
-    ) -> Box<dyn Iterator<Item = Head<'a>> + 'a> {
-        let parsed = &self.parsed;
-        Box::new(self.objects.of(gk, ns).map(move |e| Head {
-            key: e.key,
-            name: e.name,
-            stored: e.value,
-            parsed,
-        }))
-    }
-
-    /// Drops the parsed form of the objects read since the last call. Needs `&mut`: no reference into
-    /// the store is left.
-    pub fn release_parsed(&mut self) {
-        let keys = self.parsed.keys.get_mut();
-        for key in keys.drain(..) {
-            if let Some(o) = self.objects.get_mut_by_key(&key) {
-                o.parsed.take();
-            }
-        }
-    }
-
+    /// The namespaces that hold objects of `gk`.
     pub fn namespaces_with(&self, gk: &str) -> Vec<String> {
         self.objects
-            .namespaces_of(gk)
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
+            .get(gk)
+            .map(|by_ns| by_ns.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
+    /// The first object of `gk` named `name`, in any namespace.
     pub fn find_named(&self, gk: &str, name: &str) -> Option<&Value> {
-        let (ns, o) = self
-            .objects
-            .namespaces_of(gk)
-            .into_iter()
-            .find_map(|ns| Some((ns, self.objects.get(gk, ns, name)?)))?;
-        Some(o.value(&self.parsed, || objects::key(gk, ns, name).into()))
+        self.objects.get(gk)?.values().find_map(|by_name| by_name.get(name))
     }
 
-    /// What this store parses from now on is added to `count` (the world's: once set, it stays).
-    pub fn count_parsed_in(&self, count: &Arc<AtomicUsize>) {
-        self.parsed.count.get_or_init(|| count.clone());
-    }
-
-    /// Every object (for saving the world).
-    pub fn objects(&self) -> &Objects {
-        &self.objects
-    }
-
+    /// How many objects the store holds.
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.objects.values().flat_map(BTreeMap::values).map(BTreeMap::len).sum()
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
         if gk == self::gk::CRD {
             self.index_crd(&obj);
         }
-        self.objects.insert(gk, ns, name, Stored::new(&obj));
+        self.objects
+            .entry(gk.to_owned())
+            .or_default()
+            .entry(ns.to_owned())
+            .or_default()
+            .insert(name.to_owned(), obj);
     }
 
+    /// Removes an object; a namespace or kind left empty goes too (so `namespaces_with` lists only
+    /// namespaces that hold something).
     pub fn remove(&mut self, gk: &str, ns: &str, name: &str) -> Option<Value> {
-        let old = self.objects.remove(gk, ns, name)?.into_value();
+        let by_ns = self.objects.get_mut(gk)?;
+        let by_name = by_ns.get_mut(ns)?;
+        let old = by_name.remove(name)?;
+        if by_name.is_empty() {
+            by_ns.remove(ns);
+            if by_ns.is_empty() {
+                self.objects.remove(gk);
+            }
+        }
         if gk == self::gk::CRD
             && let Some(k) = self::gk::of_crd(&old)
         {
@@ -598,10 +313,9 @@ impl Store {
     /// Every object in a namespace, as (gk, ns, name).
     pub fn all_in_namespace(&self, ns: &str) -> Vec<(String, String, String)> {
         self.objects
-            .kinds()
-            .into_iter()
-            .flat_map(|gk| self.objects.of(gk, Some(ns)))
-            .map(|e| (e.gk.to_owned(), e.ns.to_owned(), e.name.to_owned()))
+            .iter()
+            .filter_map(|(gk, by_ns)| Some((gk, by_ns.get(ns)?)))
+            .flat_map(|(gk, by_name)| by_name.keys().map(move |n| (gk.clone(), ns.to_owned(), n.clone())))
             .collect()
     }
 
@@ -613,16 +327,20 @@ impl Store {
                 .and_then(Value::as_array)
                 .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
         };
-        self.objects
-            .iter()
-            .filter(|e| ns.is_none_or(|ns| ns == e.ns))
-            // The text names the uid before the object is worth parsing.
-            .filter(|e| {
-                let text = e.value.text();
-                text.contains(uid) && serde_json::from_str::<Value>(&text).is_ok_and(|o| owned(&o))
-            })
-            .map(|e| (e.gk.to_owned(), e.ns.to_owned(), e.name.to_owned()))
-            .collect()
+        let mut out = Vec::new();
+        for (gk, by_ns) in &self.objects {
+            for (n, by_name) in by_ns {
+                if ns.is_some_and(|ns| ns != n) {
+                    continue;
+                }
+                for (name, o) in by_name {
+                    if owned(o) {
+                        out.push((gk.clone(), n.clone(), name.clone()));
+                    }
+                }
+            }
+        }
+        out
     }
 
     pub fn crd_served(&self, gk: &str) -> bool {
@@ -760,9 +478,9 @@ pub(crate) fn list_metadata(
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
     let (gk, ns, sel) = list_request(w, cluster, api_version, kind, namespace, labels)?;
-    Ok(w.list_metadata(cluster, &gk, ns, &sel)
-        .map(|metadata| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
+    Ok(w.list(cluster, &gk, ns)
         .filter(|o| selector_matches(&sel, o))
+        .map(|o| json!({"apiVersion": api_version, "kind": kind, "metadata": o["metadata"]}))
         .collect())
 }
 
@@ -835,13 +553,8 @@ pub(crate) enum SelOp {
 }
 
 pub(crate) fn selector_matches(sel: &[(String, SelOp)], obj: &Value) -> bool {
-    selects(sel, |k| util::label(obj, k))
-}
-
-/// Whether `sel` selects an object whose label `k` is `label(k)`.
-fn selects<'a>(sel: &[(String, SelOp)], label: impl Fn(&str) -> Option<&'a str>) -> bool {
     sel.iter().all(|(k, op)| {
-        let v = label(k);
+        let v = util::label(obj, k);
         match op {
             SelOp::Eq(x) => v == Some(x.as_str()),
             SelOp::Ne(x) => v != Some(x.as_str()),
@@ -860,9 +573,8 @@ pub(crate) fn list(
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
     let (gk, ns, sel) = list_request(w, cluster, api_version, kind, namespace, labels)?;
-    // Selected on the stored labels: what the selector does not select is not parsed, so a spoke's
-    // accept listing its CSRs among thousands costs a label lookup per CSR.
-    Ok(w.list_selected(cluster, &gk, ns, &sel)
+    Ok(w.list(cluster, &gk, ns)
+        .filter(|o| selector_matches(&sel, o))
         .map(|o| at_version(o, api_version))
         .collect())
 }
@@ -1442,92 +1154,6 @@ pub(crate) fn approve_csr(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_selected_list_selects_on_stored_labels_as_on_the_object() {
-        let mut store = Store::default();
-        let cm = |name: &str, labels: Value| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": name, "namespace": "ns", "labels": labels}})
-        };
-        store.insert(
-            "ConfigMap",
-            "ns",
-            "a",
-            cm("a", json!({"app": "x", "tier": "web"})),
-        );
-        store.insert("ConfigMap", "ns", "b", cm("b", json!({"app": "y"})));
-        store.insert("ConfigMap", "ns", "c", cm("c", json!({})));
-        // A NUL in a label cannot be packed: the object is selected on its parsed form instead.
-        store.insert(
-            "ConfigMap",
-            "ns",
-            "d",
-            cm("d", json!({"app": "x", "odd": "a\u{0}b"})),
-        );
-        for sel in [
-            "app=x",
-            "app!=x",
-            "tier",
-            "!tier",
-            "app=x,tier=web",
-            "odd=a",
-            "",
-        ] {
-            let sel = parse_selector(sel).unwrap();
-            let selected: Vec<&str> = store
-                .list_selected("ConfigMap", None, &sel)
-                .map(util::name)
-                .collect();
-            let expected: Vec<&str> = store
-                .list("ConfigMap", None)
-                .filter(|o| selector_matches(&sel, o))
-                .map(util::name)
-                .collect();
-            assert_eq!(selected, expected, "{sel:?}");
-        }
-        assert_eq!(
-            packed_label(
-                &packed_labels(&cm("e", json!({"k": "v", "l": ""}))).unwrap(),
-                "l"
-            ),
-            Some("")
-        );
-        // Heads (what set membership and placements read) answer as the parsed objects do, the
-        // unpackable one included; a deletion is seen without parsing.
-        store.insert(
-            "ConfigMap",
-            "ns",
-            "f",
-            json!({"metadata": {"name": "f", "namespace": "ns", "labels": {"app": "x"},
-                                "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
-        );
-        fn seen(o: &impl Labelled, key: &str) -> (String, Option<String>, bool) {
-            (
-                o.name().to_owned(),
-                o.label(key).map(str::to_owned),
-                o.deleting(),
-            )
-        }
-        for key in ["app", "tier", "odd", "missing"] {
-            let by_head: Vec<_> = store
-                .heads("ConfigMap", Some("ns"))
-                .map(|h| seen(&h, key))
-                .collect();
-            let by_value: Vec<_> = store
-                .list("ConfigMap", Some("ns"))
-                .map(|o| seen(o, key))
-                .collect();
-            assert_eq!(by_head, by_value, "{key}");
-        }
-        assert_eq!(
-            store
-                .heads("ConfigMap", None)
-                .filter(|h| h.deleting())
-                .count(),
-            1
-        );
-    }
 
     #[test]
     fn selectors_parse() {

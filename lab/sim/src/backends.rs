@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::apiserver::{self, gk};
 use super::charts;
-use super::engine::{PARSED_BUDGET, Shared, State};
+use super::engine::{Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
 use ocm_lab_core::backend::{
@@ -39,16 +39,7 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
         if mutating {
             st.mutations += 1;
         }
-        let fault = st.call_fault(b).map(|d| {
-            // With contention modelled, the delay is a job on the shared CPU budget.
-            d.map(|d| {
-                let job = st
-                    .cpu
-                    .as_ref()
-                    .and_then(|cpu| cpu.demand(b).map(|m| (cpu.clone(), m)));
-                (d, job)
-            })
-        });
+        let fault = st.call_fault(b);
         if let Err(e) = &fault {
             shared.log_locked(
                 &mut st,
@@ -60,10 +51,8 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
         }
         fault
     };
-    match fault? {
-        Some((d, Some((cpu, demand)))) => cpu.run(demand, d).await,
-        Some((d, None)) => tokio::time::sleep(d).await,
-        None => {}
+    if let Some(d) = fault? {
+        tokio::time::sleep(d).await;
     }
     let logged = |st: &mut State, result: Result<T, E>| {
         let outcome = result.as_ref().map(|_| ()).map_err(ToString::to_string);
@@ -78,9 +67,6 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
     } else {
         let mut st = shared.lock();
         let result = f(&mut st);
-        // A read parses what it reads: kept within the budget as the controllers' reads are, or a
-        // `verify` that reads every ClusterProfile would keep them all parsed.
-        st.world.release_parsed_over(PARSED_BUDGET);
         logged(&mut st, result)
     }
 }
@@ -274,7 +260,6 @@ impl ContainerRuntime for SimDocker {
             move |st| {
                 Ok(st
                     .world
-                    .containers
                     .look_alikes(&c)
                     .into_iter()
                     .map(|ct| LookAlike {
@@ -600,7 +585,7 @@ fn as_release(r: &super::world::SimRelease) -> Release {
         revision: r.revision,
         status: r.status.clone(),
         chart: r.chart.clone(),
-        values: serde_json::from_str(r.values.get()).expect("a release's values are JSON text"),
+        values: r.values.clone(),
     }
 }
 
@@ -673,7 +658,7 @@ impl ChartRenderer for SimHelm {
                         st.applied
                             .entry(cluster.clone())
                             .or_default()
-                            .push(obj.to_string().into_boxed_str());
+                            .push(obj.clone());
                     }
                     if let Some(r) = ObjectRef::of(&obj) {
                         manifest.push(r);
@@ -696,8 +681,7 @@ impl ChartRenderer for SimHelm {
                     chart: format!("{}-{}", chart.chart.name(), chart.version),
                     revision: previous.as_ref().map_or(0, |p| p.revision) + 1,
                     status: if result.is_ok() { "deployed" } else { "failed" }.to_owned(),
-                    values: serde_json::value::to_raw_value(values)
-                        .expect("a JSON value serializes"),
+                    values: values.clone(),
                     labels: [(ocm_lab_core::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
                     manifest: if result.is_ok() {
                         manifest
@@ -857,13 +841,11 @@ async fn watch<T>(
         tokio::pin!(notified);
         notified.as_mut().enable();
         {
-            let mut st = shared.lock();
+            let st = shared.lock();
             if !st.world.reachable(cluster) {
                 return Err(apiserver::unreachable(cluster));
             }
-            let done = ok(&st.world);
-            st.world.release_parsed_over(PARSED_BUDGET);
-            if let Some(t) = done {
+            if let Some(t) = ok(&st.world) {
                 return Ok(Some(t));
             }
         }
@@ -984,7 +966,7 @@ impl ClusterApi for SimApi {
                 st.applied
                     .entry(c)
                     .or_default()
-                    .push(obj.to_string().into_boxed_str());
+                    .push(obj.clone());
             }
             Ok(())
         })

@@ -6,27 +6,15 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Call;
-use super::contention::Cpu;
 use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
 use ocm_lab_core::backend::{KubeError, SimulatedFault};
-
-/// Text length of the stored objects whose parsed form is kept between reconciles, at most: about
-/// 2 MiB of parsed objects (see `apiserver::Stored`). A constant, so memory still grows with the objects'
-/// text only. At 2 MiB a 1000-spoke `up` once parsed the same objects again and again (13.2 s against
-/// 7.7 s at 16 MiB), because every accept listed and parsed all of the hub's CSRs; since a selected list
-/// passes over what its selector cannot match unparsed, and set membership and placements read labels
-/// unparsed (`apiserver::Head`), 256 KiB costs no time (release `up_sim`, 1000 spokes: 3.1 s and 161 MiB,
-/// against 3.1 s and 172 MiB at 1 MiB).
-pub(super) const PARSED_BUDGET: usize = 1 << 18;
-
-/// Works of one round between two checks of [`PARSED_BUDGET`].
-const RELEASE_EVERY: usize = 64;
 
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
@@ -36,10 +24,6 @@ pub(crate) struct State {
     pub faults: HashMap<Behaviour, Fault>,
     /// When a delayed controller first wanted to act on a work item.
     pub wanted: HashMap<(Behaviour, Work), Instant>,
-    /// The shared CPU budget, when contention is modelled (`SimLab::set_contention`).
-    pub cpu: Option<Arc<Cpu>>,
-    /// Wanted work whose job on the CPU budget is done: it acts on its next reconcile.
-    pub cpu_done: HashSet<(Behaviour, Work)>,
     /// Rollout work ([`Behaviour::is_rollout`]) whose delay was served: its later acts go at once.
     pub rolled_out: HashSet<(Behaviour, Work)>,
     /// Work that failed once in the current reconcile (it retries on the next one).
@@ -48,8 +32,8 @@ pub(crate) struct State {
     /// large simulated lab would keep every call and applied object of a run; see `SimLab::recording`).
     pub record: bool,
     pub calls: Vec<Call>,
-    /// Objects applied per cluster, as compact JSON text (only when `record`).
-    pub applied: HashMap<String, Vec<Box<str>>>,
+    /// Objects applied per cluster (only when `record`).
+    pub applied: HashMap<String, Vec<Value>>,
     pub mutations: u64,
 }
 
@@ -142,8 +126,6 @@ impl Shared {
                 world,
                 faults: HashMap::new(),
                 wanted: HashMap::new(),
-                cpu: None,
-                cpu_done: HashSet::new(),
                 rolled_out: HashSet::new(),
                 backoff: HashSet::new(),
                 record: false,
@@ -219,13 +201,6 @@ impl Shared {
     }
 
     fn reconcile(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
-        self.reconcile_rounds(st, initial);
-        // What the controllers read was parsed from the stored text; the parsed forms stay only while
-        // there are few (what the next reconcile reads is mostly the same).
-        st.world.release_parsed_over(PARSED_BUDGET);
-    }
-
-    fn reconcile_rounds(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
         let mut queue: BTreeSet<Work> = initial.into_iter().collect();
         st.backoff.clear();
         for _ in 0..MAX_ROUNDS {
@@ -237,14 +212,7 @@ impl Shared {
                 st.backoff.clear();
                 return;
             }
-            for (i, work) in std::mem::take(&mut queue).into_iter().enumerate() {
-                // A round may hold work on every cluster (an addon's agents rolling out on all spokes at
-                // once): the parsed objects are kept within the budget during it too, looked at every
-                // few works so that the check stays cheap. (Also at each round's start, it released the
-                // hot set too often: release `up_sim` 1000 spokes 5.8-6.0 s against 5.0-5.2 s.)
-                if i % RELEASE_EVERY == RELEASE_EVERY - 1 {
-                    st.world.release_parsed_over(PARSED_BUDGET);
-                }
+            for work in std::mem::take(&mut queue) {
                 let b = work.behaviour();
                 if !st.backoff.is_empty() && st.backoff.contains(&(b, work.clone())) {
                     continue;
@@ -263,11 +231,7 @@ impl Shared {
                             queue.insert(w);
                         }
                     }
-                    if !st.wanted.is_empty() {
-                        let key = (b, work);
-                        st.wanted.remove(&key);
-                        st.cpu_done.remove(&key);
-                    }
+                    st.wanted.remove(&(b, work));
                     continue;
                 }
                 match self.gate(st, &work) {
@@ -303,28 +267,6 @@ impl Shared {
                 if st.rolled_out.contains(&key) {
                     return Gate::Go;
                 }
-                // With contention modelled, the delay is a job on the shared CPU budget.
-                let job = st
-                    .cpu
-                    .as_ref()
-                    .and_then(|cpu| cpu.demand(b).map(|demand| (cpu.clone(), demand)));
-                if let Some((cpu, demand)) = job
-                    && !d.is_zero()
-                {
-                    return if st.wanted.contains_key(&key) {
-                        if st.cpu_done.remove(&key) {
-                            st.wanted.remove(&key);
-                            st.served(key);
-                            Gate::Go
-                        } else {
-                            Gate::Wait
-                        }
-                    } else {
-                        st.wanted.insert(key.clone(), now);
-                        self.after_job(cpu, demand, d, key, now);
-                        Gate::Wait
-                    };
-                }
                 match st.wanted.get(&key) {
                     Some(&since) if now >= since + d => {
                         st.wanted.remove(&key);
@@ -348,35 +290,6 @@ impl Shared {
             }
             Some(Fault::FailAlways(msg)) => Gate::Fail(msg),
         }
-    }
-
-    /// Runs the job of wanted `key` (wanted since `since`) on the CPU budget, then queues its work again.
-    /// Needs a Tokio runtime, as [`Shared::wake_at`].
-    fn after_job(
-        self: &Arc<Self>,
-        cpu: Arc<Cpu>,
-        demand: f64,
-        alone: Duration,
-        key: (Behaviour, Work),
-        since: Instant,
-    ) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let me = Arc::downgrade(self);
-        rt.spawn(async move {
-            cpu.run(demand, alone).await;
-            let Some(me) = me.upgrade() else { return };
-            let work = key.1.clone();
-            {
-                let mut st = me.lock();
-                // Only for the same want: one dropped meanwhile (or a cleared fault) starts afresh.
-                if st.wanted.get(&key) == Some(&since) {
-                    st.cpu_done.insert(key);
-                }
-            }
-            me.mutate_with(vec![work], |_| ());
-        });
     }
 
     /// Queues `work` again at `at` (a controller's requeue). Needs a Tokio runtime; without one the

@@ -21,12 +21,9 @@ mod apiserver;
 mod backends;
 mod certs;
 mod charts;
-mod contention;
 mod controllers;
 mod engine;
 mod faults;
-mod objects;
-mod packed;
 mod persist;
 mod userserver;
 mod util;
@@ -38,7 +35,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use contention::Contention;
 pub use faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault, SIMULATED_FAILURE};
 pub use world::{Agent, Container, Network, SimCluster, SimRelease, TokenInfo, World};
 
@@ -93,21 +89,9 @@ impl ocm_lab_core::step::Durability for SaveWorld {
     }
 }
 
-/// The locked world, for a save.
-struct WorldGuard<'a>(std::sync::MutexGuard<'a, engine::State>);
-
-impl std::ops::Deref for WorldGuard<'_> {
-    type Target = World;
-    fn deref(&self) -> &World {
-        &self.0.world
-    }
-}
-
 /// The simulated lab (see the module documentation).
 pub struct SimLab {
     shared: Arc<Shared>,
-    /// What the last save wrote, reused by the next one for what did not change.
-    save_cache: std::sync::Mutex<persist::SaveCache>,
 }
 
 impl SimLab {
@@ -127,7 +111,6 @@ impl SimLab {
     fn from_world(world: World) -> Arc<Self> {
         Arc::new(SimLab {
             shared: Shared::new(world),
-            save_cache: std::sync::Mutex::default(),
         })
     }
 
@@ -178,15 +161,10 @@ impl SimLab {
     }
 
     /// Saves the world atomically (a temporary file in the same folder, fsync, rename, fsync of the
-    /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved. Only what changed
-    /// since the last save is serialized again (see `persist`).
+    /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        // One save at a time (each copies what did not change from the file the last one wrote); the world
-        // is locked only while what changed is written.
-        self.save_cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .save(path, || WorldGuard(self.shared.lock()))
+        let text = serde_json::to_vec(&self.shared.lock().world).map_err(std::io::Error::other)?;
+        persist::write_atomically(path, &text)
     }
 
     /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see
@@ -206,21 +184,12 @@ impl SimLab {
         st.rolled_out.retain(|(x, _)| *x != b);
     }
 
-    /// Models contention for the machine's cores (see [`Contention`]): from now on, each delayed
-    /// behaviour with a CPU demand shares the cores with the others that run at the same time. `None`
-    /// (the default) makes every delay a plain wait again. Set it before the run: jobs already waiting
-    /// keep the model they started with.
-    pub fn set_contention(&self, c: Option<Contention>) {
-        self.shared.lock().cpu = c.map(contention::Cpu::new);
-    }
-
     /// Removes the fault of one behaviour; the controllers look at everything again.
     pub fn clear_fault(&self, b: Behaviour) {
         {
             let mut st = self.shared.lock();
             st.faults.remove(&b);
             st.wanted.retain(|(x, _), _| *x != b);
-            st.cpu_done.retain(|(x, _)| *x != b);
             st.rolled_out.retain(|(x, _)| *x != b);
         }
         self.shared.resync();
@@ -233,7 +202,6 @@ impl SimLab {
             let mut st = self.shared.lock();
             st.faults.clear();
             st.wanted.clear();
-            st.cpu_done.clear();
             st.rolled_out.clear();
         }
         self.shared.resync();
@@ -301,15 +269,7 @@ impl SimLab {
             st.record,
             "this simulated lab records no applied objects: make it with SimLab::recording()"
         );
-        st.applied
-            .get(cluster)
-            .map(|objects| {
-                objects
-                    .iter()
-                    .map(|text| serde_json::from_str(text).expect("written by serde_json"))
-                    .collect()
-            })
-            .unwrap_or_default()
+        st.applied.get(cluster).cloned().unwrap_or_default()
     }
 
     /// An object as stored in a cluster (at the version it was written).

@@ -270,49 +270,6 @@ pub fn helm_text(v: Option<&Value>, default: &str) -> String {
     }
 }
 
-/// Results of parsing text, by the text: for controllers, which only read the world, to parse what
-/// they look at once rather than on every look. Cloning gives an empty cache.
-pub(crate) struct ParseCache<T>(
-    std::sync::Mutex<std::collections::HashMap<String, Result<T, String>>>,
-);
-
-impl<T: Clone> ParseCache<T> {
-    pub fn get_or_parse(
-        &self,
-        text: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Result<T, String> {
-        let mut m = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(r) = m.get(text) {
-            return r.clone();
-        }
-        let r = parse(text);
-        m.insert(text.to_owned(), r.clone());
-        r
-    }
-}
-
-impl<T> Default for ParseCache<T> {
-    fn default() -> Self {
-        Self(std::sync::Mutex::default())
-    }
-}
-
-impl<T> Clone for ParseCache<T> {
-    fn clone(&self) -> Self {
-        Self::default()
-    }
-}
-
-impl<T> std::fmt::Debug for ParseCache<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ParseCache")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

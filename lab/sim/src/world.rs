@@ -174,121 +174,18 @@ pub struct SimRelease {
     pub chart: String,
     pub revision: u64,
     pub status: String,
-    /// The values, as their compact JSON text: a lab of a thousand spokes keeps a thousand klusterlet
-    /// releases, and a parsed `Value` takes several times the memory of its text.
-    pub values: Box<serde_json::value::RawValue>,
+    pub values: Value,
     pub manifest: Vec<ocm_lab_core::backend::ObjectRef>,
     /// Release labels (`helm upgrade --labels`): the lab's ownership label.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
 
-/// The simulated Docker engine's containers by name, and the names of those labelled as nodes of each
-/// kind cluster: what a create, a delete and the look-alike check ask for, without a pass over every
-/// container (which made a lab of n clusters cost n²). Saved as the map by name; the index is rebuilt
-/// on load. Labels are set when a container is inserted and never changed (`get_mut` is for its state:
-/// running, networks, images).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Containers {
-    by_name: BTreeMap<String, Container>,
-    by_cluster: BTreeMap<String, BTreeSet<String>>,
-}
-
-impl std::ops::Deref for Containers {
-    type Target = BTreeMap<String, Container>;
-    fn deref(&self) -> &Self::Target {
-        &self.by_name
-    }
-}
-
-impl Containers {
-    pub fn insert(&mut self, name: &str, c: Container) {
-        self.remove(name);
-        if let Some(cluster) = c.labels.get(KIND_CLUSTER_LABEL) {
-            self.by_cluster
-                .entry(cluster.clone())
-                .or_default()
-                .insert(name.to_owned());
-        }
-        self.by_name.insert(name.to_owned(), c);
-    }
-
-    pub fn remove(&mut self, name: &str) -> Option<Container> {
-        let c = self.by_name.remove(name)?;
-        if let Some(cluster) = c.labels.get(KIND_CLUSTER_LABEL)
-            && let Some(names) = self.by_cluster.get_mut(cluster)
-        {
-            names.remove(name);
-            if names.is_empty() {
-                self.by_cluster.remove(cluster);
-            }
-        }
-        Some(c)
-    }
-
-    /// The container `name`, to change its state (not its labels: see [`Containers`]).
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Container> {
-        self.by_name.get_mut(name)
-    }
-
-    /// The containers labelled as nodes of kind cluster `cluster`, by name.
-    pub fn of_cluster<'a>(&'a self, cluster: &str) -> impl Iterator<Item = &'a Container> + 'a {
-        self.by_cluster
-            .get(cluster)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| self.by_name.get(n))
-    }
-
-    /// The containers that look like nodes of kind cluster `cluster`, by name: labelled as its nodes, or
-    /// named as kind names them (`<cluster>-control-plane`, `<cluster>-worker2`, …; all start with
-    /// `<cluster>-`, so neither is a pass over every container).
-    pub fn look_alikes(&self, cluster: &str) -> Vec<&Container> {
-        let prefix = format!("{cluster}-");
-        let named = self
-            .by_name
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix.as_str()),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(name, _)| name.starts_with(&prefix))
-            .map(|(_, c)| c)
-            .filter(|c| ocm_lab_core::backend::is_kind_node_name(cluster, &c.name));
-        let by_name: BTreeMap<&str, &Container> = self
-            .of_cluster(cluster)
-            .chain(named)
-            .map(|c| (c.name.as_str(), c))
-            .collect();
-        by_name.into_values().collect()
-    }
-
-    /// The kind clusters some container is labelled a node of, sorted.
-    pub fn clusters(&self) -> impl Iterator<Item = &str> {
-        self.by_cluster.keys().map(String::as_str)
-    }
-}
-
-impl Serialize for Containers {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.by_name.serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Containers {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut out = Containers::default();
-        for (name, c) in BTreeMap::<String, Container>::deserialize(d)? {
-            out.insert(&name, c);
-        }
-        Ok(out)
-    }
-}
-
 /// The whole simulated world.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct World {
     pub(crate) networks: BTreeMap<String, Network>,
-    pub(crate) containers: Containers,
+    pub(crate) containers: BTreeMap<String, Container>,
     pub(crate) clusters: BTreeMap<String, SimCluster>,
     /// Token → who minted it for which ServiceAccount.
     pub(crate) tokens: BTreeMap<String, TokenInfo>,
@@ -316,31 +213,6 @@ pub struct World {
     /// Clusters changed since waiters were last notified.
     #[serde(skip)]
     pub(crate) touched: BTreeSet<String>,
-    /// The members of each set (`<hub>/<set>`), kept by the set controller so that one cluster joining
-    /// costs O(log n), not a recount (not saved: rebuilt by a full count when missing).
-    #[serde(skip)]
-    pub(crate) set_index: std::collections::HashMap<String, BTreeSet<String>>,
-    /// Bootstrap kubeconfigs the simulated agents have parsed (not saved).
-    #[serde(skip)]
-    pub(crate) kubeconfigs: util::ParseCache<super::controllers::Bootstrap>,
-    /// Clusters whose objects were read (so may be kept parsed) since their parsed forms were last
-    /// dropped: releasing looks at these only, not at every cluster on each reconcile.
-    #[serde(skip)]
-    pub(crate) read_in: std::cell::RefCell<BTreeSet<String>>,
-    /// Text length of the objects parsed (and kept parsed) since the parsed forms were last dropped.
-    #[serde(skip)]
-    pub(crate) parsed_bytes: ParsedBytes,
-}
-
-/// A count the stores of one world add to as they parse (see `apiserver::Store::count_parsed_in`), so
-/// that the budget check costs the same however many clusters were read. A cloned world counts afresh.
-#[derive(Debug, Default)]
-pub(crate) struct ParsedBytes(std::sync::Arc<std::sync::atomic::AtomicUsize>);
-
-impl Clone for ParsedBytes {
-    fn clone(&self) -> Self {
-        ParsedBytes::default()
-    }
 }
 
 impl World {
@@ -388,7 +260,7 @@ impl World {
                 chart: format!("{name}-0.0.1"),
                 revision: 1,
                 status: "deployed".to_owned(),
-                values: serde_json::value::to_raw_value(&json!({})).expect("JSON serializes"),
+                values: json!({}),
                 manifest: Vec::new(),
                 labels,
             }),
@@ -417,7 +289,7 @@ impl World {
         }
         let id = self.hex_id();
         self.containers.insert(
-            name,
+            name.to_owned(),
             Container {
                 id,
                 name: name.to_owned(),
@@ -559,21 +431,18 @@ impl World {
 
     /// Cluster names as `kind get clusters` prints them: the kind labels of existing containers.
     pub(crate) fn kind_clusters(&self) -> Vec<String> {
-        self.containers.clusters().map(str::to_owned).collect()
+        let names: BTreeSet<&String> = self
+            .containers
+            .values()
+            .filter_map(|c| c.labels.get(KIND_CLUSTER_LABEL))
+            .collect();
+        names.into_iter().cloned().collect()
     }
 
     /// The node whose image store a cluster's Pods use: its first running node (a simulated kind cluster
     /// has one, `<cluster>-control-plane`).
     pub(crate) fn image_node(&self, cluster: &str) -> Option<&Container> {
-        // By name first: it is asked for every image of every rollout, and a scan of all containers
-        // made a lab of n clusters cost n² (kind names the first node `<cluster>-control-plane`).
-        let by_name = self
-            .containers
-            .get(&format!("{cluster}-control-plane"))
-            .filter(|c| {
-                c.running && c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
-            });
-        by_name.or_else(|| self.containers_of(cluster).into_iter().find(|c| c.running))
+        self.containers_of(cluster).into_iter().find(|c| c.running)
     }
 
     /// Whether cluster `c`'s node holds `image` (any reference form). A cluster without simulated node
@@ -601,8 +470,24 @@ impl World {
         }
     }
 
+    /// The containers labelled as nodes of kind cluster `cluster`, by name.
     pub(crate) fn containers_of(&self, cluster: &str) -> Vec<&Container> {
-        self.containers.of_cluster(cluster).collect()
+        self.containers
+            .values()
+            .filter(|c| c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster))
+            .collect()
+    }
+
+    /// The containers that look like nodes of kind cluster `cluster`, by name: labelled as its nodes, or
+    /// named as kind names them (`<cluster>-control-plane`, `<cluster>-worker2`, …).
+    pub(crate) fn look_alikes(&self, cluster: &str) -> Vec<&Container> {
+        self.containers
+            .values()
+            .filter(|c| {
+                c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+                    || ocm_lab_core::backend::is_kind_node_name(cluster, &c.name)
+            })
+            .collect()
     }
 
     /// Creates the network if absent; `true` when created now.
@@ -659,7 +544,7 @@ impl World {
         labels.insert(KIND_CLUSTER_LABEL.to_owned(), name.to_owned());
         labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
         self.containers.insert(
-            &cp,
+            cp.clone(),
             Container {
                 id,
                 name: cp.clone(),
@@ -722,8 +607,6 @@ impl World {
         for n in &names {
             self.containers.remove(n);
         }
-        let prefix = format!("{name}/");
-        self.set_index.retain(|k, _| !k.starts_with(&prefix));
         self.releases.remove(name);
         if self.clusters.remove(name).is_some() {
             self.tokens.retain(|_, t| t.cluster != name);
@@ -775,19 +658,7 @@ impl World {
     // ---- objects --------------------------------------------------------------------------------
 
     pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        self.store_to_read(cluster)?.get(gk, ns, name)
-    }
-
-    /// The API server store of `cluster`, to read objects from (and so parse them): noted in `read_in`,
-    /// and what it parses counts in the world's `parsed_bytes`.
-    fn store_to_read(&self, cluster: &str) -> Option<&Store> {
-        let c = self.clusters.get(cluster)?;
-        c.api.count_parsed_in(&self.parsed_bytes.0);
-        let mut read = self.read_in.borrow_mut();
-        if !read.contains(cluster) {
-            read.insert(cluster.to_owned());
-        }
-        Some(&c.api)
+        self.clusters.get(cluster)?.api.get(gk, ns, name)
     }
 
     /// Objects of a kind: in one namespace, or all (`None`).
@@ -795,52 +666,10 @@ impl World {
         &'a self,
         cluster: &str,
         gk: &str,
-        ns: Option<&str>,
+        ns: Option<&'a str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        match self.store_to_read(cluster) {
-            Some(store) => store.list(gk, ns),
-            None => Box::new(std::iter::empty()),
-        }
-    }
-
-    /// [`World::list`], of the objects whose labels `sel` selects (the others are not parsed).
-    pub(crate) fn list_selected<'a>(
-        &'a self,
-        cluster: &str,
-        gk: &str,
-        ns: Option<&str>,
-        sel: &'a [(String, super::apiserver::SelOp)],
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        match self.store_to_read(cluster) {
-            Some(store) => store.list_selected(gk, ns, sel),
-            None => Box::new(std::iter::empty()),
-        }
-    }
-
-    /// The name, labels and deletion of each object of a kind (see `apiserver::Head`): nothing is parsed.
-    pub(crate) fn heads<'a>(
-        &'a self,
-        cluster: &str,
-        gk: &str,
-        ns: Option<&str>,
-    ) -> Box<dyn Iterator<Item = super::apiserver::Head<'a>> + 'a> {
-        match self.store_to_read(cluster) {
-            Some(store) => store.heads(gk, ns),
-            None => Box::new(std::iter::empty()),
-        }
-    }
-
-    /// The metadata of the objects of a kind whose labels `sel` may select (see
-    /// `apiserver::Store::list_metadata`): nothing is parsed or kept parsed.
-    pub(crate) fn list_metadata<'a>(
-        &'a self,
-        cluster: &str,
-        gk: &str,
-        ns: Option<&str>,
-        sel: &'a [(String, super::apiserver::SelOp)],
-    ) -> Box<dyn Iterator<Item = Value> + 'a> {
         match self.clusters.get(cluster) {
-            Some(c) => c.api.list_metadata(gk, ns, sel),
+            Some(c) => c.api.list(gk, ns),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -855,7 +684,7 @@ impl World {
 
     /// The first object of a kind with this name, in any namespace.
     pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
-        self.store_to_read(cluster)?.find_named(gk, name)
+        self.clusters.get(cluster)?.api.find_named(gk, name)
     }
 
     pub(crate) fn served(&self, cluster: &str, gk: &str) -> bool {
@@ -868,12 +697,10 @@ impl World {
     /// resourceVersion, generation). Returns whether anything changed.
     pub(crate) fn put(&mut self, cluster: &str, mut obj: Value) -> bool {
         let key = gk::of_obj(&obj);
-        let Some(store) = self.store_to_read(cluster) else {
+        let Some(c) = self.clusters.get(cluster) else {
             return false;
         };
-        // Compared in place: no copy of the stored object, and nothing allocated for a write that
-        // changes nothing (most controller writes).
-        let old = store.get(&key, util::namespace(&obj), util::name(&obj));
+        let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
         if old.is_some_and(|old| same_ignoring_server_fields(old, &obj)) {
             return false;
         }
@@ -949,9 +776,6 @@ impl World {
         let c = self.clusters.get_mut(cluster)?;
         let old = c.api.remove(key, ns, name)?;
         c.api.rv += 1;
-        if key == gk::CLUSTER_SET {
-            self.set_index.remove(&format!("{cluster}/{name}"));
-        }
         self.changes.push(Change {
             cluster: cluster.to_owned(),
             gk: key.to_owned(),
@@ -992,33 +816,6 @@ impl World {
             self.remove(cluster, &k, &n, &m);
         }
         Some(old)
-    }
-
-    /// Drops the parsed form of every stored object that was read (see `apiserver::Stored`).
-    fn release_parsed(&mut self) {
-        let clusters = &mut self.clusters;
-        for name in std::mem::take(self.read_in.get_mut()) {
-            if let Some(c) = clusters.get_mut(&name) {
-                c.api.release_parsed();
-            }
-        }
-        // Every store that parsed is in `read_in`: nothing parsed is left.
-        self.parsed_bytes
-            .0
-            .store(0, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Drops the parsed form of every stored object that was read, once their text is over `budget` bytes
-    /// in all: objects read again soon (most are) are not parsed again, and the parsed forms stay few.
-    pub(crate) fn release_parsed_over(&mut self, budget: usize) {
-        if self
-            .parsed_bytes
-            .0
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > budget
-        {
-            self.release_parsed();
-        }
     }
 
     /// Makes the per-cluster indexes right after loading.
@@ -1107,7 +904,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_containers_of_a_cluster_are_those_labelled_so_through_every_change() {
+    fn the_containers_of_a_cluster_are_those_labelled_so() {
         let mut w = World::default();
         w.create_cluster("a", "kindest/node:v1.36.1", false);
         w.add_container("a-worker", Some("a"), true);
@@ -1127,19 +924,18 @@ mod tests {
         w.add_container("a-worker2", None, true);
         w.add_container("a-b-control-plane", None, true);
         let looks: Vec<&str> = w
-            .containers
             .look_alikes("a")
             .iter()
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(looks, ["a-control-plane", "a-worker", "a-worker2", "stray"]);
-        // Replaced without the label, then removed: the index follows.
+        // Replaced without the label, then removed.
         w.add_container("stray", None, true);
         assert_eq!(names(&w, "a"), ["a-control-plane", "a-worker"]);
         w.remove_cluster("a");
         assert!(names(&w, "a").is_empty());
         assert!(w.kind_clusters().is_empty());
-        // Loaded from its saved form, the index is rebuilt.
+        // Loaded from its saved form.
         w.add_container("c-control-plane", Some("c"), true);
         let back: World = serde_json::from_value(serde_json::to_value(&w).unwrap()).unwrap();
         assert_eq!(names(&back, "c"), ["c-control-plane"]);

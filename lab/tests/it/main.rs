@@ -11,7 +11,6 @@ mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
 mod common;
-mod contention;
 mod converge;
 mod crash;
 mod crdschema;

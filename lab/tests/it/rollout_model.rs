@@ -22,7 +22,7 @@ fn finished_s(events: &[Stamped], step: &str) -> u64 {
         .unwrap_or_else(|| panic!("{step} did not finish"))
 }
 
-/// `reset_sim`'s latencies for the slow parts: a kind create and each rollout a minute.
+/// Modelled latencies for the slow parts: a kind create and each rollout a minute.
 fn minute_rollouts(h: &Harness) {
     for b in [
         Behaviour::KindCreate,

@@ -6,7 +6,6 @@ mod addons;
 pub(super) mod ocm;
 mod sets;
 
-pub(crate) use ocm::Bootstrap;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
@@ -162,14 +161,6 @@ pub(crate) enum Op {
     AgentIndex(String, String),
     /// Remember a minted token.
     Token(String, TokenInfo),
-    /// The simulation's member index of a set (`<hub>/<set>`): all members, or forget it.
-    SetIndex(String, Option<BTreeSet<String>>),
-    /// One cluster in or out of a set's member index.
-    SetMember {
-        key: String,
-        mc: String,
-        member: bool,
-    },
     /// A cluster-proxy tunnel (`<hub>/<managed cluster>`) connected or not.
     Tunnel(String, bool),
     /// The kubelet of node container `node` pulls `image` (recorded in the world's pulls).
@@ -198,11 +189,6 @@ impl Op {
             Op::Agent(c, a) => w.clusters.get(c).is_some_and(|c| &c.agent != a),
             Op::AgentIndex(k, v) => w.agents.get(k) != Some(v),
             Op::Token(t, _) => !w.tokens.contains_key(t),
-            Op::SetIndex(k, v) => w.set_index.get(k) != v.as_ref(),
-            Op::SetMember { key, mc, member } => w
-                .set_index
-                .get(key)
-                .is_some_and(|i| i.contains(mc) != *member),
             Op::Tunnel(k, up) => w.tunnels.contains(k) != *up,
             Op::Pull { node, image } => w.containers.get(node).is_some_and(|n| {
                 !n.images
@@ -243,23 +229,6 @@ impl Op {
             }
             Op::Token(t, info) => {
                 w.tokens.insert(t, info);
-            }
-            Op::SetIndex(k, v) => match v {
-                Some(v) => {
-                    w.set_index.insert(k, v);
-                }
-                None => {
-                    w.set_index.remove(&k);
-                }
-            },
-            Op::SetMember { key, mc, member } => {
-                if let Some(i) = w.set_index.get_mut(&key) {
-                    if member {
-                        i.insert(mc);
-                    } else {
-                        i.remove(&mc);
-                    }
-                }
             }
             Op::Tunnel(k, up) => {
                 // Nothing in the API changes (no status reports a tunnel): the hub's waiters are woken

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Controller, Op, Resync, Work, available_deployment, is_hub, mark, namespace_obj};
-use crate::apiserver::{self, Labelled as _, gk};
+use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
 use crate::faults::Behaviour;
 use crate::util::{self, set_condition};
@@ -491,8 +491,7 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
 /// use it (OCM-FACTS §1, §2.2, §9.1).
 fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
     let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
-    // Parsed once per distinct Secret content: the agent looks at it on every change of its cluster.
-    let boot = w.kubeconfigs.get_or_parse(data, parse_bootstrap)?;
+    let boot = parse_bootstrap(data)?;
     let (server, token) = (boot.server.as_str(), boot.token.as_str());
     // A cluster's own endpoint (an existing cluster's address) is reached from anywhere while it runs.
     let by_endpoint = w
@@ -1278,8 +1277,8 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
         }),
     ],
     resync: Resync::Hub(|w, c, q| {
-        for m in w.heads(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, m.name(), "");
+        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
+            q.add(c, util::name(m), "");
         }
     }),
     run: |w, k| hub_accept(w, k.cluster(), &k.key()[0]),

@@ -10,7 +10,7 @@ use super::{
     Controller, Op, Queue, Resync, Work, is_hub, mark, namespace_exists, owner_ref,
     profiles_enabled,
 };
-use crate::apiserver::{Labelled, gk};
+use crate::apiserver::gk;
 use crate::faults::Behaviour;
 use crate::util::{self, set_condition};
 use crate::world::{Change, ChangeKind, World};
@@ -28,15 +28,15 @@ fn s(x: &str) -> String {
 
 /// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
 /// missing selector matches everything.
-fn label_selector_matches(sel: Option<&Value>, obj: &(impl Labelled + ?Sized)) -> bool {
+fn label_selector_matches(sel: Option<&Value>, obj: &Value) -> bool {
     let Some(sel) = sel else { return true };
     let labels_ok = sel["matchLabels"]
         .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| obj.label(k) == v.as_str()));
+        .is_none_or(|m| m.iter().all(|(k, v)| util::label(obj, k) == v.as_str()));
     let exprs_ok = sel["matchExpressions"].as_array().is_none_or(|es| {
         es.iter().all(|e| {
             let key = e["key"].as_str().unwrap_or("");
-            let v = obj.label(key);
+            let v = util::label(obj, key);
             let values: Vec<&str> = e["values"]
                 .as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -55,8 +55,8 @@ fn label_selector_matches(sel: Option<&Value>, obj: &(impl Labelled + ?Sized)) -
 
 /// Set membership (OCM-FACTS §9.10): `ExclusiveClusterSetLabel` (the default) selects clusters labelled
 /// `cluster.open-cluster-management.io/clusterset=<set>`; `LabelSelector` its selector (`global`: all).
-pub(super) fn is_member(set: &Value, mc: &(impl Labelled + ?Sized)) -> bool {
-    if mc.deleting() {
+pub(super) fn is_member(set: &Value, mc: &Value) -> bool {
+    if mc["metadata"].get("deletionTimestamp").is_some() {
         return false;
     }
     let sel = &set["spec"]["clusterSelector"];
@@ -65,20 +65,19 @@ pub(super) fn is_member(set: &Value, mc: &(impl Labelled + ?Sized)) -> bool {
         .unwrap_or("ExclusiveClusterSetLabel")
     {
         "LabelSelector" => label_selector_matches(sel.get("labelSelector"), mc),
-        _ => mc.label(CLUSTERSET_LABEL) == Some(util::name(set)),
+        _ => util::label(mc, CLUSTERSET_LABEL) == Some(util::name(set)),
     }
 }
 
 fn members(w: &World, hub: &str, set: &Value) -> BTreeSet<String> {
-    w.heads(hub, gk::MANAGED_CLUSTER, None)
+    w.list(hub, gk::MANAGED_CLUSTER, None)
         .filter(|m| is_member(set, m))
-        .map(|m| s(m.name()))
+        .map(|m| s(util::name(m)))
         .collect()
 }
 
 /// ManagedClusterSet status (OCM-FACTS §4.1): `ClusterSetEmpty` with the number of clusters selected
-/// (fixtures/recorded/2-clusterprofiles/managedclusterset-*.yaml). Counts from scratch and refreshes the
-/// simulation's member index of the set.
+/// (fixtures/recorded/2-clusterprofiles/managedclusterset-*.yaml).
 pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
     let Some(set) = w.get(hub, gk::CLUSTER_SET, "", name) else {
         return Vec::new();
@@ -86,12 +85,7 @@ pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
     if !is_hub(w, hub) {
         return Vec::new();
     }
-    let all = members(w, hub, set);
-    let n = all.len();
-    vec![
-        Op::SetIndex(format!("{hub}/{name}"), Some(all)),
-        Op::Put(s(hub), with_count(set, n)),
-    ]
+    vec![Op::Put(s(hub), with_count(set, members(w, hub, set).len()))]
 }
 
 fn with_count(set: &Value, n: usize) -> Value {
@@ -114,33 +108,6 @@ fn with_count(set: &Value, n: usize) -> Value {
         );
     }
     new
-}
-
-/// The same for one cluster whose membership may have changed: O(log n) with the member index (a full
-/// count when the index is not there, e.g. after a load).
-pub(super) fn set_member(w: &World, hub: &str, name: &str, mc: &str) -> Vec<Op> {
-    let key = format!("{hub}/{name}");
-    let Some(index) = w.set_index.get(&key) else {
-        return set_status(w, hub, name);
-    };
-    let Some(set) = w.get(hub, gk::CLUSTER_SET, "", name) else {
-        return Vec::new();
-    };
-    if !is_hub(w, hub) {
-        return Vec::new();
-    }
-    let is = w
-        .get(hub, gk::MANAGED_CLUSTER, "", mc)
-        .is_some_and(|m| is_member(set, m));
-    let n = index.len() + usize::from(is) - usize::from(index.contains(mc));
-    vec![
-        Op::SetMember {
-            key,
-            mc: s(mc),
-            member: is,
-        },
-        Op::Put(s(hub), with_count(set, n)),
-    ]
 }
 
 /// A binding is `Bound=True` (ClusterSetBound) as soon as its set exists, else `Bound=False`
@@ -357,14 +324,14 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         {
             continue;
         }
-        for m in w.heads(hub, gk::MANAGED_CLUSTER, None) {
-            if is_member(set, &m)
+        for m in w.list(hub, gk::MANAGED_CLUSTER, None) {
+            if is_member(set, m)
                 && (predicates.is_empty()
                     || predicates
                         .iter()
-                        .any(|sel| label_selector_matches(Some(sel), &m)))
+                        .any(|sel| label_selector_matches(Some(sel), m)))
             {
-                selected.insert(s(m.name()));
+                selected.insert(s(util::name(m)));
             }
         }
     }
@@ -529,7 +496,6 @@ fn all_placements(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
 /// This file's controllers, in the order a reconcile runs their work.
 pub(super) static CONTROLLERS: &[&Controller] = &[
     &SET_STATUS,
-    &SET_MEMBER,
     &BINDING,
     &LIFECYCLE_NS,
     &LIFECYCLE_CLUSTER,
@@ -555,35 +521,26 @@ fn fail_set(w: &World, k: &Work, msg: &str) -> Vec<Op> {
 static SET_STATUS: Controller = Controller {
     name: "clusterset-status",
     behaviour: Behaviour::SetBinding,
-    watches: &[(gk::CLUSTER_SET, |_, ch, q| {
-        if !ch.kind.status_only() {
-            q.add(&ch.cluster, &ch.name, "");
-        }
-    })],
+    watches: &[
+        (gk::CLUSTER_SET, |_, ch, q| {
+            if !ch.kind.status_only() {
+                q.add(&ch.cluster, &ch.name, "");
+            }
+        }),
+        (gk::MANAGED_CLUSTER, |w, ch, q| {
+            if ch.kind.membership() {
+                for set in sets_changed(w, ch) {
+                    q.add(&ch.cluster, set, "");
+                }
+            }
+        }),
+    ],
     resync: Resync::Hub(|w, c, q| {
         for set in w.list(c, gk::CLUSTER_SET, None) {
             q.add(c, util::name(set), "");
         }
     }),
     run: |w, k| set_status(w, k.cluster(), &k.key()[0]),
-    fail: fail_set,
-};
-
-static SET_MEMBER: Controller = Controller {
-    name: "clusterset-member",
-    behaviour: Behaviour::SetBinding,
-    watches: &[(gk::MANAGED_CLUSTER, |w, ch, q| {
-        if ch.kind.membership() {
-            for set in sets_changed(w, ch) {
-                q.add(&ch.cluster, set, &ch.name);
-            }
-        }
-    })],
-    resync: Resync::Never,
-    run: |w, k| {
-        let [set, mc] = k.key();
-        set_member(w, k.cluster(), set, mc)
-    },
     fail: fail_set,
 };
 
@@ -702,8 +659,8 @@ static PROFILE_STATUS: Controller = Controller {
         }),
     ],
     resync: Resync::Hub(|w, c, q| {
-        for m in w.heads(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, m.name(), "");
+        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
+            q.add(c, util::name(m), "");
         }
     }),
     run: |w, k| profile_status(w, k.cluster(), &k.key()[0]),
