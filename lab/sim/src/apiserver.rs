@@ -269,12 +269,19 @@ impl Store {
 
     /// The first object of `gk` named `name`, in any namespace.
     pub fn find_named(&self, gk: &str, name: &str) -> Option<&Value> {
-        self.objects.get(gk)?.values().find_map(|by_name| by_name.get(name))
+        self.objects
+            .get(gk)?
+            .values()
+            .find_map(|by_name| by_name.get(name))
     }
 
     /// How many objects the store holds.
     pub fn len(&self) -> usize {
-        self.objects.values().flat_map(BTreeMap::values).map(BTreeMap::len).sum()
+        self.objects
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(BTreeMap::len)
+            .sum()
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
@@ -315,7 +322,11 @@ impl Store {
         self.objects
             .iter()
             .filter_map(|(gk, by_ns)| Some((gk, by_ns.get(ns)?)))
-            .flat_map(|(gk, by_name)| by_name.keys().map(move |n| (gk.clone(), ns.to_owned(), n.clone())))
+            .flat_map(|(gk, by_name)| {
+                by_name
+                    .keys()
+                    .map(move |n| (gk.clone(), ns.to_owned(), n.clone()))
+            })
             .collect()
     }
 
@@ -446,8 +457,16 @@ fn rejected(code: u16, message: String) -> KubeError {
 }
 
 pub(crate) fn unreachable(cluster: &str) -> KubeError {
-    KubeError::SimulatedUnreachable {
-        cluster: cluster.to_owned(),
+    // The kubelet's view of a stopped node's API server; the advice is the simulated lab's own.
+    KubeError::Hinted {
+        source: Box::new(KubeError::Unreachable {
+            server: format!("https://{cluster}-control-plane:6443"),
+            detail: "dial tcp: connect: connection refused".to_owned(),
+        }),
+        help: "this simulated cluster is stopped or gone in the simulated world (there is no container to \
+               inspect: it is a simulation); rebuild the simulated lab with `ocm-lab down --simulate`, then \
+               `ocm-lab up --simulate` (with the same `-t` as this command)"
+            .to_owned(),
     }
 }
 

@@ -23,6 +23,7 @@ mod certs;
 mod charts;
 mod controllers;
 mod engine;
+mod fail;
 mod faults;
 mod persist;
 mod userserver;

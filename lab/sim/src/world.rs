@@ -923,11 +923,7 @@ mod tests {
         // a node of cluster `a-b`).
         w.add_container("a-worker2", None, true);
         w.add_container("a-b-control-plane", None, true);
-        let looks: Vec<&str> = w
-            .look_alikes("a")
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
+        let looks: Vec<&str> = w.look_alikes("a").iter().map(|c| c.name.as_str()).collect();
         assert_eq!(looks, ["a-control-plane", "a-worker", "a-worker2", "stray"]);
         // Replaced without the label, then removed.
         w.add_container("stray", None, true);

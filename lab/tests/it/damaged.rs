@@ -73,10 +73,13 @@ fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
     let r = s.run(&["verify", "--simulate"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
-        r.stderr.contains("not reachable (simulated)"),
+        r.stderr.contains("connection refused")
+            && r.stderr
+                .contains("rebuild the simulated lab with `ocm-lab down --simulate`"),
         "{}",
         r.stderr
     );
+    assert!(!r.stderr.contains("docker start"), "{}", r.stderr);
     assert!(!r.stderr.contains("docker ps"), "{}", r.stderr);
     // Observed, not waited out: the stopped node container makes the failure permanent at once.
     assert!(

@@ -37,8 +37,8 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use super::{
-    ContainerRuntime, Failure, LookAlike, NetworkRemoval, NodeContainer, SimulatedFault,
-    Transience, is_kind_node_name,
+    ContainerRuntime, Failure, LookAlike, NetworkRemoval, NodeContainer, Transience,
+    is_kind_node_name,
 };
 
 type Result<T, E = DockerError> = std::result::Result<T, E>;
@@ -161,8 +161,6 @@ pub enum DockerError {
         image: String,
         source: Box<DockerError>,
     },
-    #[error(transparent)]
-    Simulated(#[from] SimulatedFault),
 }
 
 impl Failure for DockerError {
@@ -174,7 +172,6 @@ impl Failure for DockerError {
             DockerError::Timeout { .. }
             | DockerError::SysctlTimeout { .. }
             | DockerError::NetworkRace { .. } => Transience::Transient,
-            DockerError::Simulated(f) => f.transience,
             _ => Transience::Permanent,
         }
     }
@@ -199,7 +196,6 @@ impl Failure for DockerError {
             DockerError::NodeImageMissing { image, .. } => format!("the bundle's archive of {image} names another reference or lost its digest (a `docker load`ed image can lose the digest it was pulled by): on a machine with network access run `docker pull {image}`, make the bundle again (`ocm-lab bundle save`), then run `up --bundle` again"),
             DockerError::BundleRefused { .. } => "make the bundle again (`ocm-lab bundle save`) or copy it again from where it was made".to_owned(),
             DockerError::ForeignRegistry { name, .. } => format!("if nothing uses it, remove it (`docker rm -f {name}`); otherwise set `spec.registry.local: false` in the topology"),
-            DockerError::Simulated(f) => return f.help.clone(),
             _ => return None,
         })
     }

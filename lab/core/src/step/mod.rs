@@ -182,7 +182,6 @@ impl RunCtx {
         KubeError::ClusterDown {
             source: Box::new(e),
             stopped_node,
-            simulated: self.backends.simulated,
         }
     }
 

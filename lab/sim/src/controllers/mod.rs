@@ -6,7 +6,6 @@ mod addons;
 pub(super) mod ocm;
 mod sets;
 
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
 
