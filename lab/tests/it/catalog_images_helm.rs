@@ -44,18 +44,9 @@ fn the_catalog_image_table_matches_helm_template_of_the_real_charts() {
         }
         let lab = crate::common::lab(name);
         for chart in crate::common::plan(&lab).charts() {
-            let table: BTreeSet<String> =
-                ocm_lab::topology::catalog::chart_images(chart.chart, &chart.version)
-                    .expect("the catalog knows every pinned chart")
-                    .iter()
-                    .map(|i| {
-                        format!(
-                            "{}:{}",
-                            i.repository,
-                            ocm_lab::topology::catalog::ChartImage::tag(&chart.version)
-                        )
-                    })
-                    .collect();
+            let table =
+                ocm_lab::topology::catalog::chart_image_references(chart.chart, &chart.version)
+                    .expect("the catalog knows every pinned chart");
             let key = (chart.chart.name().to_owned(), chart.version.clone());
             assert_eq!(
                 rendered.get(&key),

@@ -223,18 +223,9 @@ fn the_catalog_image_table_matches_the_simulated_chart_models() {
                 .flat_map(ocm_lab::images::images_in)
                 .map(|(image, _)| image)
                 .collect();
-            let table: BTreeSet<String> =
-                ocm_lab::topology::catalog::chart_images(chart.chart, &chart.version)
-                    .expect("the catalog knows every pinned chart's images")
-                    .iter()
-                    .map(|i| {
-                        format!(
-                            "{}:{}",
-                            i.repository,
-                            ocm_lab::topology::catalog::ChartImage::tag(&chart.version)
-                        )
-                    })
-                    .collect();
+            let table =
+                ocm_lab::topology::catalog::chart_image_references(chart.chart, &chart.version)
+                    .expect("the catalog knows every pinned chart's images");
             assert_eq!(
                 modelled, table,
                 "topology {name}: {} {}",
