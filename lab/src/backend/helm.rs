@@ -24,7 +24,8 @@
 //! - With the chart cache ([`Helm::with_chart_cache`], which `up`, `reset` and `plan` use), `<chart> --repo …
 //!   --version …` is replaced by the cached, verified `<cache>/charts/<repo-host>/<name>-<version>.tgz`
 //!   (`backend::chart_cache`): the repository is reached once per chart version, never again.
-//! - `helm list --all --filter ^<release>$ -n <ns> -o json`, `helm get values <release> -n <ns> -o json`
+//! - `helm list [--all] --filter ^<release>$ -n <ns> -o json` (`--all` for Helm 3 only: Helm 4 lists
+//!   every status by default and refuses the flag, [`list_args`]), `helm get values <release> -n <ns> -o json`
 //! - `helm upgrade` also gets `--labels ocm-lab.open-cluster-management.io/lab=<lab>` (Helm ≥ 3.13),
 //!   and `helm uninstall <release> -n <ns>` runs only when `helm list --selector` with that label
 //!   finds the release: a release of the same name that the lab did not install is left alone.
@@ -241,21 +242,7 @@ impl Helm {
         selector: Option<String>,
     ) -> Result<Vec<Listed>> {
         let what = format!("list Helm release `{name}` in namespace `{namespace}`");
-        let mut args: Vec<String> = vec![
-            "list".into(),
-            "--all".into(),
-            "--filter".into(),
-            format!("^{name}$"),
-        ];
-        if let Some(selector) = selector {
-            args.extend(["--selector".into(), selector]);
-        }
-        args.extend([
-            "--namespace".into(),
-            namespace.to_owned(),
-            "--output".into(),
-            "json".into(),
-        ]);
+        let args = list_args(self.tool.version.major, name, namespace, selector);
         let out = self.run_plain(args, target).await?;
         if !out.status.success() {
             return Err(HelmError::Release {
@@ -287,6 +274,30 @@ pub fn target_args(t: &HelmTarget) -> Vec<String> {
         "--kube-context".into(),
         t.context.clone(),
     ]
+}
+
+/// `helm list` arguments for the release `name` in `namespace` in any status, narrowed to `selector`'s
+/// labels when given. Helm 3 lists only deployed and failed releases unless given `--all`; Helm 4 lists
+/// every status by default and has no `--all` (cobra fails the command with `unknown flag: --all`):
+/// helm/helm v3.20.2 `cmd/helm/list.go` defines `-a/--all`, v4.0.0 and later `pkg/cmd/list.go` do not,
+/// and their `pkg/action/list.go` `SetStateMask` defaults to `ListDeployed | ListFailed` (v3) and
+/// `ListAll` (v4).
+pub fn list_args(major: u64, name: &str, namespace: &str, selector: Option<String>) -> Vec<String> {
+    let mut args: Vec<String> = vec!["list".into()];
+    if major < 4 {
+        args.push("--all".into());
+    }
+    args.extend(["--filter".into(), format!("^{name}$")]);
+    if let Some(selector) = selector {
+        args.extend(["--selector".into(), selector]);
+    }
+    args.extend([
+        "--namespace".into(),
+        namespace.to_owned(),
+        "--output".into(),
+        "json".into(),
+    ]);
+    args
 }
 
 /// The post-renderer flags for Helm `major` (3: an executable path; 4: a plugin name, with

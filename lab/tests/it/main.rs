@@ -11,6 +11,7 @@ mod cli_conventions;
 mod cli_sim;
 mod common;
 mod contention;
+mod contracts;
 mod converge;
 mod crash;
 mod crdschema;
