@@ -54,9 +54,23 @@ post_render() {
       if grep -q "^name: \"$pr\"" "$f" && grep -q '^type: postrenderer/v1' "$f" && grep -q '^apiVersion: v1' "$f"; then found="$f"; fi
     done
     if [ -z "$found" ]; then echo "Error: plugin: {Name:$pr Type:postrenderer/v1} not found" >&2; exit 1; fi
-    cmd=$(sed -n 's/^ *- command: "\(.*\)"$/\1/p' "$found")
+    raw=$(sed -n 's/^ *- command: "\(.*\)"$/\1/p' "$found")
     first=$(sed -n 's/^ *args: \["\(.*\)"\]$/\1/p' "$found")
-    set -- "$first"
+    # Helm 4 splits the command on spaces, then expands `$VAR` / `${VAR}` in each part from its own
+    # environment (helm v4 internal/plugin/subprocess_commands.go PrepareCommands).
+    expand() {
+      case "$1" in
+        '${'*'}') n=${1#??}; n=${n%?}; eval "printf '%s' \"\${$n}\"" ;;
+        '$'*) n=${1#?}; eval "printf '%s' \"\${$n}\"" ;;
+        *) printf '%s' "$1" ;;
+      esac
+    }
+    cmd=$(expand "${raw%% *}")
+    set -f
+    set --
+    case "$raw" in *' '*) for part in ${raw#* }; do set -- "$@" "$(expand "$part")"; done ;; esac
+    set +f
+    set -- "$@" "$first"
   else
     case "$pr" in /*) ;; *) echo "Error: unable to find binary at $pr" >&2; exit 1 ;; esac
     cmd="$pr"
@@ -355,6 +369,41 @@ async fn helm3_runs_ocm_lab_as_its_post_renderer_path() {
 async fn helm4_runs_ocm_lab_through_a_post_renderer_plugin() {
     for version in HELM_VERSIONS.iter().copied().filter(|v| v.starts_with('4')) {
         patches_through_the_post_renderer(version).await;
+    }
+}
+
+/// ocm-lab installed under a folder whose name has a space (a macOS home folder) is still Helm's
+/// post-renderer: Helm 3 runs the path as one argument; Helm 4 splits a plugin's command on spaces, so
+/// the plugin names the binary through a variable instead of the path.
+#[tokio::test]
+async fn ocm_lab_under_a_path_with_a_space_still_post_renders() {
+    for version in HELM_VERSIONS {
+        let mut s = StandIn::new(version, None);
+        let folder = s.dir.path().join("Application Support");
+        std::fs::create_dir_all(&folder).unwrap();
+        let exe = folder.join("ocm-lab");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocm-lab"), &exe).unwrap();
+        s.helm = Helm::new(
+            s.helm.tool().clone(),
+            PostRenderer {
+                exe: exe.clone(),
+                chart_patches: None,
+                plugins_dir: folder.join("helm-plugins"),
+            },
+        );
+        let rendered = s
+            .helm
+            .template(&chart_plan(), &json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("helm {version}: {e}"));
+        assert!(
+            rendered.objects[0]
+                .pointer("/spec/proxyAgent/additionalValues")
+                .is_none(),
+            "helm {version}: not patched"
+        );
+        let argv = s.file("pr-argv");
+        assert_eq!(argv.lines().next(), Some(exe.to_str().unwrap()), "helm {version}");
     }
 }
 
