@@ -38,6 +38,8 @@ Environment variables:
   XDG_CACHE_HOME          See OCM_LAB_CACHE_DIR.
   OCM_LAB_CRASH_POINT     For ocm-lab's own crash tests only: SIGKILL itself after the
                           n-th finished step.
+  OCM_LAB_POST_RENDERER   Not read: set by ocm-lab for the helm it runs, the path of ocm-lab
+                          that Helm 4 runs as the chart post-renderer.
 
 Exit codes:
   0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).

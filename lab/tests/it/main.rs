@@ -6,6 +6,7 @@ mod bundle;
 mod bundle_cmd;
 mod bundle_files;
 mod chart_cache;
+mod ci_config;
 mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
