@@ -133,6 +133,9 @@ pub enum DockerError {
         code: i64,
         output: String,
     },
+    /// The node's `containerd config dump` names no snapshotter where kind reads it.
+    #[error("cannot tell the containerd snapshotter of node {node} from `containerd config dump`: {detail}")]
+    NodeSnapshotterUnknown { node: String, detail: String },
     /// After importing a bundle's archive into a node, containerd does not hold the reference the
     /// charts ask for (the archive names another, or lost the digest): the kubelet would pull it.
     #[error(
@@ -195,6 +198,7 @@ impl Failure for DockerError {
             DockerError::PullFailed { image, .. } => format!("the local registry needs {image}: pull it where a registry is reachable (`docker pull {image}`), or `docker load` it from a saved archive"),
             DockerError::NotInEngine { image, .. } => format!("`docker pull {image}` where a registry is reachable, then save the bundle again"),
             DockerError::NodeImportFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`) with free space (`docker exec {node} df -h /`), then run `up --bundle` again"),
+            DockerError::NodeSnapshotterUnknown { node, .. } => format!("check that {node} is a node of a kind release ocm-lab supports (`docker exec {node} containerd config dump` shows its containerd configuration)"),
             DockerError::NodeCommandFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`); `docker exec {node} crictl info` shows its containerd"),
             DockerError::NodeImageMissing { image, .. } => format!("the bundle's archive of {image} names another reference or lost its digest (a `docker load`ed image can lose the digest it was pulled by): on a machine with network access run `docker pull {image}`, make the bundle again (`ocm-lab bundle save`), then run `up --bundle` again"),
             DockerError::BundleRefused { .. } => "make the bundle again (`ocm-lab bundle save`) or copy it again from where it was made".to_owned(),
