@@ -517,6 +517,7 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
                 .context(format_args!("writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}"))
         })?;
         changed = true;
+        restart_waiting_agent(ctx, spoke.as_ref()).await?;
     }
 
     ctx.progress(format!("waiting for ManagedCluster {name} on the hub"));
@@ -531,6 +532,38 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
             ("hubServer", json!(server)),
         ]),
     ))
+}
+
+/// The label of the registration agent's pods (ocm `manifests/klusterlet/management/
+/// klusterlet-registration-deployment.yaml`: `app: klusterlet-registration-agent`).
+const REGISTRATION_AGENT_PODS: &str = "app=klusterlet-registration-agent";
+
+/// Restarts the registration agent's pods still waiting for the bootstrap Secret. `ocm.klusterlet` installs
+/// the agent before `ocm.join` can write its Secret (which needs the hub), and the pod mounts the Secret as a
+/// non-optional volume: it waits in Pending while the kubelet retries the mount with a backoff that doubles
+/// from 500 ms to 2 min 2 s (kubernetes/kubernetes
+/// `pkg/util/goroutinemap/exponentialbackoff/exponential_backoff.go`), so the join could start up to two
+/// minutes after the Secret. A Pending pod is deleted once the Secret is in place: its ReplicaSet starts
+/// one that mounts the Secret at once. A running pod is left alone (it reads a changed Secret itself).
+async fn restart_waiting_agent(
+    ctx: &StepCtx<'_>,
+    spoke: &dyn ClusterApi,
+) -> Result<(), ActionError> {
+    let pods = spoke
+        .list("v1", "Pod", Some(AGENT_NS), Some(REGISTRATION_AGENT_PODS))
+        .await?;
+    for pod in pods.iter().filter(|p| p["status"]["phase"] == "Pending") {
+        let Some(name) = pod["metadata"]["name"].as_str() else {
+            continue;
+        };
+        ctx.progress(format!(
+            "restarting pod {AGENT_NS}/{name}, which waited for the bootstrap Secret"
+        ));
+        spoke
+            .delete(&ObjectRef::new("v1", "Pod", Some(AGENT_NS), name))
+            .await?;
+    }
+    Ok(())
 }
 
 async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, ActionError> {
