@@ -41,6 +41,7 @@ mod plan;
 mod plan_charts;
 mod preflight;
 mod quiet_output;
+mod real_tools;
 mod recorded_objects;
 mod registry;
 mod resume;
