@@ -156,7 +156,9 @@ pub enum DockerError {
         got: Option<String>,
     },
     /// The node's `containerd config dump` names no snapshotter where kind reads it.
-    #[error("cannot tell the containerd snapshotter of node {node} from `containerd config dump`: {detail}")]
+    #[error(
+        "cannot tell the containerd snapshotter of node {node} from `containerd config dump`: {detail}"
+    )]
     NodeSnapshotterUnknown { node: String, detail: String },
     /// After importing a bundle's archive into a node, containerd does not hold the reference the
     /// charts ask for (the archive names another, or lost the digest): the kubelet would pull it.
@@ -1072,7 +1074,8 @@ impl Docker {
     /// Tags `image` as `name` (`<repository>:<tag>`), as `docker tag` does.
     pub async fn tag_image(&self, image: &str, name: &str) -> Result<()> {
         let (repository, tag, _) = super::split_reference(name);
-        let mut options = bollard::query_parameters::TagImageOptionsBuilder::default().repo(&repository);
+        let mut options =
+            bollard::query_parameters::TagImageOptionsBuilder::default().repo(&repository);
         if let Some(tag) = &tag {
             options = options.tag(tag);
         }

@@ -94,7 +94,10 @@ fn flag(long: &'static str, short: Option<char>, takes_value: bool, cite: &str) 
 /// # Panics
 /// On a version that is not in [`HELM_VERSIONS`].
 pub fn helm(version: &'static str) -> Contract {
-    assert!(HELM_VERSIONS.contains(&version), "no helm contract for {version}");
+    assert!(
+        HELM_VERSIONS.contains(&version),
+        "no helm contract for {version}"
+    );
     let major4 = version.starts_with('4');
     // Helm 4 moved the commands from `cmd/helm` to `pkg/cmd`.
     let at = |file: &str| {
@@ -192,7 +195,10 @@ pub fn helm(version: &'static str) -> Contract {
 /// # Panics
 /// On a version that is not in [`KIND_VERSIONS`].
 pub fn kind(version: &'static str) -> Contract {
-    assert!(KIND_VERSIONS.contains(&version), "no kind contract for {version}");
+    assert!(
+        KIND_VERSIONS.contains(&version),
+        "no kind contract for {version}"
+    );
     let at = |file: &str| format!("kubernetes-sigs/kind@v{version}:pkg/cmd/kind/{file}");
     let create = at("create/cluster/createcluster.go");
     let delete = at("delete/cluster/deletecluster.go");
@@ -416,7 +422,11 @@ mod tests {
             let list = c.command(&["list"]).unwrap();
             let has = list.flags.iter().any(|f| f.long == "all");
             assert_eq!(has, v.starts_with('3'), "{v}");
-            assert!(list.cite.starts_with(&format!("helm/helm@v{v}:")), "{}", list.cite);
+            assert!(
+                list.cite.starts_with(&format!("helm/helm@v{v}:")),
+                "{}",
+                list.cite
+            );
         }
     }
 

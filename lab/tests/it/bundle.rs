@@ -332,7 +332,9 @@ async fn a_node_image_loads_under_its_tag_into_an_engine_lacking_it_and_its_iden
 #[test]
 fn a_pinned_image_is_saved_by_its_tag_which_docker_load_keeps() {
     assert_eq!(
-        bundle::save_name("kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5"),
+        bundle::save_name(
+            "kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5"
+        ),
         "kindest/node:v1.36.1"
     );
     assert_eq!(bundle::save_name("registry:3"), "registry:3");

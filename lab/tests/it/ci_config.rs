@@ -28,7 +28,12 @@ fn github_ci_runs_the_projects_ci_script() {
         );
     }
     let script = std::fs::read_to_string(root().join(".ci/run")).unwrap();
-    for check in ["actionlint", "check-action.py", "check-pipefail.py", "cargo test"] {
+    for check in [
+        "actionlint",
+        "check-action.py",
+        "check-pipefail.py",
+        "cargo test",
+    ] {
         assert!(script.contains(check), ".ci/run lost {check}");
     }
 }

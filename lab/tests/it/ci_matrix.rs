@@ -142,8 +142,11 @@ fn runner_cpus_and_disk_leave_out_what_the_runner_cannot_run_and_say_what_went_u
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("default      1.36.1     left out: disk: 3 kind clusters take about 7168 MiB")
-            && r.stdout.contains("not checked, not given: memory (--runner-memory), CPU (--runner-cpus)"),
+        r.stdout.contains(
+            "default      1.36.1     left out: disk: 3 kind clusters take about 7168 MiB"
+        ) && r
+            .stdout
+            .contains("not checked, not given: memory (--runner-memory), CPU (--runner-cpus)"),
         "{}",
         r.stdout
     );
@@ -199,7 +202,8 @@ fn a_bad_runner_memory_or_one_nothing_fits_in_is_an_input_error_that_says_what_t
         r.stdout
     );
     assert!(
-        r.stderr.contains("no combination of the matrix fits in the runner")
+        r.stderr
+            .contains("no combination of the matrix fits in the runner")
             && r.stderr.contains("`minimal`, lacks memory")
             && r.stderr.contains("3072 MiB (1536 MiB each)")
             && r.stderr.contains("--runner-memory 16GB"),

@@ -79,7 +79,10 @@ fn helm_stand_ins_refuse_missing_values_and_arguments_in_helms_words() {
         );
         assert_eq!(
             c.run(&["list", "stray"]),
-            Err("Error: \"helm list\" accepts no arguments\n\nUsage:  helm list [flags]\n".to_owned())
+            Err(
+                "Error: \"helm list\" accepts no arguments\n\nUsage:  helm list [flags]\n"
+                    .to_owned()
+            )
         );
         assert_eq!(
             c.run(&["uninstall", "--namespace", "ns"]),
@@ -173,11 +176,19 @@ fn helm_command_lines(major: u64, dir: &Path) -> Vec<Vec<String>> {
         lines.push(list);
     }
     lines.push(
-        ["get", "values", "cluster-manager", "--namespace", "ns", "--output", "json"]
-            .map(str::to_owned)
-            .into_iter()
-            .chain(target.clone())
-            .collect(),
+        [
+            "get",
+            "values",
+            "cluster-manager",
+            "--namespace",
+            "ns",
+            "--output",
+            "json",
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(target.clone())
+        .collect(),
     );
     lines.push(
         ["uninstall", "cluster-manager", "--namespace", "ns"]

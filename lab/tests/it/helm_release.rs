@@ -403,7 +403,11 @@ async fn ocm_lab_under_a_path_with_a_space_still_post_renders() {
             "helm {version}: not patched"
         );
         let argv = s.file("pr-argv");
-        assert_eq!(argv.lines().next(), Some(exe.to_str().unwrap()), "helm {version}");
+        assert_eq!(
+            argv.lines().next(),
+            Some(exe.to_str().unwrap()),
+            "helm {version}"
+        );
     }
 }
 

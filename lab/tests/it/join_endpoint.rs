@@ -187,7 +187,9 @@ fn loopback_hub(dir: &std::path::Path, server: &str, cluster_info: bool) -> Harn
         "existing: {{kubeconfig: {}, context: their-hub}}",
         kubeconfig.display()
     ));
-    let lab = ocm_lab::topology::load_str("t.yaml", &lab_text).unwrap().lab;
+    let lab = ocm_lab::topology::load_str("t.yaml", &lab_text)
+        .unwrap()
+        .lab;
     let h = Harness::new(lab);
     h.sim.with_world(|w| {
         w.add_foreign_cluster("hub");
@@ -214,7 +216,11 @@ fn loopback_hub(dir: &std::path::Path, server: &str, cluster_info: bool) -> Harn
 /// machine): its spokes join at its cluster-info's address instead, as OCM's recipe for kind hubs does.
 #[tokio::test(start_paused = true)]
 async fn spokes_of_an_existing_hub_at_a_loopback_address_join_at_its_cluster_info() {
-    for server in ["https://127.0.0.1:40123", "https://localhost:6443", "https://[::1]:6443"] {
+    for server in [
+        "https://127.0.0.1:40123",
+        "https://localhost:6443",
+        "https://[::1]:6443",
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let h = loopback_hub(dir.path(), server, true);
         let (res, _) = h.run("up").await;
@@ -239,7 +245,9 @@ async fn an_existing_hub_at_a_loopback_address_without_cluster_info_is_refused_i
     assert_eq!(step, "preflight", "{}", failure(&res));
     assert!(e.message.contains("127.0.0.1:40123"), "{}", e.message);
     assert!(
-        e.help.unwrap_or_default().contains("spec.hub.existing.joinEndpoint"),
+        e.help
+            .unwrap_or_default()
+            .contains("spec.hub.existing.joinEndpoint"),
         "{}",
         e.message
     );

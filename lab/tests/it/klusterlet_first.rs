@@ -100,8 +100,16 @@ async fn the_join_restarts_a_registration_pod_that_waited_for_the_bootstrap_secr
     };
     h.sim.with_world(|w| {
         for p in [
-            pod("registration-waiting", "klusterlet-registration-agent", "Pending"),
-            pod("registration-running", "klusterlet-registration-agent", "Running"),
+            pod(
+                "registration-waiting",
+                "klusterlet-registration-agent",
+                "Pending",
+            ),
+            pod(
+                "registration-running",
+                "klusterlet-registration-agent",
+                "Running",
+            ),
             pod("other-waiting", "something-else", "Pending"),
         ] {
             w.put_object("cluster1", p).unwrap();
@@ -112,7 +120,11 @@ async fn the_join_restarts_a_registration_pod_that_waited_for_the_bootstrap_secr
     assert!(r.ok, "{:?}", r.failed);
     let spoke = h.sim.api("cluster1");
     let mut left = Vec::new();
-    for name in ["registration-waiting", "registration-running", "other-waiting"] {
+    for name in [
+        "registration-waiting",
+        "registration-running",
+        "other-waiting",
+    ] {
         if spoke
             .get(&ObjectRef::new("v1", "Pod", Some(ns), name))
             .await

@@ -733,10 +733,17 @@ async fn every_kind_command_line_passes_every_kind_the_catalog_picks() {
             .on("get-clusters", "hub\n", "", 0)
             .on("delete-cluster", "", "", 0)
             .on("get-kubeconfig", &fixture("kind-get-kubeconfig.out"), "", 0)
-            .on("version-", &contracts::kind(version).version_stdout(), "", 0);
+            .on(
+                "version-",
+                &contracts::kind(version).version_stdout(),
+                "",
+                0,
+            );
         let tool = shim.tool(ToolName::Kind, version);
         assert_eq!(
-            tools::probe(ToolName::Kind, &shim.path).unwrap().to_string(),
+            tools::probe(ToolName::Kind, &shim.path)
+                .unwrap()
+                .to_string(),
             *version
         );
         let kind = Kind::new(tool);

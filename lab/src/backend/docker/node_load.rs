@@ -309,20 +309,21 @@ pub fn parse_snapshotter(dump: &str) -> Result<String, String> {
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
         match path.as_slice() {
             ["version"] => version = value.parse::<i64>().ok(),
-            ["plugins", "io.containerd.grpc.v1.cri", "containerd", "snapshotter"] => {
-                v2 = toml_string(value)
-            }
+            [
+                "plugins",
+                "io.containerd.grpc.v1.cri",
+                "containerd",
+                "snapshotter",
+            ] => v2 = toml_string(value),
             ["plugins", "io.containerd.cri.v1.images", "snapshotter"] => v3 = toml_string(value),
             _ => {}
         }
     }
     match version {
-        Some(2) => v2.ok_or_else(|| {
-            "failed to detect containerd snapshotter (config version 2)".to_owned()
-        }),
-        Some(n @ (3 | 4)) => v3.ok_or_else(|| {
-            format!("failed to detect containerd snapshotter (config version {n})")
-        }),
+        Some(2) => v2
+            .ok_or_else(|| "failed to detect containerd snapshotter (config version 2)".to_owned()),
+        Some(n @ (3 | 4)) => v3
+            .ok_or_else(|| format!("failed to detect containerd snapshotter (config version {n})")),
         Some(n) => Err(format!(
             "unknown containerd config version: {n} (supported versions: 2, 3 and 4)"
         )),
