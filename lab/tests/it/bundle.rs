@@ -288,7 +288,7 @@ async fn a_node_image_loads_under_its_tag_into_an_engine_lacking_it_and_its_iden
         .await
         .unwrap();
     assert_eq!(manifest.items[0].image_id.as_deref(), Some(id.as_str()));
-    assert_eq!(saved_repo_tags(&out), [image.name.clone()]);
+    assert_eq!(saved_repo_tags(&out), std::slice::from_ref(&image.name));
 
     // An engine that lacks the image: removed whole, not just untagged.
     d.client()
