@@ -38,6 +38,8 @@ Environment variables:
   XDG_CACHE_HOME          See OCM_LAB_CACHE_DIR.
   OCM_LAB_CRASH_POINT     For ocm-lab's own crash tests only: SIGKILL itself after the
                           n-th finished step.
+  OCM_LAB_POST_RENDERER   Not read: set by ocm-lab for the helm it runs, the path of ocm-lab
+                          that Helm 4 runs as the chart post-renderer.
 
 Exit codes:
   0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).
@@ -595,6 +597,14 @@ pub struct CiMatrixArgs {
     /// runner has 16 GB in public repositories. Default: leave nothing out.
     #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
     pub runner_memory: Option<u64>,
+    /// The runner's CPUs (GitHub's standard Linux runner has 4 in public repositories). Default: not
+    /// checked.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub runner_cpus: Option<u64>,
+    /// The runner's free disk, as `--runner-memory` takes sizes (GitHub's standard Linux runner has
+    /// 14 GB of SSD). Default: not checked.
+    #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
+    pub runner_disk: Option<u64>,
     /// Output format (JSON, on one line, is what `$GITHUB_OUTPUT` takes).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Json)]
     pub output: Output,

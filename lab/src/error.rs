@@ -123,20 +123,15 @@ pub enum Error {
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
     #[error(
-        "no combination of the matrix fits in the runner's {runner_mib} MiB: the smallest, `{smallest}`, needs {need_mib} MiB ({clusters} kind clusters)"
+        "no combination of the matrix fits in the runner: the smallest, `{smallest}`, lacks {short}"
     )]
     #[diagnostic(
         code(ocm_lab::ci::nothing_fits),
         help(
-            "give the runner's real memory (`--runner-memory 16GB` for GitHub's standard Linux runner), or a topology with fewer kind clusters (`-t minimal`)"
+            "give the runner's real size (`--runner-memory 16GB --runner-cpus 4 --runner-disk 14GB` for GitHub's standard Linux runner), or a topology with fewer kind clusters (`-t minimal`)"
         )
     )]
-    CiNothingFits {
-        runner_mib: u64,
-        smallest: String,
-        need_mib: u64,
-        clusters: usize,
-    },
+    CiNothingFits { smallest: String, short: String },
     /// `__post-render` (run by Helm) could not patch the manifests; Helm stops the install.
     #[error("ocm-lab post-renderer: {0}")]
     #[diagnostic(code(ocm_lab::post_render))]

@@ -562,7 +562,10 @@ fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
         ),
         ("workshop-exercises.md", "ocm-lab reset -t workshop"),
         ("e2e.yml", "ocm-lab down -t ${{ matrix.topology }}"),
-        ("e2e.yml", "ocm-lab ci matrix --runner-memory 16GB"),
+        (
+            "e2e.yml",
+            "ocm-lab ci matrix --runner-memory 16GB --runner-cpus 4 --runner-disk 14GB",
+        ),
     ] {
         assert!(
             commands

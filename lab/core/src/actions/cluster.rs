@@ -21,6 +21,8 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
         .collect();
     // Existing clusters: OCM someone else installed is refused unless adopted (reads only).
     let adopted = super::adopt::check(ctx).await?;
+    // An existing hub its spokes could not reach is refused now, not after their joins time out.
+    super::ocm::check_join_endpoint(ctx).await?;
     let adopted = json!(
         adopted
             .iter()

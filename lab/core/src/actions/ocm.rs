@@ -167,7 +167,11 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
 /// server). A kind hub: `kube-public/cluster-info` (what `clusteradm join --force-internal-endpoint-lookup`
 /// reads, OCM-FACTS §1), else kind's `<hub>-control-plane:6443`. An existing hub: its `existing.joinEndpoint`;
 /// without one, the server of its context in its kubeconfig (the address the lab itself reaches it at),
-/// else its cluster-info (OCM-FACTS §10: cluster-info exists only on kubeadm clusters).
+/// else its cluster-info (OCM-FACTS §10: cluster-info exists only on kubeadm clusters). A context server
+/// on a loopback address (a kind hub's `https://127.0.0.1:<port>`) is this machine's port forward, which
+/// no spoke pod reaches: then cluster-info's server, as OCM's own recipe for kind hubs reads it
+/// (`clusteradm join --force-internal-endpoint-lookup`), or, without a usable one, an error naming
+/// `joinEndpoint` ([`loopback_join_error`]).
 async fn hub_endpoint(
     ctx: &StepCtx<'_>,
     hub: &dyn ClusterApi,
@@ -200,7 +204,18 @@ async fn hub_endpoint(
             return Ok((url.clone(), ca));
         }
         if let Some((server, ca)) = own {
-            return Ok((server, ca.or(info_ca)));
+            if !is_loopback_url(&server) {
+                return Ok((server, ca.or(info_ca)));
+            }
+            return match from_info {
+                Some((info, info_ca)) if !is_loopback_url(&info) => {
+                    ctx.progress(format!(
+                        "the existing hub's context server {server} is a loopback address its spokes cannot reach: they join at its cluster-info's {info}"
+                    ));
+                    Ok((info, info_ca.or(ca)))
+                }
+                _ => Err(loopback_join_error(&lab.hub.cluster.name, &server)),
+            };
         }
         return from_info.ok_or_else(|| {
             ActionError::permanent(
@@ -224,6 +239,47 @@ async fn hub_endpoint(
         .with_help("set `spec.hub.existing.joinEndpoint`, or publish kube-public/cluster-info")
     })?;
     Ok((server, hub_ca(ctx).await))
+}
+
+/// Whether `url`'s host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`): on this machine only.
+pub fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// An existing hub whose only known address is a loopback one: the spokes would time out joining it.
+fn loopback_join_error(hub: &str, server: &str) -> ActionError {
+    ActionError::permanent(format!(
+        "the existing hub `{hub}` is reached at {server}, a loopback address no spoke pod reaches, and it has no kube-public/cluster-info naming another"
+    ))
+    .with_help("set `spec.hub.existing.joinEndpoint` to the hub API server URL its spokes reach (for a kind hub: `https://<name>-control-plane:6443`)")
+}
+
+/// `lab.preflight`'s check of the join endpoint: an existing hub without `joinEndpoint` whose kubeconfig
+/// context server is a loopback address and whose cluster-info names none other is refused before
+/// anything is created, instead of its spokes timing out.
+pub async fn check_join_endpoint(ctx: &StepCtx<'_>) -> Result<(), ActionError> {
+    let lab = &ctx.run.lab;
+    let hub = &lab.hub.cluster;
+    if !matches!(hub.provider, Provider::Existing { .. }) || hub.internal_endpoint.is_some() {
+        return Ok(());
+    }
+    let Some((server, _)) = hub_context_server(ctx).await else {
+        return Ok(());
+    };
+    if !is_loopback_url(&server) {
+        return Ok(());
+    }
+    let api = ctx.run.api(&hub.name).await?;
+    hub_endpoint(ctx, api.as_ref()).await.map(|_| ())
 }
 
 /// The hub CA from the lab's own kubeconfig for a kind hub (kind embeds it). Read per spoke join, so not
@@ -461,6 +517,7 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
                 .context(format_args!("writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}"))
         })?;
         changed = true;
+        restart_waiting_agent(ctx, spoke.as_ref()).await?;
     }
 
     ctx.progress(format!("waiting for ManagedCluster {name} on the hub"));
@@ -475,6 +532,38 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
             ("hubServer", json!(server)),
         ]),
     ))
+}
+
+/// The label of the registration agent's pods (ocm `manifests/klusterlet/management/
+/// klusterlet-registration-deployment.yaml`: `app: klusterlet-registration-agent`).
+const REGISTRATION_AGENT_PODS: &str = "app=klusterlet-registration-agent";
+
+/// Restarts the registration agent's pods still waiting for the bootstrap Secret. `ocm.klusterlet` installs
+/// the agent before `ocm.join` can write its Secret (which needs the hub), and the pod mounts the Secret as a
+/// non-optional volume: it waits in Pending while the kubelet retries the mount with a backoff that doubles
+/// from 500 ms to 2 min 2 s (kubernetes/kubernetes
+/// `pkg/util/goroutinemap/exponentialbackoff/exponential_backoff.go`), so the join could start up to two
+/// minutes after the Secret. A Pending pod is deleted once the Secret is in place: its ReplicaSet starts
+/// one that mounts the Secret at once. A running pod is left alone (it reads a changed Secret itself).
+async fn restart_waiting_agent(
+    ctx: &StepCtx<'_>,
+    spoke: &dyn ClusterApi,
+) -> Result<(), ActionError> {
+    let pods = spoke
+        .list("v1", "Pod", Some(AGENT_NS), Some(REGISTRATION_AGENT_PODS))
+        .await?;
+    for pod in pods.iter().filter(|p| p["status"]["phase"] == "Pending") {
+        let Some(name) = pod["metadata"]["name"].as_str() else {
+            continue;
+        };
+        ctx.progress(format!(
+            "restarting pod {AGENT_NS}/{name}, which waited for the bootstrap Secret"
+        ));
+        spoke
+            .delete(&ObjectRef::new("v1", "Pod", Some(AGENT_NS), name))
+            .await?;
+    }
+    Ok(())
 }
 
 async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, ActionError> {

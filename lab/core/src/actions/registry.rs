@@ -68,7 +68,7 @@ pub const ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "registry.local",
-        summary: "run the lab's local registry container (registry:2) on the kind network, if the topology asks for one",
+        summary: "run the lab's local registry container (registry:3) on the kind network, if the topology asks for one",
         inputs: &[opt("network", "network name (default `kind`)")],
         run: action_fn!(cluster::local_registry),
     },
