@@ -99,6 +99,19 @@ impl StateDir {
         }
     }
 
+    /// The state folder of a command as [`Self::for_run`] names it, without creating anything: for
+    /// commands that only look (`plan`).
+    pub fn to_look_at(lab: &str, simulated: bool) -> Result<Self, StateError> {
+        let real = StateDir {
+            path: Self::root()?.join(lab),
+        };
+        Ok(if simulated {
+            real.simulated_dir()
+        } else {
+            real
+        })
+    }
+
     /// The simulated lab's state folder beside this real one (not created: for looking).
     pub fn simulated_dir(&self) -> StateDir {
         StateDir {
@@ -210,11 +223,14 @@ impl StateDir {
 
     /// Forgets a lab that is gone (after `down`): its journal, simulated world, ownership record and last
     /// verification, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
-    /// A network the lab created and had to keep (in use) stays recorded, so that a later `down` can
-    /// remove it: the ownership record then stays.
+    /// The ownership record goes only when nothing it proves is left ([`Owned::holds_anything`]): a
+    /// network the lab created and had to keep (in use), or a cluster it could not delete, stays
+    /// recorded, so that a later `down` can remove it.
     /// `keep_world` keeps the simulated world (it still holds clusters the lab did not create).
     pub fn forget(&self, keep_world: bool) -> Result<(), StateError> {
-        let keep_owned = self.owned_lenient().is_ok_and(|o| !o.networks.is_empty());
+        // What `down` could not remove (a network still in use, a cluster whose delete failed) stays
+        // recorded, so that a later `down` can remove it: the ownership record then stays.
+        let keep_owned = self.owned_lenient().is_ok_and(|o| o.holds_anything());
         for f in [
             self.journal(),
             self.sim_world(),
@@ -627,6 +643,29 @@ pub struct Owned {
 }
 
 impl Owned {
+    /// The kind clusters this record holds (confirmed, or intended and never confirmed) that `declared`
+    /// says the topology no longer declares, in name order: what `up` deletes as having left the
+    /// topology, what `down` deletes whatever topology it is given, and what `status` and `plan` name.
+    pub fn departed(&self, declared: impl Fn(&str) -> bool) -> Vec<String> {
+        let names: BTreeSet<&String> = self.clusters.keys().chain(&self.intended).collect();
+        names
+            .into_iter()
+            .filter(|n| !declared(n))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the record still proves anything the lab may have to remove: a cluster (confirmed or
+    /// intended), a network, a registry container or a namespace. `down` removes the record only when
+    /// this is false.
+    pub fn holds_anything(&self) -> bool {
+        !(self.clusters.is_empty()
+            && self.intended.is_empty()
+            && self.networks.is_empty()
+            && self.registries.is_empty()
+            && self.namespaces.is_empty())
+    }
+
     /// Whether `cluster` is the lab's: confirmed, and `current` (the IDs of the containers that now look
     /// like its nodes) are all ones the lab recorded. `None` when there is nothing of it left.
     pub fn owns(&self, cluster: &str, current: &[String]) -> Option<bool> {

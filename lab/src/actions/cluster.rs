@@ -373,6 +373,12 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
 /// leniently (see [`crate::state::StateDir::owned_lenient`]).
 pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     let name = ctx.input("cluster")?;
+    delete_owned(ctx, name).await
+}
+
+/// Deletes kind cluster `name` if the ownership record proves it the lab's (see [`delete`]); also for a
+/// cluster the topology no longer declares (`lab.departed`, `cluster.delete-departed`).
+pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult {
     let state = &ctx.run.state;
     let owned = state.owned_lenient().map_err(state_error)?;
     let docker = &ctx.run.backends.docker;
