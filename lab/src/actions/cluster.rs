@@ -493,6 +493,8 @@ pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult 
                 ActionError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
             })?;
         }
+        // Read again: a proof by the engine ([`ownership`]) may have confirmed it since.
+        let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
         if owned.clusters.contains_key(name) || owned.intended.contains(name) {
             ctx.run.state.remove_cluster(name).map_err(state_error)?;
         }
