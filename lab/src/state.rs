@@ -36,6 +36,14 @@ pub enum StateError {
         )
     )]
     Locked { lab: String, holder: String },
+    #[error("the lab's lock {path} is {what}, so no command can take it")]
+    #[diagnostic(
+        code(ocm_lab::state::lock_not_a_file),
+        help(
+            "the lock is a file ocm-lab makes itself: remove what is there (`rm -r {path}`; nothing of the lab is kept in it) and run again"
+        )
+    )]
+    LockNotAFile { path: String, what: &'static str },
     #[error("the ownership record {path} is damaged at line {line}: {reason}")]
     #[diagnostic(code(ocm_lab::state::damaged), help("{recover}"))]
     Damaged {
@@ -544,6 +552,20 @@ impl StateDir {
     /// anything removes a lock file it created ([`LockGuard::discard`]).
     pub fn lock(&self, lab: &str, command: &str) -> Result<LockGuard, StateError> {
         let path = self.lock_file();
+        // Something that is not a file where the lock belongs (a folder, made by hand or by a tool that
+        // mistook the name): no permission or state folder fixes that, removing it does.
+        if let Ok(meta) = std::fs::symlink_metadata(&path)
+            && !meta.is_file()
+        {
+            return Err(StateError::LockNotAFile {
+                path: path.display().to_string(),
+                what: if meta.is_dir() {
+                    "a folder"
+                } else {
+                    "not a regular file"
+                },
+            });
+        }
         // A lock file can be removed by the command that holds it (`discard`): a lock taken on a file that
         // is no longer at `path` is no lock, so take it again on the one that is.
         let (mut file, created) = loop {
@@ -1032,6 +1054,25 @@ mod tests {
             state.owned_lenient().unwrap().clusters,
             BTreeMap::from([("hub".to_owned(), ids(&["a"]))])
         );
+    }
+
+    #[test]
+    fn a_lock_that_is_a_folder_is_refused_with_a_help_that_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        std::fs::create_dir(state.lock_file()).unwrap();
+        let e = state.lock("lab", "up").unwrap_err();
+        assert!(matches!(e, StateError::LockNotAFile { .. }), "{e:?}");
+        let help = miette::Diagnostic::help(&e).unwrap().to_string();
+        assert!(
+            help.contains(&format!("rm -r {}", state.lock_file().display())),
+            "{help}"
+        );
+        // The help works.
+        std::fs::remove_dir(state.lock_file()).unwrap();
+        assert!(state.lock("lab", "up").is_ok());
     }
 
     #[test]
