@@ -275,6 +275,10 @@ impl ContainerRuntime for SimDocker {
                         id: ct.id.clone(),
                         name: ct.name.clone(),
                         kind_cluster: ct.labels.get("io.x-k8s.kind.cluster").cloned(),
+                        // A simulated cluster's control plane publishes its API on the cluster's port.
+                        api_port: (ct.name == format!("{c}-control-plane"))
+                            .then(|| st.world.clusters.get(&c).map(|k| k.host_port))
+                            .flatten(),
                     })
                     .collect())
             },

@@ -458,6 +458,40 @@ pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
         (None, Output::Yaml) => {
             stdout(&serde_saphyr::to_string(&plan).expect("plans serialize to YAML"))
         }
-        (None, Output::Human) => stdout(&summary(&loaded.lab, &plan)),
+        (None, Output::Human) => stdout(&format!(
+            "{}{}",
+            summary(&loaded.lab, &plan),
+            departed_notice(&loaded.lab, args.simulate, &args.workflow)
+        )),
     }
+}
+
+/// What leaves with this plan: the kind clusters the lab's ownership record holds that the topology no
+/// longer declares (`up` deregisters and deletes them, `down` deletes them). Reads the record only (a
+/// local file; `plan` touches no cluster): `up` itself decides from what the engine and the hub show.
+/// The simulated lab's record is read too (its `plan` needs `--out`), and named as such.
+fn departed_notice(lab: &crate::topology::Lab, simulated: bool, workflow: &str) -> String {
+    let what = match workflow {
+        "up" => "it will be deregistered and its kind cluster deleted",
+        "down" => "its kind cluster will be deleted",
+        _ => return String::new(),
+    };
+    let mut out = String::new();
+    for sim in [simulated, true] {
+        let Ok(state) = crate::state::StateDir::to_look_at(&lab.name, sim) else {
+            continue;
+        };
+        let departed = state
+            .owned_lenient()
+            .map(|o| o.departed(|n| lab.cluster(n).is_some()))
+            .unwrap_or_default();
+        let which = if sim { " (in the SIMULATED lab)" } else { "" };
+        for d in departed {
+            out.push_str(&format!("{d} left the topology{which}: {what}\n"));
+        }
+        if sim {
+            break;
+        }
+    }
+    out
 }

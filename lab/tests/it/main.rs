@@ -36,6 +36,7 @@ mod network_ownership;
 mod node_images;
 mod node_load_standin;
 mod ownership;
+mod ownership_damage;
 mod patch_files;
 mod plan;
 mod plan_charts;

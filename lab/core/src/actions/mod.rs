@@ -3,6 +3,7 @@
 
 mod adopt;
 mod cluster;
+mod departed;
 mod images;
 mod kube;
 mod ocm;

@@ -627,11 +627,24 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
     let r = managed_cluster(name);
     let deadline = tokio::time::Instant::now() + ctx.timeout();
     let mut changed = false;
+    // On an `existing:` hub the cluster namespace the hub makes when it accepts the cluster is the
+    // lab's doing: recorded (with its uid) when it was not there before the lab's accept, so that `down`
+    // removes it once the ManagedCluster is gone (OCM's gc removes what is in it and leaves the
+    // namespace: ocm `pkg/registration/hub/gc/controller.go`, v1.3.1).
+    let existing_hub = matches!(
+        ctx.run.lab.hub.cluster.provider,
+        crate::topology::Provider::Existing { .. }
+    );
+    let namespace = ObjectRef::new("v1", "Namespace", None, name);
+    let mut record_namespace = false;
     loop {
         let mc = hub.get(&r).await?.ok_or_else(|| {
             ActionError::transient(format!("ManagedCluster {name} does not exist yet"))
         })?;
         if joined(&mc) {
+            if record_namespace {
+                record_cluster_namespace(ctx, hub.as_ref(), &namespace).await?;
+            }
             return Ok((changed, outputs([("managedCluster", json!(name))])));
         }
         let selector = format!("{CLUSTER_NAME_LABEL}={name}");
@@ -650,6 +663,7 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
             changed = true;
         }
         if mc["spec"]["hubAcceptsClient"] != json!(true) {
+            record_namespace |= existing_hub && hub.get(&namespace).await?.is_none();
             hub.merge_patch(&r, &json!({"spec": {"hubAcceptsClient": true}}))
                 .await?;
             changed = true;
@@ -670,11 +684,33 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
             |o| o.is_some_and(joined),
         );
         match hub.wait(&r, &cond, slice).await {
-            Ok(_) => return Ok((true, outputs([("managedCluster", json!(name))]))),
+            Ok(_) => {
+                if record_namespace {
+                    record_cluster_namespace(ctx, hub.as_ref(), &namespace).await?;
+                }
+                return Ok((true, outputs([("managedCluster", json!(name))])));
+            }
             Err(crate::backend::WaitError::Timeout { .. }) => continue,
             Err(crate::backend::WaitError::Backend(e)) => return Err(e.into()),
         }
     }
+}
+
+/// Records the cluster namespace the hub made on the lab's accept (see [`accept`]) with its uid.
+async fn record_cluster_namespace(
+    ctx: &StepCtx<'_>,
+    hub: &dyn crate::backend::ClusterApi,
+    namespace: &ObjectRef,
+) -> Result<(), ActionError> {
+    if let Some(ns) = hub.get(namespace).await?
+        && let Some(uid) = ns["metadata"]["uid"].as_str()
+    {
+        ctx.run
+            .state
+            .own_namespace(&ctx.run.lab.hub.cluster.name, &namespace.name, uid)
+            .map_err(super::cluster::state_error)?;
+    }
+    Ok(())
 }
 
 /// `addon.ready`: an addon's hub parts and every cluster's ManagedClusterAddOn are Available.

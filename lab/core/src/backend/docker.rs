@@ -970,10 +970,17 @@ impl ContainerRuntime for Docker {
                     .and_then(|l| l.get(CLUSTER_LABEL))
                     .cloned();
                 let hit = label.as_deref() == Some(cluster) || is_kind_node_name(cluster, &name);
+                let api_port = c
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.private_port == 6443)
+                    .and_then(|p| p.public_port);
                 Some(LookAlike {
                     id: c.id?,
                     name,
                     kind_cluster: label,
+                    api_port,
                 })
                 .filter(|_| hit)
             })

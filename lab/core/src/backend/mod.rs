@@ -246,6 +246,11 @@ pub struct LookAlike {
     pub name: String,
     /// Its `io.x-k8s.kind.cluster` label, if it has one.
     pub kind_cluster: Option<String>,
+    /// The host port its API server port (6443/tcp) is published on, if it publishes one: kind publishes
+    /// a control plane's on a free port it picks at create (kind `pkg/cluster/internal/providers/docker/
+    /// provision.go` `generatePortMappings`, v0.32.0) and writes it into the kubeconfig it writes.
+    #[serde(default)]
+    pub api_port: Option<u16>,
 }
 
 impl LookAlike {
