@@ -338,7 +338,7 @@ pub async fn install_chart(
     extra: Option<Value>,
 ) -> Result<ApplyOutcome, ActionError> {
     crate::charts::check_values(chart, &ctx.run.lab).map_err(|e| {
-        ActionError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
+        ActionError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: `ocm-lab plan --out DIR` shows the values each chart gets")
     })?;
     let api = ctx.run.api(&chart.cluster).await?;
     let helm = &ctx.run.backends.helm;
