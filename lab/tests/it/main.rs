@@ -11,6 +11,7 @@ mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
 mod common;
+mod consumer_cmd;
 mod converge;
 mod crash;
 mod crdschema;
