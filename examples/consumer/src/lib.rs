@@ -145,6 +145,14 @@ pub enum Error {
     Expired { command: String, at: String },
     #[error("failed to build the spoke's client config: {0}")]
     SpokeConfig(String),
+    #[error(
+        "{host} does not resolve here ({source}); the provider's server is a Service address that resolves only inside the hub: from outside it, forward the user server and give --user-server"
+    )]
+    Dns {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{what} failed: {source}")]
     Spoke {
         what: &'static str,
@@ -166,6 +174,10 @@ pub enum Hop {
     PluginRefused,
     /// The plugin answered something unusable, or an expired credential.
     Credential,
+    /// The server's host name does not resolve where the consumer runs.
+    Dns,
+    /// The TLS handshake with the server failed (for example its certificate is not signed by the provider's CA).
+    Tls,
     /// cluster-proxy's user server: 400 (its tunnel to the proxy-server) or 502 (no agent for the cluster).
     Proxy,
     /// Everything else on the way to and at the spoke.
@@ -192,6 +204,8 @@ impl Error {
                 source: kube::Error::Api(status),
                 ..
             } if matches!(status.code, 400 | 502) => Hop::Proxy,
+            Error::Dns { .. } => Hop::Dns,
+            Error::Spoke { source, .. } if is_tls(source) => Hop::Tls,
             Error::BadUrl(_) | Error::SpokeConfig(_) | Error::Spoke { .. } | Error::Timeout(_) => {
                 Hop::Spoke
             }
@@ -319,8 +333,57 @@ impl Report {
     }
 }
 
+/// Whether a TLS library error is somewhere in `e`'s chain. hyper-rustls hands rustls' error up wrapped in
+/// `std::io::Error`s, whose `source()` skips the error they wrap, so each one is opened with `get_ref`.
+fn is_tls(e: &kube::Error) -> bool {
+    fn find(e: &(dyn std::error::Error + 'static)) -> bool {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            && find(inner)
+        {
+            return true;
+        }
+        e.source().is_some_and(find)
+    }
+    find(e)
+}
+
+/// `host` and port of an `https://host[:port]/path` URL.
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let authority = url.strip_prefix("https://")?.split('/').next()?;
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, p.parse().ok()?),
+        _ => (authority, 443),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| (host.to_owned(), port))
+}
+
+/// Resolves the host a spoke's client will connect to, so that a name that does not resolve here is the DNS
+/// hop, not a connection error among others. Through a proxy the proxy resolves it: nothing to do.
+pub async fn resolve(access: &Access, user_server: Option<&str>) -> Result<(), Error> {
+    if access.proxy_url.is_some() {
+        return Ok(());
+    }
+    let url = match user_server {
+        Some(base) => rebase(&access.server, base)?,
+        None => access.server.clone(),
+    };
+    let (host, port) = host_port(&url).ok_or_else(|| Error::BadUrl(url.clone()))?;
+    let looked_up = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map(drop);
+    looked_up.map_err(|source| Error::Dns { host, source })
+}
+
 fn hop_name(hop: Hop) -> &'static str {
     match hop {
+        Hop::Dns => "dns",
+        Hop::Tls => "tls",
         Hop::Provider => "provider",
         Hop::PluginMissing => "plugin-missing",
         Hop::PluginRefused => "plugin-refused",
@@ -404,6 +467,7 @@ where
         };
         let outcome = async {
             let credential = exec::credential(&access, Timestamp::now()).await?;
+            resolve(&access, args.user_server.as_deref()).await?;
             let kubeconfig = spoke_kubeconfig(&access, &credential, args.user_server.as_deref())?;
             let client = connect(kubeconfig).await?;
             tokio::time::timeout(SPOKE_TIMEOUT, ask(client))

@@ -486,3 +486,69 @@ async fn a_namespace_without_profiles_is_an_error_saying_to_bind_a_set() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn a_server_that_does_not_resolve_is_the_dns_hop_and_a_failed_handshake_the_tls_hop() {
+    // `.invalid` never resolves (RFC 6761): as the provider's in-hub name does not outside the hub.
+    let lab = Lab::new(&[("cluster1-inventory-reader", "t")], None);
+    let mut p = profile("cluster1");
+    p["status"]["accessProviders"][0]["cluster"]["server"] =
+        json!("https://cluster-proxy-addon-user.ns.invalid:9092/cluster1");
+    let (connected, connect) = spokes();
+    let args = Args {
+        user_server: None,
+        ..args()
+    };
+    let report = run_with(hub(vec![p]), &args, &lab.provider_file(), connect)
+        .await
+        .unwrap();
+    let e = report.spokes[0].outcome.as_ref().unwrap_err();
+    assert_eq!(e.hop(), Hop::Dns, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("cluster-proxy-addon-user.ns.invalid does not resolve here")
+            && e.to_string().ends_with("give --user-server"),
+        "{e}"
+    );
+    assert!(connected.lock().unwrap().is_empty());
+
+    // A server that answers plain HTTP where TLS is expected: rustls refuses the handshake.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for stream in listener.incoming() {
+            let _ = stream
+                .unwrap()
+                .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nnot TLS");
+        }
+    });
+    let access = provider::access(&profile("cluster1"), &lab.provider_file()).unwrap();
+    let credential = Credential::Token {
+        token: "t".into(),
+        expires: None,
+    };
+    let user_server = format!("https://127.0.0.1:{port}");
+    let kc = spoke_kubeconfig(&access, &credential, Some(&user_server)).unwrap();
+    let e = ask(spoke_client(kc).await.unwrap()).await.unwrap_err();
+    assert_eq!(e.hop(), Hop::Tls, "{e:?}");
+    // A refused connection is neither.
+    let kc = spoke_kubeconfig(&access, &credential, Some("https://127.0.0.1:1")).unwrap();
+    let e = ask(spoke_client(kc).await.unwrap()).await.unwrap_err();
+    assert_eq!(e.hop(), Hop::Spoke, "{e:?}");
+}
+
+#[test]
+fn host_port_reads_the_authority_of_an_https_url() {
+    assert_eq!(
+        host_port("https://cluster-proxy-addon-user.ns:9092/cluster1"),
+        Some(("cluster-proxy-addon-user.ns".into(), 9092))
+    );
+    assert_eq!(host_port("https://h/x"), Some(("h".into(), 443)));
+    assert_eq!(
+        host_port("https://[::1]:19092/c"),
+        Some(("::1".into(), 19092))
+    );
+    assert_eq!(host_port("https://[::1]/c"), Some(("::1".into(), 443)));
+    assert_eq!(host_port("http://h/x"), None);
+}
