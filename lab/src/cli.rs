@@ -91,6 +91,7 @@ impl Cli {
             Command::Verify(a) => a.output.into(),
             Command::Down(a) => a.output.into(),
             Command::Status(a) => a.output.output,
+            Command::Consumer(a) => a.output.output,
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
             Command::Images(ImagesCommand::List(a)) => a.output.output,
@@ -269,6 +270,26 @@ pub struct StatusArgs {
     pub output: DocumentOutput,
 }
 
+/// `consumer`: what a ClusterProfile consumer application needs to use the lab, from one namespace.
+#[derive(Debug, Clone, Args)]
+pub struct ConsumerArgs {
+    /// The namespace the consumer runs in: one a ManagedClusterSet of the lab is bound to.
+    pub namespace: String,
+    /// The consumer's ServiceAccount (and the prefix of its Roles, RoleBindings and ConfigMap).
+    #[arg(long, value_name = "NAME", default_value = "clusterprofile-consumer")]
+    pub service_account: String,
+    /// The ManagedServiceAccount whose synced token `cp-creds` returns. Default: the one the topology syncs to
+    /// the namespace's ClusterProfiles.
+    #[arg(long, value_name = "NAME")]
+    pub msa: Option<String>,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
 /// `doctor`: checks the machine; `--no-download` asks whether `up --no-download` would work.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
@@ -375,6 +396,12 @@ impl From<&StatusArgs> for RunArgs {
     }
 }
 
+impl From<&ConsumerArgs> for RunArgs {
+    fn from(a: &ConsumerArgs) -> Self {
+        RunArgs::new(&a.lab, a.sim)
+    }
+}
+
 impl From<&DoctorArgs> for RunArgs {
     fn from(a: &DoctorArgs) -> Self {
         RunArgs {
@@ -404,6 +431,16 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
+    /// Print what a ClusterProfile consumer in NAMESPACE needs: the namespace's ClusterProfiles, the provider
+    /// file, its ServiceAccount's Roles, and the initContainer that copies cp-creds (`-o yaml` to apply).
+    ///
+    /// Read-only. The YAML (the default form, and `-o yaml`) is ready for `kubectl apply -f -`: a
+    /// ServiceAccount, a Role to read ClusterProfiles, a Role with `get` on Secrets for managed-serviceaccount's
+    /// `cp-creds` (it reads the token synced next to each ClusterProfile), their RoleBindings, and a ConfigMap
+    /// with the provider file; the consumer Pod's spec (the initContainer copying `/cp-creds` out of the
+    /// managed-serviceaccount image the lab runs, and the mounts) follows as a comment. `-o json` gives all of
+    /// it as one object.
+    Consumer(ConsumerArgs),
     /// Delete the lab's kind clusters, contexts and the Docker network it created; on existing clusters remove only what the lab installed and applied.
     Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.

@@ -119,6 +119,20 @@ pub enum Error {
     #[error("lab `{lab}` is not healthy (see above)")]
     #[diagnostic(code(ocm_lab::unhealthy), help("{help}"))]
     Unhealthy { lab: String, help: String },
+    #[error("`ocm-lab consumer {namespace}`: {why}")]
+    #[diagnostic(code(ocm_lab::consumer::topology), help("{help}"))]
+    ConsumerTopology {
+        namespace: String,
+        why: String,
+        help: String,
+    },
+    #[error("failed to read the ClusterProfiles of namespace {namespace} on the hub: {why}")]
+    #[diagnostic(code(ocm_lab::consumer::hub), help("{help}"))]
+    ConsumerHub {
+        namespace: String,
+        why: String,
+        help: String,
+    },
     #[error("cancelled: running steps were stopped; run the same command again to resume")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
@@ -216,7 +230,8 @@ impl Error {
             | Error::Workflow(_)
             | Error::Patches(_)
             | Error::PlanDirNotEmpty(_)
-            | Error::CiNothingFits { .. } => exit::INVALID_INPUT,
+            | Error::CiNothingFits { .. }
+            | Error::ConsumerTopology { .. } => exit::INVALID_INPUT,
             Error::ReadWorkflows { .. } => exit::INVALID_INPUT,
             Error::State(crate::state::StateError::Locked { .. }) => exit::FAILURE,
             Error::Cancelled => exit::CANCELLED,
@@ -229,6 +244,7 @@ impl Error {
             | Error::NoSimulation
             | Error::StepFailed { .. }
             | Error::Unhealthy { .. }
+            | Error::ConsumerHub { .. }
             | Error::NotUp { .. }
             | Error::Preflight(_)
             | Error::Tools(_)
