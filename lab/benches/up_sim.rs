@@ -117,14 +117,13 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
             events,
             CancellationToken::new(),
         );
-        let ctx = Arc::new(if std::env::var_os("UP_SIM_NO_SAVE").is_some() {
-            ctx
-        } else {
-            ctx.with_durability(sim.durability(&world))
-        });
+        let ctx = Arc::new(ctx);
         let r = engine::run(&plan, ctx.clone(), &RunOptions { concurrency: 8 })
             .await
             .expect("journal");
+        if std::env::var_os("UP_SIM_NO_SAVE").is_none() {
+            sim.save(&world).expect("the world saves");
+        }
         phase("ran");
         if std::env::var_os("UP_SIM_PHASES").is_some() {
             let len = std::fs::metadata(&world).map(|m| m.len()).unwrap_or(0);

@@ -77,7 +77,7 @@ pub struct Opened {
     /// What setting up the real backends found (tools, Docker), for preflight and doctor.
     findings: Vec<doctor::Finding>,
     docker: Option<crate::backend::docker::Docker>,
-    /// Versions of the tools the backends run (part of every step's input digest).
+    /// Versions of the tools the backends run (which of the found and bundled tools was picked).
     tool_versions: std::collections::BTreeMap<String, String>,
 }
 
@@ -365,7 +365,6 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         workflow: plan.workflow.clone(),
         steps: plan.steps.len(),
         simulated: false,
-        resumed: 0,
     });
     let failed: Vec<&doctor::Finding> = findings
         .iter()
@@ -392,7 +391,6 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         elapsed_ms: events.elapsed_ms(),
         changed: 0,
         unchanged: 0,
-        resumed: 0,
         failed: Some("preflight".into()),
         cancelled: false,
     });
@@ -430,14 +428,15 @@ fn run_workflow(
         let on_ctrl_c = cancel.clone();
         let ctrl_c = tokio::spawn(async move {
             // The first Ctrl-C stops gracefully: no new steps, running ones cancelled, the journal and
-            // the simulated world saved. A second one means "now": exit at once (the journal and the
-            // simulated world are written so that this is safe, see the engine's module documentation).
+            // the simulated world saved. A second one means "now": exit at once. That is safe: the
+            // journal only records, and the next `up` observes the lab and converges (a simulated lab
+            // from its last save).
             if tokio::signal::ctrl_c().await.is_ok() {
                 on_ctrl_c.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
                     let _ = writeln!(
                         std::io::stderr(),
-                        "\nstopped at once (second Ctrl-C); run the same command again to resume"
+                        "\nstopped at once (second Ctrl-C); run the same command again to finish"
                     );
                     std::process::exit(i32::from(crate::error::exit::CANCELLED));
                 }
@@ -451,13 +450,8 @@ fn run_workflow(
             events,
             cancel,
         );
-        ctx.tool_versions = opened.tool_versions.clone();
         ctx.node_images = node_images;
         ctx.image_aliases = args.image_aliases.clone();
-        if let Some(sim) = &opened.sim {
-            // Each step's effects on the simulated world are saved before the journal says it is done.
-            ctx = ctx.with_durability(sim.durability(state));
-        }
         let ctx = Arc::new(ctx);
         let opts = RunOptions {
             concurrency: usize::from(args.concurrency),
