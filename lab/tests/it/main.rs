@@ -33,6 +33,7 @@ mod lifecycle;
 mod network_ownership;
 mod node_images;
 mod node_load_standin;
+mod noop_up;
 mod ownership;
 mod patch_files;
 mod plan;
