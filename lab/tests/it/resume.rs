@@ -123,6 +123,17 @@ impl Sandbox {
     /// [`Sandbox::killed_after`] for a boundary near the end of a run: the kill lands a moment after the
     /// test reads the boundary, and by then the run may have finished (it must then have finished well).
     pub fn kill_after(&self, args: &[&str], n: usize) -> Ended {
+        self.signal_after(args, n, false)
+    }
+
+    /// Runs a command with `--output json` and presses Ctrl-C (SIGINT) once its event stream says the
+    /// `n`-th step finished; returns how it ended.
+    pub fn interrupted_after(&self, args: &[&str], n: usize) -> Ended {
+        self.signal_after(args, n, true)
+    }
+
+    /// SIGKILL, or with `interrupt` SIGINT, after the `n`-th step boundary.
+    fn signal_after(&self, args: &[&str], n: usize, interrupt: bool) -> Ended {
         use std::io::{BufRead as _, Read as _};
         use std::os::unix::process::ExitStatusExt;
         let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
@@ -150,7 +161,13 @@ impl Sandbox {
             let event: Value = serde_json::from_str(&line).unwrap_or_default();
             if event["event"] == "step-finished" {
                 boundaries += 1;
-                if boundaries == n {
+                if boundaries == n && interrupt {
+                    let sent = Command::new("kill")
+                        .args(["-INT", &child.id().to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(sent.success(), "kill -INT failed");
+                } else if boundaries == n {
                     child.kill().unwrap();
                     break;
                 }
@@ -164,7 +181,7 @@ impl Sandbox {
             stderr: errors.join().unwrap(),
         };
         assert!(
-            r.signal == Some(9) || (boundaries >= n && r.code == Some(0)),
+            interrupt || r.signal == Some(9) || (boundaries >= n && r.code == Some(0)),
             "`ocm-lab {}` ended before step boundary {n} ({boundaries} seen): {:?}\n{}",
             args.join(" "),
             r.code,
@@ -249,6 +266,26 @@ fn a_kill_of_a_later_up_loses_nothing_the_last_command_saved() {
     let r = s.ok(&["up", "--simulate", "-t", path(&edited), "--output", "json"]);
     assert_ne!(r.finished()["changed"], 0, "the edit is applied");
     s.ok(&["verify", "--simulate", "-t", path(&edited)]);
+}
+
+#[test]
+fn a_ctrl_c_saves_the_simulated_world_and_the_next_up_keeps_what_was_done() {
+    let s = Sandbox::new();
+    let r = s.interrupted_after(&["up", "--simulate"], up_steps() / 2);
+    assert_eq!(r.code, Some(130), "cancelled: {}", r.stderr);
+    let r = s.ok(&["up", "--simulate", "--output", "json"]);
+    let outcome = |step: &str| {
+        r.events()
+            .iter()
+            .find(|e| e["event"] == "step-finished" && e["step"] == step)
+            .map(|e| e["outcome"].clone())
+    };
+    assert_eq!(
+        outcome("create[hub]"),
+        Some(Value::from("unchanged")),
+        "the cluster the cancelled run created was saved with the simulated world"
+    );
+    s.ok(&["verify", "--simulate"]);
 }
 
 #[test]
