@@ -223,7 +223,7 @@ async fn a_gate_value_the_chart_version_ignores_is_caught_before_install() {
     let chart = step.chart.as_mut().unwrap();
     let mut values = chart.values.clone();
     values["featureGates"] = json!({"clusterProfileAccessProvider": true});
-    chart.values = values.into();
+    chart.values = values;
     let (r, _) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     let (step, err) = r.failed.clone().expect("the run fails");
     assert_eq!(step, "cluster-proxy");

@@ -193,7 +193,7 @@ pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let hint = objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
-    let o = ensure_objects(ctx, cluster, api.as_ref(), &objects, hint).await?;
+    let o = ensure_objects(ctx, cluster, api.as_ref(), objects, hint).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }
 
