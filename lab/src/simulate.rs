@@ -118,8 +118,6 @@ mod imp {
 
 #[cfg(not(feature = "simulate"))]
 mod imp {
-    use std::sync::Arc;
-
     use super::*;
 
     /// This build has no simulated lab: no value of this type exists.
