@@ -305,3 +305,21 @@ fn a_down_after_an_interrupted_up_removes_the_lab_and_the_next_up_builds_it_agai
     );
     s.ok(&["verify", "--simulate"]);
 }
+
+/// A killed `down --simulate` leaves the ownership record ahead of the simulated world (saved before the
+/// `down`): the next `up` refuses the clusters it can no longer prove it owns, and the recovery README
+/// names (`down`, then `up`) builds the lab again.
+#[test]
+fn after_a_killed_down_a_second_down_and_an_up_build_the_lab_again() {
+    let s = Sandbox::new();
+    s.ok(&["up", "--simulate"]);
+    // `down` of the default lab: delete[hub], delete[cluster1], delete[cluster2] and registry first, then
+    // network and kubeconfig: of the first three steps to finish, at least two deleted a cluster.
+    s.killed_after(&["down", "--simulate"], 3);
+    let r = s.run(&["up", "--simulate"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("did not create them"), "{}", r.stderr);
+    s.ok(&["down", "--simulate"]);
+    s.ok(&["up", "--simulate"]);
+    s.ok(&["verify", "--simulate"]);
+}
