@@ -106,8 +106,8 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         let sim = SimLab::new();
         let (events, mut rx) = Events::channel();
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        // As the CLI runs it: the simulated world is saved (atomically, group-committed) at step ends.
-        // `UP_SIM_NO_SAVE=1` leaves the saves out, to measure what they cost.
+        // As the CLI runs it: the simulated world is saved (atomically) once, when the run ends.
+        // `UP_SIM_NO_SAVE=1` leaves the save out, to measure what it costs.
         let world = state.sim_world();
         let ctx = RunCtx::new(
             lab,
