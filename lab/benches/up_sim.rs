@@ -102,8 +102,8 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
         let sim = SimLab::new();
         let (events, mut rx) = Events::channel();
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        // As the CLI runs it: the simulated world is saved (atomically, group-committed) at step ends.
-        // `UP_SIM_NO_SAVE=1` leaves the saves out, to measure what they cost.
+        // As the CLI runs it: the simulated world is saved (atomically) once, when the run ends.
+        // `UP_SIM_NO_SAVE=1` leaves the save out, to measure what it costs.
         let world = state.sim_world();
         let ctx = RunCtx::new(
             lab,
@@ -113,14 +113,13 @@ fn up_once(n: usize) -> (Duration, Duration, usize) {
             events,
             CancellationToken::new(),
         );
-        let ctx = Arc::new(if std::env::var_os("UP_SIM_NO_SAVE").is_some() {
-            ctx
-        } else {
-            ctx.with_durability(sim.durability(&world))
-        });
+        let ctx = Arc::new(ctx);
         let r = engine::run(&plan, ctx.clone(), &RunOptions { concurrency: 8 })
             .await
             .expect("journal");
+        if std::env::var_os("UP_SIM_NO_SAVE").is_none() {
+            sim.save(&world).expect("the world saves");
+        }
         phase("ran");
         if std::env::var_os("UP_SIM_PHASES").is_some() {
             let len = std::fs::metadata(&world).map(|m| m.len()).unwrap_or(0);

@@ -36,8 +36,6 @@ Environment variables:
   HOME, PATH              Default folders; where kind and helm are looked for.
   XDG_STATE_HOME          See OCM_LAB_STATE_DIR.
   XDG_CACHE_HOME          See OCM_LAB_CACHE_DIR.
-  OCM_LAB_CRASH_POINT     For ocm-lab's own crash tests only: SIGKILL itself after the
-                          n-th finished step.
   OCM_LAB_POST_RENDERER   Not read: set by ocm-lab for the helm it runs, the path of ocm-lab
                           that Helm 4 runs as the chart post-renderer.
 
@@ -48,7 +46,7 @@ Exit codes:
        something that stops `up`.
   2    The input is wrong: arguments, topology, workflow or chart-patch files.
        Nothing was touched.
-  130  Interrupted (Ctrl-C); running the same command again resumes.";
+  130  Interrupted (Ctrl-C); running the same command again finishes the work.";
 
 /// A declarative local Open Cluster Management lab for the Cluster Inventory API (ClusterProfile).
 ///

@@ -14,7 +14,7 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// The input is wrong: arguments, topology, workflow or patch files. Nothing was touched.
     pub const INVALID_INPUT: u8 = 2;
-    /// Interrupted (Ctrl-C); running again resumes.
+    /// Interrupted (Ctrl-C); running again finishes the work.
     pub const CANCELLED: u8 = 130;
 }
 
@@ -133,7 +133,7 @@ pub enum Error {
         why: String,
         help: String,
     },
-    #[error("cancelled: running steps were stopped; run the same command again to resume")]
+    #[error("cancelled: running steps were stopped; run the same command again to finish")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
     #[error(

@@ -137,7 +137,7 @@ impl StateDir {
 
     // One accessor per file of the state folder: no other module spells a state file's name.
 
-    /// The journal: what each step of the last runs did (a hint for resuming, see `engine::journal`).
+    /// The journal: the record of runs, what each step did (see `engine::journal`).
     pub fn journal(&self) -> PathBuf {
         self.path.join("journal.jsonl")
     }

@@ -128,7 +128,7 @@ fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRe
         .map(|c| {
             let key = (c.cluster.clone(), c.release.clone());
             let text = rt
-                .block_on(helm.template(c, &c.values.value()))
+                .block_on(helm.template(c, &c.values))
                 .map(|r| chart_file(c, &r, false))
                 .map_err(|e| {
                     let help = crate::backend::Failure::help(&e)
@@ -202,13 +202,13 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
                 n,
                 file_stem(&s.id)
             );
-            let docs: Vec<String> = s.objects.iter().map(|o| to_yaml(&o)).collect();
+            let docs: Vec<String> = s.objects.iter().map(to_yaml).collect();
             files.insert(path.clone(), docs.join("---\n"));
             v["manifests"] = json!(path);
         }
         if let Some(c) = &s.chart {
             let values = format!("clusters/{}/values/{}.yaml", c.cluster, c.release);
-            files.insert(values.clone(), to_yaml(&c.values.value()));
+            files.insert(values.clone(), to_yaml(&c.values));
             let mut entry = json!({
                 "step": s.id, "cluster": c.cluster, "release": c.release, "namespace": c.namespace,
                 "repo": c.repo, "chart": c.chart, "version": c.version, "valuesFile": values,

@@ -77,7 +77,7 @@ pub struct Opened {
     /// What setting up the real backends found (tools, Docker), for preflight and doctor.
     findings: Vec<doctor::Finding>,
     docker: Option<crate::backend::docker::Docker>,
-    /// Versions of the tools the backends run (part of every step's input digest).
+    /// Versions of the tools the backends run (which of the found and bundled tools was picked).
     tool_versions: std::collections::BTreeMap<String, String>,
 }
 
@@ -365,7 +365,6 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         workflow: plan.workflow.clone(),
         steps: plan.steps.len(),
         simulated: false,
-        resumed: 0,
     });
     let failed: Vec<&doctor::Finding> = findings
         .iter()
@@ -392,7 +391,6 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         elapsed_ms: events.elapsed_ms(),
         changed: 0,
         unchanged: 0,
-        resumed: 0,
         failed: Some("preflight".into()),
         cancelled: false,
     });
@@ -438,13 +436,8 @@ fn run_workflow(
             events,
             cancel,
         );
-        ctx.tool_versions = opened.tool_versions.clone();
         ctx.node_images = node_images;
         ctx.image_aliases = args.image_aliases.clone();
-        if let Some(sim) = &opened.sim {
-            // Each step's effects on the simulated world are saved before the journal says it is done.
-            ctx = ctx.with_durability(sim.durability(state));
-        }
         let ctx = Arc::new(ctx);
         let opts = RunOptions {
             concurrency: usize::from(args.concurrency),

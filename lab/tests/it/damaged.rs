@@ -100,7 +100,7 @@ fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
 }
 
 #[test]
-fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_afresh() {
+fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_a_new_one() {
     let s = Sandbox::new();
     s.killed_after(&["up", "--simulate"], 10);
     let journal = s.state().join("journal.jsonl");
@@ -115,7 +115,11 @@ fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_afresh() {
         "one warning says what happened: {}",
         r.stderr
     );
-    assert_eq!(r.resumed(), 0, "a damaged journal carries nothing over");
+    let journal_text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        journal_text.starts_with("{\"type\":\"run-started\""),
+        "the run wrote a new journal: {journal_text}"
+    );
     assert_eq!(
         std::fs::read(s.state().join("journal.jsonl.damaged")).unwrap(),
         bytes,
@@ -129,6 +133,7 @@ fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
     let s = Sandbox::new();
     s.killed_after(&["up", "--simulate"], 10);
     let journal = s.state().join("journal.jsonl");
+    let kept = std::fs::read_to_string(&journal).unwrap();
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&journal)
@@ -139,8 +144,11 @@ fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
     let r: Ended = s.run(&["up", "--simulate", "--output", "json"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stderr.contains("torn line"), "{}", r.stderr);
-    assert!(r.resumed() > 0, "the lines before the torn one still count");
     let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.starts_with(&kept) && text[kept.len()..].starts_with("{\"type\":\"run-started\""),
+        "the lines before the torn one are kept, and the next run's start on a line of their own:\n{text}"
+    );
     for line in text.lines() {
         serde_json::from_str::<Value>(line)
             .unwrap_or_else(|e| panic!("journal line is not JSON ({e}): {line}"));

@@ -219,7 +219,7 @@ fn chart_plan() -> ChartPlan {
         repo: "https://open-cluster-management.io/helm-charts".into(),
         chart: Chart::ClusterProxy,
         version: "0.10.0".into(),
-        values: json!({}).into(),
+        values: json!({}),
         runtime_values: vec![],
         patches: vec![],
     }

@@ -214,9 +214,8 @@ fn the_catalog_image_table_matches_the_simulated_chart_models() {
         let plan = common::plan(&lab);
         let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
         for chart in plan.charts() {
-            let rendered =
-                ocm_lab_sim::render_chart_patched(chart, &chart.values.value(), &patches)
-                    .expect("the simulated model renders the pinned chart");
+            let rendered = ocm_lab_sim::render_chart_patched(chart, &chart.values, &patches)
+                .expect("the simulated model renders the pinned chart");
             let modelled: BTreeSet<String> = rendered
                 .objects
                 .iter()

@@ -36,6 +36,7 @@ mod lifecycle;
 mod network_ownership;
 mod node_images;
 mod node_load_standin;
+mod noop_up;
 mod ownership;
 mod ownership_damage;
 mod patch_files;

@@ -76,7 +76,7 @@ fn a_failed_preflight_prints_the_run_event_stream_under_output_json_and_leaves_n
     assert_eq!(events[2]["ok"], false);
     assert_eq!(events[2]["failed"], "preflight");
     for e in &events {
-        assert_eq!(e["schema_version"], 1, "{e}");
+        assert_eq!(e["schema_version"], 2, "{e}");
     }
     // The people's form still goes to stderr, and the run touched nothing: not even a lock file is left.
     assert!(out.stderr.contains("✗ kind"), "{}", out.stderr);
@@ -106,7 +106,7 @@ fn every_event_of_a_run_carries_the_schema_version_and_down_leaves_no_kubeconfig
     let events = events(&up);
     assert!(events.len() > 10, "{}", up.stdout);
     for e in &events {
-        assert_eq!(e["schema_version"], 1, "{e}");
+        assert_eq!(e["schema_version"], 2, "{e}");
     }
     let state = dir.path().join("minimal/simulated");
     assert!(

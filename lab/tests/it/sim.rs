@@ -162,7 +162,7 @@ impl Sim {
             repo: "https://open-cluster-management.io/helm-charts".to_owned(),
             chart,
             version: version.to_owned(),
-            values: values.clone().into(),
+            values: values.clone(),
             runtime_values: Vec::new(),
             patches: Vec::new(),
         };
@@ -620,7 +620,7 @@ async fn a_custom_resource_is_rejected_until_its_crd_is_established() {
         repo: String::new(),
         chart: Chart::ClusterManager,
         version: "1.3.1".into(),
-        values: plan_values.clone().into(),
+        values: plan_values.clone(),
         runtime_values: Vec::new(),
         patches: Vec::new(),
     };

@@ -410,7 +410,6 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
     let mut extra = json!({});
     if chart
         .values
-        .value()
         .pointer("/klusterlet/externalServerURLs")
         .is_none()
     {
