@@ -134,7 +134,7 @@ fn chart_plan() -> ChartPlan {
         repo: "https://open-cluster-management.io/helm-charts".into(),
         chart: Chart::ClusterManager,
         version: "1.1.0".into(),
-        values: json!({}).into(),
+        values: json!({}),
         runtime_values: vec![],
         patches: vec![],
     }

@@ -43,7 +43,7 @@ fn cluster_proxy() -> ChartPlan {
         repo: "https://open-cluster-management.io/helm-charts".into(),
         chart: Chart::ClusterProxy,
         version: "0.10.0".into(),
-        values: json!({}).into(),
+        values: json!({}),
         runtime_values: vec![],
         patches: vec![],
     }
