@@ -142,6 +142,10 @@ fn topology_check_honours_output_json_and_yaml() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_prints_yaml_on_the_simulated_lab() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -661,6 +665,10 @@ fn status_on_a_lab_that_is_not_up_says_so_and_keeps_the_flags_in_its_advice() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn counts_of_one_are_singular() {
     let r = ocm_lab(&["topology", "check", "minimal"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -725,6 +733,10 @@ fn plan_out_honours_output_json() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_without_a_recorded_verification_advises_verify_for_the_same_lab() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];

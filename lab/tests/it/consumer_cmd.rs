@@ -39,6 +39,10 @@ fn msa_image() -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn the_yaml_applies_a_service_account_that_may_read_profiles_and_get_secrets_and_the_provider_file()
 {
     let cli = Cli::up();
@@ -126,6 +130,10 @@ fn the_yaml_applies_a_service_account_that_may_read_profiles_and_get_secrets_and
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn json_gives_the_same_as_one_object_and_the_names_follow_the_options() {
     let cli = Cli::up();
     let r = cli.run(&[
@@ -158,6 +166,10 @@ fn json_gives_the_same_as_one_object_and_the_names_follow_the_options() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_namespace_no_set_is_bound_to_is_refused_naming_the_bound_ones() {
     let cli = Cli::up();
     let r = cli.run(&["consumer", "elsewhere", "--simulate"]);

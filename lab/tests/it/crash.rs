@@ -6,6 +6,10 @@
 use crate::resume::Sandbox;
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_kill_at_every_step_boundary_of_up_leaves_a_lab_that_up_and_verify_finish() {
     let boundaries = crate::common::plan(&crate::common::lab("default"))
         .steps

@@ -35,6 +35,10 @@ fn run_all(s: &Sandbox, commands: &[Vec<String>]) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_damaged_simulated_world_names_down_then_up_and_those_commands_recover() {
     let s = Sandbox::new();
     let topology = s.topology(ocm_lab::embedded::topology("minimal").unwrap());
@@ -62,6 +66,10 @@ fn a_damaged_simulated_world_names_down_then_up_and_those_commands_recover() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -100,6 +108,10 @@ fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_a_new_one() {
     let s = Sandbox::new();
     s.killed_after(&["up", "--simulate"], 10);
@@ -129,6 +141,10 @@ fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_a_new_one() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
     let s = Sandbox::new();
     s.killed_after(&["up", "--simulate"], 10);
@@ -157,6 +173,10 @@ fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_garbage_lock_file_is_ignored_and_replaced() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -168,6 +188,10 @@ fn a_garbage_lock_file_is_ignored_and_replaced() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_garbage_last_verification_is_named_by_status_and_the_verify_it_suggests_replaces_it() {
     let s = Sandbox::new();
     let topology = s.topology(ocm_lab::embedded::topology("minimal").unwrap());

@@ -283,6 +283,10 @@ async fn doctor_says_which_mirror_does_not_answer_and_what_to_do() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
     let dir = tempfile::tempdir().unwrap();
     let text = ocm_lab::embedded::topology("minimal").unwrap().replacen(

@@ -203,6 +203,10 @@ fn up_steps() -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn an_up_on_a_lab_that_is_up_changes_nothing_also_without_its_journal() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -223,6 +227,10 @@ fn an_up_on_a_lab_that_is_up_changes_nothing_also_without_its_journal() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn an_edit_after_a_kill_is_applied_by_the_next_up_and_verification_passes() {
     let s = Sandbox::new();
     let before = s.topology(ocm_lab::embedded::topology("default").unwrap());
@@ -249,6 +257,10 @@ fn an_edit_after_a_kill_is_applied_by_the_next_up_and_verification_passes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_kill_of_a_later_up_loses_nothing_the_last_command_saved() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -269,6 +281,10 @@ fn a_kill_of_a_later_up_loses_nothing_the_last_command_saved() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_ctrl_c_saves_the_simulated_world_and_the_next_up_keeps_what_was_done() {
     let s = Sandbox::new();
     let r = s.interrupted_after(&["up", "--simulate"], up_steps() / 2);
@@ -289,6 +305,10 @@ fn a_ctrl_c_saves_the_simulated_world_and_the_next_up_keeps_what_was_done() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_down_after_an_interrupted_up_removes_the_lab_and_the_next_up_builds_it_again() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -310,6 +330,10 @@ fn a_down_after_an_interrupted_up_removes_the_lab_and_the_next_up_builds_it_agai
 /// `down`): the next `up` refuses the clusters it can no longer prove it owns, and the recovery README
 /// names (`down`, then `up`) builds the lab again.
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn after_a_killed_down_a_second_down_and_an_up_build_the_lab_again() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -322,4 +346,21 @@ fn after_a_killed_down_a_second_down_and_an_up_build_the_lab_again() {
     s.ok(&["down", "--simulate"]);
     s.ok(&["up", "--simulate"]);
     s.ok(&["verify", "--simulate"]);
+}
+
+/// Built without the simulated lab (`--no-default-features`), `--simulate` says so, names what to do,
+/// and leaves no simulated state behind.
+#[cfg(not(feature = "simulate"))]
+#[test]
+fn without_the_simulate_feature_simulate_says_this_build_has_no_simulated_lab() {
+    let s = Sandbox::new();
+    let r = s.run(&["up", "--simulate"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("built without the simulated lab")
+            && r.stderr.contains("run without `--simulate`"),
+        "{}",
+        r.stderr
+    );
+    assert!(!s.state().join("sim-world.json").exists());
 }

@@ -98,6 +98,10 @@ fn a_failed_preflight_prints_the_run_event_stream_under_output_json_and_leaves_n
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn every_event_of_a_run_carries_the_schema_version_and_down_leaves_no_kubeconfigs_folder() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -143,6 +147,10 @@ fn a_run_that_finds_the_lab_not_up_leaves_no_lock_file() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn verify_prints_and_writes_its_results_even_when_the_last_verification_cannot_be_kept() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -179,6 +187,10 @@ fn verify_prints_and_writes_its_results_even_when_the_last_verification_cannot_b
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_reports_a_damaged_last_verification_instead_of_skipping_it() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -238,6 +250,10 @@ fn status_reports_a_damaged_last_verification_instead_of_skipping_it() {
 /// stop keeps the runtime (it was lost 9 times in 10 when each Ctrl-C needed a fresh listener).
 #[cfg(unix)]
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_second_ctrl_c_soon_after_the_first_stops_at_once() {
     use std::io::BufRead as _;
     use std::process::{Command, Stdio};
