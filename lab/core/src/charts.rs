@@ -274,7 +274,10 @@ pub fn check_values(plan: &ChartPlan, lab: &Lab) -> Result<(), ValuesError> {
                 && (get("enableServiceProxy") != Some(&json!(true))
                     || get("userServer.enabled") != Some(&json!(true)))
             {
-                return Err(err("the user server needs both `enableServiceProxy` and `userServer.enabled` (OCM-FACTS §6)".into()));
+                return Err(err(
+                    "the user server needs both `enableServiceProxy` and `userServer.enabled`"
+                        .into(),
+                ));
             }
         }
         Chart::ManagedServiceaccount => {

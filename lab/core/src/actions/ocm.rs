@@ -344,7 +344,7 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionE
     match cp {
         Some(n) if n.ip.is_some() => Ok(()),
         Some(n) => Err(ActionError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))
-            .with_help("spokes reach the hub at https://<hub>-control-plane:6443 over the `kind` Docker network (OCM-FACTS §1)")),
+            .with_help("spokes reach the hub at https://<hub>-control-plane:6443 over the `kind` Docker network")),
         None => Err(ActionError::transient(format!("no control-plane container found for kind cluster {}", lab.hub.cluster.name))),
     }
 }
@@ -736,7 +736,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 Condition::exists(),
                 None,
             ));
-            waits.push((deployment(ns, "cluster-proxy-addon-manager"), Condition::status_true("Available"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing (OCM-FACTS §6.2)")));
+            waits.push((deployment(ns, "cluster-proxy-addon-manager"), Condition::status_true("Available"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing")));
             if cp.user_server {
                 waits.push((
                     ObjectRef::new("v1", "Secret", Some(ns), "cluster-proxy-user-serving-cert"),
@@ -746,7 +746,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 waits.push((
                     deployment(ns, "cluster-proxy-addon-user"),
                     Condition::status_true("Available"),
-                    Some("the user server stays Pending without its serving cert (OCM-FACTS §9.6)"),
+                    Some("the user server stays Pending without its serving cert"),
                 ));
             }
             cp.clusters.clone()
@@ -767,9 +767,16 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
     };
     for c in &clusters {
         waits.push((
-            ObjectRef::new("addon.open-cluster-management.io/v1alpha1", "ManagedClusterAddOn", Some(c), addon),
+            ObjectRef::new(
+                "addon.open-cluster-management.io/v1alpha1",
+                "ManagedClusterAddOn",
+                Some(c),
+                addon,
+            ),
             Condition::status_true("Available"),
-            Some("addon health is lease-based: the agent on the spoke must run and renew its lease (OCM-FACTS §9.5)"),
+            Some(
+                "addon health is lease-based: the agent on the spoke must run and renew its lease",
+            ),
         ));
     }
     wait_all(ctx, hub.as_ref(), &waits).await?;
