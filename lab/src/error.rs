@@ -26,14 +26,19 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Workflow(#[from] WorkflowError),
-    #[error("failed to load chart patches: {0}")]
+    #[error("failed to load chart patches")]
     #[diagnostic(
         code(ocm_lab::chart_patches),
-        help("fix the patch file, or drop --chart-patches to use the embedded ones")
+        help("fix the patch file or folder, or drop --chart-patches to use the embedded ones")
     )]
     Patches(#[from] PatchError),
-    #[error("failed to read workflows from {path}: {source}")]
-    #[diagnostic(code(ocm_lab::workflow::read))]
+    #[error("failed to read workflows from {path}")]
+    #[diagnostic(
+        code(ocm_lab::workflow::read),
+        help(
+            "give a folder that holds workflow files (`up.yaml`, …) or a `manifests/` folder of them, or drop --workflows to use the embedded ones"
+        )
+    )]
     ReadWorkflows {
         path: String,
         #[source]

@@ -767,3 +767,42 @@ fn status_without_a_recorded_verification_advises_verify_for_the_same_lab() {
         r.stdout
     );
 }
+
+/// A `--workflows` or `--chart-patches` folder that does not exist, or holds nothing to use, is refused
+/// once (exit 2, the folder named, a help that fixes it): never silently replaced by the embedded files.
+#[test]
+fn a_workflows_or_chart_patches_folder_that_is_missing_or_empty_is_refused_once() {
+    let empty = tempfile::tempdir().unwrap();
+    let empty = empty.path().to_str().unwrap();
+    for (flag, dir, why) in [
+        (
+            "--workflows",
+            "/nonexistent-ocm-lab",
+            "there is no such folder",
+        ),
+        ("--workflows", empty, "holds no workflow files"),
+        (
+            "--chart-patches",
+            "/nonexistent-ocm-lab",
+            "failed to read patch directory",
+        ),
+        ("--chart-patches", empty, "holds no patch files"),
+    ] {
+        let out = ocm_lab(&["plan", flag, dir]);
+        assert_eq!(out.code, 2, "{flag} {dir}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{flag} {dir}: {}", out.stdout);
+        assert!(out.stderr.contains(why), "{flag} {dir}: {}", out.stderr);
+        // The help says to drop the flag (miette may wrap the line between the two words).
+        assert!(
+            out.stderr.contains("drop") && out.stderr.contains(flag),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(
+            out.stderr.matches(why).count(),
+            1,
+            "said once: {}",
+            out.stderr
+        );
+    }
+}
