@@ -873,6 +873,32 @@ impl LockGuard {
         }
         drop(self.file);
     }
+
+    /// Releases the lock of a lab that `down` forgot: when nothing of the lab is left in `state`, the
+    /// lock file goes whoever created it, and so do the lab's emptied folders, so that `down` leaves
+    /// nothing behind. Removed while still locked, as in [`LockGuard::discard`].
+    pub fn release_forgotten(self, state: &StateDir) {
+        let left = std::fs::read_dir(&state.path)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.path() != self.path && e.path() != state.kubeconfigs())
+            })
+            .unwrap_or(true);
+        if left {
+            return;
+        }
+        let _ = std::fs::remove_file(&self.path);
+        drop(self.file);
+        // Best effort, and only folders that are empty: `remove_dir` refuses anything else.
+        let _ = std::fs::remove_dir(state.kubeconfigs());
+        let _ = std::fs::remove_dir(&state.path);
+        if state.path.ends_with("simulated")
+            && let Some(lab) = state.path.parent()
+        {
+            let _ = std::fs::remove_dir(lab);
+        }
+    }
 }
 
 /// Sets Unix permissions (no-op elsewhere).

@@ -315,6 +315,10 @@ pub fn run_workflows(
             ready,
         )?;
     }
+    if workflows.last() == Some(&Workflow::Down) {
+        // The lab is gone: its lock file and emptied folders go too.
+        lock.release_forgotten(&state);
+    }
     Ok(())
 }
 
@@ -632,7 +636,7 @@ impl Drop for Interrupts {
 fn stop_at_once() -> ! {
     let _ = writeln!(
         std::io::stderr(),
-        "\nstopped at once (second Ctrl-C); run the same command again to resume"
+        "\nstopped at once (second Ctrl-C); run the same command again to finish"
     );
     std::process::exit(i32::from(crate::error::exit::CANCELLED))
 }

@@ -414,7 +414,8 @@ pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
     let (loaded, _, patches) = super::inputs(&args.lab)?;
     super::warn(&loaded);
     let lab = loaded.lab;
-    let state = crate::state::StateDir::for_run(&lab.name, args.simulate)?;
+    // Read-only: a lab that is not up gets no state folder from a look at it.
+    let state = crate::state::StateDir::to_look_at(&lab.name, args.simulate)?;
     ensure_up(&lab, &state, &args)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, &args, &state, Purpose::Look, &lab)?;

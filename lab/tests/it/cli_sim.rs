@@ -194,10 +194,14 @@ fn down_twice_succeeds_and_forgets_the_lab() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = cli.run(&["down", "--simulate", "-t", "minimal"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The lab is forgotten: its state folder is gone, lock included.
     let left: Vec<String> = std::fs::read_dir(cli.dir.path().join("minimal/simulated"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
     assert!(
         !left
             .iter()

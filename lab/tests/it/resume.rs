@@ -364,3 +364,31 @@ fn without_the_simulate_feature_simulate_says_this_build_has_no_simulated_lab() 
     );
     assert!(!s.state().join("sim-world.json").exists());
 }
+
+/// `down` leaves nothing of the lab behind, not even its lock file or emptied folders (also for a lab
+/// that was never up), and `status` on a lab that is not up creates nothing.
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+#[test]
+fn down_leaves_no_lock_or_folder_and_status_creates_none() {
+    let s = Sandbox::new();
+    let entries = |s: &Sandbox| -> Vec<String> {
+        std::fs::read_dir(s.dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let r = s.run(&["status", "--simulate"]);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(entries(&s), Vec::<String>::new(), "status created state");
+    let r = s.run(&["down", "--simulate"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(entries(&s), Vec::<String>::new(), "down of a lab never up");
+    s.ok(&["up", "--simulate"]);
+    assert!(s.state().join("lock").exists());
+    s.ok(&["down", "--simulate"]);
+    assert_eq!(entries(&s), Vec::<String>::new(), "down after up");
+}
