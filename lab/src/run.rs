@@ -26,6 +26,17 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             });
         }
     };
+    if let Some(flag) = unused_global_flag(&cli) {
+        // As clap refuses any other option a command does not take: a usage error, exit 2.
+        let e = <Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "`{flag}` is for commands that read a topology's clusters; this command reads none"
+            ),
+        );
+        let _ = e.print();
+        return ExitCode::from(exit::INVALID_INPUT);
+    }
     init_tracing(cli.verbose);
     crate::topology::set_kubeconfig_flags(crate::topology::KubeconfigFlags {
         kubeconfig: cli.kubeconfig.as_ref().map(|p| {
@@ -42,6 +53,29 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             report(&e);
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// The global `--kubeconfig` or `--context` given to a command that reads no topology, where it would be
+/// accepted and ignored.
+fn unused_global_flag(cli: &Cli) -> Option<&'static str> {
+    use crate::cli::{CiCommand, TopologyCommand};
+    let reads_no_topology = matches!(
+        cli.command,
+        Command::Completions { .. }
+            | Command::Topology(TopologyCommand::List { .. })
+            | Command::Ci(CiCommand::Matrix(_))
+            | Command::PostRender(_)
+    );
+    if !reads_no_topology {
+        return None;
+    }
+    if cli.kubeconfig.is_some() {
+        Some("--kubeconfig")
+    } else if cli.context.is_some() {
+        Some("--context")
+    } else {
+        None
     }
 }
 

@@ -188,6 +188,26 @@ fn options_a_command_does_not_use_are_refused_by_the_parser() {
     }
 }
 
+/// The global `--kubeconfig` and `--context` are refused (exit 2, before anything runs) by commands that
+/// read no topology, instead of being accepted and ignored.
+#[test]
+fn kubeconfig_and_context_are_refused_by_commands_that_read_no_clusters() {
+    for line in [
+        "completions bash --kubeconfig k.yaml",
+        "topology list --context kind-hub",
+        "ci matrix --kubeconfig k.yaml",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        let out = ocm_lab(&args);
+        assert_eq!(out.code, 2, "{line}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{line}: {}", out.stdout);
+        assert!(out.stderr.contains("reads none"), "{line}: {}", out.stderr);
+    }
+    // Commands that read a topology's clusters take them.
+    let out = ocm_lab(&["topology", "check", "minimal", "--kubeconfig", "k.yaml"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
 #[test]
 fn each_command_takes_the_options_it_uses() {
     for line in [
