@@ -98,12 +98,19 @@ fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRe
     };
     let tool = match tools::resolve(tools::ToolName::Helm, &cfg) {
         Ok(t) => t,
-        Err(e) => {
+        // `plan` never downloads (and takes no --no-download): say what gets it a helm, once.
+        Err(tools::ToolError::NotFound { install, .. }) => {
             return Ok(not_rendered(
                 plan,
                 &format!(
-                    "no helm (plan downloads no tools): {e}; install helm, set OCM_LAB_HELM, or run `ocm-lab up` once (it caches helm)"
+                    "no helm on PATH (plan downloads no tools): install it from {install}, set OCM_LAB_HELM, or run `ocm-lab up` once (it caches helm)"
                 ),
+            ));
+        }
+        Err(e) => {
+            return Ok(not_rendered(
+                plan,
+                &format!("no helm it can use (plan downloads no tools): {e}"),
             ));
         }
     };
@@ -444,8 +451,18 @@ pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
                         "not included: the objects of {} (see notIncluded in charts.yaml):",
                         crate::text::count(missing.len(), "chart", "charts")
                     );
-                    for m in &missing {
-                        let _ = writeln!(line, "  {m}");
+                    // One line per reason: five charts left out for want of helm say so once.
+                    let mut by_reason: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+                    for ((cluster, release), r) in &renders {
+                        if let Err(why) = r {
+                            by_reason
+                                .entry(why.as_str())
+                                .or_default()
+                                .push(format!("{release} on {cluster}"));
+                        }
+                    }
+                    for (why, charts) in by_reason {
+                        let _ = writeln!(line, "  {}: {why}", charts.join(", "));
                     }
                 }
                 line
