@@ -51,9 +51,51 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
             report(&e);
+            structured_error(cli.output(), &e);
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// With `-o json` or `-o yaml`, a failure the command printed nothing for on stdout (a topology that
+/// does not validate, a lab that is not up, a tool missing) is also a document there, so a script always
+/// reads one: `{"ok": false, "error": {"code", "message", "help", "problems", "exitCode"}}`. A failed step or
+/// preflight, a cancelled run and an unhealthy `status` already printed their events or document.
+fn structured_error(output: crate::cli::Output, e: &Error) {
+    use crate::cli::Output;
+    use miette::Diagnostic as _;
+    if output == Output::Human
+        || matches!(
+            e,
+            Error::StepFailed { .. }
+                | Error::Cancelled
+                | Error::Unhealthy { .. }
+                | Error::Preflight(_)
+                // `ci matrix` prints a matrix or nothing: its stdout goes to GitHub as the matrix.
+                | Error::CiNothingFits { .. }
+        )
+    {
+        return;
+    }
+    let problems: Vec<String> = e
+        .related()
+        .into_iter()
+        .flatten()
+        .map(|d| d.to_string())
+        .collect();
+    let doc = serde_json::json!({"ok": false, "error": {
+        "code": e.code().map(|c| c.to_string()),
+        "message": e.to_string(),
+        "help": e.help().map(|h| h.to_string()),
+        "problems": problems,
+        "exitCode": e.exit_code(),
+    }});
+    let text = match output {
+        Output::Yaml => serde_saphyr::to_string(&doc).unwrap_or_default(),
+        _ => format!("{doc}\n"),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// The global `--kubeconfig` or `--context` given to a command that reads no topology, where it would be

@@ -56,8 +56,14 @@ pub struct ManagedClusterStatus {
     /// The registration agent stopped renewing its lease: `ManagedClusterConditionAvailable` is Unknown
     /// with reason `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.3).
     pub agent_stopped: bool,
-    /// Addon name → Available.
-    pub addons: Vec<(String, bool)>,
+    pub addons: Vec<AddonStatus>,
+}
+
+/// One addon of a managed cluster: its ManagedClusterAddOn's `Available` condition.
+#[derive(Debug, Clone, Serialize)]
+pub struct AddonStatus {
+    pub name: String,
+    pub available: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -83,7 +89,7 @@ impl Status {
             && self
                 .managed_clusters
                 .iter()
-                .all(|m| m.joined && m.available && m.addons.iter().all(|(_, ok)| *ok))
+                .all(|m| m.joined && m.available && m.addons.iter().all(|a| a.available))
     }
 }
 
@@ -222,11 +228,12 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
                 .await
                 .ok()
                 .flatten();
-            states.push((
-                (*a).to_owned(),
-                mca.as_ref()
+            states.push(AddonStatus {
+                name: (*a).to_owned(),
+                available: mca
+                    .as_ref()
                     .is_some_and(|o| condition_status(o, "Available") == Some("True")),
-            ));
+            });
         }
         out.push(ManagedClusterStatus {
             name: m.name.clone(),
@@ -337,7 +344,14 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             let addons: Vec<String> = m
                 .addons
                 .iter()
-                .map(|(a, ok)| format!("{a} {}", if *ok { "available" } else { "NOT available" }))
+                .map(|a| {
+                    let state = if a.available {
+                        "available"
+                    } else {
+                        "NOT available"
+                    };
+                    format!("{} {state}", a.name)
+                })
                 .collect();
             let _ = writeln!(
                 out,

@@ -132,13 +132,19 @@ fn topology_check_honours_output_json_and_yaml() {
     let yaml: Value = serde_saphyr::from_str(&r.stdout).expect("YAML");
     assert_eq!(yaml, check);
 
-    // A broken topology still fails with exit 2 and its diagnostics on stderr, not half a document.
+    // A broken topology fails with exit 2, its diagnostics on stderr, and one document on stdout that
+    // says so (never half a document).
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "apiVersion: nope\n").unwrap();
     let r = ocm_lab(&["topology", "check", bad.to_str().unwrap(), "-o", "json"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.stdout, "");
+    let failed: Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert_eq!(failed["ok"], false, "{failed}");
+    assert!(
+        !failed["error"]["problems"].as_array().unwrap().is_empty(),
+        "{failed}"
+    );
 }
 
 #[test]
@@ -824,5 +830,33 @@ fn a_workflows_or_chart_patches_folder_that_is_missing_or_empty_is_refused_once(
             "said once: {}",
             out.stderr
         );
+    }
+}
+
+/// `-o json` gives JSON on stdout for failures too: a topology that does not validate, and a lab that is
+/// not up for `verify` and `status` (each one document with the error's code, message and exit code).
+#[test]
+fn output_json_prints_a_json_error_document_when_the_command_fails_before_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: ocm-lab.io/v1alpha1\n").unwrap();
+    let state = dir.path().join("state");
+    let env = [("OCM_LAB_STATE_DIR", state.as_path())];
+    for (args, code, error_code) in [
+        (
+            vec!["topology", "check", bad.to_str().unwrap(), "-o", "json"],
+            2,
+            "ocm_lab::invalid_file",
+        ),
+        (vec!["verify", "-o", "json"], 1, "ocm_lab::not_up"),
+        (vec!["status", "-o", "json"], 1, "ocm_lab::not_up"),
+    ] {
+        let out = ocm_lab_env(&args, &env);
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+        let doc: Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e}): {}", out.stdout));
+        assert_eq!(doc["error"]["code"], error_code, "{args:?}: {doc}");
+        assert_eq!(doc["error"]["exitCode"], code, "{args:?}: {doc}");
+        assert!(doc["error"]["message"].is_string(), "{args:?}: {doc}");
     }
 }
