@@ -279,6 +279,7 @@ impl ContainerRuntime for SimDocker {
                         api_port: (ct.name == format!("{c}-control-plane"))
                             .then(|| st.world.clusters.get(&c).map(|k| k.host_port))
                             .flatten(),
+                        image: st.world.clusters.get(&c).map(|k| k.image.clone()),
                     })
                     .collect())
             },

@@ -392,3 +392,30 @@ fn down_leaves_no_lock_or_folder_and_status_creates_none() {
     s.ok(&["down", "--simulate"]);
     assert_eq!(entries(&s), Vec::<String>::new(), "down after up");
 }
+
+/// A node image `up` cannot apply without re-creating the clusters is refused, naming `down` then `up`,
+/// instead of reported as `0 changed`; the lab is left as it was.
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+#[test]
+fn a_node_image_change_is_refused_with_down_then_up() {
+    let s = Sandbox::new();
+    s.ok(&["up", "--simulate", "-t", "minimal"]);
+    let older = ocm_lab::topology::catalog::KNOWN_KIND_NODE_IMAGES
+        .iter()
+        .find(|i| i.contains("v1.35."))
+        .expect("the catalog knows a 1.35 node image");
+    let r = s.run(&["up", "--simulate", "-t", "minimal", "--node-image", older]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot change in place")
+            && r.stderr.contains("ocm-lab down --simulate")
+            && r.stderr.contains("v1.35.0"),
+        "{}",
+        r.stderr
+    );
+    let again = s.ok(&["up", "--simulate", "-t", "minimal", "--output", "json"]);
+    assert_eq!(again.finished()["changed"], 0, "{}", again.stdout);
+}

@@ -272,10 +272,13 @@ fn a_second_ctrl_c_soon_after_the_first_stops_at_once() {
             break;
         }
     }
-    let pid = up.id().to_string();
-    let signal = |name: &str| {
-        let sent = Command::new("kill").args([name, &pid]).status().unwrap();
-        assert!(sent.success());
+    let pid = up.id();
+    // In-process, within microseconds: a `kill` subprocess takes milliseconds, as long as the simulated
+    // lab's whole graceful stop.
+    let signal = |sig: i32| {
+        // SAFETY: kill(2) on our own child's pid, with a valid signal number.
+        let sent = unsafe { libc::kill(i32::try_from(pid).unwrap(), sig) };
+        assert_eq!(sent, 0, "kill {sig}");
     };
     // Whether a SIGINT sent to the process is still pending (not yet delivered to its handler).
     let sigint_pending = || {
@@ -285,16 +288,18 @@ fn a_second_ctrl_c_soon_after_the_first_stops_at_once() {
             .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
             .any(|l| u64::from_str_radix(l[7..].trim(), 16).is_ok_and(|m| m & 0b10 != 0))
     };
-    // The first Ctrl-C, delivered; the process is then frozen, so that its graceful stop (milliseconds on
-    // the simulated lab) cannot end before the second arrives, however loaded this machine is. Two
-    // SIGINTs pending at once would be one: the second is sent only once the first was delivered.
-    signal("-INT");
+    // The first Ctrl-C is delivered, and the process is frozen at once, so that its graceful stop
+    // (milliseconds on the simulated lab) cannot end before the second arrives. Two SIGINTs pending at
+    // once would be one: the second is sent only once the first was delivered.
+    signal(libc::SIGSTOP);
+    signal(libc::SIGINT);
+    signal(libc::SIGCONT);
     while sigint_pending() {
-        std::thread::yield_now();
+        std::hint::spin_loop();
     }
-    signal("-STOP");
-    signal("-INT");
-    signal("-CONT");
+    signal(libc::SIGSTOP);
+    signal(libc::SIGINT);
+    signal(libc::SIGCONT);
     std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
     let status = up.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{seen}");

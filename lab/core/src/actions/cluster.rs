@@ -370,6 +370,42 @@ pub async fn remove_local_registries(ctx: &StepCtx<'_>) -> ActionResult {
     Ok((removed > 0, outputs([("removed", json!(removed))])))
 }
 
+/// A kind cluster's node image cannot change in place: a lab whose cluster runs another Kubernetes
+/// version than the topology now asks for (`--node-image`, `spec.versions.kindNodeImage`) is refused with
+/// the commands that re-create it, instead of being reported unchanged. An image Docker names by ID or by
+/// a local alias (a bundle's) says no version, and is left alone.
+fn node_image_unchanged(
+    ctx: &StepCtx<'_>,
+    name: &str,
+    looks: &[crate::backend::LookAlike],
+) -> Result<(), ActionError> {
+    use crate::topology::catalog::node_image_version;
+    let wanted = &ctx.run.lab.versions.kind_node_image;
+    let control_plane = format!("{name}-control-plane");
+    let Some(running) = looks
+        .iter()
+        .find(|l| l.name == control_plane)
+        .and_then(|l| l.image.as_deref())
+    else {
+        return Ok(());
+    };
+    match (node_image_version(running), node_image_version(wanted)) {
+        (Some(has), Some(wants)) if has != wants => Err(ActionError::permanent(format!(
+            "kind cluster `{name}` runs Kubernetes v{has}, and the topology asks for v{wants}: a kind cluster's node image cannot change in place"
+        ))
+        .with_help(format!(
+            "re-create the lab's clusters at the new image: `ocm-lab down{sim}` with the topology it was made \
+             with, then `ocm-lab up{sim}` with this one",
+            sim = if ctx.run.backends.simulated {
+                " --simulate"
+            } else {
+                ""
+            }
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `cluster.create`: a kind cluster with its own kubeconfig file, or a connection to an existing cluster.
 ///
 /// Ownership is proven, not assumed: the intent is recorded before `kind create`, confirmed with the
@@ -397,7 +433,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
             ownership(ctx, &owned, name, &looks)?.map(|ours| (ours, owned))
         };
         match verdict {
-            Some((true, _)) => {}
+            Some((true, _)) => node_image_unchanged(ctx, name, &looks)?,
             Some((false, owned)) => {
                 let clashes = foreign_look_alikes(&owned, name, &looks);
                 return Err(clash_error(

@@ -981,6 +981,7 @@ impl ContainerRuntime for Docker {
                     name,
                     kind_cluster: label,
                     api_port,
+                    image: c.image,
                 })
                 .filter(|_| hit)
             })

@@ -251,6 +251,9 @@ pub struct LookAlike {
     /// provision.go` `generatePortMappings`, v0.32.0) and writes it into the kubeconfig it writes.
     #[serde(default)]
     pub api_port: Option<u16>,
+    /// The image it runs, as Docker reports the reference it was created from.
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 impl LookAlike {
