@@ -3,7 +3,6 @@
 //! cascades, label selectors, and the errors a real server gives where the lab depends on them
 //! (OCM-FACTS §9.3, §10).
 
-use super::util::At as _;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -18,8 +17,6 @@ use ocm_lab_core::backend::{KubeError, ObjectRef};
 /// version they were written at.
 pub mod gk {
     use serde_json::Value;
-
-    use crate::util::At as _;
 
     use ocm_lab_core::backend::ObjectRef;
 
@@ -73,8 +70,8 @@ pub mod gk {
     /// The group/kind a CRD object defines.
     pub fn of_crd(crd: &Value) -> Option<String> {
         Some(make(
-            crd.at("/spec/group")?.as_str()?,
-            crd.at("/spec/names/kind")?.as_str()?,
+            crd.pointer("/spec/group")?.as_str()?,
+            crd.pointer("/spec/names/kind")?.as_str()?,
         ))
     }
 
@@ -182,17 +179,21 @@ pub(crate) struct Conversion {
 
 impl Conversion {
     fn of(crd: &Value) -> Option<Conversion> {
-        if crd.at("/spec/conversion/strategy").and_then(Value::as_str) != Some("Webhook") {
+        if crd
+            .pointer("/spec/conversion/strategy")
+            .and_then(Value::as_str)
+            != Some("Webhook")
+        {
             return None;
         }
         let storage = crd
-            .at("/spec/versions")
+            .pointer("/spec/versions")
             .and_then(Value::as_array)
             .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
             .and_then(|v| v["name"].as_str())
             .map(str::to_owned);
         let service = crd
-            .at("/spec/conversion/webhook/clientConfig/service/name")
+            .pointer("/spec/conversion/webhook/clientConfig/service/name")
             .and_then(Value::as_str)
             .map(str::to_owned);
         Some(Conversion { storage, service })
@@ -269,12 +270,19 @@ impl Store {
 
     /// The first object of `gk` named `name`, in any namespace.
     pub fn find_named(&self, gk: &str, name: &str) -> Option<&Value> {
-        self.objects.get(gk)?.values().find_map(|by_name| by_name.get(name))
+        self.objects
+            .get(gk)?
+            .values()
+            .find_map(|by_name| by_name.get(name))
     }
 
     /// How many objects the store holds.
     pub fn len(&self) -> usize {
-        self.objects.values().flat_map(BTreeMap::values).map(BTreeMap::len).sum()
+        self.objects
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(BTreeMap::len)
+            .sum()
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
@@ -315,7 +323,11 @@ impl Store {
         self.objects
             .iter()
             .filter_map(|(gk, by_ns)| Some((gk, by_ns.get(ns)?)))
-            .flat_map(|(gk, by_name)| by_name.keys().map(move |n| (gk.clone(), ns.to_owned(), n.clone())))
+            .flat_map(|(gk, by_name)| {
+                by_name
+                    .keys()
+                    .map(move |n| (gk.clone(), ns.to_owned(), n.clone()))
+            })
             .collect()
     }
 
@@ -323,7 +335,7 @@ impl Store {
     /// cluster-scoped one.
     pub fn dependents(&self, uid: &str, ns: Option<&str>) -> Vec<(String, String, String)> {
         let owned = |o: &Value| {
-            o.at("/metadata/ownerReferences")
+            o.pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
         };
@@ -355,7 +367,7 @@ impl Store {
         };
         if util::condition_is(crd, "Established", "True") {
             let versions = crd
-                .at("/spec/versions")
+                .pointer("/spec/versions")
                 .and_then(Value::as_array)
                 .map(|vs| {
                     vs.iter()
@@ -828,7 +840,7 @@ pub(crate) fn hub_gate(w: &World, cluster: &str, gate: &str) -> bool {
         return false;
     };
     gate_on(
-        cm.at("/spec/registrationConfiguration/featureGates"),
+        cm.pointer("/spec/registrationConfiguration/featureGates"),
         gate,
         gate == "DefaultClusterSet",
     )
@@ -858,12 +870,12 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
     // namespace is gone, which the real backend classifies as transient.
     if key == gk::MANAGED_CLUSTER && webhook_registered(w, cluster, &MC_VALIDATOR) {
         let name = util::name(obj);
-        let accepting = obj.at("/spec/hubAcceptsClient") == Some(&json!(true))
+        let accepting = obj.pointer("/spec/hubAcceptsClient") == Some(&json!(true))
             && w.get(cluster, key, "", name)
-                .is_none_or(|old| old.at("/spec/hubAcceptsClient") != Some(&json!(true)));
+                .is_none_or(|old| old.pointer("/spec/hubAcceptsClient") != Some(&json!(true)));
         let terminating = w
             .get(cluster, gk::NAMESPACE, "", name)
-            .is_some_and(|ns| ns.at("/status/phase") == Some(&json!("Terminating")));
+            .is_some_and(|ns| ns.pointer("/status/phase") == Some(&json!("Terminating")));
         if accepting && terminating {
             return Err(KubeError::Forbidden {
                 message: format!(
@@ -875,7 +887,7 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
         }
     }
     if key == gk::SET_BINDING && webhook_registered(w, cluster, &BINDING_VALIDATOR) {
-        let set = obj.at("/spec/clusterSet").and_then(Value::as_str);
+        let set = obj.pointer("/spec/clusterSet").and_then(Value::as_str);
         if set != Some(util::name(obj)) {
             return Err(rejected(
                 400,

@@ -963,10 +963,7 @@ impl ClusterApi for SimApi {
             st.webhook_fault(&c, &gk::of_obj(obj), api_version, kind)?;
             apiserver::apply(&mut st.world, &c, obj)?;
             if st.record {
-                st.applied
-                    .entry(c)
-                    .or_default()
-                    .push(obj.clone());
+                st.applied.entry(c).or_default().push(obj.clone());
             }
             Ok(())
         })

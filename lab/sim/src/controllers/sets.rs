@@ -1,6 +1,5 @@
 //! Cluster sets, bindings, ClusterProfiles and placements on the hub (OCM-FACTS §4.1, §9.10, §10).
 
-use crate::util::At as _;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
@@ -257,10 +256,10 @@ pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
             util::label(m, CLUSTERSET_LABEL).unwrap_or(""),
         );
         util::set_label(&mut n, CLUSTER_NAME_LABEL, mc);
-        if let Some(v) = m.at("/status/version/kubernetes") {
+        if let Some(v) = m.pointer("/status/version/kubernetes") {
             n["status"]["version"] = json!({"kubernetes": v});
         }
-        match m.at("/status/clusterClaims").and_then(Value::as_array) {
+        match m.pointer("/status/clusterClaims").and_then(Value::as_array) {
             Some(claims) => {
                 let props: Vec<Value> = claims
                     .iter()
@@ -312,7 +311,7 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         .as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|pr| pr.at("/requiredClusterSelector/labelSelector"))
+                .filter_map(|pr| pr.pointer("/requiredClusterSelector/labelSelector"))
                 .collect()
         })
         .unwrap_or_default();
@@ -362,7 +361,7 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     // Clusters newly decided get their addons right away; a cluster leaving makes the addon manager
     // look at everything (rare).
     let before: BTreeSet<&str> = decision
-        .at("/status/decisions")
+        .pointer("/status/decisions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -419,15 +418,9 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     ops
 }
 
-/// Whether a Placement decided on `mc` (no allocation: this runs once per joining cluster).
+/// Whether a Placement decided on `mc`.
 pub(super) fn decides(w: &World, hub: &str, ns: &str, placement: &str, mc: &str) -> bool {
-    w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
-        .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
-        .any(|d| {
-            d.at("/status/decisions")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x["clusterName"] == mc))
-        })
+    decided(w, hub, ns, placement).contains(mc)
 }
 
 /// Clusters a Placement decided on.
@@ -435,7 +428,7 @@ pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeS
     w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
         .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
         .flat_map(|d| {
-            d.at("/status/decisions")
+            d.pointer("/status/decisions")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
