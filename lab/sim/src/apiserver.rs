@@ -230,13 +230,6 @@ pub(crate) struct Store {
     objects: Objects,
     /// Last resourceVersion handed out.
     pub rv: u64,
-    /// Custom kinds served now (their CRD is Established), by gk.
-    #[serde(skip)]
-    crds: BTreeMap<String, KindInfo>,
-    /// Custom kinds whose CRD (Established or not) converts by webhook, by gk: its storage version and
-    /// the webhook's Service. So a write finds its conversion webhook without reading every CRD.
-    #[serde(skip)]
-    conversions: BTreeMap<String, Conversion>,
 }
 
 impl Store {
@@ -286,9 +279,6 @@ impl Store {
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
-        if gk == self::gk::CRD {
-            self.index_crd(&obj);
-        }
         self.objects
             .entry(gk.to_owned())
             .or_default()
@@ -308,12 +298,6 @@ impl Store {
             if by_ns.is_empty() {
                 self.objects.remove(gk);
             }
-        }
-        if gk == self::gk::CRD
-            && let Some(k) = self::gk::of_crd(&old)
-        {
-            self.crds.remove(&k);
-            self.conversions.remove(&k);
         }
         Some(old)
     }
@@ -355,55 +339,41 @@ impl Store {
         out
     }
 
-    pub fn crd_served(&self, gk: &str) -> bool {
-        self.crds.contains_key(gk)
+    /// The CRD that defines custom kind `gk` (Established or not).
+    fn crd_of(&self, gk: &str) -> Option<&Value> {
+        self.list(self::gk::CRD, None)
+            .find(|crd| self::gk::of_crd(crd).as_deref() == Some(gk))
     }
 
-    fn index_crd(&mut self, crd: &Value) {
-        let Some(k) = gk::of_crd(crd) else { return };
-        match Conversion::of(crd) {
-            Some(c) => self.conversions.insert(k.clone(), c),
-            None => self.conversions.remove(&k),
+    /// The custom kind `gk` while its CRD is Established (served), with its served versions.
+    fn custom_kind(&self, gk: &str) -> Option<KindInfo> {
+        let crd = self
+            .crd_of(gk)
+            .filter(|crd| util::condition_is(crd, "Established", "True"))?;
+        let text = |p: &str| {
+            crd.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
         };
-        if util::condition_is(crd, "Established", "True") {
-            let versions = crd
+        Some(KindInfo {
+            group: text("/spec/group"),
+            kind: text("/spec/names/kind"),
+            plural: text("/spec/names/plural"),
+            namespaced: crd["spec"]["scope"] == "Namespaced",
+            versions: crd
                 .pointer("/spec/versions")
                 .and_then(Value::as_array)
-                .map(|vs| {
-                    vs.iter()
-                        .filter(|v| v["served"] == true)
-                        .filter_map(|v| v["name"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            self.crds.insert(
-                k,
-                KindInfo {
-                    group: crd["spec"]["group"].as_str().unwrap_or("").to_owned(),
-                    kind: crd["spec"]["names"]["kind"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned(),
-                    plural: crd["spec"]["names"]["plural"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned(),
-                    namespaced: crd["spec"]["scope"] == "Namespaced",
-                    versions,
-                },
-            );
-        } else {
-            self.crds.remove(&k);
-        }
+                .into_iter()
+                .flatten()
+                .filter(|v| v["served"] == true)
+                .filter_map(|v| v["name"].as_str().map(str::to_owned))
+                .collect(),
+        })
     }
 
-    pub fn rebuild_index(&mut self) {
-        let crds: Vec<Value> = self.list(gk::CRD, None).cloned().collect();
-        self.crds.clear();
-        self.conversions.clear();
-        for c in &crds {
-            self.index_crd(c);
-        }
+    pub fn crd_served(&self, gk: &str) -> bool {
+        self.custom_kind(gk).is_some()
     }
 }
 
@@ -429,10 +399,8 @@ pub(crate) fn resolve(w: &World, cluster: &str, api_version: &str, kind: &str) -
     }
     let c = w.clusters.get(cluster)?;
     c.api
-        .crds
-        .get(&gk::make(group, kind))
+        .custom_kind(&gk::make(group, kind))
         .filter(|i| i.versions.iter().any(|v| v == version))
-        .cloned()
 }
 
 // Errors are worded and classified like the real backend's (`backend::kube`, `backend::kube::classify`):
@@ -808,7 +776,7 @@ fn conversion_webhook(
     key: &str,
     api_version: &str,
 ) -> Option<HubWebhook> {
-    let conversion = w.clusters.get(cluster)?.api.conversions.get(key)?;
+    let conversion = Conversion::of(w.clusters.get(cluster)?.api.crd_of(key)?)?;
     let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
     if conversion.storage.as_deref() == Some(version) {
         return None;

@@ -808,10 +808,9 @@ impl World {
         Some(old)
     }
 
-    /// Makes the per-cluster indexes right after loading.
+    /// Gives a cluster saved before clusters had a CA its own, after loading.
     pub(crate) fn after_load(&mut self) {
         for c in self.clusters.values_mut() {
-            c.api.rebuild_index();
             if c.ca.is_none() {
                 c.ca = Some(super::certs::ClusterCa::new(&c.name));
             }
