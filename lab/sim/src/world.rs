@@ -128,8 +128,6 @@ pub(crate) struct Change {
     pub ns: String,
     pub name: String,
     pub kind: ChangeKind,
-    /// The labels before an update that changed them (kept for ManagedClusters only: set membership).
-    pub prev_labels: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -697,7 +695,6 @@ impl World {
         let ns = util::namespace(&obj).to_owned();
         let name = util::name(&obj).to_owned();
         let tracks_generation = gk::tracks_generation(&key);
-        let mut prev_labels = None;
         let updated = match old {
             None => None,
             Some(old) => {
@@ -716,9 +713,6 @@ impl World {
                     obj["metadata"]["generation"] = json!(g);
                 }
                 let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
-                if labels && key == gk::MANAGED_CLUSTER {
-                    prev_labels = Some(old["metadata"]["labels"].clone());
-                }
                 Some(ChangeKind::Updated { labels, spec })
             }
         };
@@ -748,7 +742,6 @@ impl World {
             ns,
             name,
             kind,
-            prev_labels,
         });
         self.touched.insert(cluster.to_owned());
         true
@@ -772,7 +765,6 @@ impl World {
             ns: ns.to_owned(),
             name: name.to_owned(),
             kind: ChangeKind::Deleted,
-            prev_labels: None,
         });
         self.touched.insert(cluster.to_owned());
         let mut cascade: Vec<(String, String, String)> = Vec::new();

@@ -12,7 +12,7 @@ use super::{
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
 use crate::util::{self, set_condition};
-use crate::world::{Change, ChangeKind, World};
+use crate::world::{ChangeKind, World};
 use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
 const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
@@ -446,30 +446,6 @@ fn profiles_named(w: &World, hub: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The sets whose membership a ManagedCluster change altered (all of them the cluster was in, when it
-/// was deleted).
-fn sets_changed<'a>(w: &'a World, ch: &Change) -> BTreeSet<&'a str> {
-    let c = ch.cluster.as_str();
-    let now = w.get(c, gk::MANAGED_CLUSTER, "", &ch.name);
-    let before = ch
-        .prev_labels
-        .as_ref()
-        .map(|l| json!({"metadata": {"name": ch.name, "labels": l}}));
-    let mut changed = BTreeSet::new();
-    for set in w.list(c, gk::CLUSTER_SET, None) {
-        let was = match ch.kind {
-            ChangeKind::Created => false,
-            ChangeKind::Deleted => true,
-            ChangeKind::Updated { .. } => before.as_ref().is_some_and(|b| is_member(set, b)),
-        };
-        let is = now.is_some_and(|m| is_member(set, m));
-        if was != is || ch.kind == ChangeKind::Deleted {
-            changed.insert(util::name(set));
-        }
-    }
-    changed
-}
-
 /// A set's membership or selector may have changed (not just its status).
 fn set_membership_may_change(kind: ChangeKind) -> bool {
     kind.membership() || matches!(kind, ChangeKind::Updated { spec: true, .. })
@@ -520,10 +496,11 @@ static SET_STATUS: Controller = Controller {
                 q.add(&ch.cluster, &ch.name, "");
             }
         }),
+        // A cluster joined, left or was relabelled: every set counts again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind.membership() {
-                for set in sets_changed(w, ch) {
-                    q.add(&ch.cluster, set, "");
+                for set in w.list(&ch.cluster, gk::CLUSTER_SET, None) {
+                    q.add(&ch.cluster, util::name(set), "");
                 }
             }
         }),
@@ -686,27 +663,10 @@ static PLACEMENT: Controller = Controller {
         (gk::SET_BINDING, |w, ch, q| {
             all_placements(w, &ch.cluster, Some(&ch.ns), q);
         }),
-        // Placements that use a set whose membership changed decide again (only those: each is
-        // O(clusters)).
+        // A cluster joined, left or was relabelled: every Placement decides again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
-            if !ch.kind.membership() {
-                return;
-            }
-            let changed = sets_changed(w, ch);
-            if changed.is_empty() {
-                return;
-            }
-            for p in w.list(&ch.cluster, gk::PLACEMENT, None) {
-                let uses_changed = match p["spec"]["clusterSets"].as_array() {
-                    Some(list) if !list.is_empty() => list
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .any(|x| changed.contains(x)),
-                    _ => true,
-                };
-                if uses_changed {
-                    q.add(&ch.cluster, util::namespace(p), util::name(p));
-                }
+            if ch.kind.membership() {
+                all_placements(w, &ch.cluster, None, q);
             }
         }),
     ],
