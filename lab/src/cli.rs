@@ -36,8 +36,8 @@ Environment variables:
   HOME, PATH              Default folders; where kind and helm are looked for.
   XDG_STATE_HOME          See OCM_LAB_STATE_DIR.
   XDG_CACHE_HOME          See OCM_LAB_CACHE_DIR.
-  OCM_LAB_CRASH_POINT     For ocm-lab's own crash tests only: SIGKILL itself after the
-                          n-th finished step.
+  OCM_LAB_POST_RENDERER   Not read: set by ocm-lab for the helm it runs, the path of ocm-lab
+                          that Helm 4 runs as the chart post-renderer.
 
 Exit codes:
   0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).
@@ -46,7 +46,7 @@ Exit codes:
        something that stops `up`.
   2    The input is wrong: arguments, topology, workflow or chart-patch files.
        Nothing was touched.
-  130  Interrupted (Ctrl-C); running the same command again resumes.";
+  130  Interrupted (Ctrl-C); running the same command again finishes the work.";
 
 /// A declarative local Open Cluster Management lab for the Cluster Inventory API (ClusterProfile).
 ///
@@ -89,6 +89,7 @@ impl Cli {
             Command::Verify(a) => a.output.into(),
             Command::Down(a) => a.output.into(),
             Command::Status(a) => a.output.output,
+            Command::Consumer(a) => a.output.output,
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
             Command::Images(ImagesCommand::List(a)) => a.output.output,
@@ -267,6 +268,26 @@ pub struct StatusArgs {
     pub output: DocumentOutput,
 }
 
+/// `consumer`: what a ClusterProfile consumer application needs to use the lab, from one namespace.
+#[derive(Debug, Clone, Args)]
+pub struct ConsumerArgs {
+    /// The namespace the consumer runs in: one a ManagedClusterSet of the lab is bound to.
+    pub namespace: String,
+    /// The consumer's ServiceAccount (and the prefix of its Roles, RoleBindings and ConfigMap).
+    #[arg(long, value_name = "NAME", default_value = "clusterprofile-consumer")]
+    pub service_account: String,
+    /// The ManagedServiceAccount whose synced token `cp-creds` returns. Default: the one the topology syncs to
+    /// the namespace's ClusterProfiles.
+    #[arg(long, value_name = "NAME")]
+    pub msa: Option<String>,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
 /// `doctor`: checks the machine; `--no-download` asks whether `up --no-download` would work.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
@@ -373,6 +394,12 @@ impl From<&StatusArgs> for RunArgs {
     }
 }
 
+impl From<&ConsumerArgs> for RunArgs {
+    fn from(a: &ConsumerArgs) -> Self {
+        RunArgs::new(&a.lab, a.sim)
+    }
+}
+
 impl From<&DoctorArgs> for RunArgs {
     fn from(a: &DoctorArgs) -> Self {
         RunArgs {
@@ -402,6 +429,16 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
+    /// Print what a ClusterProfile consumer in NAMESPACE needs: the namespace's ClusterProfiles, the provider
+    /// file, its ServiceAccount's Roles, and the initContainer that copies cp-creds (`-o yaml` to apply).
+    ///
+    /// Read-only. The YAML (the default form, and `-o yaml`) is ready for `kubectl apply -f -`: a
+    /// ServiceAccount, a Role to read ClusterProfiles, a Role with `get` on Secrets for managed-serviceaccount's
+    /// `cp-creds` (it reads the token synced next to each ClusterProfile), their RoleBindings, and a ConfigMap
+    /// with the provider file; the consumer Pod's spec (the initContainer copying `/cp-creds` out of the
+    /// managed-serviceaccount image the lab runs, and the mounts) follows as a comment. `-o json` gives all of
+    /// it as one object.
+    Consumer(ConsumerArgs),
     /// Delete the lab's kind clusters, contexts and the Docker network it created; on existing clusters remove only what the lab installed and applied.
     Down(DownArgs),
     /// Bring a used lab back to its just-up state without re-creating clusters.
@@ -595,6 +632,14 @@ pub struct CiMatrixArgs {
     /// runner has 16 GB in public repositories. Default: leave nothing out.
     #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
     pub runner_memory: Option<u64>,
+    /// The runner's CPUs (GitHub's standard Linux runner has 4 in public repositories). Default: not
+    /// checked.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub runner_cpus: Option<u64>,
+    /// The runner's free disk, as `--runner-memory` takes sizes (GitHub's standard Linux runner has
+    /// 14 GB of SSD). Default: not checked.
+    #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
+    pub runner_disk: Option<u64>,
     /// Output format (JSON, on one line, is what `$GITHUB_OUTPUT` takes).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Json)]
     pub output: Output,

@@ -14,7 +14,7 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// The input is wrong: arguments, topology, workflow or patch files. Nothing was touched.
     pub const INVALID_INPUT: u8 = 2;
-    /// Interrupted (Ctrl-C); running again resumes.
+    /// Interrupted (Ctrl-C); running again finishes the work.
     pub const CANCELLED: u8 = 130;
 }
 
@@ -26,14 +26,19 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Workflow(#[from] WorkflowError),
-    #[error("failed to load chart patches: {0}")]
+    #[error("failed to load chart patches")]
     #[diagnostic(
         code(ocm_lab::chart_patches),
-        help("fix the patch file, or drop --chart-patches to use the embedded ones")
+        help("fix the patch file or folder, or drop --chart-patches to use the embedded ones")
     )]
     Patches(#[from] PatchError),
-    #[error("failed to read workflows from {path}: {source}")]
-    #[diagnostic(code(ocm_lab::workflow::read))]
+    #[error("failed to read workflows from {path}")]
+    #[diagnostic(
+        code(ocm_lab::workflow::read),
+        help(
+            "give a folder that holds workflow files (`up.yaml`, …) or a `manifests/` folder of them, or drop --workflows to use the embedded ones"
+        )
+    )]
     ReadWorkflows {
         path: String,
         #[source]
@@ -119,24 +124,33 @@ pub enum Error {
     #[error("lab `{lab}` is not healthy (see above)")]
     #[diagnostic(code(ocm_lab::unhealthy), help("{help}"))]
     Unhealthy { lab: String, help: String },
-    #[error("cancelled: running steps were stopped; run the same command again to resume")]
+    #[error("`ocm-lab consumer {namespace}`: {why}")]
+    #[diagnostic(code(ocm_lab::consumer::topology), help("{help}"))]
+    ConsumerTopology {
+        namespace: String,
+        why: String,
+        help: String,
+    },
+    #[error("failed to read the ClusterProfiles of namespace {namespace} on the hub: {why}")]
+    #[diagnostic(code(ocm_lab::consumer::hub), help("{help}"))]
+    ConsumerHub {
+        namespace: String,
+        why: String,
+        help: String,
+    },
+    #[error("cancelled: running steps were stopped; run the same command again to finish")]
     #[diagnostic(code(ocm_lab::cancelled))]
     Cancelled,
     #[error(
-        "no combination of the matrix fits in the runner's {runner_mib} MiB: the smallest, `{smallest}`, needs {need_mib} MiB ({clusters} kind clusters)"
+        "no combination of the matrix fits in the runner: the smallest, `{smallest}`, lacks {short}"
     )]
     #[diagnostic(
         code(ocm_lab::ci::nothing_fits),
         help(
-            "give the runner's real memory (`--runner-memory 16GB` for GitHub's standard Linux runner), or a topology with fewer kind clusters (`-t minimal`)"
+            "give the runner's real size (`--runner-memory 16GB --runner-cpus 4 --runner-disk 14GB` for GitHub's standard Linux runner), or a topology with fewer kind clusters (`-t minimal`)"
         )
     )]
-    CiNothingFits {
-        runner_mib: u64,
-        smallest: String,
-        need_mib: u64,
-        clusters: usize,
-    },
+    CiNothingFits { smallest: String, short: String },
     /// `__post-render` (run by Helm) could not patch the manifests; Helm stops the install.
     #[error("ocm-lab post-renderer: {0}")]
     #[diagnostic(code(ocm_lab::post_render))]
@@ -221,7 +235,8 @@ impl Error {
             | Error::Workflow(_)
             | Error::Patches(_)
             | Error::PlanDirNotEmpty(_)
-            | Error::CiNothingFits { .. } => exit::INVALID_INPUT,
+            | Error::CiNothingFits { .. }
+            | Error::ConsumerTopology { .. } => exit::INVALID_INPUT,
             Error::ReadWorkflows { .. } => exit::INVALID_INPUT,
             Error::State(crate::state::StateError::Locked { .. }) => exit::FAILURE,
             Error::Cancelled => exit::CANCELLED,
@@ -234,6 +249,7 @@ impl Error {
             | Error::NoSimulation
             | Error::StepFailed { .. }
             | Error::Unhealthy { .. }
+            | Error::ConsumerHub { .. }
             | Error::NotUp { .. }
             | Error::Preflight(_)
             | Error::Tools(_)

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::charts::ChartPlan;
-use crate::topology::catalog::{Chart, ChartImage, ImageRuns, chart_images};
+use crate::topology::catalog::{Chart, ImageRuns, chart_images};
 use crate::topology::{Lab, Provider};
 use crate::workflow::Plan;
 
@@ -181,7 +181,7 @@ pub fn list(lab: &Lab, plan: &Plan) -> Result<Vec<LabImage>, ImagesError> {
             version: chart.version.clone(),
         })?;
         for i in images {
-            let image = format!("{}:{}", i.repository, ChartImage::tag(&chart.version));
+            let image = i.reference(&chart.version);
             let entry = charts.entry(image.clone()).or_insert_with(|| {
                 let (repository, tag, digest) = split_reference(&image);
                 LabImage {

@@ -89,6 +89,7 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Verify(args) => commands::verify::run(args),
         Command::Down(args) => commands::down::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Consumer(args) => commands::consumer::run(args),
         Command::Diagnose(args) => commands::diagnose::run(args),
         Command::Reset(args) => commands::reset::run(args),
         Command::Doctor(args) => commands::doctor::run(args),

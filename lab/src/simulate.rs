@@ -99,11 +99,6 @@ mod imp {
                 })
         }
 
-        /// Saves each step's effects on the simulated world before the journal says it is done.
-        pub fn durability(&self, state: &StateDir) -> Arc<dyn crate::step::Durability> {
-            self.0.durability(&state.sim_world())
-        }
-
         /// Whether the world holds clusters the lab did not create (its `existing:` clusters).
         pub fn has_foreign_clusters(&self) -> bool {
             self.0.has_foreign_clusters()
@@ -116,15 +111,13 @@ mod imp {
         chart: &crate::charts::ChartPlan,
         patches: &PatchSet,
     ) -> Result<crate::backend::Rendered, String> {
-        ocm_lab_sim::render_chart_patched(chart, &chart.values.value(), patches)
+        ocm_lab_sim::render_chart_patched(chart, &chart.values, patches)
             .map_err(|e| format!("the simulated chart model failed: {e}"))
     }
 }
 
 #[cfg(not(feature = "simulate"))]
 mod imp {
-    use std::sync::Arc;
-
     use super::*;
 
     /// This build has no simulated lab: no value of this type exists.
@@ -142,9 +135,6 @@ mod imp {
 
     impl Simulated {
         pub fn save(&self, _: &StateDir) -> Result<(), Error> {
-            match *self {}
-        }
-        pub fn durability(&self, _: &StateDir) -> Arc<dyn crate::step::Durability> {
             match *self {}
         }
         pub fn has_foreign_clusters(&self) -> bool {

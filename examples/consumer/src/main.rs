@@ -1,6 +1,7 @@
 //! `ocm-lab-consumer`: lists the ClusterProfiles of a namespace on the hub and, for each, talks to the spoke
-//! through its `open-cluster-management` access provider with the token managed-serviceaccount synced beside
-//! it, printing the spoke's Kubernetes version and how many namespaces it has. See README.md.
+//! through its access provider with the credential the provider file's exec plugin returns (for OCM,
+//! managed-serviceaccount's `cp-creds`), printing the spoke's Kubernetes version and how many namespaces it
+//! has. See README.md.
 
 use clap::Parser;
 

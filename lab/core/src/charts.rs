@@ -10,38 +10,6 @@ use crate::patch::PatchSet;
 use crate::topology::catalog::{self, Chart};
 use crate::topology::{Lab, MSA_AGENT_NAMESPACE, Provider};
 
-/// A chart's values, kept as their compact JSON text and parsed when read ([`Values::value`]): a plan of
-/// a thousand spokes holds a thousand klusterlet charts, and their values as a parsed `Value` (six maps)
-/// take ten times the memory of their text. Serializes as the values (parsed, so that a pretty printer
-/// indents them).
-#[derive(Clone)]
-pub struct Values(Box<serde_json::value::RawValue>);
-
-impl Values {
-    /// The values, parsed.
-    pub fn value(&self) -> Value {
-        serde_json::from_str(self.0.get()).expect("chart values are JSON text")
-    }
-}
-
-impl From<Value> for Values {
-    fn from(v: Value) -> Self {
-        Values(serde_json::value::to_raw_value(&v).expect("a JSON value serializes"))
-    }
-}
-
-impl Serialize for Values {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.value().serialize(s)
-    }
-}
-
-impl std::fmt::Debug for Values {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0.get())
-    }
-}
-
 /// One chart release the lab installs.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -54,7 +22,7 @@ pub struct ChartPlan {
     pub chart: Chart,
     pub version: String,
     /// Values passed to `helm template` (without the run-time values below).
-    pub values: Values,
+    pub values: Value,
     /// Values only known at run time (and secret), filled by the action.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtime_values: Vec<RuntimeValue>,
@@ -219,7 +187,7 @@ pub fn plan_chart(
         repo: catalog::OCM_HELM_REPO.to_owned(),
         chart,
         version,
-        values: values.into(),
+        values,
         runtime_values,
         patches,
     })
@@ -270,8 +238,8 @@ pub fn check_values(plan: &ChartPlan, lab: &Lab) -> Result<(), ValuesError> {
         version: plan.version.clone(),
         problem,
     };
-    let values = plan.values.value();
-    let get = |path: &str| path.split('.').try_fold(&values, |v, k| v.get(k));
+    let values = &plan.values;
+    let get = |path: &str| path.split('.').try_fold(values, |v, k| v.get(k));
     match plan.chart {
         Chart::ClusterProxy => {
             let Some(cp) = &lab.addons.cluster_proxy else {
@@ -306,7 +274,10 @@ pub fn check_values(plan: &ChartPlan, lab: &Lab) -> Result<(), ValuesError> {
                 && (get("enableServiceProxy") != Some(&json!(true))
                     || get("userServer.enabled") != Some(&json!(true)))
             {
-                return Err(err("the user server needs both `enableServiceProxy` and `userServer.enabled` (OCM-FACTS §6)".into()));
+                return Err(err(
+                    "the user server needs both `enableServiceProxy` and `userServer.enabled`"
+                        .into(),
+                ));
             }
         }
         Chart::ManagedServiceaccount => {

@@ -50,12 +50,19 @@ impl Diagnostic for Issue {
     }
 }
 
+/// How many problems a report shows with a snippet each; the rest are counted in one line. A file with
+/// thousands of mistakes (a generated topology) is answered at once, and the first screen is the one
+/// people fix first.
+pub const SHOWN: usize = 20;
+
 /// All problems found in one file, with the file's text for snippets.
 #[derive(Debug, thiserror::Error)]
 pub struct FileDiagnostics {
     pub file: String,
     pub src: NamedSource<String>,
     pub issues: Vec<Issue>,
+    /// "and N more problems", shown after the first [`SHOWN`] issues when there are more.
+    more: Option<Issue>,
 }
 
 impl fmt::Display for FileDiagnostics {
@@ -76,7 +83,13 @@ impl Diagnostic for FileDiagnostics {
         Some(&self.src)
     }
     fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {
-        Some(Box::new(self.issues.iter().map(|i| i as &dyn Diagnostic)))
+        Some(Box::new(
+            self.issues
+                .iter()
+                .take(SHOWN)
+                .chain(&self.more)
+                .map(|i| i as &dyn Diagnostic),
+        ))
     }
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         Some(Box::new("ocm_lab::invalid_file"))
@@ -87,10 +100,29 @@ impl FileDiagnostics {
     pub fn new(file: &str, text: &str, mut issues: Vec<Issue>) -> Self {
         // In file order, which is how people fix them.
         issues.sort_by_key(|i| i.line_col.unwrap_or((usize::MAX, 0)));
+        let more = issues.get(SHOWN..).filter(|r| !r.is_empty()).map(|rest| {
+            let errors = rest.iter().filter(|i| i.level == Level::Error).count();
+            Issue {
+                level: if errors > 0 {
+                    Level::Error
+                } else {
+                    Level::Warning
+                },
+                field: String::new(),
+                message: format!(
+                    "and {} in {file}, not shown (the first {SHOWN} are above)",
+                    crate::text::count(rest.len(), "more problem", "more problems")
+                ),
+                help: Some("fix these and run again: the next ones are shown then".to_owned()),
+                span: None,
+                line_col: None,
+            }
+        });
         Self {
             file: file.to_owned(),
             src: NamedSource::new(file, text.to_owned()),
             issues,
+            more,
         }
     }
 
@@ -102,12 +134,19 @@ impl FileDiagnostics {
         self.errors().next().is_some()
     }
 
-    /// Every error as `file:line:col: field: message (help)`, one per line: the plain-text form for logs.
+    /// The first [`SHOWN`] errors as `file:line:col: field: message (help)`, one per line, then how many
+    /// more there are: the plain-text form for logs.
     pub fn plain(&self) -> String {
-        self.errors()
-            .map(|i| self.locate(i))
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut lines: Vec<String> = self.errors().take(SHOWN).map(|i| self.locate(i)).collect();
+        let rest = self.errors().count().saturating_sub(SHOWN);
+        if rest > 0 {
+            lines.push(format!(
+                "{}: and {} more",
+                self.file,
+                crate::text::count(rest, "error", "errors")
+            ));
+        }
+        lines.join("\n")
     }
 
     /// `file:line:col: field: message`, the plain-text form of one issue.
@@ -130,6 +169,10 @@ impl FileDiagnostics {
 pub struct Collector<'a> {
     text: &'a str,
     pub issues: Vec<Issue>,
+    /// The byte offset of each line's start, built on the first located issue: each issue then finds its
+    /// line at once instead of counting lines from the top of the file (quadratic in a file with an error
+    /// on every line).
+    line_starts: std::sync::OnceLock<Vec<usize>>,
 }
 
 impl<'a> Collector<'a> {
@@ -137,6 +180,7 @@ impl<'a> Collector<'a> {
         Self {
             text,
             issues: Vec::new(),
+            line_starts: std::sync::OnceLock::new(),
         }
     }
 
@@ -169,7 +213,7 @@ impl<'a> Collector<'a> {
     ) -> &mut Issue {
         let (span, line_col) = match loc.filter(|l| l.line() > 0) {
             Some(l) => (
-                Some(span_of(self.text, l)),
+                Some(span_at(self.text, self.line_starts(), l)),
                 Some((l.line() as usize, l.column() as usize)),
             ),
             None => (None, None),
@@ -188,6 +232,17 @@ impl<'a> Collector<'a> {
     pub fn has_errors(&self) -> bool {
         self.issues.iter().any(|i| i.level == Level::Error)
     }
+
+    fn line_starts(&self) -> &[usize] {
+        self.line_starts.get_or_init(|| line_starts(self.text))
+    }
+}
+
+/// The byte offset at which each line of `text` starts.
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
 }
 
 impl Issue {
@@ -199,7 +254,22 @@ impl Issue {
 
 /// The byte span of a location in `text`: from its line and column, as long as the token there.
 pub fn span_of(text: &str, loc: &Location) -> SourceSpan {
-    let start = byte_offset(text, loc.line() as usize, loc.column() as usize);
+    span_at(text, &line_starts(text), loc)
+}
+
+/// [`span_of`] with the line starts of `text` at hand.
+fn span_at(text: &str, line_starts: &[usize], loc: &Location) -> SourceSpan {
+    let start = match line_starts.get((loc.line() as usize).saturating_sub(1)) {
+        Some(&line) => {
+            line + text[line..]
+                .chars()
+                .take_while(|c| *c != '\n')
+                .take((loc.column() as usize).saturating_sub(1))
+                .map(char::len_utf8)
+                .sum::<usize>()
+        }
+        None => text.len(),
+    };
     // Long values are underlined only at their start: the snippet is for finding the spot.
     let chars = (loc.span().len() as usize).clamp(1, 60);
     let len: usize = text[start..]

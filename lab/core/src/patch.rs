@@ -251,6 +251,11 @@ impl PatchSet {
             }
         }
         paths.sort();
+        if paths.is_empty() {
+            return Err(PatchError::EmptyDir {
+                path: dir.to_path_buf(),
+            });
+        }
         let mut files = Vec::with_capacity(paths.len());
         for path in paths {
             let text = std::fs::read_to_string(&path).map_err(|source| PatchError::ReadFile {
@@ -466,6 +471,13 @@ pub enum PatchError {
         #[source]
         source: std::io::Error,
     },
+    /// A patch folder holds no patch file (`*.yaml`): nothing would be patched, which is never what a
+    /// `--chart-patches` folder is given for.
+    #[error("patch folder {} holds no patch files (*.yaml)", path.display())]
+    EmptyDir {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A patch file could not be read.
     #[error("failed to read patch file {}", path.display())]
     ReadFile {
@@ -595,7 +607,9 @@ impl PatchError {
 impl miette::Diagnostic for PatchError {
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         let code = match self {
-            Self::ReadDir { .. } | Self::ReadFile { .. } => "ocm_lab::patch::read",
+            Self::ReadDir { .. } | Self::ReadFile { .. } | Self::EmptyDir { .. } => {
+                "ocm_lab::patch::read"
+            }
             Self::Parse { .. } => "ocm_lab::patch::parse",
             Self::Invalid { .. } | Self::Empty { .. } | Self::DuplicateName { .. } => {
                 "ocm_lab::patch::invalid"

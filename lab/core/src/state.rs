@@ -36,6 +36,14 @@ pub enum StateError {
         )
     )]
     Locked { lab: String, holder: String },
+    #[error("the lab's lock {path} is {what}, so no command can take it")]
+    #[diagnostic(
+        code(ocm_lab::state::lock_not_a_file),
+        help(
+            "the lock is a file ocm-lab makes itself: remove what is there (`rm -r {path}`; nothing of the lab is kept in it) and run again"
+        )
+    )]
+    LockNotAFile { path: String, what: &'static str },
     #[error("the ownership record {path} is damaged at line {line}: {reason}")]
     #[diagnostic(code(ocm_lab::state::damaged), help("{recover}"))]
     Damaged {
@@ -99,6 +107,19 @@ impl StateDir {
         }
     }
 
+    /// The state folder of a command as [`Self::for_run`] names it, without creating anything: for
+    /// commands that only look (`plan`).
+    pub fn to_look_at(lab: &str, simulated: bool) -> Result<Self, StateError> {
+        let real = StateDir {
+            path: Self::root()?.join(lab),
+        };
+        Ok(if simulated {
+            real.simulated_dir()
+        } else {
+            real
+        })
+    }
+
     /// The simulated lab's state folder beside this real one (not created: for looking).
     pub fn simulated_dir(&self) -> StateDir {
         StateDir {
@@ -116,7 +137,7 @@ impl StateDir {
 
     // One accessor per file of the state folder: no other module spells a state file's name.
 
-    /// The journal: what each step of the last runs did (a hint for resuming, see `engine::journal`).
+    /// The journal: the record of runs, what each step did (see `engine::journal`).
     pub fn journal(&self) -> PathBuf {
         self.path.join("journal.jsonl")
     }
@@ -210,11 +231,14 @@ impl StateDir {
 
     /// Forgets a lab that is gone (after `down`): its journal, simulated world, ownership record and last
     /// verification, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
-    /// A network the lab created and had to keep (in use) stays recorded, so that a later `down` can
-    /// remove it: the ownership record then stays.
+    /// The ownership record goes only when nothing it proves is left ([`Owned::holds_anything`]): a
+    /// network the lab created and had to keep (in use), or a cluster it could not delete, stays
+    /// recorded, so that a later `down` can remove it.
     /// `keep_world` keeps the simulated world (it still holds clusters the lab did not create).
     pub fn forget(&self, keep_world: bool) -> Result<(), StateError> {
-        let keep_owned = self.owned_lenient().is_ok_and(|o| !o.networks.is_empty());
+        // What `down` could not remove (a network still in use, a cluster whose delete failed) stays
+        // recorded, so that a later `down` can remove it: the ownership record then stays.
+        let keep_owned = self.owned_lenient().is_ok_and(|o| o.holds_anything());
         for f in [
             self.journal(),
             self.sim_world(),
@@ -528,6 +552,20 @@ impl StateDir {
     /// anything removes a lock file it created ([`LockGuard::discard`]).
     pub fn lock(&self, lab: &str, command: &str) -> Result<LockGuard, StateError> {
         let path = self.lock_file();
+        // Something that is not a file where the lock belongs (a folder, made by hand or by a tool that
+        // mistook the name): no permission or state folder fixes that, removing it does.
+        if let Ok(meta) = std::fs::symlink_metadata(&path)
+            && !meta.is_file()
+        {
+            return Err(StateError::LockNotAFile {
+                path: path.display().to_string(),
+                what: if meta.is_dir() {
+                    "a folder"
+                } else {
+                    "not a regular file"
+                },
+            });
+        }
         // A lock file can be removed by the command that holds it (`discard`): a lock taken on a file that
         // is no longer at `path` is no lock, so take it again on the one that is.
         let (mut file, created) = loop {
@@ -627,6 +665,29 @@ pub struct Owned {
 }
 
 impl Owned {
+    /// The kind clusters this record holds (confirmed, or intended and never confirmed) that `declared`
+    /// says the topology no longer declares, in name order: what `up` deletes as having left the
+    /// topology, what `down` deletes whatever topology it is given, and what `status` and `plan` name.
+    pub fn departed(&self, declared: impl Fn(&str) -> bool) -> Vec<String> {
+        let names: BTreeSet<&String> = self.clusters.keys().chain(&self.intended).collect();
+        names
+            .into_iter()
+            .filter(|n| !declared(n))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the record still proves anything the lab may have to remove: a cluster (confirmed or
+    /// intended), a network, a registry container or a namespace. `down` removes the record only when
+    /// this is false.
+    pub fn holds_anything(&self) -> bool {
+        !(self.clusters.is_empty()
+            && self.intended.is_empty()
+            && self.networks.is_empty()
+            && self.registries.is_empty()
+            && self.namespaces.is_empty())
+    }
+
     /// Whether `cluster` is the lab's: confirmed, and `current` (the IDs of the containers that now look
     /// like its nodes) are all ones the lab recorded. `None` when there is nothing of it left.
     pub fn owns(&self, cluster: &str, current: &[String]) -> Option<bool> {
@@ -993,6 +1054,25 @@ mod tests {
             state.owned_lenient().unwrap().clusters,
             BTreeMap::from([("hub".to_owned(), ids(&["a"]))])
         );
+    }
+
+    #[test]
+    fn a_lock_that_is_a_folder_is_refused_with_a_help_that_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            path: dir.path().to_owned(),
+        };
+        std::fs::create_dir(state.lock_file()).unwrap();
+        let e = state.lock("lab", "up").unwrap_err();
+        assert!(matches!(e, StateError::LockNotAFile { .. }), "{e:?}");
+        let help = miette::Diagnostic::help(&e).unwrap().to_string();
+        assert!(
+            help.contains(&format!("rm -r {}", state.lock_file().display())),
+            "{help}"
+        );
+        // The help works.
+        std::fs::remove_dir(state.lock_file()).unwrap();
+        assert!(state.lock("lab", "up").is_ok());
     }
 
     #[test]

@@ -426,8 +426,16 @@ fn rejected(code: u16, message: String) -> KubeError {
 }
 
 pub(crate) fn unreachable(cluster: &str) -> KubeError {
-    KubeError::SimulatedUnreachable {
-        cluster: cluster.to_owned(),
+    // The kubelet's view of a stopped node's API server; the advice is the simulated lab's own.
+    KubeError::Hinted {
+        source: Box::new(KubeError::Unreachable {
+            server: format!("https://{cluster}-control-plane:6443"),
+            detail: "dial tcp: connect: connection refused".to_owned(),
+        }),
+        help: "this simulated cluster is stopped or gone in the simulated world (there is no container to \
+               inspect: it is a simulation); rebuild the simulated lab with `ocm-lab down --simulate`, then \
+               `ocm-lab up --simulate` (with the same `-t` as this command)"
+            .to_owned(),
     }
 }
 

@@ -13,11 +13,12 @@ use super::charts;
 use super::engine::{Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, World};
+use crate::fail::{Called, FromInjected};
 use ocm_lab_core::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
     CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError,
     LookAlike, NetworkRemoval, NodeContainer, NodeImage, ObjectRef, Release, Rendered, Secret,
-    SimulatedFault, WaitError,
+    WaitError,
 };
 use ocm_lab_core::charts::ChartPlan;
 use ocm_lab_core::topology::Cluster;
@@ -25,7 +26,7 @@ use ocm_lab_core::topology::Cluster;
 /// What every backend call goes through: its fault (delay, transient or permanent failure), the
 /// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
 /// The world's lock is taken once before any delay and once for the work and its log entry.
-async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
+async fn call<T, E: FromInjected + std::fmt::Display>(
     shared: &Arc<Shared>,
     b: Behaviour,
     cluster: &str,
@@ -39,15 +40,16 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
         if mutating {
             st.mutations += 1;
         }
-        let fault = st.call_fault(b);
-        if let Err(e) = &fault {
-            shared.log_locked(
-                &mut st,
-                cluster,
+        let fault = st.call_fault(b).map_err(|fault| {
+            let called = Called {
                 verb,
-                object.clone(),
-                Err(e.message.clone()),
-            );
+                cluster,
+                object: &object,
+            };
+            E::from_injected(fault, &called)
+        });
+        if let Err(e) = &fault {
+            shared.log_locked(&mut st, cluster, verb, object.clone(), Err(e.to_string()));
         }
         fault
     };
@@ -75,11 +77,18 @@ async fn call<T, E: From<SimulatedFault> + std::fmt::Display>(
 fn running_node<'a>(st: &'a State, node: &str) -> Result<&'a super::world::Container, DockerError> {
     match st.world.containers.get(node) {
         Some(c) if c.running => Ok(c),
-        Some(_) => Err(SimulatedFault::permanent(format!(
-            "simulated container {node} is not running"
-        ))
-        .into()),
-        None => Err(SimulatedFault::permanent(format!("no simulated container {node}")).into()),
+        // Docker answers an exec into a stopped container with 409, and one into no container with 404
+        // (moby daemon/exec.go `getExecConfig`).
+        Some(_) => Err(DockerError::Daemon {
+            what: format!("exec in container {node}"),
+            status: 409,
+            message: format!("container {node} is not running"),
+        }),
+        None => Err(DockerError::Daemon {
+            what: format!("exec in container {node}"),
+            status: 404,
+            message: format!("No such container: {node}"),
+        }),
     }
 }
 
@@ -266,6 +275,10 @@ impl ContainerRuntime for SimDocker {
                         id: ct.id.clone(),
                         name: ct.name.clone(),
                         kind_cluster: ct.labels.get("io.x-k8s.kind.cluster").cloned(),
+                        // A simulated cluster's control plane publishes its API on the cluster's port.
+                        api_port: (ct.name == format!("{c}-control-plane"))
+                            .then(|| st.world.clusters.get(&c).map(|k| k.host_port))
+                            .flatten(),
                     })
                     .collect())
             },
@@ -468,28 +481,31 @@ impl ClusterProvisioner for SimKind {
             true,
             move |st| {
                 if !st.world.containers_of(&r.name).is_empty() {
-                    return Err(KindError::from(SimulatedFault::permanent(format!(
-                        "node(s) already exist for a cluster with the name \"{}\"",
-                        r.name
-                    ))
-                    .with_help(format!(
-                        "delete it first (`kind delete cluster --name {}`) or choose another name",
-                        r.name
-                    ))));
+                    return Err(crate::fail::kind_create_failed(
+                        &r.name,
+                        format!(
+                            "ERROR: failed to create cluster: node(s) already exist for a cluster with the name \"{}\"",
+                            r.name
+                        ),
+                    ));
                 }
                 // Docker refuses a second container of a name (kind's `docker run` fails), labelled or not.
                 let cp = format!("{}-control-plane", r.name);
                 if st.world.containers.contains_key(&cp) {
-                    return Err(KindError::from(SimulatedFault::permanent(format!(
-                        "failed to create cluster: command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use (simulated)"
-                    ))));
+                    return Err(crate::fail::kind_create_failed(
+                        &r.name,
+                        format!(
+                            "ERROR: failed to create cluster: command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use"
+                        ),
+                    ));
                 }
                 st.world.create_cluster(&r.name, &r.image, false);
                 Ok(st.world.kubeconfig(&r.name).expect("just created"))
             },
         )
         .await?;
-        write_private(&req.kubeconfig, &kubeconfig).map_err(|e| KindError::WriteFile {
+        write_private(&req.kubeconfig, &kubeconfig).map_err(|e| KindError::WriteKubeconfig {
+            cluster: req.name.clone(),
             path: req.kubeconfig.display().to_string(),
             detail: e.to_string(),
         })
@@ -523,19 +539,26 @@ impl ClusterProvisioner for SimKind {
             false,
             move |st| {
                 if st.world.containers_of(&n).is_empty() {
-                    return Err(KindError::from(SimulatedFault::permanent(format!(
-                        "could not locate any control plane nodes for cluster named '{n}'. Use the --name option to select a different cluster"
-                    ))));
+                    return Err(crate::fail::kind_command_failed(
+                        format!("export the kubeconfig of kind cluster `{n}`"),
+                        format!("kind export kubeconfig --name {n}"),
+                        format!(
+                            "ERROR: could not locate any control plane nodes for cluster named '{n}'. Use the --name option to select a different cluster"
+                        ),
+                    ));
                 }
                 st.world.kubeconfig(&n).ok_or_else(|| {
-                    KindError::from(SimulatedFault::permanent(format!(
-                        "cluster {n} has node containers but no API server"
-                    )))
+                    crate::fail::kind_command_failed(
+                        format!("export the kubeconfig of kind cluster `{n}`"),
+                        format!("kind export kubeconfig --name {n}"),
+                        format!("ERROR: failed to get cluster internal kubeconfig: cluster {n} has node containers but no API server"),
+                    )
                 })
             },
         )
         .await?;
-        write_private(path, &text).map_err(|e| KindError::WriteFile {
+        write_private(path, &text).map_err(|e| KindError::WriteKubeconfig {
+            cluster: name.to_owned(),
             path: path.display().to_string(),
             detail: e.to_string(),
         })
@@ -558,17 +581,15 @@ pub(crate) fn sim_render(
 ) -> Result<Rendered, HelmError> {
     let mut rendered = charts::render(chart, values)?;
     let version = semver::Version::parse(&chart.version).map_err(|e| {
-        HelmError::from(SimulatedFault::permanent(format!(
-            "chart version {}: {e}",
-            chart.version
-        )))
+        crate::fail::helm_template_failed(chart, format!("chart version {}: {e}", chart.version))
     })?;
     let matching = patches.for_chart(chart.chart.name(), &version);
     if !matching.is_empty() {
         ocm_lab_core::patch::apply(&matching, &mut rendered.objects).map_err(|e| {
-            HelmError::from(SimulatedFault::permanent(format!(
-                "simulated Helm: error while running post render on files: ocm-lab post-renderer: {e}"
-            )))
+            crate::fail::helm_template_failed(
+                chart,
+                format!("error while running post render on files: ocm-lab post-renderer: {e}"),
+            )
         })?;
     }
     Ok(rendered)
@@ -695,7 +716,13 @@ impl ChartRenderer for SimHelm {
                     .entry(cluster.clone())
                     .or_default()
                     .insert(key, Box::new(release));
-                result.map(|()| out).map_err(HelmError::from)
+                result.map(|()| out).map_err(|e| {
+                    crate::fail::helm_request_failed(
+                        &format!("install {}", chart.release),
+                        &format!("helm upgrade --install {}", chart.release),
+                        &e,
+                    )
+                })
             },
         )
         .await
@@ -756,7 +783,13 @@ impl ChartRenderer for SimHelm {
                     return Ok(false);
                 };
                 for r in &release.manifest {
-                    apiserver::delete(&mut st.world, &cluster, r)?;
+                    apiserver::delete(&mut st.world, &cluster, r).map_err(|e| {
+                        crate::fail::helm_release_failed(
+                            &format!("uninstall release {key}"),
+                            &format!("helm uninstall {}", release.name),
+                            &e,
+                        )
+                    })?;
                 }
                 if let Some(rs) = st.world.releases.get_mut(&cluster) {
                     rs.remove(&key);
@@ -1167,7 +1200,11 @@ async fn read_release<T: Send + 'static>(
         false,
         move |st| {
             if !st.world.reachable(&cluster) {
-                return Err(apiserver::unreachable(&cluster).into());
+                return Err(crate::fail::helm_release_failed(
+                    &format!("read release {key}"),
+                    "helm list",
+                    &apiserver::unreachable(&cluster),
+                ));
             }
             Ok(read(
                 st.world

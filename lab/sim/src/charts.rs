@@ -408,12 +408,7 @@ pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, Helm
         (Chart::Klusterlet, "1.3.1") => klusterlet(ns, values),
         (Chart::ClusterProxy, v @ ("0.10.0" | "0.11.0")) => cluster_proxy(ns, v, values),
         (Chart::ManagedServiceaccount, "0.10.0") => managed_serviceaccount(ns, values),
-        (c, v) => {
-            return Err(HelmError::NotModelled {
-                chart: c.to_string(),
-                version: v.to_owned(),
-            });
-        }
+        _ => return Err(crate::fail::chart_not_found(chart)),
     };
     Ok(Rendered {
         crds: rendered.crds,

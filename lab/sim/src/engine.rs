@@ -14,7 +14,9 @@ use super::Call;
 use super::controllers::{self, Op, Work};
 use super::faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault};
 use super::world::World;
-use ocm_lab_core::backend::{KubeError, SimulatedFault};
+use ocm_lab_core::backend::{KubeError, Transience};
+
+use crate::fail::Injected;
 
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
@@ -55,15 +57,21 @@ impl State {
     }
 
     /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
-    pub fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, SimulatedFault> {
+    pub(crate) fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, Injected> {
         match self.faults.get(&b).cloned() {
             None => Ok(None),
             Some(Fault::Delay(d)) => Ok(Some(d)),
             Some(Fault::FailOnce(msg)) => {
                 self.faults.remove(&b);
-                Err(SimulatedFault::transient(msg))
+                Err(Injected {
+                    message: msg,
+                    transience: Transience::Transient,
+                })
             }
-            Some(Fault::FailAlways(msg)) => Err(SimulatedFault::permanent(msg)),
+            Some(Fault::FailAlways(msg)) => Err(Injected {
+                message: msg,
+                transience: Transience::Permanent,
+            }),
         }
     }
 

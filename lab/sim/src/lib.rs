@@ -14,8 +14,9 @@
 //!   waiters are woken; waits are event-driven with Tokio deadlines (so paused Tokio time works).
 //! - Every behaviour can be delayed, made to fail once, or made to fail always ([`SimLab::set_fault`]).
 //! - The world is saved as JSON (mode 0600: it holds simulated tokens) so several commands act on the
-//!   same simulated lab; [`SimLab::durability`] saves it atomically at every step end, so a killed run
-//!   leaves a world that is never behind its journal.
+//!   same simulated lab. The command line saves it ([`SimLab::save`]) when a command ends, also a cancelled
+//!   or failed one; a killed command loses the simulation's progress since the last save, and the next
+//!   `up` converges from there.
 
 mod apiserver;
 mod backends;
@@ -23,6 +24,7 @@ mod certs;
 mod charts;
 mod controllers;
 mod engine;
+mod fail;
 mod faults;
 mod persist;
 mod userserver;
@@ -75,18 +77,6 @@ pub struct Call {
     pub object: String,
     /// `Err` holds the error message.
     pub outcome: Result<(), String>,
-}
-
-/// Saves the simulated world at step ends (the simulated lab's [`ocm_lab_core::step::Durability`]).
-struct SaveWorld {
-    lab: Arc<SimLab>,
-    path: std::path::PathBuf,
-}
-
-impl ocm_lab_core::step::Durability for SaveWorld {
-    fn persist(&self) -> std::io::Result<()> {
-        self.lab.save(&self.path)
-    }
 }
 
 /// The simulated lab (see the module documentation).
@@ -165,16 +155,6 @@ impl SimLab {
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_vec(&self.shared.lock().world).map_err(std::io::Error::other)?;
         persist::write_atomically(path, &text)
-    }
-
-    /// The engine's durability hook for this simulated lab: saves the world to `path` (atomically, see
-    /// [`SimLab::save`]) before the journal records a step as done, so a killed run never leaves a journal
-    /// that is ahead of the simulated world.
-    pub fn durability(self: &Arc<Self>, path: &Path) -> Arc<dyn ocm_lab_core::step::Durability> {
-        Arc::new(SaveWorld {
-            lab: self.clone(),
-            path: path.to_owned(),
-        })
     }
 
     /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.

@@ -302,10 +302,18 @@ async fn clashes(
     let mut out = Vec::new();
     match state.owned() {
         Ok(owned) => {
-            match crate::actions::foreign_containers(&*backends.docker, &owned, kind_clusters).await
+            match crate::actions::foreign_containers(
+                &*backends.docker,
+                state,
+                &owned,
+                kind_clusters,
+            )
+            .await
             {
                 Ok(clashes) => {
-                    if let Some(e) = crate::actions::clash_error(&lab.name, &owned, &clashes) {
+                    if let Some(e) =
+                        crate::actions::clash_error(&lab.name, &owned, &clashes, backends.simulated)
+                    {
                         out.push(Finding::fail(
                             "clusters",
                             e.message,

@@ -2,12 +2,13 @@
 //!
 //! The commands that run workflows (`up`, `verify`, `down`, `reset`) share [`runner`]: backend setup, the
 //! preflight, the lock, the reporter task, Ctrl-C and saving the simulated world. The read-only commands
-//! (`status`, `doctor`, `diagnose`) use its backend setup without the lock. This module holds what every
+//! (`status`, `consumer`, `doctor`, `diagnose`) use its backend setup without the lock. This module holds what every
 //! command prints with: its inputs (topology, workflows, chart patches), warnings, and stdout.
 
 pub mod bundle;
 pub mod ci;
 pub mod completions;
+pub mod consumer;
 pub mod diagnose;
 pub mod doctor;
 pub mod down;

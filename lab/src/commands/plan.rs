@@ -128,7 +128,7 @@ fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRe
         .map(|c| {
             let key = (c.cluster.clone(), c.release.clone());
             let text = rt
-                .block_on(helm.template(c, &c.values.value()))
+                .block_on(helm.template(c, &c.values))
                 .map(|r| chart_file(c, &r, false))
                 .map_err(|e| {
                     let help = crate::backend::Failure::help(&e)
@@ -202,13 +202,13 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
                 n,
                 file_stem(&s.id)
             );
-            let docs: Vec<String> = s.objects.iter().map(|o| to_yaml(&o)).collect();
+            let docs: Vec<String> = s.objects.iter().map(to_yaml).collect();
             files.insert(path.clone(), docs.join("---\n"));
             v["manifests"] = json!(path);
         }
         if let Some(c) = &s.chart {
             let values = format!("clusters/{}/values/{}.yaml", c.cluster, c.release);
-            files.insert(values.clone(), to_yaml(&c.values.value()));
+            files.insert(values.clone(), to_yaml(&c.values));
             let mut entry = json!({
                 "step": s.id, "cluster": c.cluster, "release": c.release, "namespace": c.namespace,
                 "repo": c.repo, "chart": c.chart, "version": c.version, "valuesFile": values,
@@ -458,6 +458,40 @@ pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
         (None, Output::Yaml) => {
             stdout(&serde_saphyr::to_string(&plan).expect("plans serialize to YAML"))
         }
-        (None, Output::Human) => stdout(&summary(&loaded.lab, &plan)),
+        (None, Output::Human) => stdout(&format!(
+            "{}{}",
+            summary(&loaded.lab, &plan),
+            departed_notice(&loaded.lab, args.simulate, &args.workflow)
+        )),
     }
+}
+
+/// What leaves with this plan: the kind clusters the lab's ownership record holds that the topology no
+/// longer declares (`up` deregisters and deletes them, `down` deletes them). Reads the record only (a
+/// local file; `plan` touches no cluster): `up` itself decides from what the engine and the hub show.
+/// The simulated lab's record is read too (its `plan` needs `--out`), and named as such.
+fn departed_notice(lab: &crate::topology::Lab, simulated: bool, workflow: &str) -> String {
+    let what = match workflow {
+        "up" => "it will be deregistered and its kind cluster deleted",
+        "down" => "its kind cluster will be deleted",
+        _ => return String::new(),
+    };
+    let mut out = String::new();
+    for sim in [simulated, true] {
+        let Ok(state) = crate::state::StateDir::to_look_at(&lab.name, sim) else {
+            continue;
+        };
+        let departed = state
+            .owned_lenient()
+            .map(|o| o.departed(|n| lab.cluster(n).is_some()))
+            .unwrap_or_default();
+        let which = if sim { " (in the SIMULATED lab)" } else { "" };
+        for d in departed {
+            out.push_str(&format!("{d} left the topology{which}: {what}\n"));
+        }
+        if sim {
+            break;
+        }
+    }
+    out
 }

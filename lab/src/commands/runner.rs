@@ -77,7 +77,7 @@ pub struct Opened {
     /// What setting up the real backends found (tools, Docker), for preflight and doctor.
     findings: Vec<doctor::Finding>,
     docker: Option<crate::backend::docker::Docker>,
-    /// Versions of the tools the backends run (part of every step's input digest).
+    /// Versions of the tools the backends run (which of the found and bundled tools was picked).
     tool_versions: std::collections::BTreeMap<String, String>,
 }
 
@@ -365,7 +365,6 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         workflow: plan.workflow.clone(),
         steps: plan.steps.len(),
         simulated: false,
-        resumed: 0,
     });
     let failed: Vec<&doctor::Finding> = findings
         .iter()
@@ -392,7 +391,6 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         elapsed_ms: events.elapsed_ms(),
         changed: 0,
         unchanged: 0,
-        resumed: 0,
         failed: Some("preflight".into()),
         cancelled: false,
     });
@@ -427,22 +425,9 @@ fn run_workflow(
         let (events, rx) = Events::channel();
         let reporter = tokio::spawn(report::reporter(rx, output.into()));
         let cancel = CancellationToken::new();
-        let on_ctrl_c = cancel.clone();
-        let ctrl_c = tokio::spawn(async move {
-            // The first Ctrl-C stops gracefully: no new steps, running ones cancelled, the journal and
-            // the simulated world saved. A second one means "now": exit at once (the journal and the
-            // simulated world are written so that this is safe, see the engine's module documentation).
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_ctrl_c.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\nstopped at once (second Ctrl-C); run the same command again to resume"
-                    );
-                    std::process::exit(i32::from(crate::error::exit::CANCELLED));
-                }
-            }
-        });
+        // Counted by a handler registered before the run starts, on a thread of its own: a second
+        // Ctrl-C is honoured however soon after the first it comes, and while the runtime is busy.
+        let interrupts = Interrupts::start(cancel.clone());
         let mut ctx = RunCtx::new(
             lab.clone(),
             opened.backends.clone(),
@@ -451,19 +436,14 @@ fn run_workflow(
             events,
             cancel,
         );
-        ctx.tool_versions = opened.tool_versions.clone();
         ctx.node_images = node_images;
         ctx.image_aliases = args.image_aliases.clone();
-        if let Some(sim) = &opened.sim {
-            // Each step's effects on the simulated world are saved before the journal says it is done.
-            ctx = ctx.with_durability(sim.durability(state));
-        }
         let ctx = Arc::new(ctx);
         let opts = RunOptions {
             concurrency: usize::from(args.concurrency),
         };
         let result = engine::run(plan, ctx.clone(), &opts).await;
-        ctrl_c.abort();
+        drop(interrupts);
         drop(ctx);
         let _ = reporter.await;
         // The simulated world persists, so the next command sees the same simulated lab.
@@ -563,4 +543,96 @@ fn verification_report(
         })?;
     }
     Ok(())
+}
+
+/// Ctrl-C during a run. The first cancels the run (it stops gracefully: no new steps, running ones
+/// cancelled, the journal and the simulated world saved); a second one means "now": exit at once (the
+/// journal and the simulated world are written so that this is safe, see the engine's module
+/// documentation).
+///
+/// On Unix each SIGINT writes one byte into a socket from the signal handler itself, and a thread of its
+/// own counts them: nothing is lost when two come close together (tokio's `Signal` reports signals that
+/// arrive before its task runs again as one) or while the runtime's threads are busy.
+enum Interrupts {
+    #[cfg(unix)]
+    Counted(signal_hook_registry::SigId),
+    Tokio(tokio::task::JoinHandle<()>),
+}
+
+/// SIGINT's number: 2 in POSIX's XSI table, on every Unix.
+#[cfg(unix)]
+const SIGINT: i32 = 2;
+
+impl Interrupts {
+    /// Must be called inside the runtime (the fallback spawns a task).
+    fn start(cancel: CancellationToken) -> Self {
+        #[cfg(unix)]
+        if let Some(id) = Self::counted(cancel.clone()) {
+            return Interrupts::Counted(id);
+        }
+        Interrupts::Tokio(tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    stop_at_once();
+                }
+            }
+        }))
+    }
+
+    #[cfg(unix)]
+    fn counted(cancel: CancellationToken) -> Option<signal_hook_registry::SigId> {
+        use std::io::{Read as _, Write as _};
+        let (mut rx, tx) = std::os::unix::net::UnixStream::pair().ok()?;
+        tx.set_nonblocking(true).ok()?;
+        // SAFETY: the action is async-signal-safe: one write(2) of one byte to a non-blocking socket; it
+        // allocates nothing and takes no lock.
+        let id = unsafe {
+            signal_hook_registry::register(SIGINT, move || {
+                let _ = (&tx).write(&[1]);
+            })
+        }
+        .ok()?;
+        let counter = std::thread::Builder::new()
+            .name("ctrl-c".to_owned())
+            .spawn(move || {
+                let mut byte = [0u8; 1];
+                let mut seen = 0;
+                // Ends when the action (holding the other end) is unregistered and dropped.
+                while let Ok(1) = rx.read(&mut byte) {
+                    seen += 1;
+                    if seen == 1 {
+                        cancel.cancel();
+                    } else {
+                        stop_at_once();
+                    }
+                }
+            });
+        if counter.is_err() {
+            signal_hook_registry::unregister(id);
+            return None;
+        }
+        Some(id)
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        match self {
+            #[cfg(unix)]
+            Interrupts::Counted(id) => {
+                signal_hook_registry::unregister(*id);
+            }
+            Interrupts::Tokio(task) => task.abort(),
+        }
+    }
+}
+
+/// The second Ctrl-C: exit now.
+fn stop_at_once() -> ! {
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nstopped at once (second Ctrl-C); run the same command again to resume"
+    );
+    std::process::exit(i32::from(crate::error::exit::CANCELLED))
 }

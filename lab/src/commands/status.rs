@@ -16,6 +16,10 @@ pub struct Status {
     pub clusters: Vec<ClusterStatus>,
     pub managed_clusters: Vec<ManagedClusterStatus>,
     pub profiles: Vec<NamespaceProfiles>,
+    /// kind clusters the ownership record holds that the topology no longer declares: the next `up`
+    /// deletes them (`down` too, whatever topology it is given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub departed: Vec<String>,
     /// The last verification recorded in the state folder.
     pub last_verification: Option<crate::verify::report::LastVerification>,
     /// Why the recorded last verification cannot be read (a damaged file is reported, never skipped).
@@ -107,12 +111,18 @@ pub async fn collect(ctx: &RunCtx) -> Status {
         Ok(report) => (report, None),
         Err(e) => (None, Some(e.to_string())),
     };
+    let departed = ctx
+        .state
+        .owned_lenient()
+        .map(|o| o.departed(|n| lab.cluster(n).is_some()))
+        .unwrap_or_default();
     Status {
         lab: lab.name.clone(),
         simulated: ctx.backends.simulated,
         clusters,
         managed_clusters,
         profiles,
+        departed,
         last_verification,
         last_verification_error,
     }
@@ -304,6 +314,13 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             None => String::new(),
         };
         let _ = writeln!(out, "  {:<16} {:<9} {state}{owner}", c.name, c.provider);
+    }
+    for d in &s.departed {
+        let _ = writeln!(
+            out,
+            "  {d:<16} {:<9} left the topology: created by this lab, deleted by the next `up` (or `down`)",
+            "kind"
+        );
     }
     if !s.managed_clusters.is_empty() {
         let _ = writeln!(out, "\nManaged clusters:");

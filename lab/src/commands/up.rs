@@ -2,7 +2,7 @@
 //! starts half-way on a machine that cannot finish it); then, under the lab lock, the `up` workflow runs:
 //! clusters, OCM, addons, and the verification, whose table is printed (and written as `--junit`). It may
 //! download kind and helm unless `--no-download`. Running it again changes nothing; after a failure or
-//! Ctrl-C it resumes from the journal. With `--bundle`, the bundle is checked against the topology and its
+//! Ctrl-C it runs every step again, and each finds what is already done. With `--bundle`, the bundle is checked against the topology and its
 //! images loaded into Docker before anything else (`commands/bundle.rs`).
 
 use super::runner::{Workflow, run_workflows};

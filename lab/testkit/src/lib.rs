@@ -1,8 +1,10 @@
 //! Test support for ocm-lab, kept out of the product: only the tests of the `ocm-lab` crate depend on it.
 //!
-//! [`crdschema`] validates objects offline against the schemas of upstream CustomResourceDefinitions; the
+//! [`contracts`] holds the command-line contracts of helm and kind per supported version, which the tests'
+//! stand-in binaries enforce. [`crdschema`] validates objects offline against the schemas of upstream CustomResourceDefinitions; the
 //! integration tests use it to check that what ocm-lab writes would be accepted by an API server.
 
+pub mod contracts;
 pub mod crdschema;
 
 /// The text of a topology with `n` spokes named `spoke-<i>`, each with the properties `properties(i)`

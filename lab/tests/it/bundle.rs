@@ -208,3 +208,139 @@ async fn saving_an_image_the_engine_lacks_names_it_and_writes_nothing() {
     );
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }
+
+/// A stand-in node image of this test's own (`docker import` of one file holding `content`), so it can be
+/// removed from the engine without touching any other test's image; removed again by the guard.
+async fn own_image(d: &Docker, name: &str, content: &str) -> Tag {
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut file = tar::Header::new_gnu();
+    file.set_mode(0o644);
+    file.set_size(content.len() as u64);
+    tar.append_data(&mut file, "kind/version", content.as_bytes())
+        .unwrap();
+    let bytes = tar.into_inner().unwrap();
+    let (repo, tag) = name.split_once(':').unwrap();
+    let mut progress = d.client().create_image(
+        Some(
+            bollard::query_parameters::CreateImageOptionsBuilder::default()
+                .from_src("-")
+                .repo(repo)
+                .tag(tag)
+                .build(),
+        ),
+        Some(bollard::body_full(bytes.into())),
+        None,
+    );
+    while let Some(p) = futures::StreamExt::next(&mut progress).await {
+        p.unwrap();
+    }
+    Tag {
+        host: d.host().to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+/// The `RepoTags` of the `docker save` archive at `images/0.tar` in `bundle`.
+fn saved_repo_tags(bundle: &std::path::Path) -> Vec<String> {
+    let mut outer = tar::Archive::new(std::fs::File::open(bundle).unwrap());
+    for entry in outer.entries().unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().unwrap().to_str() != Some("images/0.tar") {
+            continue;
+        }
+        let mut inner = tar::Archive::new(entry);
+        for e in inner.entries().unwrap() {
+            let mut e = e.unwrap();
+            if e.path().unwrap().to_str() == Some("manifest.json") {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut e, &mut text).unwrap();
+                let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+                return m[0]["RepoTags"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| t.as_str().unwrap().to_owned())
+                    .collect();
+            }
+        }
+    }
+    panic!("no images/0.tar/manifest.json in {}", bundle.display());
+}
+
+/// The node image of an offline `up --bundle`: saved under its tag, it loads into an engine that never
+/// had it and is found under that tag as the very image it was saved as (its ID, recorded in the
+/// manifest, is checked after the load); a bundle whose image loads as another image is refused.
+#[tokio::test]
+async fn a_node_image_loads_under_its_tag_into_an_engine_lacking_it_and_its_identity_is_checked() {
+    let Some(d) = crate::docker::docker_or_skip().await else {
+        return;
+    };
+    if crate::docker::test_image(&d).await.is_none() {
+        return;
+    }
+    let name = format!("ocm-lab-test/node:v1-{}", std::process::id());
+    let image = own_image(&d, &name, &format!("v1.36.1 {}\n", std::process::id())).await;
+    let id = d.image_id(&image.name).await.unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lab-bundle.tar");
+    let manifest = d
+        .save_bundle(std::slice::from_ref(&image.name), &out)
+        .await
+        .unwrap();
+    assert_eq!(manifest.items[0].image_id.as_deref(), Some(id.as_str()));
+    assert_eq!(saved_repo_tags(&out), std::slice::from_ref(&image.name));
+
+    // An engine that lacks the image: removed whole, not just untagged.
+    d.client()
+        .remove_image(
+            &image.name,
+            Some(RemoveImageOptionsBuilder::default().force(true).build()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.image_id(&image.name).await.unwrap(), None);
+    assert_eq!(d.image_id(&id).await.unwrap(), None, "the image is gone");
+    d.load_bundle(&out).await.unwrap();
+    assert_eq!(
+        d.image_id(&image.name).await.unwrap().as_deref(),
+        Some(id.as_str()),
+        "found under its tag as the image it was saved as"
+    );
+
+    // A manifest that names another image ID than the archive holds: the load says so.
+    let other = format!("sha256:{}", "1".repeat(64));
+    let bytes = std::fs::read(&out).unwrap();
+    let text = String::from_utf8_lossy(&bytes[..4096]).into_owned();
+    assert!(text.contains(&id), "the manifest records the image ID");
+    let tampered = dir.path().join("tampered.tar");
+    let mut changed = bytes.clone();
+    let at = text.find(&id).unwrap();
+    changed[at..at + id.len()].copy_from_slice(other.as_bytes());
+    std::fs::write(&tampered, &changed).unwrap();
+    let e = d.load_bundle(&tampered).await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            ocm_lab::backend::docker::DockerError::BundleImageNotLoaded { want, got, .. }
+                if *want == other && got.as_deref() == Some(id.as_str())
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_pinned_image_is_saved_by_its_tag_which_docker_load_keeps() {
+    assert_eq!(
+        bundle::save_name(
+            "kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5"
+        ),
+        "kindest/node:v1.36.1"
+    );
+    assert_eq!(bundle::save_name("registry:3"), "registry:3");
+    assert_eq!(
+        bundle::save_name("quay.io/x/y@sha256:ab"),
+        "quay.io/x/y@sha256:ab",
+        "nothing else to save it by"
+    );
+}

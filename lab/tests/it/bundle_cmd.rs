@@ -110,6 +110,10 @@ fn up_with(bundle: &std::path::Path, state: &std::path::Path) -> crate::common::
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_simulated_from_a_bundle_made_for_the_topology_runs_to_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");

@@ -297,6 +297,10 @@ fn up_with(bundle: &Path, root: &Path) -> crate::common::Output {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_from_a_bundle_puts_its_charts_into_the_chart_cache_and_unpacks_its_tools() {
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("lab-bundle.tar");

@@ -305,7 +305,7 @@ async fn helm_renders_the_cached_chart_from_its_file_and_fetches_it_once() {
         repo: repo.url.clone(),
         chart: Chart::Klusterlet,
         version: "1.1.0".into(),
-        values: json!({}).into(),
+        values: json!({}),
         runtime_values: vec![],
         patches: vec![],
     };

@@ -76,7 +76,7 @@ fn runner_memory_leaves_out_the_topologies_whose_kind_clusters_do_not_fit_and_sa
     assert_eq!(topologies, ["default", "minimal"]);
     assert!(
         r.stderr
-            .contains("left out workshop on 1.36.1: 5 kind clusters need 7680 MiB")
+            .contains("left out workshop on 1.36.1: memory: 5 kind clusters need 7680 MiB")
             && r.stderr.contains(&format!("the runner has {mib} MiB")),
         "{}",
         r.stderr
@@ -101,6 +101,57 @@ fn runner_memory_leaves_out_the_topologies_whose_kind_clusters_do_not_fit_and_sa
         include(&r.stdout).len(),
         include(&ocm_lab(&["ci", "matrix"]).stdout).len()
     );
+}
+
+/// GitHub's standard Linux runner has the memory for the workshop's five clusters but not the CPUs; the
+/// matrix says what it left out and why, and which resources it was not given to check.
+#[test]
+fn runner_cpus_and_disk_leave_out_what_the_runner_cannot_run_and_say_what_went_unchecked() {
+    let r = ocm_lab(&[
+        "ci",
+        "matrix",
+        "--runner-memory",
+        "16GB",
+        "--runner-cpus",
+        "4",
+        "--runner-disk",
+        "14GB",
+        "--node-image",
+        catalog::DEFAULT_KIND_NODE_IMAGE,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let topologies: Vec<String> = include(&r.stdout).into_iter().map(|e| e.0).collect();
+    assert_eq!(topologies, ["default", "minimal"]);
+    assert!(
+        r.stderr.contains(
+            "left out workshop on 1.36.1: CPU: 5 kind clusters keep about 5 CPUs busy (1 each), the runner has 4"
+        ) && r.stderr.contains("checked the runner's memory, CPU and disk"),
+        "{}",
+        r.stderr
+    );
+    // A small disk leaves the default lab out too, and says so.
+    let r = ocm_lab(&[
+        "ci",
+        "matrix",
+        "--runner-disk",
+        "7000MiB",
+        "--node-image",
+        catalog::DEFAULT_KIND_NODE_IMAGE,
+        "-o",
+        "human",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "default      1.36.1     left out: disk: 3 kind clusters take about 7168 MiB"
+        ) && r
+            .stdout
+            .contains("not checked, not given: memory (--runner-memory), CPU (--runner-cpus)"),
+        "{}",
+        r.stdout
+    );
+    let r = ocm_lab(&["ci", "matrix", "--runner-cpus", "0"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
 #[test]
@@ -151,8 +202,10 @@ fn a_bad_runner_memory_or_one_nothing_fits_in_is_an_input_error_that_says_what_t
         r.stdout
     );
     assert!(
-        r.stderr.contains("fits in the runner's 2048 MiB")
-            && r.stderr.contains("`minimal`, needs 3072 MiB")
+        r.stderr
+            .contains("no combination of the matrix fits in the runner")
+            && r.stderr.contains("`minimal`, lacks memory")
+            && r.stderr.contains("3072 MiB (1536 MiB each)")
             && r.stderr.contains("--runner-memory 16GB"),
         "{}",
         r.stderr

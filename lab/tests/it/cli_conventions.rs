@@ -142,6 +142,10 @@ fn topology_check_honours_output_json_and_yaml() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_prints_yaml_on_the_simulated_lab() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -562,7 +566,10 @@ fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
         ),
         ("workshop-exercises.md", "ocm-lab reset -t workshop"),
         ("e2e.yml", "ocm-lab down -t ${{ matrix.topology }}"),
-        ("e2e.yml", "ocm-lab ci matrix --runner-memory 16GB"),
+        (
+            "e2e.yml",
+            "ocm-lab ci matrix --runner-memory 16GB --runner-cpus 4 --runner-disk 14GB",
+        ),
     ] {
         assert!(
             commands
@@ -658,6 +665,10 @@ fn status_on_a_lab_that_is_not_up_says_so_and_keeps_the_flags_in_its_advice() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn counts_of_one_are_singular() {
     let r = ocm_lab(&["topology", "check", "minimal"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -722,6 +733,10 @@ fn plan_out_honours_output_json() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_without_a_recorded_verification_advises_verify_for_the_same_lab() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -751,4 +766,43 @@ fn status_without_a_recorded_verification_advises_verify_for_the_same_lab() {
         "{}",
         r.stdout
     );
+}
+
+/// A `--workflows` or `--chart-patches` folder that does not exist, or holds nothing to use, is refused
+/// once (exit 2, the folder named, a help that fixes it): never silently replaced by the embedded files.
+#[test]
+fn a_workflows_or_chart_patches_folder_that_is_missing_or_empty_is_refused_once() {
+    let empty = tempfile::tempdir().unwrap();
+    let empty = empty.path().to_str().unwrap();
+    for (flag, dir, why) in [
+        (
+            "--workflows",
+            "/nonexistent-ocm-lab",
+            "there is no such folder",
+        ),
+        ("--workflows", empty, "holds no workflow files"),
+        (
+            "--chart-patches",
+            "/nonexistent-ocm-lab",
+            "failed to read patch directory",
+        ),
+        ("--chart-patches", empty, "holds no patch files"),
+    ] {
+        let out = ocm_lab(&["plan", flag, dir]);
+        assert_eq!(out.code, 2, "{flag} {dir}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{flag} {dir}: {}", out.stdout);
+        assert!(out.stderr.contains(why), "{flag} {dir}: {}", out.stderr);
+        // The help says to drop the flag (miette may wrap the line between the two words).
+        assert!(
+            out.stderr.contains("drop") && out.stderr.contains(flag),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(
+            out.stderr.matches(why).count(),
+            1,
+            "said once: {}",
+            out.stderr
+        );
+    }
 }

@@ -21,6 +21,10 @@ impl Cli {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_simulate_passes_on_every_shipped_topology_and_reports_each_spokes_properties() {
     for (name, _) in ocm_lab::embedded::TOPOLOGIES {
         let cli = Cli::new();
@@ -58,6 +62,10 @@ fn up_simulate_passes_on_every_shipped_topology_and_reports_each_spokes_properti
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn output_json_prints_only_valid_json_lines() {
     let cli = Cli::new();
     let r = cli.run(&["up", "--simulate", "-t", "minimal", "--output", "json"]);
@@ -82,6 +90,10 @@ fn output_json_prints_only_valid_json_lines() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn successive_commands_see_the_same_simulated_lab() {
     let cli = Cli::new();
     assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
@@ -129,6 +141,10 @@ fn status_and_verify_on_a_lab_that_is_not_up_say_so_and_fail() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn verify_on_a_real_lab_never_created_here_says_what_to_run() {
     let cli = Cli::new();
     // A simulated lab of the same name exists: the message points at `--simulate`.
@@ -167,6 +183,10 @@ fn a_second_run_on_a_busy_lab_is_refused_naming_the_holder() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn down_twice_succeeds_and_forgets_the_lab() {
     let cli = Cli::new();
     assert_eq!(cli.run(&["up", "--simulate", "-t", "minimal"]).code, 0);
@@ -187,6 +207,10 @@ fn down_twice_succeeds_and_forgets_the_lab() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn verify_writes_junit_with_a_case_per_spoke_and_check() {
     let cli = Cli::new();
     assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
@@ -209,6 +233,10 @@ fn verify_writes_junit_with_a_case_per_spoke_and_check() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn diagnose_writes_a_bundle_without_secrets() {
     let cli = Cli::new();
     assert_eq!(cli.run(&["up", "--simulate"]).code, 0);

@@ -465,3 +465,180 @@ fn every_object_the_lab_applies_carries_its_label_so_prune_can_find_it() {
         }
     }
 }
+
+/// The default topology without `cluster2`: its spoke entry, its place in the set and its service account.
+fn default_without_cluster2() -> Lab {
+    let text = ocm_lab::embedded::topology("default").expect("embedded default");
+    let (start, end) = (
+        text.find("    - name: cluster2").expect("cluster2's entry"),
+        text.find("  clusterSets:").expect("clusterSets"),
+    );
+    let text =
+        format!("{}{}", &text[..start], &text[end..]).replace("[cluster1, cluster2]", "[cluster1]");
+    assert!(!text.contains("cluster2"), "{text}");
+    match ocm_lab::topology::load_str("default.yaml", &text) {
+        Ok(l) => l.lab,
+        Err(e) => panic!("{}", ocm_lab::render(&e)),
+    }
+}
+
+/// Everything on the hub and in the Docker engine that is about `cluster2`: its ManagedCluster, its
+/// ClusterProfiles (any namespace), the addons in its namespace, and its node containers.
+async fn traces_of_cluster2(h: &Harness) -> Vec<String> {
+    let hub = api(h, "hub").await;
+    let mut out = Vec::new();
+    if hub
+        .get(&r(MC, "ManagedCluster", None, "cluster2"))
+        .await
+        .unwrap()
+        .is_some()
+    {
+        out.push("ManagedCluster cluster2".to_owned());
+    }
+    for p in hub
+        .list(
+            "multicluster.x-k8s.io/v1alpha1",
+            "ClusterProfile",
+            None,
+            None,
+        )
+        .await
+        .unwrap()
+    {
+        if p["metadata"]["name"] == "cluster2" {
+            out.push(format!(
+                "ClusterProfile {}/cluster2",
+                p["metadata"]["namespace"]
+            ));
+        }
+    }
+    for a in hub
+        .list(
+            "addon.open-cluster-management.io/v1alpha1",
+            "ManagedClusterAddOn",
+            Some("cluster2"),
+            None,
+        )
+        .await
+        .unwrap()
+    {
+        out.push(format!(
+            "ManagedClusterAddOn cluster2/{}",
+            a["metadata"]["name"]
+        ));
+    }
+    for c in h
+        .sim
+        .backends()
+        .docker
+        .look_alikes("cluster2")
+        .await
+        .unwrap()
+    {
+        out.push(format!("container {}", c.name));
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spoke_that_left_the_topology_is_deregistered_and_its_kind_cluster_deleted_by_up() {
+    let mut h = Harness::default_lab();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    let before = traces_of_cluster2(&h).await;
+    assert!(
+        before.contains(&"ManagedCluster cluster2".to_owned()),
+        "{before:?}"
+    );
+    assert!(
+        before.iter().any(|t| t.starts_with("ClusterProfile")),
+        "{before:?}"
+    );
+    assert!(
+        before.iter().any(|t| t.starts_with("container")),
+        "{before:?}"
+    );
+
+    h.lab = default_without_cluster2();
+    let (res, events) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_eq!(traces_of_cluster2(&h).await, Vec::<String>::new());
+    let notes = format!("{events:?}");
+    assert!(
+        notes.contains("deleted kind cluster cluster2: it left the topology")
+            && notes.contains("deregistered cluster2"),
+        "up says what it removed: {notes}"
+    );
+    // The hub's inventory is the topology: one ManagedCluster with the lab's label, cluster1.
+    let hub = api(&h, "hub").await;
+    let names: Vec<Value> = hub
+        .list(MC, "ManagedCluster", None, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("cluster1")]);
+    assert!(
+        h.state
+            .owned()
+            .unwrap()
+            .departed(|n| h.lab.cluster(n).is_some())
+            .is_empty()
+    );
+    let (res, _) = h.run("verify").await;
+    assert!(res.ok, "{}", failure(&res));
+    // Converged: another `up` changes nothing.
+    let before = h.sim.mutations();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_eq!(h.sim.mutations(), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spoke_that_left_after_a_run_was_stopped_mid_join_goes_too() {
+    let mut h = Harness::default_lab();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stop = cancel.clone();
+    let (res, _) = h
+        .run_with("up", cancel, move |e| {
+            if format!("{:?}", e.event).contains("klusterlet[cluster2]") {
+                stop.cancel();
+            }
+        })
+        .await;
+    assert!(!res.ok, "the run was stopped");
+    assert!(
+        !h.sim
+            .backends()
+            .docker
+            .look_alikes("cluster2")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    h.lab = default_without_cluster2();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    assert_eq!(traces_of_cluster2(&h).await, Vec::<String>::new());
+    let (res, _) = h.run("verify").await;
+    assert!(res.ok, "{}", failure(&res));
+}
+
+#[tokio::test(start_paused = true)]
+async fn down_with_a_topology_that_dropped_a_spoke_still_deletes_its_cluster_and_only_then_the_record()
+ {
+    let mut h = Harness::default_lab();
+    let (res, _) = h.run("up").await;
+    assert!(res.ok, "{}", failure(&res));
+    h.lab = default_without_cluster2();
+    let (res, _) = h.run("down").await;
+    assert!(res.ok, "{}", failure(&res));
+    let docker = h.sim.backends().docker;
+    for c in ["hub", "cluster1", "cluster2"] {
+        assert_eq!(docker.look_alikes(c).await.unwrap(), [], "{c} is left");
+    }
+    let owned = h.state.owned().unwrap();
+    assert!(!owned.holds_anything(), "{owned:?}");
+}

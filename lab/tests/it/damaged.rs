@@ -35,6 +35,10 @@ fn run_all(s: &Sandbox, commands: &[Vec<String>]) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_damaged_simulated_world_names_down_then_up_and_those_commands_recover() {
     let s = Sandbox::new();
     let topology = s.topology(ocm_lab::embedded::topology("minimal").unwrap());
@@ -62,6 +66,10 @@ fn a_damaged_simulated_world_names_down_then_up_and_those_commands_recover() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -73,10 +81,13 @@ fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
     let r = s.run(&["verify", "--simulate"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
-        r.stderr.contains("not reachable (simulated)"),
+        r.stderr.contains("connection refused")
+            && r.stderr
+                .contains("rebuild the simulated lab with `ocm-lab down --simulate`"),
         "{}",
         r.stderr
     );
+    assert!(!r.stderr.contains("docker start"), "{}", r.stderr);
     assert!(!r.stderr.contains("docker ps"), "{}", r.stderr);
     // Observed, not waited out: the stopped node container makes the failure permanent at once.
     assert!(
@@ -97,7 +108,11 @@ fn a_simulated_cluster_that_is_gone_points_at_down_and_up_not_docker() {
 }
 
 #[test]
-fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_afresh() {
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_a_new_one() {
     let s = Sandbox::new();
     s.killed_after(&["up", "--simulate"], 10);
     let journal = s.state().join("journal.jsonl");
@@ -112,7 +127,11 @@ fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_afresh() {
         "one warning says what happened: {}",
         r.stderr
     );
-    assert_eq!(r.resumed(), 0, "a damaged journal carries nothing over");
+    let journal_text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        journal_text.starts_with("{\"type\":\"run-started\""),
+        "the run wrote a new journal: {journal_text}"
+    );
     assert_eq!(
         std::fs::read(s.state().join("journal.jsonl.damaged")).unwrap(),
         bytes,
@@ -122,10 +141,15 @@ fn a_journal_that_cannot_be_read_is_moved_aside_and_the_run_starts_afresh() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
     let s = Sandbox::new();
     s.killed_after(&["up", "--simulate"], 10);
     let journal = s.state().join("journal.jsonl");
+    let kept = std::fs::read_to_string(&journal).unwrap();
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&journal)
@@ -136,8 +160,11 @@ fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
     let r: Ended = s.run(&["up", "--simulate", "--output", "json"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stderr.contains("torn line"), "{}", r.stderr);
-    assert!(r.resumed() > 0, "the lines before the torn one still count");
     let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.starts_with(&kept) && text[kept.len()..].starts_with("{\"type\":\"run-started\""),
+        "the lines before the torn one are kept, and the next run's start on a line of their own:\n{text}"
+    );
     for line in text.lines() {
         serde_json::from_str::<Value>(line)
             .unwrap_or_else(|e| panic!("journal line is not JSON ({e}): {line}"));
@@ -146,6 +173,10 @@ fn a_torn_journal_line_is_dropped_and_never_glued_to_the_next_entry() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_garbage_lock_file_is_ignored_and_replaced() {
     let s = Sandbox::new();
     s.ok(&["up", "--simulate"]);
@@ -157,6 +188,10 @@ fn a_garbage_lock_file_is_ignored_and_replaced() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_garbage_last_verification_is_named_by_status_and_the_verify_it_suggests_replaces_it() {
     let s = Sandbox::new();
     let topology = s.topology(ocm_lab::embedded::topology("minimal").unwrap());

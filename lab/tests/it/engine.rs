@@ -119,6 +119,16 @@ fn finished(events: &[Stamped], step: &str) -> Option<u64> {
     })
 }
 
+/// How `step` ended well, if it did.
+fn outcome(events: &[Stamped], step: &str) -> Option<Outcome> {
+    events.iter().find_map(|e| match &e.event {
+        Event::StepFinished {
+            step: s, outcome, ..
+        } if s == step => Some(*outcome),
+        _ => None,
+    })
+}
+
 pub fn failure(r: &RunResult) -> String {
     r.failed
         .as_ref()
@@ -237,11 +247,11 @@ async fn a_permanent_failure_stops_the_run_and_names_the_step() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_run_killed_midway_resumes_without_redoing_finished_steps() {
+async fn a_run_cancelled_midway_is_finished_by_the_next_which_runs_every_step_and_redoes_nothing() {
     let h = Harness::default_lab();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    // Killed as soon as the first spoke starts joining.
+    // Stopped as soon as the first spoke starts joining.
     let (r, first) = h
         .run_with("up", cancel, move |e| {
             if matches!(&e.event, Event::StepStarted { step, .. } if step.starts_with("join[")) {
@@ -270,11 +280,20 @@ async fn a_run_killed_midway_resumes_without_redoing_finished_steps() {
 
     let (r, second) = h.run("up").await;
     assert!(r.ok, "{}", failure(&r));
-    // Preflight only observes: it always runs again; every other finished step is carried over.
-    assert_eq!(r.resumed, done_first.len() - 1);
-    assert!(started(&second, "preflight").is_some());
-    for step in done_first.iter().filter(|s| *s != "preflight") {
-        assert!(started(&second, step).is_none(), "{step} ran again");
+    // Level-triggered: every step runs again, and a step the first run finished finds its work done.
+    for step in &common::plan(&h.lab).steps {
+        assert!(
+            started(&second, &step.id).is_some(),
+            "{} did not run",
+            step.id
+        );
+    }
+    for step in done_first.iter().filter(|s| s.starts_with("create[")) {
+        assert_eq!(
+            outcome(&second, step),
+            Some(Outcome::Unchanged),
+            "{step} was finished by the first run"
+        );
     }
     assert_eq!(
         h.sim

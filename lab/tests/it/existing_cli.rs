@@ -52,6 +52,10 @@ fn get(sim: &SimLab, cluster: &str, r: &ObjectRef) -> Option<Value> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_says_existing_clusters_are_not_the_labs_and_down_leaves_them_running() {
     let cli = Cli::new(Shape::All);
     // Someone else's namespace on their hub, before the lab ever ran: seeded into the simulated world.
@@ -146,6 +150,10 @@ fn status_says_existing_clusters_are_not_the_labs_and_down_leaves_them_running()
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_simulate_on_a_lab_with_an_existing_hub_starts_from_a_simulated_cluster_someone_else_runs() {
     let cli = Cli::new(Shape::Hub);
     let up = cli.run(&["up"]);

@@ -303,6 +303,15 @@ async fn lifecycle(shape: Shape) {
                 hub.get(&mc).await.unwrap().is_none(),
                 "{shape:?}: ManagedCluster {n} is left"
             );
+            // The cluster namespace the hub made when the lab accepted the cluster: OCM's gc empties
+            // it and leaves it; the lab, which caused it, removes it.
+            assert!(
+                hub.get(&r("v1", "Namespace", None, n))
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "{shape:?}: the hub's namespace {n} is left"
+            );
         }
     }
     // A second `down` finds nothing more to do.

@@ -5,6 +5,11 @@
 //! `postrenderer/v1` plugin by name under `HELM_PLUGINS` and runs its command, its args, then the
 //! `--post-renderer-args`; both feed the manifests on stdin, take stdout, and fail on a non-zero exit,
 //! Helm 4 without showing the plugin's stderr). It keeps releases in its folder for list/get/uninstall.
+//!
+//! The stand-in first checks its command line against the contract of the helm version it plays
+//! (`ocm_lab_testkit::contracts`), so it refuses an unknown flag or a wrong argument count as that version
+//! does (Helm 4: `Error: unknown flag: --all` for `helm list --all`). Every test runs against every
+//! supported version.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
@@ -14,15 +19,18 @@ use ocm_lab::backend::tools::{self, ToolName};
 use ocm_lab::backend::{ChartRenderer as _, HelmTarget, Transience};
 use ocm_lab::charts::ChartPlan;
 use ocm_lab::topology::catalog::Chart;
+use ocm_lab_testkit::contracts::{self, HELM_VERSIONS};
 use serde_json::{Value, json};
 
 const STAND_IN: &str = r#"#!/bin/sh
 d='@DIR@'
 major=$(cat "$d/major")
 { printf '%s\n' "$@"; echo '--'; } >> "$d/calls"
+@GUARD@
+contract_check "$@"
 verb="$1"
 case "$verb" in
-  version) printf 'v%s.1.0' "$major"; exit 0 ;;
+  version) cat "$d/version"; exit 0 ;;
 esac
 pr=''; prev=''; values=''; ns=''; selector=''; labels=''; version=''; filter=''
 : > "$d/pr-args"
@@ -46,9 +54,23 @@ post_render() {
       if grep -q "^name: \"$pr\"" "$f" && grep -q '^type: postrenderer/v1' "$f" && grep -q '^apiVersion: v1' "$f"; then found="$f"; fi
     done
     if [ -z "$found" ]; then echo "Error: plugin: {Name:$pr Type:postrenderer/v1} not found" >&2; exit 1; fi
-    cmd=$(sed -n 's/^ *- command: "\(.*\)"$/\1/p' "$found")
+    raw=$(sed -n 's/^ *- command: "\(.*\)"$/\1/p' "$found")
     first=$(sed -n 's/^ *args: \["\(.*\)"\]$/\1/p' "$found")
-    set -- "$first"
+    # Helm 4 splits the command on spaces, then expands `$VAR` / `${VAR}` in each part from its own
+    # environment (helm v4 internal/plugin/subprocess_commands.go PrepareCommands).
+    expand() {
+      case "$1" in
+        '${'*'}') n=${1#??}; n=${n%?}; eval "printf '%s' \"\${$n}\"" ;;
+        '$'*) n=${1#?}; eval "printf '%s' \"\${$n}\"" ;;
+        *) printf '%s' "$1" ;;
+      esac
+    }
+    cmd=$(expand "${raw%% *}")
+    set -f
+    set --
+    case "$raw" in *' '*) for part in ${raw#* }; do set -- "$@" "$(expand "$part")"; done ;; esac
+    set +f
+    set -- "$@" "$first"
   else
     case "$pr" in /*) ;; *) echo "Error: unable to find binary at $pr" >&2; exit 1 ;; esac
     cmd="$pr"
@@ -128,22 +150,28 @@ struct StandIn {
 }
 
 impl StandIn {
-    /// A stand-in for Helm `major`, with ocm-lab (this build) as the post-renderer.
-    fn new(major: u64, chart_patches: Option<PathBuf>) -> StandIn {
+    /// A stand-in for helm `version` (one of `contracts::HELM_VERSIONS`), with ocm-lab (this build) as
+    /// the post-renderer.
+    fn new(version: &'static str, chart_patches: Option<PathBuf>) -> StandIn {
+        let contract = contracts::helm(version);
+        let major: u64 = version.split('.').next().unwrap().parse().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("helm");
         std::fs::write(
             &path,
-            STAND_IN.replace("@DIR@", &dir.path().display().to_string()),
+            STAND_IN
+                .replace("@DIR@", &dir.path().display().to_string())
+                .replace("@GUARD@", &contract.guard()),
         )
         .unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(dir.path().join("major"), major.to_string()).unwrap();
+        std::fs::write(dir.path().join("version"), contract.version_stdout()).unwrap();
         std::fs::write(dir.path().join("manifests"), manifests(major)).unwrap();
         std::fs::write(dir.path().join("crds"), CRDS).unwrap();
         // The version comes from the stand-in's own `helm version`, as ocm-lab reads a real helm's.
         let version = tools::probe(ToolName::Helm, &path).unwrap();
-        assert_eq!(version.major, major);
+        assert_eq!(version.to_string(), contract.version);
         let tool = tools::Tool {
             name: ToolName::Helm,
             path,
@@ -191,7 +219,7 @@ fn chart_plan() -> ChartPlan {
         repo: "https://open-cluster-management.io/helm-charts".into(),
         chart: Chart::ClusterProxy,
         version: "0.10.0".into(),
-        values: json!({}).into(),
+        values: json!({}),
         runtime_values: vec![],
         patches: vec![],
     }
@@ -203,8 +231,9 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
         .map(|w| w[1].as_str())
 }
 
-async fn patches_through_the_post_renderer(major: u64) {
-    let s = StandIn::new(major, None);
+async fn patches_through_the_post_renderer(version: &'static str) {
+    let s = StandIn::new(version, None);
+    let major = s.helm.tool().version.major;
     let values = json!({"userServer": {"enabled": true}});
     let rendered = s.helm.template(&chart_plan(), &values).await.unwrap();
 
@@ -331,23 +360,67 @@ async fn patches_through_the_post_renderer(major: u64) {
 
 #[tokio::test]
 async fn helm3_runs_ocm_lab_as_its_post_renderer_path() {
-    patches_through_the_post_renderer(3).await;
+    for version in HELM_VERSIONS.iter().copied().filter(|v| v.starts_with('3')) {
+        patches_through_the_post_renderer(version).await;
+    }
 }
 
 #[tokio::test]
 async fn helm4_runs_ocm_lab_through_a_post_renderer_plugin() {
-    patches_through_the_post_renderer(4).await;
+    for version in HELM_VERSIONS.iter().copied().filter(|v| v.starts_with('4')) {
+        patches_through_the_post_renderer(version).await;
+    }
+}
+
+/// ocm-lab installed under a folder whose name has a space (a macOS home folder) is still Helm's
+/// post-renderer: Helm 3 runs the path as one argument; Helm 4 splits a plugin's command on spaces, so
+/// the plugin names the binary through a variable instead of the path.
+#[tokio::test]
+async fn ocm_lab_under_a_path_with_a_space_still_post_renders() {
+    for version in HELM_VERSIONS {
+        let mut s = StandIn::new(version, None);
+        let folder = s.dir.path().join("Application Support");
+        std::fs::create_dir_all(&folder).unwrap();
+        let exe = folder.join("ocm-lab");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocm-lab"), &exe).unwrap();
+        s.helm = Helm::new(
+            s.helm.tool().clone(),
+            PostRenderer {
+                exe: exe.clone(),
+                chart_patches: None,
+                plugins_dir: folder.join("helm-plugins"),
+            },
+        );
+        let rendered = s
+            .helm
+            .template(&chart_plan(), &json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("helm {version}: {e}"));
+        assert!(
+            rendered.objects[0]
+                .pointer("/spec/proxyAgent/additionalValues")
+                .is_none(),
+            "helm {version}: not patched"
+        );
+        let argv = s.file("pr-argv");
+        assert_eq!(
+            argv.lines().next(),
+            Some(exe.to_str().unwrap()),
+            "helm {version}"
+        );
+    }
 }
 
 /// A patch that no longer fits the chart stops helm before it installs anything.
-async fn a_failing_post_renderer_stops_helm(major: u64) {
+async fn a_failing_post_renderer_stops_helm(version: &'static str) {
     let patches = tempfile::tempdir().unwrap();
     std::fs::write(
         patches.path().join("broken.yaml"),
         "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: ChartPatch\nmetadata:\n  name: gone-field\nspec:\n  chart: cluster-proxy\n  versions: \">=0.10.0, <0.11.0\"\n  reason: test\n  target:\n    apiVersion: proxy.open-cluster-management.io/v1alpha1\n    kind: ManagedProxyConfiguration\n  operations:\n    - {op: remove, path: /spec/proxyAgent/noSuchField}\n",
     )
     .unwrap();
-    let s = StandIn::new(major, Some(patches.path().to_path_buf()));
+    let s = StandIn::new(version, Some(patches.path().to_path_buf()));
+    let major = s.helm.tool().version.major;
     let e = s
         .helm
         .upgrade_install(&s.target("workshop"), &chart_plan(), &json!({}))
@@ -374,12 +447,16 @@ async fn a_failing_post_renderer_stops_helm(major: u64) {
 
 #[tokio::test]
 async fn helm3_stops_on_a_failing_post_renderer() {
-    a_failing_post_renderer_stops_helm(3).await;
+    for version in HELM_VERSIONS.iter().copied().filter(|v| v.starts_with('3')) {
+        a_failing_post_renderer_stops_helm(version).await;
+    }
 }
 
 #[tokio::test]
 async fn helm4_stops_on_a_failing_post_renderer() {
-    a_failing_post_renderer_stops_helm(4).await;
+    for version in HELM_VERSIONS.iter().copied().filter(|v| v.starts_with('4')) {
+        a_failing_post_renderer_stops_helm(version).await;
+    }
 }
 
 #[test]

@@ -160,9 +160,8 @@ async fn a_permanent_error_is_not_retried() {
             .expect("a bindings step"),
     );
     let id = step.id.clone();
-    let mut binding = step.objects.values().remove(0);
+    let binding = &mut step.objects[0];
     binding["spec"]["clusterSet"] = json!("some-other-set");
-    step.objects.set(0, &binding);
     let (r, events) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     assert!(!r.ok);
     let (failed, err) = r.failed.clone().expect("a failure");

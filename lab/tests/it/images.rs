@@ -214,27 +214,17 @@ fn the_catalog_image_table_matches_the_simulated_chart_models() {
         let plan = common::plan(&lab);
         let patches = ocm_lab::patch::PatchSet::embedded().unwrap();
         for chart in plan.charts() {
-            let rendered =
-                ocm_lab_sim::render_chart_patched(chart, &chart.values.value(), &patches)
-                    .expect("the simulated model renders the pinned chart");
+            let rendered = ocm_lab_sim::render_chart_patched(chart, &chart.values, &patches)
+                .expect("the simulated model renders the pinned chart");
             let modelled: BTreeSet<String> = rendered
                 .objects
                 .iter()
                 .flat_map(ocm_lab::images::images_in)
                 .map(|(image, _)| image)
                 .collect();
-            let table: BTreeSet<String> =
-                ocm_lab::topology::catalog::chart_images(chart.chart, &chart.version)
-                    .expect("the catalog knows every pinned chart's images")
-                    .iter()
-                    .map(|i| {
-                        format!(
-                            "{}:{}",
-                            i.repository,
-                            ocm_lab::topology::catalog::ChartImage::tag(&chart.version)
-                        )
-                    })
-                    .collect();
+            let table =
+                ocm_lab::topology::catalog::chart_image_references(chart.chart, &chart.version)
+                    .expect("the catalog knows every pinned chart's images");
             assert_eq!(
                 modelled, table,
                 "topology {name}: {} {}",

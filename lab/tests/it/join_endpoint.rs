@@ -178,3 +178,103 @@ async fn without_a_join_endpoint_simulated_spokes_join_at_the_server_of_the_hubs
     assert!(res.ok, "{}", failure(&res));
     assert_eq!(bootstrap_server(&h, "cluster1").await, url);
 }
+
+/// An existing hub whose kubeconfig reaches it at `server`, with no `joinEndpoint`; `cluster_info`: whether
+/// its `kube-public/cluster-info` (which a kind hub has, naming `https://hub-control-plane:6443`) stays.
+fn loopback_hub(dir: &std::path::Path, server: &str, cluster_info: bool) -> Harness {
+    let kubeconfig = dir.join("hub.kubeconfig");
+    let lab_text = with_hub_existing(&format!(
+        "existing: {{kubeconfig: {}, context: their-hub}}",
+        kubeconfig.display()
+    ));
+    let lab = ocm_lab::topology::load_str("t.yaml", &lab_text)
+        .unwrap()
+        .lab;
+    let h = Harness::new(lab);
+    h.sim.with_world(|w| {
+        w.add_foreign_cluster("hub");
+        if !cluster_info {
+            w.delete_object(
+                "hub",
+                &ObjectRef::new("v1", "ConfigMap", Some("kube-public"), "cluster-info"),
+            );
+        }
+    });
+    let ca = h.sim.with_world(|w| w.ca_pem("hub").to_owned());
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: theirs\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\ncontexts:\n- name: their-hub\n  context: {{cluster: theirs, user: admin}}\nusers:\n- name: admin\n  user: {{token: not-a-real-token}}\ncurrent-context: their-hub\n",
+            base64::engine::general_purpose::STANDARD.encode(ca)
+        ),
+    )
+    .unwrap();
+    h
+}
+
+/// A kind hub used as `existing:` is reached at `https://127.0.0.1:<port>` (kind's port forward on this
+/// machine): its spokes join at its cluster-info's address instead, as OCM's recipe for kind hubs does.
+#[tokio::test(start_paused = true)]
+async fn spokes_of_an_existing_hub_at_a_loopback_address_join_at_its_cluster_info() {
+    for server in [
+        "https://127.0.0.1:40123",
+        "https://localhost:6443",
+        "https://[::1]:6443",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let h = loopback_hub(dir.path(), server, true);
+        let (res, _) = h.run("up").await;
+        assert!(res.ok, "{server}: {}", failure(&res));
+        assert_eq!(
+            bootstrap_server(&h, "cluster1").await,
+            "https://hub-control-plane:6443",
+            "{server}"
+        );
+    }
+}
+
+/// Without a cluster-info to fall back on, `up` stops in preflight and names `joinEndpoint`, before
+/// anything is created, instead of the spokes' joins timing out.
+#[tokio::test(start_paused = true)]
+async fn an_existing_hub_at_a_loopback_address_without_cluster_info_is_refused_in_preflight() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = loopback_hub(dir.path(), "https://127.0.0.1:40123", false);
+    let (res, _) = h.run("up").await;
+    assert!(!res.ok);
+    let (step, e) = res.failed.clone().unwrap();
+    assert_eq!(step, "preflight", "{}", failure(&res));
+    assert!(e.message.contains("127.0.0.1:40123"), "{}", e.message);
+    assert!(
+        e.help
+            .unwrap_or_default()
+            .contains("spec.hub.existing.joinEndpoint"),
+        "{}",
+        e.message
+    );
+    assert!(
+        h.sim.with_world(|w| w.releases("cluster1")).is_empty(),
+        "nothing was installed"
+    );
+}
+
+#[test]
+fn loopback_addresses_are_told_from_reachable_ones() {
+    use ocm_lab::actions::is_loopback_url;
+    for url in [
+        "https://127.0.0.1:6443",
+        "https://127.1.2.3",
+        "https://localhost:6443",
+        "https://LOCALHOST",
+        "https://[::1]:6443",
+    ] {
+        assert!(is_loopback_url(url), "{url}");
+    }
+    for url in [
+        "https://hub-control-plane:6443",
+        "https://10.0.0.1:6443",
+        "https://[fd00::2]:6443",
+        "https://localhost.example.com:6443",
+    ] {
+        assert!(!is_loopback_url(url), "{url}");
+    }
+}

@@ -75,3 +75,64 @@ async fn a_klusterlet_installed_before_the_hub_waits_for_its_bootstrap_secret_th
     assert!(r.ok, "{:?}", r.failed);
     assert!(spoke.get(&secret).await.unwrap().is_some());
 }
+
+/// The registration agent's pod, installed before its bootstrap Secret, waits in Pending while the
+/// kubelet backs off retrying the Secret's volume (up to about two minutes): the join restarts such a pod
+/// once it has written the Secret, and leaves running pods and other pods alone. (The simulated lab has
+/// no kubelet: the pods here stand in for the ones the registration agent's Deployment would have.)
+#[tokio::test(start_paused = true)]
+async fn the_join_restarts_a_registration_pod_that_waited_for_the_bootstrap_secret() {
+    let h = Harness::default_lab();
+    let mut plan = common::plan_workflow(&h.lab, "up");
+    plan.steps.retain(|s| {
+        matches!(
+            s.step.as_str(),
+            "preflight" | "network" | "create" | "node-images" | "klusterlet"
+        )
+    });
+    let (r, _) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
+    assert!(r.ok, "{:?}", r.failed);
+    let ns = "open-cluster-management-agent";
+    let pod = |name: &str, app: &str, phase: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+            "status": {"phase": phase}})
+    };
+    h.sim.with_world(|w| {
+        for p in [
+            pod(
+                "registration-waiting",
+                "klusterlet-registration-agent",
+                "Pending",
+            ),
+            pod(
+                "registration-running",
+                "klusterlet-registration-agent",
+                "Running",
+            ),
+            pod("other-waiting", "something-else", "Pending"),
+        ] {
+            w.put_object("cluster1", p).unwrap();
+        }
+    });
+
+    let (r, _) = h.run("up").await;
+    assert!(r.ok, "{:?}", r.failed);
+    let spoke = h.sim.api("cluster1");
+    let mut left = Vec::new();
+    for name in [
+        "registration-waiting",
+        "registration-running",
+        "other-waiting",
+    ] {
+        if spoke
+            .get(&ObjectRef::new("v1", "Pod", Some(ns), name))
+            .await
+            .unwrap()
+            .is_some()
+        {
+            left.push(name);
+        }
+    }
+    assert_eq!(left, ["registration-running", "other-waiting"]);
+}

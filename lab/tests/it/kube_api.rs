@@ -852,3 +852,53 @@ async fn wait_served_watches_the_crds_until_the_kinds_crd_is_established() {
     );
     assert!(cached.await.expect("answered from the cache").unwrap());
 }
+
+/// Discovery lagging an Established CRD by longer than a few retries (here about 20 s, ten misses) must
+/// not leave the wait on the CRD watch, whose next event may be its relist minutes later: discovery is
+/// asked until it serves the kind, within the caller's deadline.
+#[tokio::test(start_paused = true)]
+async fn wait_served_keeps_asking_discovery_while_it_lags_an_established_crd() {
+    let (api, mut server) = setup();
+    let server_side = async {
+        server
+            .answer_raw(404, b"404 page not found\n".to_vec())
+            .await;
+        server
+            .answer(
+                200,
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",
+                       "metadata": {"resourceVersion": "1"}, "items": [cluster_property_crd("1", true)]}),
+            )
+            .await;
+        // Established from the start; discovery does not serve it for ten more asks.
+        let mut after = Vec::new();
+        for _ in 0..10 {
+            after.push(
+                server
+                    .answer_raw(404, b"404 page not found\n".to_vec())
+                    .await
+                    .path,
+            );
+        }
+        after.push(server.answer(200, cluster_property_resources()).await.path);
+        after
+    };
+    // The clock is paused: the backoff's sleeps (about 11 s in all) pass at once.
+    let (res, after) = tokio::time::timeout(Duration::from_secs(120), async {
+        tokio::join!(
+            api.wait_served(
+                "about.k8s.io/v1alpha1",
+                "ClusterProperty",
+                Duration::from_secs(60),
+            ),
+            server_side
+        )
+    })
+    .await
+    .expect("the exchange finished in time");
+    assert!(
+        after.iter().all(|p| p == "/apis/about.k8s.io/v1alpha1"),
+        "after the CRD was Established only discovery was asked: {after:?}"
+    );
+    res.unwrap();
+}

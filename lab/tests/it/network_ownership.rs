@@ -162,6 +162,10 @@ async fn down_never_removes_a_network_that_was_there_before_up() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn down_on_the_simulated_lab_removes_the_simulated_network_it_created() {
     let dir = tempfile::tempdir().unwrap();
     let run =

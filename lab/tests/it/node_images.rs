@@ -76,6 +76,10 @@ fn assert_nodes_hold_their_images(w: &Value) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_simulated_from_a_bundle_pulls_nothing_on_any_node() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -100,6 +104,10 @@ fn up_simulated_from_a_bundle_pulls_nothing_on_any_node() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_simulated_without_a_bundle_pre_pulls_in_the_node_images_step_and_the_pods_pull_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -122,6 +130,10 @@ fn up_simulated_without_a_bundle_pre_pulls_in_the_node_images_step_and_the_pods_
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn spec_bundle_in_the_topology_is_read_from_the_topology_files_folder() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");

@@ -1,8 +1,10 @@
 //! `Docker::import_into_node` against a STAND-IN node container, not a kind node: there is no kind node
 //! here, so the container is the busybox test image with a fake `ctr` (a shell script that records its
 //! arguments and copies the archive it was given). What this proves: the archive reaches the node whole,
-//! `ctr` is called as `kind load image-archive` calls it (FACTS-HELM-KIND B2.1: `--namespace=k8s.io images
-//! import --all-platforms --digests`), the copy is removed afterwards, and a failing import is a typed
+//! `ctr` is called as `kind load image-archive` calls it (kubernetes-sigs/kind v0.32.0
+//! `pkg/cluster/nodeutils/util.go` `LoadImageArchive`: `--namespace=k8s.io images import --all-platforms
+//! --digests --snapshotter=<s>`, with `<s>` read from a stand-in `containerd config dump`), the copy is
+//! removed afterwards, and a failing import is a typed
 //! error naming the node, with the copy removed too. Whether real containerd accepts the archive is not
 //! exercised here.
 
@@ -13,7 +15,21 @@ use ocm_lab::backend::docker::{Docker, DockerError};
 const FAKE_CTR: &str = "#!/bin/sh\n\
 if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
 echo \"$@\" > /ctr-args\n\
-/bin/busybox cp \"$6\" /imported.tar\n";
+for last; do :; done\n\
+/bin/busybox cp \"$last\" /imported.tar\n";
+
+/// A stand-in `containerd` that answers `containerd config dump` with `/containerd-config`.
+const FAKE_CONTAINERD: &str = "#!/bin/sh\n\
+[ \"$1 $2\" = 'config dump' ] || { echo \"containerd: unexpected $*\" >&2; exit 2; }\n\
+/bin/busybox cat /containerd-config\n";
+
+/// A containerd 2.x dump (config version 3) of a node whose CRI unpacks into `snapshotter`, as kind's
+/// entrypoint configures it on a zfs (`native`) or fuse (`fuse-overlayfs`) host.
+fn containerd_config(snapshotter: &str) -> String {
+    format!(
+        "version = 3\nroot = '/var/lib/containerd'\n\n[plugins]\n  [plugins.'io.containerd.cri.v1.images']\n    snapshotter = '{snapshotter}'\n"
+    )
+}
 
 /// Puts `files` (path, mode, content) and a `bin/rm` applet link into the container.
 async fn put(d: &Docker, container: &str, files: &[(&str, u32, &[u8])]) {
@@ -78,7 +94,17 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
     };
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
-    put(&d, &node, &[("bin/ctr", 0o755, FAKE_CTR.as_bytes())]).await;
+    let config = containerd_config("native");
+    put(
+        &d,
+        &node,
+        &[
+            ("bin/ctr", 0o755, FAKE_CTR.as_bytes()),
+            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            ("containerd-config", 0o644, config.as_bytes()),
+        ],
+    )
+    .await;
 
     // An archive of an odd size (not a multiple of tar's 512-byte blocks).
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +116,8 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
     let args = String::from_utf8(get(&d, &node, "/ctr-args").await.unwrap()).unwrap();
     assert_eq!(
         args.trim(),
-        "--namespace=k8s.io images import --all-platforms --digests /ocm-lab-images.tar"
+        "--namespace=k8s.io images import --all-platforms --digests --snapshotter=native /ocm-lab-images.tar",
+        "the snapshotter is the node's, as kind load passes it"
     );
     assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), data);
     assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
@@ -143,6 +170,12 @@ quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v
         &[
             ("bin/ctr", 0o755, FAKE_CTR_LS.as_bytes()),
             ("ls-output", 0o644, listed.as_bytes()),
+            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            (
+                "containerd-config",
+                0o644,
+                containerd_config("overlayfs").as_bytes(),
+            ),
         ],
     )
     .await;
@@ -172,7 +205,7 @@ quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v
     let args = String::from_utf8(get(&d, &node, "/ctr-args").await.unwrap()).unwrap();
     assert_eq!(
         args.trim(),
-        "--namespace=k8s.io images import --digests /ocm-lab-images.tar"
+        "--namespace=k8s.io images import --digests --snapshotter=overlayfs /ocm-lab-images.tar"
     );
     assert_eq!(get(&d, &node, "/imported.tar").await.unwrap(), entry);
     assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);

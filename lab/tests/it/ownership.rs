@@ -162,6 +162,10 @@ fn rand_suffix() -> u32 {
 /// A damaged line in the middle of the ownership record stops `up` with an error that names the command
 /// that recovers; that command works, and the lab comes up again.
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_damaged_ownership_record_names_a_down_that_works_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let run =
@@ -293,6 +297,10 @@ async fn down_leaves_a_same_named_cluster_someone_else_made_later() {
 /// A run killed while appending to the ownership record leaves a torn last line: the next command cuts it
 /// off with one warning, and the record stays whole from then on.
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn a_torn_last_ownership_line_is_cut_off_once_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let run =
@@ -323,6 +331,10 @@ fn a_torn_last_ownership_line_is_cut_off_once_with_a_warning() {
 
 /// A bug report about ownership needs the record: `diagnose` puts it in the bundle.
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn diagnose_bundles_the_ownership_record() {
     let dir = tempfile::tempdir().unwrap();
     let run =

@@ -59,7 +59,7 @@ fn chart_values_that_become_custom_resource_fields_pass_the_crd_schemas() {
     for (name, _) in ocm_lab::embedded::TOPOLOGIES {
         let plan = common::plan(&common::lab(name));
         for chart in plan.charts() {
-            let values = chart.values.value();
+            let values = &chart.values;
             // The charts copy these value subtrees verbatim into the ClusterManager and Klusterlet specs
             // (ocm@v1.3.1 templates/cluster_manager.yaml and klusterlet.yaml).
             let fragments: Vec<(&str, &str, Vec<&str>, &Value)> = match chart.release.as_str() {
@@ -291,10 +291,7 @@ fn cluster_proxy_0_11_0_uses_its_renamed_gate_key_and_no_patch() {
         .charts()
         .find(|c| c.release == "cluster-proxy")
         .unwrap();
-    assert_eq!(
-        cp.values.value()["featureGates"],
-        json!({"clusterProfile": true})
-    );
+    assert_eq!(cp.values["featureGates"], json!({"clusterProfile": true}));
     assert!(cp.patches.is_empty(), "{:?}", cp.patches);
 }
 

@@ -317,6 +317,10 @@ fn no_charts_runs_no_helm_and_replaces_the_rendered_charts_of_an_earlier_plan() 
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn simulate_renders_the_simulated_chart_models_patched_and_labels_them_simulated() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("plan");

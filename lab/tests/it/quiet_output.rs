@@ -10,6 +10,10 @@ use crate::common::ocm_lab_env;
 use crate::engine::{Harness, failure};
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn reset_on_an_unchanged_lab_is_a_few_lines_and_verify_prints_one_table() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", dir.path())]);

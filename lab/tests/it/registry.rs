@@ -121,7 +121,7 @@ fn the_local_registry_is_the_nodes_mirror_of_localhost_5001_and_its_image_is_lis
         "spec:\n  registry:\n    local: true\n  hub:",
     ));
     let local = lab.registry.local.clone().expect("local registry");
-    assert_eq!(local.image, "registry:2");
+    assert_eq!(local.image, "registry:3");
     assert_eq!(local.container, format!("{}-registry", lab.name));
     let regs = ocm_lab::backend::kind::NodeRegistries::for_lab(
         &lab,
@@ -143,7 +143,7 @@ fn the_local_registry_is_the_nodes_mirror_of_localhost_5001_and_its_image_is_lis
     assert!(
         images
             .iter()
-            .any(|i| i.image == "registry:2" && i.kind == ocm_lab::images::ImageKind::Registry)
+            .any(|i| i.image == "registry:3" && i.kind == ocm_lab::images::ImageKind::Registry)
     );
 }
 
@@ -283,6 +283,10 @@ async fn doctor_says_which_mirror_does_not_answer_and_what_to_do() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
     let dir = tempfile::tempdir().unwrap();
     let text = ocm_lab::embedded::topology("minimal").unwrap().replacen(
@@ -345,7 +349,7 @@ fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
     assert!(sim.owned().unwrap().registries.is_empty());
 }
 
-/// The local registry on the real Docker engine, with a stand-in for `registry:2`: the busybox image the
+/// The local registry on the real Docker engine, with a stand-in for `registry:3`: the busybox image the
 /// Docker tests build (nothing is pulled here), running `sleep` instead of a registry.
 #[tokio::test]
 async fn the_local_registry_stand_in_runs_labelled_on_the_network_once_and_a_foreign_namesake_is_refused()

@@ -1,6 +1,6 @@
-//! Resume by content: a run cut short is resumed only with steps whose inputs did not change, only from
-//! a run of the same workflow with nothing else run since, and observe-only steps always run again.
-//! Driven through the real binary on the simulated lab, as a user would.
+//! Runs cut short, and the runs after them: every `up` runs every step and converges from whatever the lab
+//! is, with or without a journal. Driven through the real binary on the simulated lab, as a user would;
+//! a kill comes from outside, at a step boundary the `--output json` event stream shows.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,13 +41,12 @@ impl Ended {
             .collect()
     }
 
-    /// How many steps the run carried over from the interrupted one.
-    pub fn resumed(&self) -> u64 {
+    /// The summary of a `--output json` run: its `run-finished` event.
+    pub fn finished(&self) -> Value {
         self.events()
-            .iter()
-            .find(|e| e["event"] == "run-started")
-            .and_then(|e| e["resumed"].as_u64())
-            .expect("a run-started event")
+            .into_iter()
+            .find(|e| e["event"] == "run-finished")
+            .expect("a run-finished event")
     }
 }
 
@@ -77,7 +76,6 @@ impl Sandbox {
             .args(args)
             .env("OCM_LAB_STATE_DIR", self.dir.path())
             .env_remove("RUST_LOG")
-            .env_remove("OCM_LAB_CRASH_POINT")
             .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .output()
@@ -107,13 +105,84 @@ impl Sandbox {
         r
     }
 
-    /// Runs a command that SIGKILLs itself after its `n`-th step boundary, and asserts it did.
+    /// Runs a command with `--output json` and SIGKILLs it from outside as soon as its event stream says
+    /// the `n`-th step finished, as an OOM kill or `kill -9` would end it, and asserts the kill landed.
     pub fn killed_after(&self, args: &[&str], n: usize) -> Ended {
-        let r = self.run_env(args, &[("OCM_LAB_CRASH_POINT", &n.to_string())]);
+        let r = self.kill_after(args, n);
         assert_eq!(
             r.signal,
             Some(9),
-            "`ocm-lab {}` with crash point {n} was not SIGKILLed: {:?}\n{}",
+            "`ocm-lab {}` was not killed after step boundary {n}: {:?}\n{}",
+            args.join(" "),
+            r.code,
+            r.stderr
+        );
+        r
+    }
+
+    /// [`Sandbox::killed_after`] for a boundary near the end of a run: the kill lands a moment after the
+    /// test reads the boundary, and by then the run may have finished (it must then have finished well).
+    pub fn kill_after(&self, args: &[&str], n: usize) -> Ended {
+        self.signal_after(args, n, false)
+    }
+
+    /// Runs a command with `--output json` and presses Ctrl-C (SIGINT) once its event stream says the
+    /// `n`-th step finished; returns how it ended.
+    pub fn interrupted_after(&self, args: &[&str], n: usize) -> Ended {
+        self.signal_after(args, n, true)
+    }
+
+    /// SIGKILL, or with `interrupt` SIGINT, after the `n`-th step boundary.
+    fn signal_after(&self, args: &[&str], n: usize, interrupt: bool) -> Ended {
+        use std::io::{BufRead as _, Read as _};
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
+            .args(args)
+            .args(["--output", "json"])
+            .env("OCM_LAB_STATE_DIR", self.dir.path())
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("ocm-lab runs");
+        let mut stderr = child.stderr.take().unwrap();
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let mut stdout = String::new();
+        let mut boundaries = 0;
+        for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            stdout.push_str(&line);
+            stdout.push('\n');
+            let event: Value = serde_json::from_str(&line).unwrap_or_default();
+            if event["event"] == "step-finished" {
+                boundaries += 1;
+                if boundaries == n && interrupt {
+                    let sent = Command::new("kill")
+                        .args(["-INT", &child.id().to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(sent.success(), "kill -INT failed");
+                } else if boundaries == n {
+                    child.kill().unwrap();
+                    break;
+                }
+            }
+        }
+        let status = child.wait().unwrap();
+        let r = Ended {
+            code: status.code(),
+            signal: status.signal(),
+            stdout,
+            stderr: errors.join().unwrap(),
+        };
+        assert!(
+            interrupt || r.signal == Some(9) || (boundaries >= n && r.code == Some(0)),
+            "`ocm-lab {}` ended before step boundary {n} ({boundaries} seen): {:?}\n{}",
             args.join(" "),
             r.code,
             r.stderr
@@ -134,31 +203,49 @@ fn up_steps() -> usize {
 }
 
 #[test]
-fn an_edit_after_a_kill_runs_the_changed_step_again_and_verification_passes() {
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn an_up_on_a_lab_that_is_up_changes_nothing_also_without_its_journal() {
+    let s = Sandbox::new();
+    s.ok(&["up", "--simulate"]);
+    std::fs::remove_file(s.state().join("journal.jsonl")).unwrap();
+    let r = s.ok(&["up", "--simulate"]);
+    assert!(
+        r.stderr.contains(": 0 changed, "),
+        "nothing differs, so nothing changes: {}",
+        r.stderr
+    );
+    let r = s.ok(&["up", "--simulate", "--output", "json"]);
+    assert_eq!(r.finished()["changed"], 0);
+    assert_eq!(
+        r.started().len(),
+        up_steps(),
+        "every step runs and observes"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn an_edit_after_a_kill_is_applied_by_the_next_up_and_verification_passes() {
     let s = Sandbox::new();
     let before = s.topology(ocm_lab::embedded::topology("default").unwrap());
-    // Killed after every step but the last (verification) is done.
-    s.killed_after(&["up", "--simulate", "-t", path(&before)], up_steps() - 1);
+    // Killed late in the run (the clusters are all there, most of OCM too).
+    s.killed_after(
+        &["up", "--simulate", "-t", path(&before)],
+        up_steps() * 2 / 3,
+    );
 
     let edited = s.topology(&crate::common::default_with(
         "region: eu-west-1",
         "region: eu-north-1",
     ));
     let r = s.ok(&["up", "--simulate", "-t", path(&edited), "--output", "json"]);
-    let started = r.started();
-    assert!(
-        started.contains(&"properties[cluster2]".to_owned()),
-        "the step whose inputs changed must run again: {started:?}"
-    );
-    assert!(
-        !started.contains(&"properties[cluster1]".to_owned()),
-        "an unchanged step is carried over: {started:?}"
-    );
-    assert!(
-        started.contains(&"preflight".to_owned()),
-        "preflight only observes: it runs again on every resume: {started:?}"
-    );
-    assert!(r.resumed() > 0);
+    assert_eq!(r.started().len(), up_steps(), "every step runs");
     let r = s.ok(&["verify", "--simulate", "-t", path(&edited)]);
     assert!(
         r.stdout.contains("cluster2 (cluster-inventory)"),
@@ -170,32 +257,110 @@ fn an_edit_after_a_kill_runs_the_changed_step_again_and_verification_passes() {
 }
 
 #[test]
-fn a_down_between_an_interrupted_up_and_the_next_voids_the_resume() {
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn a_kill_of_a_later_up_loses_nothing_the_last_command_saved() {
     let s = Sandbox::new();
-    s.killed_after(&["up", "--simulate"], up_steps() / 2);
-    // A `down` that stops part-way: one cluster deleted, the rest not.
-    s.killed_after(&["down", "--simulate"], 1);
+    s.ok(&["up", "--simulate"]);
+    let edited = s.topology(&crate::common::default_with(
+        "region: eu-west-1",
+        "region: eu-north-1",
+    ));
+    // Killed mid-way: the simulated world is the one the first `up` saved.
+    s.killed_after(&["up", "--simulate", "-t", path(&edited)], up_steps() / 2);
+    let world = std::fs::read_to_string(s.state().join("sim-world.json")).unwrap();
+    assert!(
+        !world.contains("eu-north-1"),
+        "nothing of the killed run was saved"
+    );
+    let r = s.ok(&["up", "--simulate", "-t", path(&edited), "--output", "json"]);
+    assert_ne!(r.finished()["changed"], 0, "the edit is applied");
+    s.ok(&["verify", "--simulate", "-t", path(&edited)]);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn a_ctrl_c_saves_the_simulated_world_and_the_next_up_keeps_what_was_done() {
+    let s = Sandbox::new();
+    let r = s.interrupted_after(&["up", "--simulate"], up_steps() / 2);
+    assert_eq!(r.code, Some(130), "cancelled: {}", r.stderr);
     let r = s.ok(&["up", "--simulate", "--output", "json"]);
-    assert_eq!(r.resumed(), 0, "nothing is carried over a `down`");
-    assert!(r.started().contains(&"create[hub]".to_owned()));
+    let outcome = |step: &str| {
+        r.events()
+            .iter()
+            .find(|e| e["event"] == "step-finished" && e["step"] == step)
+            .map(|e| e["outcome"].clone())
+    };
+    assert_eq!(
+        outcome("create[hub]"),
+        Some(Value::from("unchanged")),
+        "the cluster the cancelled run created was saved with the simulated world"
+    );
     s.ok(&["verify", "--simulate"]);
 }
 
 #[test]
-fn a_journal_from_before_digests_carries_nothing() {
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn a_down_after_an_interrupted_up_removes_the_lab_and_the_next_up_builds_it_again() {
     let s = Sandbox::new();
-    s.killed_after(&["up", "--simulate"], up_steps() - 1);
-    let journal = s.state().join("journal.jsonl");
-    let text = std::fs::read_to_string(&journal).unwrap();
-    let old: String = text
-        .lines()
-        .map(|l| {
-            let mut v: Value = serde_json::from_str(l).unwrap();
-            v.as_object_mut().unwrap().remove("digest");
-            format!("{v}\n")
-        })
-        .collect();
-    std::fs::write(&journal, old).unwrap();
+    s.ok(&["up", "--simulate"]);
+    s.killed_after(&["up", "--simulate"], up_steps() / 2);
+    s.ok(&["down", "--simulate"]);
     let r = s.ok(&["up", "--simulate", "--output", "json"]);
-    assert_eq!(r.resumed(), 0);
+    assert_eq!(
+        r.events()
+            .iter()
+            .find(|e| e["event"] == "step-finished" && e["step"] == "create[hub]")
+            .map(|e| e["outcome"].clone()),
+        Some(Value::from("changed")),
+        "the hub is created again"
+    );
+    s.ok(&["verify", "--simulate"]);
+}
+
+/// A killed `down --simulate` leaves the ownership record ahead of the simulated world (saved before the
+/// `down`): the next `up` refuses the clusters it can no longer prove it owns, and the recovery README
+/// names (`down`, then `up`) builds the lab again.
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn after_a_killed_down_a_second_down_and_an_up_build_the_lab_again() {
+    let s = Sandbox::new();
+    s.ok(&["up", "--simulate"]);
+    // `down` of the default lab: delete[hub], delete[cluster1], delete[cluster2] and registry first, then
+    // network and kubeconfig: of the first three steps to finish, at least two deleted a cluster.
+    s.killed_after(&["down", "--simulate"], 3);
+    let r = s.run(&["up", "--simulate"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("did not create them"), "{}", r.stderr);
+    s.ok(&["down", "--simulate"]);
+    s.ok(&["up", "--simulate"]);
+    s.ok(&["verify", "--simulate"]);
+}
+
+/// Built without the simulated lab (`--no-default-features`), `--simulate` says so, names what to do,
+/// and leaves no simulated state behind.
+#[cfg(not(feature = "simulate"))]
+#[test]
+fn without_the_simulate_feature_simulate_says_this_build_has_no_simulated_lab() {
+    let s = Sandbox::new();
+    let r = s.run(&["up", "--simulate"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("built without the simulated lab")
+            && r.stderr.contains("run without `--simulate`"),
+        "{}",
+        r.stderr
+    );
+    assert!(!s.state().join("sim-world.json").exists());
 }

@@ -183,6 +183,10 @@ async fn a_panicking_step_fails_with_its_id_in_the_journal_and_a_failure_event()
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn reset_takes_the_lab_lock_once_for_its_prune_and_its_up() {
     let s = crate::resume::Sandbox::new();
     s.ok(&["up", "--simulate"]);

@@ -76,7 +76,7 @@ fn a_failed_preflight_prints_the_run_event_stream_under_output_json_and_leaves_n
     assert_eq!(events[2]["ok"], false);
     assert_eq!(events[2]["failed"], "preflight");
     for e in &events {
-        assert_eq!(e["schema_version"], 1, "{e}");
+        assert_eq!(e["schema_version"], 2, "{e}");
     }
     // The people's form still goes to stderr, and the run touched nothing: not even a lock file is left.
     assert!(out.stderr.contains("✗ kind"), "{}", out.stderr);
@@ -98,6 +98,10 @@ fn a_failed_preflight_prints_the_run_event_stream_under_output_json_and_leaves_n
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn every_event_of_a_run_carries_the_schema_version_and_down_leaves_no_kubeconfigs_folder() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -106,7 +110,7 @@ fn every_event_of_a_run_carries_the_schema_version_and_down_leaves_no_kubeconfig
     let events = events(&up);
     assert!(events.len() > 10, "{}", up.stdout);
     for e in &events {
-        assert_eq!(e["schema_version"], 1, "{e}");
+        assert_eq!(e["schema_version"], 2, "{e}");
     }
     let state = dir.path().join("minimal/simulated");
     assert!(
@@ -143,6 +147,10 @@ fn a_run_that_finds_the_lab_not_up_leaves_no_lock_file() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn verify_prints_and_writes_its_results_even_when_the_last_verification_cannot_be_kept() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -179,6 +187,10 @@ fn verify_prints_and_writes_its_results_even_when_the_last_verification_cannot_b
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn status_reports_a_damaged_last_verification_instead_of_skipping_it() {
     let dir = tempfile::tempdir().unwrap();
     let env = [("OCM_LAB_STATE_DIR", dir.path())];
@@ -232,4 +244,55 @@ fn status_reports_a_damaged_last_verification_instead_of_skipping_it() {
         "{}",
         status.stdout
     );
+}
+
+/// A second Ctrl-C 20 ms after the first stops the run at once, however busy the first one's graceful
+/// stop keeps the runtime (it was lost 9 times in 10 when each Ctrl-C needed a fresh listener).
+#[cfg(unix)]
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn a_second_ctrl_c_soon_after_the_first_stops_at_once() {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Command::new(env!("CARGO_BIN_EXE_ocm-lab"))
+        .args(["up", "--simulate", "-t", "workshop"])
+        .env("OCM_LAB_STATE_DIR", dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(up.stderr.take().unwrap());
+    let mut seen = String::new();
+    // The run is under way once a step finished: the handler is in place.
+    loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "ended early: {seen}"
+        );
+        seen.push_str(&line);
+        if line.contains('✓') {
+            break;
+        }
+    }
+    let interrupt = || {
+        let sent = Command::new("kill")
+            .args(["-INT", &up.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    interrupt();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    interrupt();
+    std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
+    let status = up.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert!(seen.contains("stopped at once (second Ctrl-C)"), "{seen}");
 }

@@ -5,6 +5,10 @@ use serde_json::Value;
 use crate::common::ocm_lab_env;
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_output_json_carries_the_timing_summary_and_critical_path_before_run_finished() {
     let dir = tempfile::tempdir().unwrap();
     let r = ocm_lab_env(
@@ -57,6 +61,10 @@ fn up_output_json_carries_the_timing_summary_and_critical_path_before_run_finish
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
 fn up_ends_with_the_critical_path_on_the_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let r = ocm_lab_env(

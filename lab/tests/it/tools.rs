@@ -22,6 +22,7 @@ use ocm_lab::backend::tools::{
 use ocm_lab::backend::{ChartRenderer as _, ClusterProvisioner as _, CreateCluster, Transience};
 use ocm_lab::charts::ChartPlan;
 use ocm_lab::topology::catalog::Chart;
+use ocm_lab_testkit::contracts;
 use semver::Version;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -45,7 +46,9 @@ fn fixture(name: &str) -> String {
 /// first two arguments (`create-cluster`, `get-clusters`, `template-cluster-proxy`, …) and:
 /// records its argv (one a line) in `<key>.argv`; saves its stdin in `<key>.stdin` when
 /// `<key>.read-stdin` exists; sources `<key>.hook` if present; prints `<key>.stdout` and
-/// `<key>.stderr`; and exits with the code in `<key>.code` (default 0).
+/// `<key>.stderr`; and exits with the code in `<key>.code` (default 0). Once [`Shim::tool`] has named a
+/// version with a contract (`ocm_lab_testkit::contracts`), the shim first refuses what that version of the
+/// tool refuses (an unknown flag, a wrong argument count), with the tool's own error.
 struct Shim {
     dir: tempfile::TempDir,
     path: PathBuf,
@@ -60,6 +63,7 @@ impl Shim {
 d='{}'
 key="$1-$2"
 printf '%s\n' "$@" > "$d/$key.argv"
+if [ -f "$d/contract" ]; then . "$d/contract"; contract_check "$@"; fi
 if [ -f "$d/$key.read-stdin" ]; then cat > "$d/$key.stdin"; fi
 if [ -f "$d/$key.hook" ]; then . "$d/$key.hook"; fi
 if [ -f "$d/$key.stdout" ]; then cat "$d/$key.stdout"; fi
@@ -105,6 +109,19 @@ exit "$code"
     }
 
     fn tool(&self, name: ToolName, version: &str) -> Tool {
+        let contract = match name {
+            ToolName::Kind => contracts::KIND_VERSIONS
+                .iter()
+                .find(|v| **v == version)
+                .map(|v| contracts::kind(v)),
+            ToolName::Helm => contracts::HELM_VERSIONS
+                .iter()
+                .find(|v| **v == version)
+                .map(|v| contracts::helm(v)),
+        };
+        if let Some(c) = contract {
+            std::fs::write(self.dir.path().join("contract"), c.guard()).unwrap();
+        }
         Tool {
             name,
             path: self.path.clone(),
@@ -151,7 +168,7 @@ fn chart_plan() -> ChartPlan {
         repo: "https://open-cluster-management.io/helm-charts".into(),
         chart: Chart::ClusterProxy,
         version: "0.10.0".into(),
-        values: json!({}).into(),
+        values: json!({}),
         runtime_values: vec![],
         patches: vec![],
     }
@@ -702,6 +719,55 @@ async fn kind_export_kubeconfig_writes_it_0600() {
         e.to_string()
             .contains("could not locate any control plane nodes")
     );
+}
+
+/// Every kind command line the adapter builds (create, list, delete, export the kubeconfig, and the
+/// version probe) against a stand-in of every kind version the catalog can pick, each refusing what that
+/// version refuses.
+#[tokio::test]
+async fn every_kind_command_line_passes_every_kind_the_catalog_picks() {
+    for version in contracts::KIND_VERSIONS {
+        let shim = Shim::new("kind");
+        shim.on("create-cluster", "", "", 0)
+            .read_stdin("create-cluster")
+            .on("get-clusters", "hub\n", "", 0)
+            .on("delete-cluster", "", "", 0)
+            .on("get-kubeconfig", &fixture("kind-get-kubeconfig.out"), "", 0)
+            .on(
+                "version-",
+                &contracts::kind(version).version_stdout(),
+                "",
+                0,
+            );
+        let tool = shim.tool(ToolName::Kind, version);
+        assert_eq!(
+            tools::probe(ToolName::Kind, &shim.path)
+                .unwrap()
+                .to_string(),
+            *version
+        );
+        let kind = Kind::new(tool);
+        let state = tempfile::tempdir().unwrap();
+        kind.create(&hub_request(state.path())).await.unwrap();
+        assert_eq!(kind.list().await.unwrap(), ["hub"]);
+        kind.export_kubeconfig("hub", &state.path().join("hub.yaml"))
+            .await
+            .unwrap();
+        kind.delete("hub").await.unwrap();
+
+        // The stand-in refuses what kind refuses.
+        let mut bad = kind::create_args(&hub_request(state.path()));
+        bad.push("stray".into());
+        let out = std::process::Command::new(&shim.path)
+            .args(&bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "kind {version}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "ERROR: unknown command \"stray\" for \"kind create cluster\"\n"
+        );
+    }
 }
 
 #[tokio::test]

@@ -244,3 +244,39 @@ fn the_shipped_schema_file_is_what_topology_schema_prints() {
         );
     }
 }
+
+/// A generated topology with a mistake on every one of 20,000 spokes: the answer shows the first
+/// `diag::SHOWN` with a snippet each and counts the rest in one line (rendering every one re-read the file
+/// from the top per error: quadratic, no answer within minutes).
+#[test]
+fn twenty_thousand_errors_show_the_first_twenty_and_count_the_rest() {
+    let mut text = String::from(
+        "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: Topology\nmetadata:\n  name: big\nspec:\n  hub:\n    name: hub\n  spokes:\n",
+    );
+    for i in 0..20_000 {
+        text.push_str(&format!("    - name: Bad_Spoke_{i}\n"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.yaml"), &text).unwrap();
+    let (code, out) = check_in(dir.path(), "big.yaml");
+    assert_eq!(code, 2, "{out}");
+    let shown = ocm_lab::diag::SHOWN;
+    assert_eq!(out.matches("is not a valid name").count(), shown, "{out}");
+    assert!(out.contains("big.yaml: 20000 problems found"), "{out}");
+    assert!(out.contains("`Bad_Spoke_19` is not a valid name"), "{out}");
+    assert!(!out.contains("`Bad_Spoke_20` is not a valid name"), "{out}");
+    // Every error but the shown ones is counted (a warning of the file may come with them).
+    let more = out
+        .split("and ")
+        .find_map(|s| s.split(" more problems").next()?.parse::<usize>().ok());
+    assert!(
+        more.is_some_and(|n| n >= 20_000 - shown),
+        "no `and N more problems` line: {more:?}\n{}",
+        &out[out.len().saturating_sub(600)..]
+    );
+    assert!(
+        out.len() < 20_000,
+        "the answer is bounded: {} bytes",
+        out.len()
+    );
+}

@@ -44,7 +44,7 @@ async fn the_simulated_run_applies_exactly_the_planned_objects() {
             expected.insert(k);
         }
         for chart in plan.charts().filter(|ch| ch.cluster == c.name) {
-            let rendered = helm.template(chart, &chart.values.value()).await.unwrap();
+            let rendered = helm.template(chart, &chart.values).await.unwrap();
             expected.extend(rendered.crds.iter().chain(&rendered.objects).map(key));
             expected.insert(format!("v1/Namespace {}", chart.namespace));
             if chart.release == "klusterlet" {
@@ -221,9 +221,9 @@ async fn a_gate_value_the_chart_version_ignores_is_caught_before_install() {
             .unwrap(),
     );
     let chart = step.chart.as_mut().unwrap();
-    let mut values = chart.values.value();
+    let mut values = chart.values.clone();
     values["featureGates"] = json!({"clusterProfileAccessProvider": true});
-    chart.values = values.into();
+    chart.values = values;
     let (r, _) = h.run_plan(&plan, CancellationToken::new(), |_| {}).await;
     let (step, err) = r.failed.clone().expect("the run fails");
     assert_eq!(step, "cluster-proxy");

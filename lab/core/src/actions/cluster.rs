@@ -21,6 +21,8 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
         .collect();
     // Existing clusters: OCM someone else installed is refused unless adopted (reads only).
     let adopted = super::adopt::check(ctx).await?;
+    // An existing hub its spokes could not reach is refused now, not after their joins time out.
+    super::ocm::check_join_endpoint(ctx).await?;
     let adopted = json!(
         adopted
             .iter()
@@ -35,8 +37,14 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     // A container that looks like a node of one of our clusters and that this lab cannot prove it
     // created is someone else's: never adopt it, never let kind trip over it.
     let owned = ctx.run.state.owned().map_err(state_error)?;
-    let clashes = foreign_containers(&*ctx.run.backends.docker, &owned, &kind_clusters).await?;
-    if let Some(e) = clash_error(&lab.name, &owned, &clashes) {
+    let clashes = foreign_containers(
+        &*ctx.run.backends.docker,
+        &ctx.run.state,
+        &owned,
+        &kind_clusters,
+    )
+    .await?;
+    if let Some(e) = clash_error(&lab.name, &owned, &clashes, ctx.run.backends.simulated) {
         return Err(e);
     }
     Ok((
@@ -45,16 +53,83 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     ))
 }
 
+/// Proves from what the Docker engine shows that the lab's own `kind create` made `cluster`, when the
+/// ownership record cannot say (the create was killed before its confirmation was written, the
+/// confirmation line was torn, or the record was lost): the kubeconfig kind wrote, at the lab's request,
+/// into the lab's private state folder (mode 0700) names an API server on `127.0.0.1:<port>`, the
+/// cluster's control-plane container publishes its API port on exactly that host port, and every
+/// look-alike carries kind's label for the cluster. kind picks that port free at create (kind
+/// `pkg/cluster/internal/providers/docker/provision.go` `generatePortMappings`, v0.32.0): a cluster
+/// someone else made under the same name publishes another one, and only the lab writes into its state
+/// folder. Names alone never prove anything. Returns the node containers' IDs when proven.
+pub fn proven_by_engine(
+    state: &crate::state::StateDir,
+    cluster: &str,
+    looks: &[LookAlike],
+) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(state.kubeconfig(cluster)).ok()?;
+    let kc = Kubeconfig::from_yaml(&text).ok()?;
+    let port = kc.clusters.iter().find_map(|c| {
+        let server = c.cluster.as_ref()?.server.as_deref()?;
+        let rest = server
+            .strip_prefix("https://127.0.0.1:")
+            .or_else(|| server.strip_prefix("https://localhost:"))?;
+        rest.trim_end_matches('/').parse::<u16>().ok()
+    })?;
+    let control_plane = format!("{cluster}-control-plane");
+    let all_kinds = looks
+        .iter()
+        .all(|l| l.kind_cluster.as_deref() == Some(cluster));
+    let published = looks
+        .iter()
+        .any(|l| l.name == control_plane && l.api_port == Some(port));
+    (all_kinds && published && !looks.is_empty())
+        .then(|| looks.iter().map(|l| l.id.clone()).collect())
+}
+
+/// The ownership verdict on `cluster` (see [`Owned::owns`]), with a cluster the record cannot prove
+/// but the engine can ([`proven_by_engine`]) counted as the lab's; `record` writes that proof into the
+/// ownership record as a confirmation, with a note, so the next reading needs no proof.
+pub(super) fn ownership(
+    ctx: &StepCtx<'_>,
+    owned: &Owned,
+    cluster: &str,
+    looks: &[LookAlike],
+) -> Result<Option<bool>, ActionError> {
+    let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
+    match owned.owns(cluster, &ids) {
+        Some(false) => match proven_by_engine(&ctx.run.state, cluster, looks) {
+            Some(ids) => {
+                ctx.note(format!(
+                    "{cluster}: the ownership record does not confirm it, but the Docker engine proves it this lab's (its control plane publishes the API port of the kubeconfig kind wrote into the lab's state folder): recorded as the lab's"
+                ));
+                ctx.run
+                    .state
+                    .confirm_cluster(cluster, &ids)
+                    .map_err(state_error)?;
+                Ok(Some(true))
+            }
+            None => Ok(Some(false)),
+        },
+        other => Ok(other),
+    }
+}
+
 /// Every container that looks like a node of one of `kind_clusters` and that the lab cannot prove it
-/// created, with the cluster it clashes with (preflight and `doctor` both ask this).
+/// created, with the cluster it clashes with (preflight and `doctor` both ask this). A cluster the
+/// record does not confirm but the engine proves ([`proven_by_engine`]) is no clash.
 pub async fn foreign_containers(
     docker: &dyn crate::backend::ContainerRuntime,
+    state: &crate::state::StateDir,
     owned: &Owned,
     kind_clusters: &[&str],
 ) -> Result<Vec<(String, LookAlike)>, crate::backend::DockerError> {
     let mut clashes = Vec::new();
     for name in kind_clusters {
         let looks = docker.look_alikes(name).await?;
+        if proven_by_engine(state, name, &looks).is_some() {
+            continue;
+        }
         clashes.extend(foreign_look_alikes(owned, name, &looks));
     }
     Ok(clashes)
@@ -83,6 +158,7 @@ pub fn clash_error(
     lab: &str,
     owned: &Owned,
     clashes: &[(String, LookAlike)],
+    simulated: bool,
 ) -> Option<ActionError> {
     if clashes.is_empty() {
         return None;
@@ -96,12 +172,14 @@ pub fn clash_error(
         ActionError::permanent(format!(
             "container(s) {list} look like kind nodes of this lab's clusters, and lab `{lab}` did not create them"
         ))
-        .with_help(clash_help(owned, clashes)),
+        .with_help(clash_help(owned, clashes, simulated)),
     )
 }
 
 /// What to do about clashing containers.
-pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
+/// A cluster the lab started creating and cannot prove its own is deleted with kind's own delete on a real
+/// lab, never `docker rm -f` of its nodes; a simulated lab's with `down --simulate`.
+pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)], simulated: bool) -> String {
     let names: Vec<&str> = clashes.iter().map(|(_, l)| l.name.as_str()).collect();
     let mut clusters: Vec<&str> = clashes.iter().map(|(c, _)| c.as_str()).collect();
     clusters.dedup();
@@ -116,12 +194,34 @@ pub fn clash_help(owned: &Owned, clashes: &[(String, LookAlike)]) -> String {
         .filter(|c| owned.intended.contains(*c))
         .collect();
     if !cut_off.is_empty() {
-        help.push_str(&format!(
-            "; this lab once started creating {} but never saw that create finish (a run cut short?), so these may be its leftovers: check `docker ps -a` before removing them",
-            cut_off.join(", ")
-        ));
+        let fix = if simulated {
+            "ocm-lab down --simulate -t <topology>".to_owned()
+        } else {
+            cut_off
+                .iter()
+                .map(|c| format!("kind delete cluster --name {c}"))
+                .collect::<Vec<_>>()
+                .join("` and `")
+        };
+        help = format!(
+            "this lab started creating {} but never saw that create finish (a run cut short?), and the Docker engine cannot prove these containers its own: if they are the lab's leftovers, delete them with `{fix}` and run again; otherwise rename the cluster(s) {} in the topology",
+            cut_off.join(", "),
+            clusters.join(", ")
+        );
     }
     help
+}
+
+/// The command that deletes a cluster the lab started creating but cannot prove its own: kind's own
+/// delete for a real lab; for the simulated lab, `down --simulate`, which forgets the simulated world.
+fn unproven_fix(ctx: &StepCtx<'_>, cluster: &str) -> String {
+    if ctx.run.backends.simulated {
+        format!(
+            "`ocm-lab down --simulate -t <topology>` forgets the simulated world with {cluster} in it"
+        )
+    } else {
+        format!("if it is the lab's leftover, `kind delete cluster --name {cluster}` deletes it")
+    }
 }
 
 pub(super) fn state_error(e: crate::state::StateError) -> ActionError {
@@ -294,15 +394,19 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
             None
         } else {
             let owned = ctx.run.state.owned().map_err(state_error)?;
-            let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
-            owned.owns(name, &ids).map(|ours| (ours, owned))
+            ownership(ctx, &owned, name, &looks)?.map(|ours| (ours, owned))
         };
         match verdict {
             Some((true, _)) => {}
             Some((false, owned)) => {
                 let clashes = foreign_look_alikes(&owned, name, &looks);
-                return Err(clash_error(&ctx.run.lab.name, &owned, &clashes)
-                    .expect("not owned means a clash"));
+                return Err(clash_error(
+                    &ctx.run.lab.name,
+                    &owned,
+                    &clashes,
+                    ctx.run.backends.simulated,
+                )
+                .expect("not owned means a clash"));
             }
             None => {
                 ctx.progress(format!("kind create cluster --name {name}"));
@@ -373,6 +477,12 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
 /// leniently (see [`crate::state::StateDir::owned_lenient`]).
 pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
     let name = ctx.input("cluster")?;
+    delete_owned(ctx, name).await
+}
+
+/// Deletes kind cluster `name` if the ownership record proves it the lab's (see [`delete`]); also for a
+/// cluster the topology no longer declares (`lab.departed`, `cluster.delete-departed`).
+pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult {
     let state = &ctx.run.state;
     let owned = state.owned_lenient().map_err(state_error)?;
     let docker = &ctx.run.backends.docker;
@@ -385,16 +495,36 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
                 ActionError::permanent(format!("failed to remove {}: {e}", kubeconfig.display()))
             })?;
         }
+        // Read again: a proof by the engine ([`ownership`]) may have confirmed it since.
+        let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
         if owned.clusters.contains_key(name) || owned.intended.contains(name) {
             ctx.run.state.remove_cluster(name).map_err(state_error)?;
         }
         Ok(())
     };
-    match owned.owns(name, &ids) {
+    match ownership(ctx, &owned, name, &looks)? {
         None => {
             ctx.run.forget(name).await;
             forget(ctx)?;
             Ok((false, outputs([("skipped", json!("no such cluster"))])))
+        }
+        // A create the lab started and never saw finish, which the engine cannot prove either: the
+        // intent stays recorded (so the record stays), and the user learns the command that deletes it.
+        Some(false) if owned.intended.contains(name) => {
+            let fix = unproven_fix(ctx, name);
+            let names: Vec<String> = looks.iter().map(LookAlike::describe).collect();
+            ctx.note(format!(
+                "{name}: this lab started creating it but never saw that create finish, and cannot prove {} its own; left alone: {fix}",
+                names.join(", ")
+            ));
+            Ok((
+                false,
+                outputs([
+                    ("skipped", json!(format!("{name}: unproven, left alone"))),
+                    ("containers", json!(names)),
+                    ("fix", json!(fix)),
+                ]),
+            ))
         }
         Some(false) => {
             let names: Vec<String> = looks.iter().map(LookAlike::describe).collect();

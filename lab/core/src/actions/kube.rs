@@ -189,11 +189,11 @@ fn context(e: KubeError, r: &ObjectRef) -> ActionError {
 pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let api = ctx.run.api(cluster).await?;
-    let objects = ctx.step.objects.values();
+    let objects = &ctx.step.objects;
     let hint = objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
-    let o = ensure_objects(ctx, cluster, api.as_ref(), &objects, hint).await?;
+    let o = ensure_objects(ctx, cluster, api.as_ref(), objects, hint).await?;
     Ok((o.created + o.updated > 0, apply_outputs(&o)))
 }
 
@@ -338,11 +338,11 @@ pub async fn install_chart(
     extra: Option<Value>,
 ) -> Result<ApplyOutcome, ActionError> {
     crate::charts::check_values(chart, &ctx.run.lab).map_err(|e| {
-        ActionError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: check `lab/src/topology/catalog.rs` and `ocm-lab plan`")
+        ActionError::permanent(e.to_string()).with_help("the version catalog maps each chart version to its value keys: `ocm-lab plan --out DIR` shows the values each chart gets")
     })?;
     let api = ctx.run.api(&chart.cluster).await?;
     let helm = &ctx.run.backends.helm;
-    let mut values = chart.values.value();
+    let mut values = chart.values.clone();
     if let Some(Value::Object(extra)) = extra {
         for (k, v) in extra {
             crate::charts::set_path(&mut values, &k, v);

@@ -3,6 +3,7 @@
 
 mod adopt;
 mod cluster;
+mod departed;
 mod images;
 mod kube;
 mod ocm;
@@ -13,6 +14,7 @@ pub mod verify;
 
 pub use cluster::{clash_error, foreign_containers, foreign_look_alikes, user_kubeconfig};
 pub use kube::contains;
+pub use ocm::is_loopback_url;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Registry, find};
 use serde_json::Value;
 

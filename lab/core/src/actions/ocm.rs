@@ -167,7 +167,11 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
 /// server). A kind hub: `kube-public/cluster-info` (what `clusteradm join --force-internal-endpoint-lookup`
 /// reads, OCM-FACTS §1), else kind's `<hub>-control-plane:6443`. An existing hub: its `existing.joinEndpoint`;
 /// without one, the server of its context in its kubeconfig (the address the lab itself reaches it at),
-/// else its cluster-info (OCM-FACTS §10: cluster-info exists only on kubeadm clusters).
+/// else its cluster-info (OCM-FACTS §10: cluster-info exists only on kubeadm clusters). A context server
+/// on a loopback address (a kind hub's `https://127.0.0.1:<port>`) is this machine's port forward, which
+/// no spoke pod reaches: then cluster-info's server, as OCM's own recipe for kind hubs reads it
+/// (`clusteradm join --force-internal-endpoint-lookup`), or, without a usable one, an error naming
+/// `joinEndpoint` ([`loopback_join_error`]).
 async fn hub_endpoint(
     ctx: &StepCtx<'_>,
     hub: &dyn ClusterApi,
@@ -200,7 +204,18 @@ async fn hub_endpoint(
             return Ok((url.clone(), ca));
         }
         if let Some((server, ca)) = own {
-            return Ok((server, ca.or(info_ca)));
+            if !is_loopback_url(&server) {
+                return Ok((server, ca.or(info_ca)));
+            }
+            return match from_info {
+                Some((info, info_ca)) if !is_loopback_url(&info) => {
+                    ctx.progress(format!(
+                        "the existing hub's context server {server} is a loopback address its spokes cannot reach: they join at its cluster-info's {info}"
+                    ));
+                    Ok((info, info_ca.or(ca)))
+                }
+                _ => Err(loopback_join_error(&lab.hub.cluster.name, &server)),
+            };
         }
         return from_info.ok_or_else(|| {
             ActionError::permanent(
@@ -224,6 +239,47 @@ async fn hub_endpoint(
         .with_help("set `spec.hub.existing.joinEndpoint`, or publish kube-public/cluster-info")
     })?;
     Ok((server, hub_ca(ctx).await))
+}
+
+/// Whether `url`'s host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`): on this machine only.
+pub fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// An existing hub whose only known address is a loopback one: the spokes would time out joining it.
+fn loopback_join_error(hub: &str, server: &str) -> ActionError {
+    ActionError::permanent(format!(
+        "the existing hub `{hub}` is reached at {server}, a loopback address no spoke pod reaches, and it has no kube-public/cluster-info naming another"
+    ))
+    .with_help("set `spec.hub.existing.joinEndpoint` to the hub API server URL its spokes reach (for a kind hub: `https://<name>-control-plane:6443`)")
+}
+
+/// `lab.preflight`'s check of the join endpoint: an existing hub without `joinEndpoint` whose kubeconfig
+/// context server is a loopback address and whose cluster-info names none other is refused before
+/// anything is created, instead of its spokes timing out.
+pub async fn check_join_endpoint(ctx: &StepCtx<'_>) -> Result<(), ActionError> {
+    let lab = &ctx.run.lab;
+    let hub = &lab.hub.cluster;
+    if !matches!(hub.provider, Provider::Existing { .. }) || hub.internal_endpoint.is_some() {
+        return Ok(());
+    }
+    let Some((server, _)) = hub_context_server(ctx).await else {
+        return Ok(());
+    };
+    if !is_loopback_url(&server) {
+        return Ok(());
+    }
+    let api = ctx.run.api(&hub.name).await?;
+    hub_endpoint(ctx, api.as_ref()).await.map(|_| ())
 }
 
 /// The hub CA from the lab's own kubeconfig for a kind hub (kind embeds it). Read per spoke join, so not
@@ -288,7 +344,7 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionE
     match cp {
         Some(n) if n.ip.is_some() => Ok(()),
         Some(n) => Err(ActionError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))
-            .with_help("spokes reach the hub at https://<hub>-control-plane:6443 over the `kind` Docker network (OCM-FACTS §1)")),
+            .with_help("spokes reach the hub at https://<hub>-control-plane:6443 over the `kind` Docker network")),
         None => Err(ActionError::transient(format!("no control-plane container found for kind cluster {}", lab.hub.cluster.name))),
     }
 }
@@ -354,7 +410,6 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
     let mut extra = json!({});
     if chart
         .values
-        .value()
         .pointer("/klusterlet/externalServerURLs")
         .is_none()
     {
@@ -461,6 +516,7 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
                 .context(format_args!("writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}"))
         })?;
         changed = true;
+        restart_waiting_agent(ctx, spoke.as_ref()).await?;
     }
 
     ctx.progress(format!("waiting for ManagedCluster {name} on the hub"));
@@ -475,6 +531,38 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
             ("hubServer", json!(server)),
         ]),
     ))
+}
+
+/// The label of the registration agent's pods (ocm `manifests/klusterlet/management/
+/// klusterlet-registration-deployment.yaml`: `app: klusterlet-registration-agent`).
+const REGISTRATION_AGENT_PODS: &str = "app=klusterlet-registration-agent";
+
+/// Restarts the registration agent's pods still waiting for the bootstrap Secret. `ocm.klusterlet` installs
+/// the agent before `ocm.join` can write its Secret (which needs the hub), and the pod mounts the Secret as a
+/// non-optional volume: it waits in Pending while the kubelet retries the mount with a backoff that doubles
+/// from 500 ms to 2 min 2 s (kubernetes/kubernetes
+/// `pkg/util/goroutinemap/exponentialbackoff/exponential_backoff.go`), so the join could start up to two
+/// minutes after the Secret. A Pending pod is deleted once the Secret is in place: its ReplicaSet starts
+/// one that mounts the Secret at once. A running pod is left alone (it reads a changed Secret itself).
+async fn restart_waiting_agent(
+    ctx: &StepCtx<'_>,
+    spoke: &dyn ClusterApi,
+) -> Result<(), ActionError> {
+    let pods = spoke
+        .list("v1", "Pod", Some(AGENT_NS), Some(REGISTRATION_AGENT_PODS))
+        .await?;
+    for pod in pods.iter().filter(|p| p["status"]["phase"] == "Pending") {
+        let Some(name) = pod["metadata"]["name"].as_str() else {
+            continue;
+        };
+        ctx.progress(format!(
+            "restarting pod {AGENT_NS}/{name}, which waited for the bootstrap Secret"
+        ));
+        spoke
+            .delete(&ObjectRef::new("v1", "Pod", Some(AGENT_NS), name))
+            .await?;
+    }
+    Ok(())
 }
 
 async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, ActionError> {
@@ -538,11 +626,24 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
     let r = managed_cluster(name);
     let deadline = tokio::time::Instant::now() + ctx.timeout();
     let mut changed = false;
+    // On an `existing:` hub the cluster namespace the hub makes when it accepts the cluster is the
+    // lab's doing: recorded (with its uid) when it was not there before the lab's accept, so that `down`
+    // removes it once the ManagedCluster is gone (OCM's gc removes what is in it and leaves the
+    // namespace: ocm `pkg/registration/hub/gc/controller.go`, v1.3.1).
+    let existing_hub = matches!(
+        ctx.run.lab.hub.cluster.provider,
+        crate::topology::Provider::Existing { .. }
+    );
+    let namespace = ObjectRef::new("v1", "Namespace", None, name);
+    let mut record_namespace = false;
     loop {
         let mc = hub.get(&r).await?.ok_or_else(|| {
             ActionError::transient(format!("ManagedCluster {name} does not exist yet"))
         })?;
         if joined(&mc) {
+            if record_namespace {
+                record_cluster_namespace(ctx, hub.as_ref(), &namespace).await?;
+            }
             return Ok((changed, outputs([("managedCluster", json!(name))])));
         }
         let selector = format!("{CLUSTER_NAME_LABEL}={name}");
@@ -561,6 +662,7 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
             changed = true;
         }
         if mc["spec"]["hubAcceptsClient"] != json!(true) {
+            record_namespace |= existing_hub && hub.get(&namespace).await?.is_none();
             hub.merge_patch(&r, &json!({"spec": {"hubAcceptsClient": true}}))
                 .await?;
             changed = true;
@@ -581,11 +683,33 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
             |o| o.is_some_and(joined),
         );
         match hub.wait(&r, &cond, slice).await {
-            Ok(_) => return Ok((true, outputs([("managedCluster", json!(name))]))),
+            Ok(_) => {
+                if record_namespace {
+                    record_cluster_namespace(ctx, hub.as_ref(), &namespace).await?;
+                }
+                return Ok((true, outputs([("managedCluster", json!(name))])));
+            }
             Err(crate::backend::WaitError::Timeout { .. }) => continue,
             Err(crate::backend::WaitError::Backend(e)) => return Err(e.into()),
         }
     }
+}
+
+/// Records the cluster namespace the hub made on the lab's accept (see [`accept`]) with its uid.
+async fn record_cluster_namespace(
+    ctx: &StepCtx<'_>,
+    hub: &dyn crate::backend::ClusterApi,
+    namespace: &ObjectRef,
+) -> Result<(), ActionError> {
+    if let Some(ns) = hub.get(namespace).await?
+        && let Some(uid) = ns["metadata"]["uid"].as_str()
+    {
+        ctx.run
+            .state
+            .own_namespace(&ctx.run.lab.hub.cluster.name, &namespace.name, uid)
+            .map_err(super::cluster::state_error)?;
+    }
+    Ok(())
 }
 
 /// `addon.ready`: an addon's hub parts and every cluster's ManagedClusterAddOn are Available.
@@ -612,7 +736,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 Condition::exists(),
                 None,
             ));
-            waits.push((deployment(ns, "cluster-proxy-addon-manager"), Condition::status_true("Available"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing (OCM-FACTS §6.2)")));
+            waits.push((deployment(ns, "cluster-proxy-addon-manager"), Condition::status_true("Available"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing")));
             if cp.user_server {
                 waits.push((
                     ObjectRef::new("v1", "Secret", Some(ns), "cluster-proxy-user-serving-cert"),
@@ -622,7 +746,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 waits.push((
                     deployment(ns, "cluster-proxy-addon-user"),
                     Condition::status_true("Available"),
-                    Some("the user server stays Pending without its serving cert (OCM-FACTS §9.6)"),
+                    Some("the user server stays Pending without its serving cert"),
                 ));
             }
             cp.clusters.clone()
@@ -643,9 +767,16 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
     };
     for c in &clusters {
         waits.push((
-            ObjectRef::new("addon.open-cluster-management.io/v1alpha1", "ManagedClusterAddOn", Some(c), addon),
+            ObjectRef::new(
+                "addon.open-cluster-management.io/v1alpha1",
+                "ManagedClusterAddOn",
+                Some(c),
+                addon,
+            ),
             Condition::status_true("Available"),
-            Some("addon health is lease-based: the agent on the spoke must run and renew its lease (OCM-FACTS §9.5)"),
+            Some(
+                "addon health is lease-based: the agent on the spoke must run and renew its lease",
+            ),
         ));
     }
     wait_all(ctx, hub.as_ref(), &waits).await?;

@@ -4,7 +4,7 @@
 
 use futures::future::BoxFuture;
 
-use super::{ActionResult, StepCtx, cluster, images, kube, ocm, prune, reset, verify};
+use super::{ActionResult, StepCtx, cluster, departed, images, kube, ocm, prune, reset, verify};
 use crate::workflow::Catalog;
 use crate::workflow::catalog::Input;
 
@@ -68,7 +68,7 @@ pub const ACTIONS: &[ActionSpec] = &[
     },
     ActionSpec {
         name: "registry.local",
-        summary: "run the lab's local registry container (registry:2) on the kind network, if the topology asks for one",
+        summary: "run the lab's local registry container (registry:3) on the kind network, if the topology asks for one",
         inputs: &[opt("network", "network name (default `kind`)")],
         run: action_fn!(cluster::local_registry),
     },
@@ -208,6 +208,18 @@ pub const ACTIONS: &[ActionSpec] = &[
         summary: "delete a kind cluster the lab owns and its leftover containers",
         inputs: &[req("cluster", "lab cluster name")],
         run: action_fn!(cluster::delete),
+    },
+    ActionSpec {
+        name: "cluster.delete-departed",
+        summary: "delete the kind clusters the ownership record proves the lab's that the topology no longer declares",
+        inputs: &[],
+        run: action_fn!(departed::delete_departed_clusters),
+    },
+    ActionSpec {
+        name: "lab.departed",
+        summary: "deregister the spokes that left the topology and delete the kind clusters the lab made for them",
+        inputs: &[],
+        run: action_fn!(departed::run),
     },
     ActionSpec {
         name: "kubeconfig.prune",

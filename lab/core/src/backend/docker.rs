@@ -37,8 +37,8 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use super::{
-    ContainerRuntime, Failure, LookAlike, NetworkRemoval, NodeContainer, SimulatedFault,
-    Transience, is_kind_node_name,
+    ContainerRuntime, Failure, LookAlike, NetworkRemoval, NodeContainer, Transience,
+    is_kind_node_name,
 };
 
 type Result<T, E = DockerError> = std::result::Result<T, E>;
@@ -133,6 +133,33 @@ pub enum DockerError {
         code: i64,
         output: String,
     },
+    /// `bundle save`: the tag of a pinned image names another image than its digest does.
+    #[error(
+        "cannot save {image} under its tag: the engine's {tag} is image {tagged}, the pinned reference is image {pinned}"
+    )]
+    TagNamesAnotherImage {
+        image: String,
+        tag: String,
+        tagged: String,
+        pinned: String,
+    },
+    /// `up --bundle`: after `docker load`, the engine does not hold the bundle's image under the name it
+    /// was saved by, as the image it was saved as.
+    #[error(
+        "after loading {image} from the bundle, the engine's {name} is {}, not the bundle's image {want}",
+        got.as_deref().unwrap_or("missing")
+    )]
+    BundleImageNotLoaded {
+        image: String,
+        name: String,
+        want: String,
+        got: Option<String>,
+    },
+    /// The node's `containerd config dump` names no snapshotter where kind reads it.
+    #[error(
+        "cannot tell the containerd snapshotter of node {node} from `containerd config dump`: {detail}"
+    )]
+    NodeSnapshotterUnknown { node: String, detail: String },
     /// After importing a bundle's archive into a node, containerd does not hold the reference the
     /// charts ask for (the archive names another, or lost the digest): the kubelet would pull it.
     #[error(
@@ -161,8 +188,6 @@ pub enum DockerError {
         image: String,
         source: Box<DockerError>,
     },
-    #[error(transparent)]
-    Simulated(#[from] SimulatedFault),
 }
 
 impl Failure for DockerError {
@@ -174,7 +199,6 @@ impl Failure for DockerError {
             DockerError::Timeout { .. }
             | DockerError::SysctlTimeout { .. }
             | DockerError::NetworkRace { .. } => Transience::Transient,
-            DockerError::Simulated(f) => f.transience,
             _ => Transience::Permanent,
         }
     }
@@ -195,11 +219,13 @@ impl Failure for DockerError {
             DockerError::PullFailed { image, .. } => format!("the local registry needs {image}: pull it where a registry is reachable (`docker pull {image}`), or `docker load` it from a saved archive"),
             DockerError::NotInEngine { image, .. } => format!("`docker pull {image}` where a registry is reachable, then save the bundle again"),
             DockerError::NodeImportFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`) with free space (`docker exec {node} df -h /`), then run `up --bundle` again"),
+            DockerError::TagNamesAnotherImage { image, tag, .. } => format!("`docker pull {image}`, then `docker tag {image} {tag}` (or remove the other {tag}), and save the bundle again"),
+            DockerError::BundleImageNotLoaded { .. } => "make the bundle again (`ocm-lab bundle save`) on a machine that has the pinned images, then run `up --bundle` again".to_owned(),
+            DockerError::NodeSnapshotterUnknown { node, .. } => format!("check that {node} is a node of a kind release ocm-lab supports (`docker exec {node} containerd config dump` shows its containerd configuration)"),
             DockerError::NodeCommandFailed { node, .. } => format!("check that {node} is a running kind node (`docker ps`); `docker exec {node} crictl info` shows its containerd"),
             DockerError::NodeImageMissing { image, .. } => format!("the bundle's archive of {image} names another reference or lost its digest (a `docker load`ed image can lose the digest it was pulled by): on a machine with network access run `docker pull {image}`, make the bundle again (`ocm-lab bundle save`), then run `up --bundle` again"),
             DockerError::BundleRefused { .. } => "make the bundle again (`ocm-lab bundle save`) or copy it again from where it was made".to_owned(),
             DockerError::ForeignRegistry { name, .. } => format!("if nothing uses it, remove it (`docker rm -f {name}`); otherwise set `spec.registry.local: false` in the topology"),
-            DockerError::Simulated(f) => return f.help.clone(),
             _ => return None,
         })
     }
@@ -944,10 +970,17 @@ impl ContainerRuntime for Docker {
                     .and_then(|l| l.get(CLUSTER_LABEL))
                     .cloned();
                 let hit = label.as_deref() == Some(cluster) || is_kind_node_name(cluster, &name);
+                let api_port = c
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.private_port == 6443)
+                    .and_then(|p| p.public_port);
                 Some(LookAlike {
                     id: c.id?,
                     name,
                     kind_cluster: label,
+                    api_port,
                 })
                 .filter(|_| hit)
             })
@@ -1030,6 +1063,29 @@ impl Docker {
         };
         let tagged = format!("{repository}:{tag}");
         Ok(self.image_present(&tagged).await?.then_some(tagged))
+    }
+
+    /// The ID (`sha256:<config digest>`) of `image` on the daemon, `None` when it lacks it.
+    pub async fn image_id(&self, image: &str) -> Result<Option<String>> {
+        match self.client.inspect_image(image).await {
+            Ok(i) => Ok(i.id),
+            Err(e) if status(&e) == Some(404) => Ok(None),
+            Err(e) => Err(self.err(&format!("inspect image {image}"), e)),
+        }
+    }
+
+    /// Tags `image` as `name` (`<repository>:<tag>`), as `docker tag` does.
+    pub async fn tag_image(&self, image: &str, name: &str) -> Result<()> {
+        let (repository, tag, _) = super::split_reference(name);
+        let mut options =
+            bollard::query_parameters::TagImageOptionsBuilder::default().repo(&repository);
+        if let Some(tag) = &tag {
+            options = options.tag(tag);
+        }
+        self.client
+            .tag_image(image, Some(options.build()))
+            .await
+            .map_err(|e| self.err(&format!("tag image {image} as {name}"), e))
     }
 
     /// Whether `image` is present on the daemon (nothing is pulled).

@@ -10,9 +10,11 @@
 //!   `--post-renderer-args` is one argv element).
 //! - Helm 4: `--post-renderer` takes only the name of a `postrenderer/v1` plugin. ocm-lab writes the
 //!   plugin [`PLUGIN_NAME`] into its cache (`<cache>/helm-plugins/ocm-lab-post-render/plugin.yaml`,
-//!   subprocess runtime, command = this binary, args = `__post-render`) and points `HELM_PLUGINS` at
-//!   that folder for its own helm commands. `--post-renderer-args` are appended after the plugin's args.
-//!   Helm 4 also post-renders hooks; neither version post-renders `crds/`.
+//!   subprocess runtime, command = `$OCM_LAB_POST_RENDERER`, args = `__post-render`) and, for its own
+//!   helm commands, points `HELM_PLUGINS` at that folder and `OCM_LAB_POST_RENDERER` at this binary
+//!   (a variable, because Helm 4 splits a plugin's command on spaces, [`PostRenderer::plugin_yaml`]).
+//!   `--post-renderer-args` are appended after the plugin's args. Helm 4 also post-renders hooks;
+//!   neither version post-renders `crds/`.
 //!
 //! The commands (the values file is the plan's values plus run-time values):
 //! - `helm template <release> <chart> --repo <repo> --version <version> --namespace <ns>
@@ -24,7 +26,8 @@
 //! - With the chart cache ([`Helm::with_chart_cache`], which `up`, `reset` and `plan` use), `<chart> --repo …
 //!   --version …` is replaced by the cached, verified `<cache>/charts/<repo-host>/<name>-<version>.tgz`
 //!   (`backend::chart_cache`): the repository is reached once per chart version, never again.
-//! - `helm list --all --filter ^<release>$ -n <ns> -o json`, `helm get values <release> -n <ns> -o json`
+//! - `helm list [--all] --filter ^<release>$ -n <ns> -o json` (`--all` for Helm 3 only: Helm 4 lists
+//!   every status by default and refuses the flag, [`list_args`]), `helm get values <release> -n <ns> -o json`
 //! - `helm upgrade` also gets `--labels ocm-lab.open-cluster-management.io/lab=<lab>` (Helm ≥ 3.13),
 //!   and `helm uninstall <release> -n <ns>` runs only when `helm list --selector` with that label
 //!   finds the release: a release of the same name that the lab did not install is left alone.
@@ -59,6 +62,10 @@ pub const POST_RENDER_SUBCOMMAND: &str = "__post-render";
 /// The name of the Helm 4 post-renderer plugin ocm-lab writes.
 pub const PLUGIN_NAME: &str = "ocm-lab-post-render";
 
+/// The variable holding the ocm-lab binary's path in the environment of ocm-lab's helm commands, which
+/// the Helm 4 plugin's command expands ([`PostRenderer::plugin_yaml`]).
+pub const EXE_VARIABLE: &str = "OCM_LAB_POST_RENDERER";
+
 /// Extra environment variables for a helm command.
 pub type Env = Vec<(String, OsString)>;
 
@@ -89,10 +96,18 @@ impl PostRenderer {
         args
     }
 
-    /// The Helm 4 `plugin.yaml` (FACTS-HELM-KIND A2.3): a `postrenderer/v1` plugin, subprocess runtime.
+    /// The Helm 4 `plugin.yaml`: a `postrenderer/v1` plugin, subprocess runtime, whose command is
+    /// [`EXE_VARIABLE`] (helm/helm v4.2.4 `pkg/postrenderer/testdata/plugins/postrenderer-v1/plugin.yaml`).
+    ///
+    /// The command is the variable, not the path: Helm 4 splits a plugin's command on every space
+    /// *before* it expands `$VARS` in the first part (helm/helm v4.0.0 to v4.2.4
+    /// `internal/plugin/subprocess_commands.go`: `strings.Split(c.Command, " ")`, then
+    /// `os.Expand(cmdParts[0], …)`), with the variables of helm's own environment
+    /// (`internal/plugin/runtime_subprocess.go` `runPostrenderer`: `ParseEnv(os.Environ())`). A path
+    /// written into the command breaks at its first space (a macOS home folder); the variable is one
+    /// part, and its value is used whole.
     pub fn plugin_yaml(&self) -> String {
-        // JSON strings are YAML strings: the path is quoted exactly.
-        let exe = serde_json::to_string(&self.exe.to_string_lossy()).expect("a string serializes");
+        let exe = format!("\"${EXE_VARIABLE}\"");
         format!(
             "# Written by ocm-lab: Helm 4 runs ocm-lab as its post-renderer through this plugin.\n\
              name: \"{PLUGIN_NAME}\"\n\
@@ -241,21 +256,7 @@ impl Helm {
         selector: Option<String>,
     ) -> Result<Vec<Listed>> {
         let what = format!("list Helm release `{name}` in namespace `{namespace}`");
-        let mut args: Vec<String> = vec![
-            "list".into(),
-            "--all".into(),
-            "--filter".into(),
-            format!("^{name}$"),
-        ];
-        if let Some(selector) = selector {
-            args.extend(["--selector".into(), selector]);
-        }
-        args.extend([
-            "--namespace".into(),
-            namespace.to_owned(),
-            "--output".into(),
-            "json".into(),
-        ]);
+        let args = list_args(self.tool.version.major, name, namespace, selector);
         let out = self.run_plain(args, target).await?;
         if !out.status.success() {
             return Err(HelmError::Release {
@@ -289,6 +290,30 @@ pub fn target_args(t: &HelmTarget) -> Vec<String> {
     ]
 }
 
+/// `helm list` arguments for the release `name` in `namespace` in any status, narrowed to `selector`'s
+/// labels when given. Helm 3 lists only deployed and failed releases unless given `--all`; Helm 4 lists
+/// every status by default and has no `--all` (cobra fails the command with `unknown flag: --all`):
+/// helm/helm v3.20.2 `cmd/helm/list.go` defines `-a/--all`, v4.0.0 and later `pkg/cmd/list.go` do not,
+/// and their `pkg/action/list.go` `SetStateMask` defaults to `ListDeployed | ListFailed` (v3) and
+/// `ListAll` (v4).
+pub fn list_args(major: u64, name: &str, namespace: &str, selector: Option<String>) -> Vec<String> {
+    let mut args: Vec<String> = vec!["list".into()];
+    if major < 4 {
+        args.push("--all".into());
+    }
+    args.extend(["--filter".into(), format!("^{name}$")]);
+    if let Some(selector) = selector {
+        args.extend(["--selector".into(), selector]);
+    }
+    args.extend([
+        "--namespace".into(),
+        namespace.to_owned(),
+        "--output".into(),
+        "json".into(),
+    ]);
+    args
+}
+
 /// The post-renderer flags for Helm `major` (3: an executable path; 4: a plugin name, with
 /// `HELM_PLUGINS` pointing at the plugin ocm-lab writes), and the environment to run helm with.
 pub fn post_renderer_flags(
@@ -307,6 +332,7 @@ pub fn post_renderer_flags(
             "HELM_PLUGINS".to_owned(),
             post.plugins_dir.clone().into_os_string(),
         ));
+        env.push((EXE_VARIABLE.to_owned(), post.exe.clone().into_os_string()));
     } else {
         flags.push("--post-renderer".to_owned());
         flags.push(post.exe.to_string_lossy().into_owned());

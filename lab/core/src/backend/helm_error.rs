@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::tools::{ToolError, ToolFailure, Verdict};
-use super::{Failure, KubeError, SimulatedFault, Transience};
+use super::{Failure, Transience};
 
 /// What went wrong rendering or installing a chart, or reading a release. The chart is named as the user knows it:
 /// `cluster-manager 1.3.1 (release `cluster-manager` in namespace `open-cluster-management`)`.
@@ -57,23 +57,6 @@ pub enum HelmError {
     /// This backend cannot install releases (only render).
     #[error("this backend cannot install release `{release}`")]
     CannotInstall { release: String },
-    /// The simulated lab has no model of this chart version.
-    #[error(
-        "chart {chart} version {version} is not modelled by the simulated lab (it knows cluster-manager 1.3.1, klusterlet 1.3.1, cluster-proxy 0.10.0 and 0.11.0, managed-serviceaccount 0.10.0)"
-    )]
-    NotModelled { chart: String, version: String },
-    #[error(transparent)]
-    Simulated(#[from] SimulatedFault),
-    /// The simulated Helm's request to the simulated cluster failed (real Helm reports these on its
-    /// stderr, which becomes [`HelmError::Template`] or [`HelmError::Release`]).
-    #[error("simulated Helm: {0}")]
-    SimulatedKube(Arc<KubeError>),
-}
-
-impl From<KubeError> for HelmError {
-    fn from(e: KubeError) -> Self {
-        HelmError::SimulatedKube(Arc::new(e))
-    }
 }
 
 impl From<ToolError> for HelmError {
@@ -89,8 +72,6 @@ impl Failure for HelmError {
             HelmError::Template { verdict, .. } => verdict.transience,
             HelmError::Release { .. } => Transience::Transient,
             HelmError::ChartCache { error, .. } => error.transience(),
-            HelmError::Simulated(f) => f.transience,
-            HelmError::SimulatedKube(e) => e.transience(),
             _ => Transience::Permanent,
         }
     }
@@ -103,8 +84,6 @@ impl Failure for HelmError {
             HelmError::Plugin { .. } => {
                 Some("check that ocm-lab's cache folder (OCM_LAB_CACHE_DIR) is writable".to_owned())
             }
-            HelmError::Simulated(f) => f.help.clone(),
-            HelmError::SimulatedKube(e) => e.help(),
             _ => None,
         }
     }

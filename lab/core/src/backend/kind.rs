@@ -42,7 +42,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::tools::{self, Tool, ToolError, ToolFailure, Verdict};
-use super::{ClusterProvisioner, CreateCluster, Failure, SimulatedFault, Transience};
+use super::{ClusterProvisioner, CreateCluster, Failure, Transience};
 
 type Result<T, E = KindError> = std::result::Result<T, E>;
 
@@ -94,11 +94,6 @@ pub enum KindError {
         path: String,
         detail: String,
     },
-    /// The simulated kind could not write the kubeconfig it exported.
-    #[error("failed to write kubeconfig {path}: {detail}")]
-    WriteFile { path: String, detail: String },
-    #[error(transparent)]
-    Simulated(#[from] SimulatedFault),
 }
 
 impl From<ToolError> for KindError {
@@ -113,7 +108,6 @@ impl Failure for KindError {
             KindError::Tool(e) => e.transience(),
             KindError::NoFreePort { .. } => Transience::Transient,
             KindError::Create { verdict, .. } => verdict.transience,
-            KindError::Simulated(f) => f.transience,
             _ => Transience::Permanent,
         }
     }
@@ -126,7 +120,6 @@ impl Failure for KindError {
                 docker_problem: true,
                 ..
             } => Some(DOCKER_HELP.to_owned()),
-            KindError::Simulated(f) => f.help.clone(),
             _ => None,
         }
     }

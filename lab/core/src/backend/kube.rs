@@ -327,8 +327,8 @@ impl KubeApi {
                     .iter()
                     .any(|v| v.name == gvk.version && v.served);
             *matched = serde_json::to_value(&crd).ok();
-            if ready && self.served_after_established(gvk).await? {
-                return Ok(());
+            if ready {
+                return self.served_after_established(gvk).await;
             }
         }
         Err(KubeError::WatchEnded {
@@ -336,19 +336,20 @@ impl KubeApi {
         })
     }
 
-    /// Discovery may lag an Established CRD by a moment, and no watch event marks the moment it catches
-    /// up: ask again a few times with a short backoff (bounded by the caller's deadline).
-    async fn served_after_established(&self, gvk: &GroupVersionKind) -> Result<bool> {
+    /// Discovery may lag an Established CRD, and no watch event marks the moment it catches up: ask
+    /// discovery again, with a backoff that grows to 2 s, until it serves the kind. Only the caller's
+    /// deadline ends this: going back to the watch after a fixed number of tries would wait for the
+    /// CRD's next event, which may not come before the watch relists, minutes later.
+    async fn served_after_established(&self, gvk: &GroupVersionKind) -> Result<()> {
         let mut pause = Duration::from_millis(50);
-        for _ in 0..8 {
+        loop {
             self.resources.forget(&gvk.api_version(), &gvk.kind);
             if self.resolve(&gvk.api_version(), &gvk.kind).await?.is_some() {
-                return Ok(true);
+                return Ok(());
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(2));
         }
-        Ok(false)
     }
 }
 

@@ -69,39 +69,6 @@ macro_rules! inherent_failure_methods {
 // Not `ToolError`: its `help` is miette's `Diagnostic::help`, which an inherent method would shadow.
 inherent_failure_methods!(DockerError, KindError, HelmError, KubeError);
 
-/// A failure injected into the simulated lab (a test's or `--simulate`'s fault), or a simulated tool's
-/// answer that the real adapter only ever sees as text (kind's and helm's stderr). Every backend error
-/// has a variant for it, so the simulated backends fail with the same types as the real ones.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct SimulatedFault {
-    pub message: String,
-    pub transience: Transience,
-    pub help: Option<String>,
-}
-
-impl SimulatedFault {
-    pub fn permanent(message: impl Into<String>) -> Self {
-        SimulatedFault {
-            message: message.into(),
-            transience: Transience::Permanent,
-            help: None,
-        }
-    }
-    pub fn transient(message: impl Into<String>) -> Self {
-        SimulatedFault {
-            message: message.into(),
-            transience: Transience::Transient,
-            help: None,
-        }
-    }
-    #[must_use]
-    pub fn with_help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(help.into());
-        self
-    }
-}
-
 pub use docker::DockerError;
 pub use helm_error::HelmError;
 pub use kind::KindError;
@@ -279,6 +246,11 @@ pub struct LookAlike {
     pub name: String,
     /// Its `io.x-k8s.kind.cluster` label, if it has one.
     pub kind_cluster: Option<String>,
+    /// The host port its API server port (6443/tcp) is published on, if it publishes one: kind publishes
+    /// a control plane's on a free port it picks at create (kind `pkg/cluster/internal/providers/docker/
+    /// provision.go` `generatePortMappings`, v0.32.0) and writes it into the kubeconfig it writes.
+    #[serde(default)]
+    pub api_port: Option<u16>,
 }
 
 impl LookAlike {

@@ -1,17 +1,12 @@
-//! The journal: one JSON line per step outcome, appended as the run goes, so a run killed midway can be
-//! resumed and a finished lab can be re-checked.
-//!
-//! The journal is a hint that saves time, never the truth about the lab: a step is carried over from an
-//! interrupted run only when its recorded input digest matches the step about to run (see
-//! [`super::digest`]), and a journal that cannot be read is moved aside and the run starts afresh
-//! (every action observes before it acts, so running a step again is safe).
+//! The journal: one JSON line per run start, step outcome and run end, appended as the run goes: the record
+//! of what each run did, for `status`, `diagnose` and a human reading it. Never what decides what runs: every
+//! run runs every step (see the engine). A journal that cannot be read is moved aside and the run starts a
+//! new one.
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// One journal line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,15 +18,14 @@ pub enum Entry {
         workflow: String,
         at: String,
     },
-    /// A step instance finished well; its outputs are kept for later steps and runs.
+    /// A step instance finished well. (Lines of older versions also carry `digest` and `outputs`,
+    /// ignored when read.)
     StepDone {
         run: String,
         step: String,
-        /// sha256 (hex) of the step's resolved inputs. Lines written before digests existed have none
-        /// and are never carried over.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        digest: Option<String>,
-        outputs: BTreeMap<String, Value>,
+        /// Whether it changed the lab (lines of older versions have no such field).
+        #[serde(default)]
+        changed: bool,
     },
     StepFailed {
         run: String,
@@ -48,41 +42,11 @@ pub enum Entry {
 /// an OOM kill) loses at most the line it was writing: the kernel keeps what was written, and
 /// [`Journal::open`] drops such a torn last line before anything is appended after it. [`Journal::sync`]
 /// makes the file durable against a power loss; the engine calls it when a run ends, not after every line
-/// (an fsync per step was a tenth of a 500-spoke simulated run, and a host crash loses the kind clusters'
-/// state as well, so per-step durability would buy nothing a resume could use).
+/// (the journal is a record, and a host crash loses the kind clusters' state as well).
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
     file: std::sync::Mutex<Option<std::fs::File>>,
-}
-
-/// A step the journal records as done.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DoneStep {
-    /// The digest of its inputs when it ran (`None` for lines written before digests existed).
-    pub digest: Option<String>,
-    pub outputs: BTreeMap<String, Value>,
-}
-
-/// What the journal says about the last run of a workflow.
-#[derive(Debug, Default, Clone)]
-pub struct LastRun {
-    /// Whether a run of this workflow was recorded at all.
-    pub exists: bool,
-    /// It ended with every step done.
-    pub completed: bool,
-    /// No run of another workflow started after it (a `down` or `reset` since voids what it did).
-    pub latest: bool,
-    /// Steps done in that run (and the runs it resumed), with their digests and outputs.
-    pub done: BTreeMap<String, DoneStep>,
-}
-
-impl LastRun {
-    /// Whether a new run of the workflow may carry over steps from it: it was interrupted, and nothing
-    /// else ran on the lab since.
-    pub fn resumable(&self) -> bool {
-        self.exists && !self.completed && self.latest
-    }
 }
 
 /// What [`Journal::open`] found wrong and already repaired.
@@ -90,7 +54,7 @@ impl LastRun {
 pub enum Repair {
     /// The last line was cut short (a crash mid-write) and was dropped.
     TornLine { path: PathBuf, bytes: usize },
-    /// The journal could not be read and was moved aside; the run starts afresh.
+    /// The journal could not be read and was moved aside; the run starts a new one.
     MovedAside {
         path: PathBuf,
         to: PathBuf,
@@ -108,7 +72,7 @@ impl std::fmt::Display for Repair {
             ),
             Repair::MovedAside { path, to, why } => write!(
                 f,
-                "the journal {} is damaged ({why}): moved it to {} and starting afresh (every step runs and checks the lab)",
+                "the journal {} is damaged ({why}): moved it to {} and starting a new one",
                 path.display(),
                 to.display()
             ),
@@ -211,72 +175,6 @@ fn parse(bytes: &[u8]) -> Result<Vec<Entry>, String> {
     Ok(entries)
 }
 
-/// The last run of `workflow`. Steps done by the earlier interrupted runs it resumed count as done, as
-/// long as no run of another workflow came between them.
-pub fn last_run(entries: &[Entry], workflow: &str) -> LastRun {
-    // Entries of one run sit between its `run-started` and the next one (the lab lock allows one run at a
-    // time), so only the latest run of `workflow` needs following.
-    let mut current: Option<(&str, LastRun)> = None;
-    let mut latest = false;
-    for e in entries {
-        match e {
-            Entry::RunStarted {
-                run, workflow: w, ..
-            } => {
-                if w == workflow {
-                    // A run resumes what the previous run had done if that was interrupted and nothing
-                    // else ran since.
-                    let done = match current.take() {
-                        Some((_, prev)) if latest && !prev.completed => prev.done,
-                        _ => BTreeMap::new(),
-                    };
-                    current = Some((
-                        run,
-                        LastRun {
-                            exists: true,
-                            completed: false,
-                            latest: true,
-                            done,
-                        },
-                    ));
-                    latest = true;
-                } else {
-                    latest = false;
-                }
-            }
-            Entry::StepDone {
-                run,
-                step,
-                digest,
-                outputs,
-            } => {
-                if let Some((_, r)) = current.as_mut().filter(|(id, _)| id == run) {
-                    r.done.insert(
-                        step.clone(),
-                        DoneStep {
-                            digest: digest.clone(),
-                            outputs: outputs.clone(),
-                        },
-                    );
-                }
-            }
-            Entry::StepFailed { run, step, .. } => {
-                if let Some((_, r)) = current.as_mut().filter(|(id, _)| id == run) {
-                    r.done.remove(step);
-                }
-            }
-            Entry::RunFinished { run, ok } => {
-                if let Some((_, r)) = current.as_mut().filter(|(id, _)| id == run) {
-                    r.completed = *ok;
-                }
-            }
-        }
-    }
-    let mut last = current.map(|(_, r)| r).unwrap_or_default();
-    last.latest = latest;
-    last
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,68 +190,8 @@ mod tests {
         Entry::StepDone {
             run: run.into(),
             step: step.into(),
-            digest: Some(format!("d-{step}")),
-            outputs: BTreeMap::new(),
+            changed: true,
         }
-    }
-
-    #[test]
-    fn an_interrupted_run_is_resumed_with_what_it_had_done() {
-        let dir = tempfile::tempdir().unwrap();
-        let j = Journal::new(&dir.path().join("journal.jsonl"));
-        for e in [
-            started("1", "up"),
-            done("1", "a"),
-            done("1", "b"),
-            started("2", "up"),
-            done("2", "c"),
-        ] {
-            j.append(&e).unwrap();
-        }
-        let last = last_run(&Journal::open(&j.path).unwrap().1, "up");
-        assert!(last.resumable());
-        assert_eq!(last.done.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
-        assert_eq!(last.done["a"].digest.as_deref(), Some("d-a"));
-
-        j.append(&Entry::RunFinished {
-            run: "2".into(),
-            ok: true,
-        })
-        .unwrap();
-        j.append(&started("3", "up")).unwrap();
-        // A new run after a completed one starts from nothing: it re-checks every step.
-        assert!(
-            last_run(&Journal::open(&j.path).unwrap().1, "up")
-                .done
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_run_of_another_workflow_voids_what_an_interrupted_run_had_done() {
-        let entries = [
-            started("1", "up"),
-            done("1", "create[hub]"),
-            started("2", "down"),
-            done("2", "delete[hub]"),
-        ];
-        let last = last_run(&entries, "up");
-        assert!(last.exists && !last.completed && !last.latest);
-        assert!(!last.resumable());
-        // And an `up` started after the `down` does not inherit the first `up`'s steps either.
-        let mut entries = entries.to_vec();
-        entries.push(started("3", "up"));
-        entries.push(done("3", "preflight"));
-        let last = last_run(&entries, "up");
-        assert!(last.resumable());
-        assert_eq!(last.done.keys().collect::<Vec<_>>(), ["preflight"]);
-    }
-
-    #[test]
-    fn lines_without_a_digest_still_read() {
-        let line = r#"{"type":"step-done","run":"1","step":"a","outputs":{}}"#;
-        let e: Entry = serde_json::from_str(line).unwrap();
-        assert!(matches!(e, Entry::StepDone { digest: None, .. }));
     }
 
     #[test]
@@ -378,7 +216,25 @@ mod tests {
         j.append(&done("1", "b")).unwrap();
         let (_, entries, repair) = Journal::open(&path).unwrap();
         assert_eq!(repair, None);
-        assert_eq!(last_run(&entries, "up").done.len(), 2);
+        assert_eq!(
+            entries,
+            [started("1", "up"), done("1", "a"), done("1", "b")],
+            "the entry after the torn line starts a line of its own"
+        );
+    }
+
+    #[test]
+    fn lines_of_older_versions_still_read() {
+        let line = r#"{"type":"step-done","run":"1","step":"a","digest":"d","outputs":{"x":1}}"#;
+        let e: Entry = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            e,
+            Entry::StepDone {
+                run: "1".into(),
+                step: "a".into(),
+                changed: false
+            }
+        );
     }
 
     #[test]
@@ -393,7 +249,7 @@ mod tests {
         };
         assert!(to.ends_with("journal.jsonl.damaged") && to.exists());
         assert!(!path.exists());
-        assert!(repair.unwrap().to_string().contains("starting afresh"));
+        assert!(repair.unwrap().to_string().contains("starting a new one"));
         j.append(&started("1", "up")).unwrap();
         assert_eq!(Journal::open(&path).unwrap().1.len(), 1);
     }

@@ -7,81 +7,25 @@
 //! cancellation (Ctrl-C) stops new work and cancels running steps. A step that panics fails with its id
 //! in the journal and a failure event, like any other failure.
 //!
-//! Every outcome goes to the journal ([`journal`]), which is a hint that saves time, not the truth about
-//! the lab. When a step ends, a [`Durability`] hook (the simulated lab saves its world) makes its effects
-//! durable *before* the journal records it as done; concurrent step ends share one save, saves are spaced
-//! (at most a third of the time goes to saving), and the steps that need a finished step start without
-//! waiting for its save. A later run of
-//! the same workflow, when the last run was interrupted and no other workflow ran since, carries a
-//! finished step over only if the digest of its resolved inputs ([`digest`]) is unchanged; observe-only
-//! steps (preflight, verification) always run again. Everything else runs again, which is safe because
-//! every action observes before it acts. `up` on a finished lab re-checks every step.
+//! The engine is level-triggered: every run runs every step, and every action reads the lab and does only
+//! what differs, so `up` on a finished lab changes nothing and `up` after an interrupted run converges from
+//! whatever the lab is. The journal ([`journal`]) records what each run did (for `status` and `diagnose`);
+//! nothing in it decides what runs.
 
-pub mod digest;
 pub mod journal;
 pub mod report;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
 
 use crate::actions;
 use crate::step::events::{Event, Outcome};
-use crate::step::{ActionError, Durability, Outputs, RunCtx, StepCtx, timing};
+use crate::step::{ActionError, Outputs, RunCtx, StepCtx, timing};
 use crate::workflow::{Plan, PlannedStep};
 use journal::{Entry, Journal};
-
-/// Group commit over a [`Durability`] hook: a step end that arrives while a save runs waits for the
-/// next save, which covers every step that ended meanwhile, so N concurrent step ends cost one save.
-struct GroupCommit {
-    hook: Arc<dyn Durability>,
-    /// Tickets handed out: one per step end that asked for durability.
-    requested: AtomicU64,
-    /// The highest ticket a finished save covers. Held while saving, so saves never overlap.
-    saved: tokio::sync::Mutex<u64>,
-    /// How long the last save took.
-    last_cost: Mutex<Duration>,
-}
-
-impl GroupCommit {
-    fn new(hook: Arc<dyn Durability>) -> Self {
-        GroupCommit {
-            hook,
-            requested: AtomicU64::new(0),
-            saved: tokio::sync::Mutex::new(0),
-            last_cost: Mutex::new(Duration::ZERO),
-        }
-    }
-
-    async fn commit(&self) -> Result<(), ActionError> {
-        let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut saved = self.saved.lock().await;
-        if *saved >= ticket {
-            return Ok(()); // a save that started after this step ended covered it
-        }
-        // Saves are spaced so that at most a third of the time goes to saving: the step ends that arrive
-        // meanwhile share the next save (nothing waits on it but their journal lines).
-        let spacing = *self.last_cost.lock().expect("not poisoned") * 2;
-        tokio::time::sleep(spacing).await;
-        // Every ticket up to here belongs to a step whose effects are already in the state being saved.
-        let target = self.requested.load(Ordering::SeqCst);
-        let hook = self.hook.clone();
-        let started = tokio::time::Instant::now();
-        let saved_now = tokio::task::spawn_blocking(move || hook.persist()).await;
-        *self.last_cost.lock().expect("not poisoned") = started.elapsed();
-        saved_now
-            .map_err(|e| ActionError::permanent(format!("saving the lab's state failed: {e}")))?
-            .map_err(|e| {
-                ActionError::permanent(format!("failed to save the lab's state: {e}"))
-                    .with_help("check the state folder's permissions and free space, then run the same command again")
-            })?;
-        *saved = target;
-        Ok(())
-    }
-}
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -110,7 +54,6 @@ pub struct RunResult {
     pub cancelled: bool,
     pub changed: usize,
     pub unchanged: usize,
-    pub resumed: usize,
     /// What this run's verification found, when it verified (also when a check failed).
     pub verification: Option<Vec<crate::verify::CheckResult>>,
 }
@@ -140,32 +83,6 @@ enum StepEnd {
     Cancelled,
 }
 
-/// The test-only crash point: `OCM_LAB_CRASH_POINT=n` makes the process SIGKILL itself right after the
-/// n-th step it ran is journaled as done, so tests can prove a kill at any step boundary is survivable.
-fn crash_point() -> Option<usize> {
-    std::env::var("OCM_LAB_CRASH_POINT")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Dies of a real SIGKILL, as an OOM kill or `kill -9` would do it (no unwinding, no destructors).
-fn crash() -> ! {
-    #[cfg(unix)]
-    {
-        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
-        // The signal is delivered before kill(2) returns to a single-threaded caller; other threads may
-        // run a moment longer, this one never goes on.
-        loop {
-            std::thread::park();
-        }
-    }
-    #[cfg(not(unix))]
-    std::process::abort()
-}
-
 /// The text of a panic payload.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -175,9 +92,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a non-text panic".to_owned())
 }
 
-/// Runs `plan`. A step the journal records as done by an interrupted earlier run of the same workflow,
-/// with no other workflow run since, is not run again when its input digest is unchanged (observe-only
-/// steps always run); after a completed run, every step runs again (and should find nothing to change).
+/// Runs `plan`: every step, each once its needs are done. Every outcome is appended to the journal.
 pub async fn run(
     plan: &Plan,
     ctx: Arc<RunCtx>,
@@ -188,29 +103,12 @@ pub async fn run(
         folder: ctx.state.path.display().to_string(),
         source,
     };
-    // Read once per run, before any step starts: deliberately kept on this thread (blocking).
-    let (journal, entries, repair) = Journal::open(&ctx.state.journal()).map_err(jerr)?;
+    // Opened once per run, before any step starts (deliberately on this thread, blocking): a torn last
+    // line is cut off and a journal that cannot be read is moved aside, so this run's lines stand alone.
+    let (journal, _, repair) = Journal::open(&ctx.state.journal()).map_err(jerr)?;
     let journal = Arc::new(journal);
     if let Some(repair) = repair {
         tracing::warn!("{repair}");
-    }
-    let last = journal::last_run(&entries, &plan.workflow);
-    drop(entries);
-    let digester = digest::Digester::new(&ctx.lab, &ctx.patches, &ctx.tool_versions);
-    let digests: Vec<String> = plan.steps.iter().map(|s| digester.step(s)).collect();
-    let mut carried: HashMap<&str, Outputs> = HashMap::new();
-    if last.resumable() {
-        let mut done = last.done;
-        for (s, d) in plan.steps.iter().zip(&digests) {
-            if digest::observe_only(s) {
-                continue;
-            }
-            if let Some(prev) = done.remove(&s.id)
-                && prev.digest.as_deref() == Some(d.as_str())
-            {
-                carried.insert(s.id.as_str(), prev.outputs);
-            }
-        }
     }
 
     let index: HashMap<&str, usize> = plan
@@ -228,27 +126,16 @@ pub async fn run(
             dependents[index[n.as_str()]].push(i);
         }
     }
-    // The roots that were not resumed; the rest become ready as their needs finish (or are resumed).
     let mut ready: BTreeSet<usize> = (0..plan.steps.len())
-        .filter(|i| waiting_on[*i] == 0 && !carried.contains_key(plan.steps[*i].id.as_str()))
+        .filter(|i| waiting_on[*i] == 0)
         .collect();
-    let mut done: HashSet<usize> = HashSet::new();
-    let mut mark_done = |i: usize, done: &mut HashSet<usize>, ready: &mut BTreeSet<usize>| {
-        done.insert(i);
-        for &d in &dependents[i] {
-            waiting_on[d] -= 1;
-            if waiting_on[d] == 0 {
-                ready.insert(d);
-            }
-        }
-    };
+    let mut done = 0usize;
     let mut result = RunResult {
         ok: false,
         failed: None,
         cancelled: false,
         changed: 0,
         unchanged: 0,
-        resumed: 0,
         verification: None,
     };
 
@@ -262,57 +149,15 @@ pub async fn run(
     )
     .await
     .map_err(jerr)?;
-    let resumable: Vec<usize> = plan
-        .steps
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| carried.contains_key(s.id.as_str()))
-        .map(|(i, _)| i)
-        .collect();
     ctx.events.emit(Event::RunStarted {
         lab: plan.lab.clone(),
         workflow: plan.workflow.clone(),
         steps: plan.steps.len(),
         simulated: ctx.backends.simulated,
-        resumed: resumable.len(),
     });
-    for i in resumable {
-        let s = &plan.steps[i];
-        let outputs = carried.remove(s.id.as_str()).expect("carried");
-        ctx.record_output(&s.id, &outputs);
-        // Carried forward into this run's journal, so a second interruption still remembers them.
-        append(
-            &journal,
-            Entry::StepDone {
-                run: ctx.run_id.clone(),
-                step: s.id.clone(),
-                digest: Some(digests[i].clone()),
-                outputs,
-            },
-        )
-        .await
-        .map_err(jerr)?;
-        ctx.events.emit(Event::StepFinished {
-            step: s.id.clone(),
-            outcome: Outcome::Resumed,
-            elapsed_ms: 0,
-        });
-        mark_done(i, &mut done, &mut ready);
-        result.resumed += 1;
-    }
 
-    // One group commit per run over the context's durability hook (a context serves one run).
-    let group = ctx
-        .durability()
-        .cloned()
-        .map(|hook| Arc::new(GroupCommit::new(hook)));
-    let crash_at = crash_point();
-    let mut boundaries = 0usize;
-    // Steps whose action runs, and steps that finished and wait for their effects to be made durable.
     let mut running: JoinSet<StepEnd> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
-    let mut committing: JoinSet<(usize, Outcome, Outputs, Result<(), ActionError>)> =
-        JoinSet::new();
     let mut stopping = false;
     // When each step started and ended in this run, for the timing summary.
     let mut started: Vec<Option<u64>> = vec![None; plan.steps.len()];
@@ -325,9 +170,6 @@ pub async fn run(
         if !stopping {
             while running.len() < opts.concurrency.max(1) {
                 let Some(i) = ready.pop_first() else { break };
-                if done.contains(&i) {
-                    continue; // resumed from the journal before its needs were
-                }
                 started[i] = Some(ctx.events.elapsed_ms());
                 let ctx = ctx.clone();
                 // Shared, not copied: a step instance carries its rendered manifests.
@@ -336,21 +178,16 @@ pub async fn run(
                 tasks.insert(task.id(), i);
             }
         }
-        if running.is_empty() && committing.is_empty() {
+        if running.is_empty() {
             break;
         }
-        enum Joined {
-            Ran(Result<(tokio::task::Id, StepEnd), tokio::task::JoinError>),
-            Committed((usize, Outcome, Outputs, Result<(), ActionError>)),
-        }
         let joined = tokio::select! {
-            Some(j) = running.join_next_with_id() => Joined::Ran(j),
-            Some(c) = committing.join_next() => Joined::Committed(c.expect("a commit never panics")),
+            Some(j) = running.join_next_with_id() => j,
             () = ctx.cancel.cancelled(), if !stopping => continue,
         };
         let (i, end) = match joined {
-            Joined::Ran(Ok((id, end))) => (tasks.remove(&id).expect("spawned here"), end),
-            Joined::Ran(Err(e)) => {
+            Ok((id, end)) => (tasks.remove(&id).expect("spawned here"), end),
+            Err(e) => {
                 let i = tasks.remove(&e.id()).expect("spawned here");
                 let message = if e.is_panic() {
                     format!("the step panicked: {}", panic_message(&*e.into_panic()))
@@ -368,56 +205,33 @@ pub async fn run(
                 });
                 (i, StepEnd::Failed(err))
             }
-            Joined::Committed((i, outcome, outputs, Ok(()))) => {
-                let id = plan.steps[i].id.clone();
-                append(
-                    &journal,
-                    Entry::StepDone {
-                        run: ctx.run_id.clone(),
-                        step: id.clone(),
-                        digest: Some(digests[i].clone()),
-                        outputs: outputs.clone(),
-                    },
-                )
-                .await
-                .map_err(jerr)?;
-                boundaries += 1;
-                if crash_at == Some(boundaries) {
-                    crash();
-                }
-                match outcome {
-                    Outcome::Changed => result.changed += 1,
-                    _ => result.unchanged += 1,
-                }
-                continue;
-            }
-            Joined::Committed((i, _, _, Err(e))) => {
-                ctx.events.emit(Event::StepFailed {
-                    step: plan.steps[i].id.clone(),
-                    error: e.message.clone(),
-                    help: e.help.clone(),
-                    elapsed_ms: 0,
-                });
-                (i, StepEnd::Failed(e))
-            }
         };
         let id = plan.steps[i].id.clone();
         match end {
             StepEnd::Done(outcome, outputs) => {
-                // The steps that need this one start now: only the journal line waits for the save. A
-                // later step's save covers this step's effects too, so the journal never says a step is
-                // done whose effects a crash can lose, and the saves stay off the critical path.
                 ctx.record_output(&id, &outputs);
                 times[i] = started[i].map(|t| (t, ctx.events.elapsed_ms()));
-                mark_done(i, &mut done, &mut ready);
-                let group = group.clone();
-                committing.spawn(async move {
-                    let durable = match &group {
-                        Some(g) => g.commit().await,
-                        None => Ok(()),
-                    };
-                    (i, outcome, outputs, durable)
-                });
+                append(
+                    &journal,
+                    Entry::StepDone {
+                        run: ctx.run_id.clone(),
+                        step: id,
+                        changed: outcome == Outcome::Changed,
+                    },
+                )
+                .await
+                .map_err(jerr)?;
+                match outcome {
+                    Outcome::Changed => result.changed += 1,
+                    Outcome::Unchanged => result.unchanged += 1,
+                }
+                done += 1;
+                for &d in &dependents[i] {
+                    waiting_on[d] -= 1;
+                    if waiting_on[d] == 0 {
+                        ready.insert(d);
+                    }
+                }
             }
             StepEnd::Failed(e) => {
                 append(
@@ -441,7 +255,7 @@ pub async fn run(
             }
         }
     }
-    result.ok = !stopping && done.len() == plan.steps.len();
+    result.ok = !stopping && done == plan.steps.len();
     append(
         &journal,
         Entry::RunFinished {
@@ -466,7 +280,6 @@ pub async fn run(
         elapsed_ms: ctx.events.elapsed_ms(),
         changed: result.changed,
         unchanged: result.unchanged,
-        resumed: result.resumed,
         failed: result.failed.as_ref().map(|(s, _)| s.clone()),
         cancelled: result.cancelled,
     });

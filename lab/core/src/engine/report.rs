@@ -101,22 +101,14 @@ impl Human {
                 workflow,
                 steps,
                 simulated,
-                resumed,
             } => {
                 let sim = if *simulated {
                     " on the SIMULATED lab (a test double, not real clusters)"
                 } else {
                     ""
                 };
-                let resumed = if *resumed > 0 {
-                    format!(", resuming: {resumed} already done")
-                } else {
-                    String::new()
-                };
                 let steps = crate::text::count(*steps, "step", "steps");
-                self.line(format!(
-                    "ocm-lab {workflow}: lab `{lab}`, {steps}{sim}{resumed}"
-                ));
+                self.line(format!("ocm-lab {workflow}: lab `{lab}`, {steps}{sim}"));
             }
             Event::StepStarted {
                 step,
@@ -173,7 +165,7 @@ impl Human {
                 } else {
                     format!(": {}", notes.join("; "))
                 };
-                // Unchanged and resumed steps are counted in the summary line, not listed, unless they
+                // Unchanged steps are counted in the summary line, not listed, unless they
                 // have something to say (a network kept because it is in use).
                 if *outcome == Outcome::Changed {
                     self.changed += 1;
@@ -216,7 +208,6 @@ impl Human {
                 elapsed_ms,
                 changed,
                 unchanged,
-                resumed,
                 failed,
                 cancelled,
             } => {
@@ -227,13 +218,8 @@ impl Human {
                     (false, None, false) => "FAILED".to_owned(),
                 };
                 self.line(format!(
-                    "{verdict} in {}: {changed} changed, {unchanged} unchanged{}",
+                    "{verdict} in {}: {changed} changed, {unchanged} unchanged",
                     fmt_ms(*elapsed_ms),
-                    if *resumed > 0 {
-                        format!(", {resumed} done earlier")
-                    } else {
-                        String::new()
-                    }
                 ));
             }
         }

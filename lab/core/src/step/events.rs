@@ -1,6 +1,6 @@
 //! Events: everything a run reports, as data. The terminal reporter and `--output json` both consume them.
 //!
-//! `--output json` prints one [`Stamped`] event per line on stdout: `{"schema_version":1,"t_ms":…,
+//! `--output json` prints one [`Stamped`] event per line on stdout: `{"schema_version":2,"t_ms":…,
 //! "event":"run-started",…}`. Every event carries `schema_version` ([`SCHEMA_VERSION`]); it changes only
 //! when a field is removed or changes meaning (new events and new fields keep it). Every run, a failed
 //! preflight included, prints `run-started` first and `run-finished` last; a preflight that stops the run
@@ -16,8 +16,6 @@ pub enum Outcome {
     Changed,
     /// It found everything in place and changed nothing.
     Unchanged,
-    /// An earlier, interrupted run had finished it: not run again.
-    Resumed,
 }
 
 /// The verdict of one reported result.
@@ -39,7 +37,6 @@ pub enum Event {
         workflow: String,
         steps: usize,
         simulated: bool,
-        resumed: usize,
     },
     StepStarted {
         step: String,
@@ -100,14 +97,14 @@ pub enum Event {
         elapsed_ms: u64,
         changed: usize,
         unchanged: usize,
-        resumed: usize,
         failed: Option<String>,
         cancelled: bool,
     },
 }
 
 /// The version of the JSON event stream, carried by every event as `schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 dropped `resumed` from `run-started` and `run-finished`: every run runs every step.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// An event with the time since the run started, as emitted.
 #[derive(Debug, Clone, Serialize)]

@@ -29,15 +29,6 @@ use events::{Event, Events};
 /// Outputs of a step (never secrets).
 pub type Outputs = BTreeMap<String, Value>;
 
-/// Makes what steps did durable, so the journal never says a step is done whose effects a crash can
-/// lose. The simulated lab implements it by saving its world; real labs keep their state in Docker and
-/// the clusters, which need nothing.
-pub trait Durability: Send + Sync {
-    /// Makes the effects of everything done so far durable. Blocking: the engine calls it on a blocking
-    /// thread, and never twice at once.
-    fn persist(&self) -> std::io::Result<()>;
-}
-
 /// What the `node-images` step puts into each kind cluster's nodes (issue 13): the chart images each
 /// lab cluster runs (`ocm-lab images list`, which the front derives from the plan's chart renders), and,
 /// with a bundle (`up --bundle`, `spec.bundle`), where the bundle holds each of them. Empty (the default):
@@ -63,20 +54,15 @@ pub struct RunCtx {
     pub cancel: CancellationToken,
     /// A unique id for this run (journal, verification probe values).
     pub run_id: String,
-    /// Versions of the external tools this run uses (kind, helm), part of every step's input digest.
-    pub tool_versions: BTreeMap<String, String>,
     /// What `node-images` loads or pre-pulls into each cluster's nodes.
     pub node_images: NodeImages,
     /// Pinned image references Docker knows by their tag only (loaded from a bundle on an engine that
     /// keeps no digest on `docker load`): reference → the tag to run them by. See [`RunCtx::local_image`].
     pub image_aliases: BTreeMap<String, String>,
-    /// Makes step effects durable before the journal records them (the engine groups the saves).
-    durability: Option<Arc<dyn Durability>>,
     /// One connection cell per cluster: connecting to a slow cluster never blocks another's.
     clients: Mutex<HashMap<String, Arc<ClientCell>>>,
-    /// Each finished step's outputs, as compact JSON text: a plan of ten thousand instances keeps ten
-    /// thousand of them, each a map of one or two entries, and a map's first node takes some 600 bytes.
-    outputs: Mutex<BTreeMap<String, Box<serde_json::value::RawValue>>>,
+    /// Each finished step's outputs, for the steps after it.
+    outputs: Mutex<BTreeMap<String, Outputs>>,
     /// What this run's verification found ([`RunCtx::record_verification`]), for the run's result.
     verification: Mutex<Option<Vec<crate::verify::CheckResult>>>,
 }
@@ -105,26 +91,12 @@ impl RunCtx {
             events,
             cancel,
             run_id,
-            tool_versions: BTreeMap::new(),
             node_images: NodeImages::default(),
             image_aliases: BTreeMap::new(),
-            durability: None,
             clients: Mutex::new(HashMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
             verification: Mutex::new(None),
         }
-    }
-
-    /// Makes every step's effects durable through `hook` before the journal records the step as done.
-    #[must_use]
-    pub fn with_durability(mut self, hook: Arc<dyn Durability>) -> Self {
-        self.durability = Some(hook);
-        self
-    }
-
-    /// The durability hook [`RunCtx::with_durability`] set, if any.
-    pub fn durability(&self) -> Option<&Arc<dyn Durability>> {
-        self.durability.as_ref()
     }
 
     /// The API of a lab cluster, connected once and shared. Each cluster has its own cell, so a cluster
@@ -182,7 +154,6 @@ impl RunCtx {
         KubeError::ClusterDown {
             source: Box::new(e),
             stopped_node,
-            simulated: self.backends.simulated,
         }
     }
 
@@ -205,13 +176,13 @@ impl RunCtx {
         self.verification.lock().expect("not poisoned").take()
     }
 
-    /// Outputs of an earlier step instance, from this run or the run it resumed.
+    /// Outputs of an earlier step instance of this run.
     pub fn output(&self, step: &str) -> Option<Outputs> {
         self.outputs
             .lock()
             .expect("not poisoned")
             .get(step)
-            .map(|text| serde_json::from_str(text.get()).expect("outputs are JSON text"))
+            .cloned()
     }
 
     /// The reference to run `image` by on the host's Docker engine: `image` itself, or the tag it was
@@ -220,14 +191,13 @@ impl RunCtx {
         self.image_aliases.get(image).map_or(image, String::as_str)
     }
 
-    /// Records the outputs of a finished (or resumed) step instance, for the steps after it. The engine
+    /// Records the outputs of a finished step instance, for the steps after it. The engine
     /// calls it; actions read with [`RunCtx::output`].
     pub fn record_output(&self, step: &str, outputs: &Outputs) {
-        let text = serde_json::value::to_raw_value(outputs).expect("outputs serialize");
         self.outputs
             .lock()
             .expect("not poisoned")
-            .insert(step.to_owned(), text);
+            .insert(step.to_owned(), outputs.clone());
     }
 }
 

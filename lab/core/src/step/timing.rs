@@ -12,7 +12,7 @@ pub struct StepTime {
     pub step: String,
     /// Milliseconds since the run started: when the step began its first attempt.
     pub start_ms: u64,
-    /// When the step ended (its effects made durable).
+    /// When the step ended.
     pub end_ms: u64,
     /// How long the step was ready (its needs done) but had not started: waiting for a free slot.
     #[serde(skip_serializing_if = "is_zero")]

@@ -249,7 +249,7 @@ pub enum ImageRuns {
 /// One image a pinned chart version runs (no chart pins a digest: every image is `repository:tag`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ChartImage {
-    /// The image without its tag; the tag is the chart's [`ChartImage::tag`].
+    /// The image without its tag ([`ChartImage::reference`] adds it).
     pub repository: &'static str,
     pub runs: ImageRuns,
     /// The upstream file that names it, for `images list -o json`.
@@ -347,10 +347,23 @@ pub fn chart_images(chart: Chart, version: &str) -> Option<&'static [ChartImage]
 }
 
 impl ChartImage {
-    /// The tag every image of chart `version` has (`v1.3.1`, `v0.10.0`).
-    pub fn tag(version: &str) -> String {
-        format!("v{version}")
+    /// The image as chart `version` names it: the tag is `v<version>` (`…/work:v1.3.1`).
+    pub fn reference(&self, version: &str) -> String {
+        format!("{}:v{version}", self.repository)
     }
+}
+
+/// The references of every image chart `version` runs, or `None` when the catalog does not pin it.
+pub fn chart_image_references(
+    chart: Chart,
+    version: &str,
+) -> Option<std::collections::BTreeSet<String>> {
+    Some(
+        chart_images(chart, version)?
+            .iter()
+            .map(|i| i.reference(version))
+            .collect(),
+    )
 }
 
 pub const DEFAULT_OCM: &str = "1.3.1";

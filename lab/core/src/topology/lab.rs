@@ -51,8 +51,9 @@ pub struct Lab {
 
 /// Host port of the local registry, as in kind's local-registry guide (FACTS-HELM-KIND B3).
 pub const LOCAL_REGISTRY_PORT: u16 = 5001;
-/// The image of the local registry (kind's guide).
-pub const LOCAL_REGISTRY_IMAGE: &str = "registry:2";
+/// The image of the local registry: kind's local-registry guide runs `registry:3` since kind v0.32.0
+/// (kubernetes-sigs/kind v0.32.0 `site/static/examples/kind-with-registry.sh`; `registry:2` up to v0.31.0).
+pub const LOCAL_REGISTRY_IMAGE: &str = "registry:3";
 
 /// Where the kind nodes pull images from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

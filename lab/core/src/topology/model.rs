@@ -85,7 +85,7 @@ pub struct Registry {
     #[serde(default, deserialize_with = "spanned_map")]
     #[schemars(with = "BTreeMap<String, String>")]
     pub mirrors: SpannedMap,
-    /// Run a local registry container (`registry:2`, as kind's local-registry guide does) on the kind
+    /// Run a local registry container (`registry:3`, as kind's local-registry guide does) on the kind
     /// network; images pushed to `localhost:5001/…` on this machine are pulled by the nodes from it.
     #[serde(default)]
     pub local: bool,

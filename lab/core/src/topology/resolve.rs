@@ -971,7 +971,7 @@ fn addons(
         }
         if cp.access_provider && !cp.user_server {
             c.warn(None, "spec.addons.cluster-proxy.userServer", "accessProvider is on but the user server is off: the provider's URL will lead nowhere")
-                .help("set `userServer: true` (OCM-FACTS §6: the user server needs enableServiceProxy and userServer.enabled)");
+                .help("set `userServer: true` (the user server needs enableServiceProxy and userServer.enabled)");
         }
         if let Some(release) = release {
             out.cluster_proxy = Some(ClusterProxy {

@@ -28,60 +28,6 @@ pub struct Plan {
     pub steps: Vec<Arc<PlannedStep>>,
 }
 
-/// The objects a step applies, each kept as its compact JSON text and parsed when read: a plan of a
-/// thousand spokes holds tens of thousands of rendered objects, and a parsed `Value` takes several
-/// times the memory of its text. Serializes as the array of the objects (parsed, so that a pretty
-/// printer indents them).
-#[derive(Clone, Default)]
-pub struct Manifests(Box<[Box<serde_json::value::RawValue>]>);
-
-impl Serialize for Manifests {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.iter())
-    }
-}
-
-impl Manifests {
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Each object, parsed.
-    pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
-        self.0.iter().map(|raw| {
-            serde_json::from_str(raw.get()).expect("a manifest is the JSON text of an object")
-        })
-    }
-
-    /// Every object, parsed.
-    pub fn values(&self) -> Vec<Value> {
-        self.iter().collect()
-    }
-
-    /// Replaces object `i` (tests that make a plan fail on purpose).
-    pub fn set(&mut self, i: usize, obj: &Value) {
-        self.0[i] = raw(obj);
-    }
-}
-
-fn raw(obj: &Value) -> Box<serde_json::value::RawValue> {
-    serde_json::value::to_raw_value(obj).expect("a JSON value serializes")
-}
-
-impl<'a> FromIterator<&'a Value> for Manifests {
-    fn from_iter<I: IntoIterator<Item = &'a Value>>(objects: I) -> Self {
-        Manifests(objects.into_iter().map(raw).collect())
-    }
-}
-
-impl std::fmt::Debug for Manifests {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.0.iter().map(|r| r.get()))
-            .finish()
-    }
-}
-
 /// One step instance: a step, or one item of a `foreach` step.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,83 +40,19 @@ pub struct PlannedStep {
     pub uses: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    pub with: Inputs,
+    /// Its rendered `with:` inputs, by name.
+    pub with: BTreeMap<String, Value>,
     pub needs: Vec<String>,
     #[serde(with = "duration_text")]
     pub timeout: Duration,
     pub retry: Retry,
     /// Objects a `manifest.apply` step applies.
-    #[serde(skip_serializing_if = "Manifests::is_empty")]
-    pub objects: Manifests,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<Value>,
     /// The chart a `chart.install` or `ocm.klusterlet` step installs (boxed: most instances have none,
     /// and every instance would pay for the chart's fields).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chart: Option<Box<ChartPlan>>,
-}
-
-/// A step instance's rendered `with:` inputs, by name. A list sorted by name rather than a `BTreeMap`:
-/// an instance has a few inputs, and a map's first node takes some 600 bytes, paid by each of the ten
-/// thousand instances of a thousand-spoke plan. Serializes as a map in name order, as a `BTreeMap` does.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Inputs(Box<[(Box<str>, Value)]>);
-
-impl Inputs {
-    /// The input `name`.
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.0
-            .binary_search_by(|(k, _)| (**k).cmp(name))
-            .ok()
-            .map(|i| &self.0[i].1)
-    }
-
-    /// Sets input `name`, replacing any value it had.
-    pub fn insert(&mut self, name: &str, value: Value) {
-        match self.0.binary_search_by(|(k, _)| (**k).cmp(name)) {
-            Ok(i) => self.0[i].1 = value,
-            Err(i) => {
-                let mut v = std::mem::take(&mut self.0).into_vec();
-                v.insert(i, (name.into(), value));
-                self.0 = v.into_boxed_slice();
-            }
-        }
-    }
-
-    /// Each input in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (&**k, v))
-    }
-}
-
-/// Later inputs of the same name replace earlier ones, as in a map.
-impl<K: Into<Box<str>>> FromIterator<(K, Value)> for Inputs {
-    fn from_iter<I: IntoIterator<Item = (K, Value)>>(inputs: I) -> Self {
-        let mut v: Vec<(Box<str>, Value)> =
-            inputs.into_iter().map(|(k, v)| (k.into(), v)).collect();
-        // A stable sort keeps equal names in the order given; reversed, `dedup` keeps the last given.
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.reverse();
-        v.dedup_by(|a, b| a.0 == b.0);
-        v.reverse();
-        Inputs(v.into_boxed_slice())
-    }
-}
-
-/// The input `name`, as a map indexes.
-///
-/// # Panics
-/// When there is no input `name`.
-impl std::ops::Index<&str> for Inputs {
-    type Output = Value;
-    fn index(&self, name: &str) -> &Value {
-        self.get(name)
-            .unwrap_or_else(|| panic!("no input `{name}`"))
-    }
-}
-
-impl Serialize for Inputs {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.iter())
-    }
 }
 
 impl PlannedStep {
@@ -543,7 +425,7 @@ fn fill_keep(steps: &mut [PlannedStep]) {
             for o in s.objects.iter() {
                 keep.entry(cluster.to_owned())
                     .or_default()
-                    .insert(keep_id_of(&o));
+                    .insert(keep_id_of(o));
             }
         }
         if let Some(c) = &s.chart {
@@ -555,7 +437,7 @@ fn fill_keep(steps: &mut [PlannedStep]) {
         }
     }
     for s in steps.iter_mut().filter(|s| s.uses == "lab.prune") {
-        s.with.insert("keep", json!(keep));
+        s.with.insert("keep".to_owned(), json!(keep));
     }
 }
 
@@ -579,11 +461,13 @@ fn instance(
 ) -> Option<PlannedStep> {
     let field = |f: &str| format!("steps.{}.{f}", step.id.value);
     let errors_before = c.issues.len();
-    let mut with = Vec::new();
+    let mut with = BTreeMap::new();
     if let Some(w) = &step.with {
         for (k, v) in &w.value {
             match render_value(env, ctx, v) {
-                Ok(v) => with.push((k.as_str(), v)),
+                Ok(v) => {
+                    with.insert(k.clone(), v);
+                }
                 Err(e) => {
                     c.error(
                         Some(&w.referenced),
@@ -594,7 +478,6 @@ fn instance(
             }
         }
     }
-    let with: Inputs = with.into_iter().collect();
     let timeout = match &step.timeout {
         None => lab.timeouts.default,
         Some(t) => match env
@@ -629,7 +512,7 @@ fn instance(
         },
     };
     let str_input = |k: &str| with.get(k).and_then(Value::as_str).map(str::to_owned);
-    let mut objects = Manifests::default();
+    let mut objects = Vec::new();
     let mut chart = None;
     let loc = step
         .with
@@ -662,7 +545,7 @@ fn instance(
                         Ok(text) => {
                             match serde_saphyr::from_multiple::<Value>(&text) {
                                 Ok(docs) => {
-                                    objects = docs.iter().filter(|d| !d.is_null()).collect()
+                                    objects = docs.into_iter().filter(|d| !d.is_null()).collect()
                                 }
                                 Err(e) => {
                                     c.error(Some(&loc), field("with.template"), format!("{template} did not render to valid YAML for item {}: {}", item.map_or("-", |i| i.id.as_str()), e.without_snippet()));
@@ -834,7 +717,7 @@ impl Plan {
     }
 
     /// Every object the plan applies, with the lab cluster it goes to.
-    pub fn objects(&self) -> impl Iterator<Item = (&str, Value)> {
+    pub fn objects(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.steps.iter().flat_map(|s| {
             s.objects
                 .iter()
@@ -844,28 +727,5 @@ impl Plan {
 
     pub fn charts(&self) -> impl Iterator<Item = &ChartPlan> {
         self.steps.iter().filter_map(|s| s.chart.as_deref())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inputs_read_and_serialize_as_a_map_of_the_last_value_of_each_name() {
-        let mut with: Inputs = [("b", json!(1)), ("a", json!("x")), ("b", json!(2))]
-            .into_iter()
-            .collect();
-        with.insert("c", json!([3]));
-        with.insert("a", json!("y"));
-        let map: BTreeMap<&str, Value> =
-            BTreeMap::from([("a", json!("y")), ("b", json!(2)), ("c", json!([3]))]);
-        assert_eq!(
-            serde_json::to_string(&with).unwrap(),
-            serde_json::to_string(&map).unwrap()
-        );
-        assert_eq!(with.get("b"), Some(&json!(2)));
-        assert_eq!(with["c"], json!([3]));
-        assert_eq!(with.get("d"), None);
     }
 }

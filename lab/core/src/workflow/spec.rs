@@ -128,12 +128,26 @@ impl Sources {
             }
             Ok(out)
         };
-        for (name, text) in read(dir)? {
+        if !dir.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "there is no such folder",
+            ));
+        }
+        let workflows = read(dir)?;
+        let manifests = read(&dir.join("manifests"))?;
+        if workflows.is_empty() && manifests.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "it holds no workflow files (*.yaml) and no manifests/ folder of them",
+            ));
+        }
+        for (name, text) in workflows {
             let stem = name.trim_end_matches(".yaml").to_owned();
             s.workflows.retain(|(n, _)| *n != stem);
             s.workflows.push((stem, text));
         }
-        for (name, text) in read(&dir.join("manifests"))? {
+        for (name, text) in manifests {
             s.manifests.retain(|(n, _)| *n != name);
             s.manifests.push((name, text));
         }

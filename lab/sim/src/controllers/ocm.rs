@@ -519,7 +519,7 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
             .and_then(|h| h.strip_suffix("-control-plane"));
         let Some(hub) = host else {
             return Err(format!(
-                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub; OCM-FACTS §9.1)"
+                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub)"
             ));
         };
         let on_kind = |c: &str| {

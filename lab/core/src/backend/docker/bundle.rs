@@ -63,6 +63,24 @@ pub struct Item {
     /// A chart's repository URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
+    /// An image's ID in the engine it was saved from (`sha256:<config digest>`): after `docker load`,
+    /// the image under its tag must have this ID, which the saving engine resolved from the pinned
+    /// reference (the classic image store keeps no registry digest on load, so the pinned digest itself
+    /// cannot be asked for again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+}
+
+/// The name to `docker save` a pinned `image` by: `<repository>:<tag>` for a `<repository>:<tag>@sha256:…`
+/// reference, else the reference itself. moby's classic image store records no tag in the archive for
+/// a reference with a digest (moby `image/tarexport/save.go`: `parseNames` / `addAssoc` return early for
+/// a `reference.Canonical`), so an archive saved by digest loads untagged: on a machine that never had
+/// the image, neither its tag nor its digest then finds it, and kind tries to pull it offline.
+pub fn save_name(image: &str) -> String {
+    match super::super::split_reference(image) {
+        (repository, Some(tag), Some(_)) => format!("{repository}:{tag}"),
+        _ => image.to_owned(),
+    }
 }
 
 /// The item kind of a `docker save` archive.
@@ -119,13 +137,33 @@ impl Docker {
         lab: std::collections::BTreeMap<String, String>,
         out: &Path,
     ) -> Result<Manifest> {
+        // Each image is saved under its tag ([`save_name`]), which must name the image its pinned
+        // reference names: the tag is set to it when the engine lacks the tag (an image pulled by
+        // digest), and a tag naming another image stops the save.
+        let mut exports = Vec::new();
         for image in images {
-            if !self.image_present(image).await? {
+            let Some(id) = self.image_id(image).await? else {
                 return Err(DockerError::NotInEngine {
                     image: image.clone(),
                     host: self.host.clone(),
                 });
+            };
+            let name = save_name(image);
+            if name != *image {
+                match self.image_id(&name).await? {
+                    Some(tagged) if tagged == id => {}
+                    Some(tagged) => {
+                        return Err(DockerError::TagNamesAnotherImage {
+                            image: image.clone(),
+                            tag: name,
+                            tagged,
+                            pinned: id,
+                        });
+                    }
+                    None => self.tag_image(image, &name).await?,
+                }
             }
+            exports.push((name, id));
         }
         // Charts and tools are hashed first: then only the images' digests and sizes are unknown
         // until they are written, and the manifest's room at the start of the bundle can be reserved.
@@ -147,6 +185,7 @@ impl Docker {
                 size,
                 version: f.version.clone(),
                 repo: f.repo.clone(),
+                image_id: None,
             });
         }
         let image_item = |n: usize, image: &str, digest: String, size: u64| Item {
@@ -157,6 +196,7 @@ impl Docker {
             size,
             version: None,
             repo: None,
+            image_id: None,
         };
         // The longest the manifest can be: every digest has the same length, no size has more digits.
         let widest = Manifest {
@@ -165,7 +205,10 @@ impl Docker {
             items: images
                 .iter()
                 .enumerate()
-                .map(|(n, i)| image_item(n, i, format!("sha256:{}", "0".repeat(64)), u64::MAX))
+                .map(|(n, i)| Item {
+                    image_id: Some(format!("sha256:{}", "0".repeat(64))),
+                    ..image_item(n, i, format!("sha256:{}", "0".repeat(64)), u64::MAX)
+                })
                 .chain(file_items.iter().cloned())
                 .collect(),
         };
@@ -187,7 +230,8 @@ impl Docker {
                 w.zeros(512).await?;
                 let mut hash = Sha256::new();
                 let mut size = 0u64;
-                let mut stream = self.client.export_image(image);
+                let (name, id) = &exports[n];
+                let mut stream = self.client.export_image(name);
                 while let Some(chunk) = stream.next().await {
                     let chunk = chunk.map_err(|e| self.err(&format!("export image {image}"), e))?;
                     hash.update(&chunk);
@@ -195,12 +239,15 @@ impl Docker {
                     w.write(&chunk).await?;
                 }
                 w.zeros(pad(size)).await?;
-                let item = image_item(
-                    n,
-                    image,
-                    format!("sha256:{}", hex::encode(hash.finalize())),
-                    size,
-                );
+                let item = Item {
+                    image_id: Some(id.clone()),
+                    ..image_item(
+                        n,
+                        image,
+                        format!("sha256:{}", hex::encode(hash.finalize())),
+                        size,
+                    )
+                };
                 w.header_at(at, &item.path, size, 0o644).await?;
                 items.push(item);
             }
@@ -307,6 +354,20 @@ impl Docker {
                         e,
                     )
                 })?;
+            }
+            // The image must now be there under the name it was saved by, as the image the pinned
+            // reference named where the bundle was made.
+            if let Some(want) = &item.image_id {
+                let name = save_name(&item.name);
+                let got = self.image_id(&name).await?;
+                if got.as_ref() != Some(want) {
+                    return Err(DockerError::BundleImageNotLoaded {
+                        image: item.name.clone(),
+                        name,
+                        want: want.clone(),
+                        got,
+                    });
+                }
             }
         }
         Ok(())

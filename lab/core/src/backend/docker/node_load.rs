@@ -4,8 +4,10 @@
 //! runs it; `--digests` also keeps an image whose archive names no tag reachable by
 //! digest), and the copy is removed again. An archive holding one platform's content only (saved from
 //! Docker's containerd image store) fails `--all-platforms` with `content digest … not found`
-//! (kubernetes-sigs/kind#3795); it is then imported for the node's own platform. kind also passes `--snapshotter=<s>` read from
-//! `containerd config dump`; this uses containerd's default (overlayfs, what kind's nodes run).
+//! (kubernetes-sigs/kind#3795); it is then imported for the node's own platform. Like kind, the import
+//! passes `--snapshotter=<s>` read from the node's `containerd config dump` ([`parse_snapshotter`]): kind's
+//! entrypoint picks `native` on zfs and `fuse-overlayfs` on fuse/rootless hosts, and an image unpacked
+//! into another snapshotter than the CRI's is not there for the kubelet.
 
 use std::path::Path;
 
@@ -100,6 +102,13 @@ impl Docker {
             .await
             .map_err(|e| self.err(&format!("copy {} into node {node}", archive.display()), e))?;
         let path = format!("{IN_NODE_DIR}{IN_NODE_NAME}");
+        let snapshotter = match self.node_snapshotter(node).await {
+            Ok(s) => format!("--snapshotter={s}"),
+            Err(e) => {
+                let _ = self.exec_in(node, &["rm", "-f", &path]).await;
+                return Err(e);
+            }
+        };
         let mut import = self
             .exec_in(
                 node,
@@ -110,6 +119,7 @@ impl Docker {
                     "import",
                     "--all-platforms",
                     "--digests",
+                    &snapshotter,
                     &path,
                 ],
             )
@@ -131,6 +141,7 @@ impl Docker {
                         "images",
                         "import",
                         "--digests",
+                        &snapshotter,
                         &path,
                     ],
                 )
@@ -148,6 +159,27 @@ impl Docker {
         }
         removed?;
         Ok(())
+    }
+
+    /// The snapshotter containerd's CRI plugin uses in `node`, read from `containerd config dump` as
+    /// `kind load` reads it (kubernetes-sigs/kind v0.32.0 `pkg/cluster/nodeutils/util.go`
+    /// `getSnapshotter`).
+    pub async fn node_snapshotter(&self, node: &str) -> Result<String, DockerError> {
+        let (code, output) = self
+            .exec_in(node, &["containerd", "config", "dump"])
+            .await?;
+        if code != 0 {
+            return Err(DockerError::NodeCommandFailed {
+                node: node.to_owned(),
+                command: "containerd config dump".to_owned(),
+                code,
+                output: last_chars(&output, 800),
+            });
+        }
+        parse_snapshotter(&output).map_err(|detail| DockerError::NodeSnapshotterUnknown {
+            node: node.to_owned(),
+            detail,
+        })
     }
 
     /// The images containerd holds in the node's `k8s.io` namespace (`ctr --namespace=k8s.io images ls`):
@@ -240,6 +272,94 @@ fn last_chars(text: &str, n: usize) -> String {
         .to_owned()
 }
 
+/// The snapshotter in a `containerd config dump`, where kind v0.32.0 reads it
+/// (`pkg/cluster/nodeutils/util.go` `parseSnapshotter`): config version 2 (containerd 1.3 and later)
+/// `plugins."io.containerd.grpc.v1.cri".containerd.snapshotter`; versions 3 and 4 (containerd 2.0, 2.1)
+/// `plugins."io.containerd.cri.v1.images".snapshotter`; any other version is an error, as in kind.
+///
+/// The dump is TOML as containerd writes it: `[table.'quoted.key']` headers and `key = value` lines, one
+/// a line; that is all this reads (no inline tables or multi-line values, which the dump does not put
+/// on these keys).
+pub fn parse_snapshotter(dump: &str) -> Result<String, String> {
+    let mut table: Vec<String> = Vec::new();
+    let mut version = None;
+    let mut v2 = None;
+    let mut v3 = None;
+    for line in dump.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            if header.starts_with('[') {
+                // An array of tables: none of the keys read here live in one.
+                table = vec!["[[".to_owned()];
+                continue;
+            }
+            let header = header.trim_end().strip_suffix(']').unwrap_or(header);
+            table = toml_key_path(header);
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let mut path = table.clone();
+        path.extend(toml_key_path(key.trim()));
+        let value = value.trim();
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        match path.as_slice() {
+            ["version"] => version = value.parse::<i64>().ok(),
+            [
+                "plugins",
+                "io.containerd.grpc.v1.cri",
+                "containerd",
+                "snapshotter",
+            ] => v2 = toml_string(value),
+            ["plugins", "io.containerd.cri.v1.images", "snapshotter"] => v3 = toml_string(value),
+            _ => {}
+        }
+    }
+    match version {
+        Some(2) => v2
+            .ok_or_else(|| "failed to detect containerd snapshotter (config version 2)".to_owned()),
+        Some(n @ (3 | 4)) => v3
+            .ok_or_else(|| format!("failed to detect containerd snapshotter (config version {n})")),
+        Some(n) => Err(format!(
+            "unknown containerd config version: {n} (supported versions: 2, 3 and 4)"
+        )),
+        None => Err("failed to detect containerd config version".to_owned()),
+    }
+}
+
+/// The parts of a dotted TOML key: `plugins.'io.containerd.cri.v1.images'` → `plugins`,
+/// `io.containerd.cri.v1.images`.
+fn toml_key_path(key: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote = None;
+    for c in key.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, '.') => parts.push(std::mem::take(&mut current).trim().to_owned()),
+            (None, c) if c.is_whitespace() => {}
+            (_, c) => current.push(c),
+        }
+    }
+    parts.push(current.trim().to_owned());
+    parts
+}
+
+/// A basic (`"…"`) or literal (`'…'`) TOML string without escapes, as the dump writes names.
+fn toml_string(value: &str) -> Option<String> {
+    let value = value.split(" #").next().unwrap_or(value).trim();
+    let inner = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))?;
+    Some(inner.to_owned())
+}
+
 /// The references and digests of `ctr images ls` (columns REF, TYPE, DIGEST, SIZE, PLATFORMS, LABELS;
 /// the header line and anything without a `sha256:` digest skipped).
 pub fn parse_ctr_images(output: &str) -> Vec<crate::backend::NodeImage> {
@@ -261,6 +381,32 @@ pub fn parse_ctr_images(output: &str) -> Vec<crate::backend::NodeImage> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_snapshotter_is_read_where_kind_reads_it_for_each_config_version() {
+        // containerd 2.x (config version 3) as it dumps itself: literal strings, quoted table keys.
+        let v3 = "version = 3\nroot = '/var/lib/containerd'\n\n[plugins]\n  [plugins.'io.containerd.cri.v1.images']\n    snapshotter = 'native'\n    disable_snapshot_annotations = true\n\n  [plugins.'io.containerd.cri.v1.runtime']\n    snapshotter = 'other'\n";
+        assert_eq!(super::parse_snapshotter(v3).unwrap(), "native");
+        let v4 = v3.replace("version = 3", "version = 4");
+        assert_eq!(super::parse_snapshotter(&v4).unwrap(), "native");
+        // Config version 2 (kind's own config.toml is `version = 2`).
+        let v2 = "version = 2\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    sandbox_image = \"registry.k8s.io/pause:3.10\"\n    [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n      snapshotter = \"fuse-overlayfs\"\n";
+        assert_eq!(super::parse_snapshotter(v2).unwrap(), "fuse-overlayfs");
+        // Each version's key only: a version 2 key in a version 3 dump is not read.
+        let mixed = v2.replace("version = 2", "version = 3");
+        assert_eq!(
+            super::parse_snapshotter(&mixed).unwrap_err(),
+            "failed to detect containerd snapshotter (config version 3)"
+        );
+        assert_eq!(
+            super::parse_snapshotter("version = 5\n").unwrap_err(),
+            "unknown containerd config version: 5 (supported versions: 2, 3 and 4)"
+        );
+        assert_eq!(
+            super::parse_snapshotter("[plugins]\n").unwrap_err(),
+            "failed to detect containerd config version"
+        );
+    }
+
     #[test]
     fn ctr_images_ls_is_read_as_references_and_digests() {
         let out = "REF                                              TYPE                                                      DIGEST                                                                  SIZE     PLATFORMS   LABELS\n\

@@ -1,12 +1,12 @@
 //! The Kubernetes API backend's error: what the API server answered (status code and message), or why
 //! it could not be asked, with whether a retry may help and what the user can do.
 //!
-//! The real client ([`super::classify`]) and the simulated API server (`crate::sim`) build the same
+//! The real client ([`super::classify`]) and the simulated API server (crate `ocm-lab-sim`) build the same
 //! variants, so both read the same to the user and to the engine's retry.
 
 use std::time::Duration;
 
-use crate::backend::{Failure, ObjectRef, SimulatedFault, Transience};
+use crate::backend::{Failure, ObjectRef, Transience};
 
 /// Help for an API server that cannot be reached.
 const UNREACHABLE_HELP: &str = "check that the cluster is running (for kind: `docker ps` lists its control-plane \
@@ -56,7 +56,7 @@ pub enum KubeError {
     /// Any other status the server refused with (`code` 0: a status without a code).
     #[error("{}", rejected_text(*.code, .message))]
     Rejected { code: u16, message: String },
-    /// An answer with advice that only its context knows (the simulated API server's 404s and 422s).
+    /// An answer with advice that only its context knows (an API server's 404s and 422s whose cause the caller knows).
     #[error("{source}")]
     Hinted {
         source: Box<KubeError>,
@@ -76,11 +76,6 @@ pub enum KubeError {
     Client { detail: String },
     #[error("the API server at {server} did not answer within {after:?}")]
     ProbeTimeout { server: String, after: Duration },
-    /// A simulated cluster that is stopped or gone in the simulated world.
-    #[error(
-        "failed to reach the API server of cluster {cluster}: cluster {cluster} is not reachable (simulated)"
-    )]
-    SimulatedUnreachable { cluster: String },
 
     #[error("kubeconfig {path} does not exist")]
     KubeconfigMissing { path: String },
@@ -122,8 +117,6 @@ pub enum KubeError {
     ClusterDown {
         source: Box<KubeError>,
         stopped_node: Option<String>,
-        /// The simulated lab keeps the source's help, which names the simulated commands.
-        simulated: bool,
     },
 
     /// A watch stream ended (`what`: "the watch", "the CRD watch").
@@ -187,9 +180,6 @@ pub enum KubeError {
     Request { url: String, detail: String },
     #[error("GET {url}: reading the answer failed: {detail}")]
     ReadAnswer { url: String, detail: String },
-
-    #[error(transparent)]
-    Simulated(#[from] SimulatedFault),
 }
 
 fn fields_text(fields: &[String]) -> String {
@@ -275,7 +265,6 @@ impl Failure for KubeError {
             | KubeError::Unreachable { .. }
             | KubeError::Stream { .. }
             | KubeError::ProbeTimeout { .. }
-            | KubeError::SimulatedUnreachable { .. }
             | KubeError::WatchEnded { .. }
             | KubeError::NoReadyPod { .. }
             | KubeError::ReadAnswer { .. } => Transient,
@@ -287,7 +276,6 @@ impl Failure for KubeError {
             | KubeError::UseContext { source, .. }
             | KubeError::Connect { source, .. }
             | KubeError::WatchKeptFailing { source, .. } => source.transience(),
-            KubeError::Simulated(f) => f.transience,
             _ => Permanent,
         }
     }
@@ -327,27 +315,20 @@ impl Failure for KubeError {
             KubeError::Auth { .. } => {
                 "the kubeconfig's user credentials cannot be used: regenerate the kubeconfig".to_owned()
             }
-            KubeError::SimulatedUnreachable { .. } => {
-                "this simulated cluster is stopped or gone in the simulated world (there is no container to inspect: \
-                 it is a simulation); rebuild the simulated lab with `ocm-lab down --simulate`, then \
-                 `ocm-lab up --simulate` (with the same `-t` as this command)"
-                    .to_owned()
-            }
             KubeError::UseContext { source, .. } | KubeError::WatchKeptFailing { source, .. } => {
                 return source.help();
             }
             KubeError::Connect { source, help, .. } => return source.help().or_else(|| help.clone()),
-            KubeError::ClusterDown {
-                source,
-                stopped_node,
-                simulated,
-            } => match (simulated, stopped_node) {
-                (true, _) => return source.help(),
-                (false, Some(n)) => format!(
+            // Advice the answer's context gave (a `Hinted` source) knows better than Docker's view.
+            KubeError::ClusterDown { source, .. } if matches!(**source, KubeError::Hinted { .. }) => {
+                return source.help();
+            }
+            KubeError::ClusterDown { stopped_node, .. } => match stopped_node {
+                Some(n) => format!(
                     "start it with `docker start {n}` and run the command again, or rebuild the lab with \
                      `ocm-lab down` then `ocm-lab up` (with the same `-t`)"
                 ),
-                (false, None) => {
+                None => {
                     "rebuild the lab with `ocm-lab down` then `ocm-lab up` (with the same `-t`)".to_owned()
                 }
             },
@@ -362,7 +343,6 @@ impl Failure for KubeError {
             KubeError::NoReadyPod { .. } => {
                 "wait for the Service's Deployment to roll out, then try again".to_owned()
             }
-            KubeError::Simulated(f) => return f.help.clone(),
             _ => return None,
         })
     }

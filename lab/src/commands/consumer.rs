@@ -1,0 +1,410 @@
+//! `ocm-lab consumer NAMESPACE`: what a ClusterProfile consumer application needs to use this lab, read-only
+//! ([`run`], at the end).
+//!
+//! It reads the namespace's ClusterProfiles from the hub (and the names, never the contents, of the Secrets
+//! managed-serviceaccount synced next to them) and prints, ready for `kubectl apply`, what OCM's "ClusterProfile
+//! Access Providers" page has a consumer set up by hand:
+//!
+//! - the provider file the Cluster Inventory API's access helper reads (kubernetes-sigs/cluster-inventory-api
+//!   v0.1.2 `pkg/access/config.go` `NewFromFile`), naming managed-serviceaccount's `cp-creds` with the
+//!   ManagedServiceAccount the topology syncs to that namespace, as a ConfigMap;
+//! - a ServiceAccount, and the Roles and RoleBindings it needs: reading ClusterProfiles, and `get` on Secrets
+//!   for `cp-creds`, which GETs Secret `<clusterName>-<msa>` in its own namespace
+//!   (open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/clusterprofile-credentials-plugin/main.go`
+//!   `Secrets(namespace).Get`; its README asks for permission to "list secrets", but the code only gets);
+//! - the Pod spec snippet whose initContainer copies `/cp-creds` out of the managed-serviceaccount image the lab
+//!   runs (that image's Dockerfile at v0.10.0 copies `bin/cp-creds` to `/` of a ubi-minimal image, which has
+//!   `cp`), for the consumer's own Deployment.
+//!
+//! The objects carry no lab label: they are the consumer's, and `reset` and `down` must leave them alone.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::backend::ClusterApi;
+use crate::step::RunCtx;
+use crate::topology::Lab;
+use crate::topology::catalog::{Chart, chart_images};
+
+/// Where the initContainer puts `cp-creds`, and the provider file's `command`.
+pub const PLUGIN_DIR: &str = "/plugins";
+/// Where the provider file's ConfigMap is mounted.
+pub const PROVIDER_FILE_DIR: &str = "/etc/clusterprofile";
+/// The provider file's name: the Go helper's default for `-clusterprofile-provider-file`.
+pub const PROVIDER_FILE: &str = "clusterprofile-provider-file.json";
+/// The access provider cluster-proxy writes and `cp-creds` serves.
+pub const PROVIDER: &str = "open-cluster-management";
+
+/// What a consumer in a namespace needs.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Kit {
+    pub lab: String,
+    pub simulated: bool,
+    pub namespace: String,
+    pub profiles: Vec<Profile>,
+    pub managed_service_account: String,
+    pub plugin_image: String,
+    pub provider_file: Value,
+    /// ServiceAccount, Roles, RoleBindings and the provider file's ConfigMap, in the order to apply them.
+    pub objects: Vec<Value>,
+    /// The part of the consumer's Pod spec that mounts `cp-creds` and the provider file.
+    pub pod_spec: Value,
+}
+
+/// One ClusterProfile of the namespace, as a consumer will find it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    pub name: String,
+    /// The `open-cluster-management` access provider's server, if cluster-proxy has written it.
+    pub server: Option<String>,
+    /// The Secret `cp-creds` will read (`<cluster>-<msa>`), and whether it exists now.
+    pub synced_secret: String,
+    pub synced: bool,
+}
+
+/// The ManagedServiceAccount the topology syncs to ClusterProfiles of `namespace`, and the image that ships
+/// `cp-creds`; or why the lab gives a consumer in `namespace` nothing.
+pub fn plan(
+    lab: &Lab,
+    namespace: &str,
+    msa: Option<&str>,
+) -> Result<(String, String), (String, String)> {
+    let bound_sets: Vec<&str> = lab
+        .bindings
+        .iter()
+        .filter(|b| b.namespace == namespace)
+        .map(|b| b.cluster_set.as_str())
+        .collect();
+    if bound_sets.is_empty() {
+        let bound: std::collections::BTreeSet<&str> =
+            lab.bindings.iter().map(|b| b.namespace.as_str()).collect();
+        return Err((
+            format!(
+                "no ManagedClusterSet of lab `{}` is bound to it, so it holds no ClusterProfile",
+                lab.name
+            ),
+            format!(
+                "name a bound namespace ({}), or add it to a cluster set's `bindTo`",
+                bound.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    let Some(addon) = &lab.addons.managed_serviceaccount else {
+        return Err((
+            "the lab runs no managed-serviceaccount, whose `cp-creds` gives consumers credentials"
+                .into(),
+            "add `addons.managed-serviceaccount` with `credentialSync: true` to the topology"
+                .into(),
+        ));
+    };
+    let members = |cluster: &str| {
+        lab.cluster_sets.iter().any(|s| {
+            bound_sets.contains(&s.name.as_str()) && s.members.iter().any(|m| m == cluster)
+        })
+    };
+    let mut synced: Vec<&str> = lab
+        .service_accounts
+        .iter()
+        .filter(|sa| sa.sync_to_cluster_profile && members(&sa.cluster))
+        .map(|sa| sa.name.as_str())
+        .collect();
+    synced.sort_unstable();
+    synced.dedup();
+    let name = match (msa, synced.as_slice()) {
+        (Some(m), _) => m.to_owned(),
+        (None, [one]) => (*one).to_owned(),
+        (None, []) => {
+            return Err((
+                "no ManagedServiceAccount of the topology is synced to its ClusterProfiles".into(),
+                "add a `serviceAccounts` entry with `syncToClusterProfile: true` for the clusters bound here (and `credentialSync: true` on managed-serviceaccount), or give --msa".into(),
+            ));
+        }
+        (None, many) => {
+            return Err((
+                format!(
+                    "several ManagedServiceAccounts are synced to it: {}",
+                    many.join(", ")
+                ),
+                "choose one with --msa".into(),
+            ));
+        }
+    };
+    if !addon.credential_sync {
+        return Err((
+            "managed-serviceaccount runs without its ClusterProfileCredSyncer, so no token is synced next to the ClusterProfiles".into(),
+            "set `credentialSync: true` on `addons.managed-serviceaccount`".into(),
+        ));
+    }
+    let image = chart_images(Chart::ManagedServiceaccount, addon.release.version)
+        .and_then(|images| images.first())
+        .map(|i| i.reference(addon.release.version))
+        .ok_or_else(|| {
+            (
+                format!(
+                    "the version catalog names no image for managed-serviceaccount {}",
+                    addon.release.version
+                ),
+                "use a managed-serviceaccount version the catalog pins (`ocm-lab images list`)"
+                    .into(),
+            )
+        })?;
+    Ok((name, image))
+}
+
+/// The provider file for `msa`, with `cp-creds` where the initContainer puts it.
+pub fn provider_file(msa: &str) -> Value {
+    json!({"providers": [{"name": PROVIDER, "execConfig": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": format!("{PLUGIN_DIR}/cp-creds"),
+        "args": [format!("--managed-serviceaccount={msa}")],
+        "provideClusterInfo": true,
+        "interactiveMode": "Never",
+    }}]})
+}
+
+/// The objects to apply for ServiceAccount `sa` in `namespace`.
+pub fn objects(namespace: &str, sa: &str, provider_file: &Value) -> Vec<Value> {
+    let role = |name: String, rule: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": name, "namespace": namespace}, "rules": [rule]})
+    };
+    let binding = |name: String| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]})
+    };
+    let profiles = format!("{sa}-clusterprofiles");
+    let creds = format!("{sa}-cp-creds");
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": namespace}}),
+        role(
+            profiles.clone(),
+            json!({"apiGroups": ["multicluster.x-k8s.io"], "resources": ["clusterprofiles"],
+                   "verbs": ["get", "list", "watch"]}),
+        ),
+        binding(profiles),
+        role(
+            creds.clone(),
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+        ),
+        binding(creds),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": format!("{sa}-provider-file"), "namespace": namespace},
+               "data": {PROVIDER_FILE: serde_json::to_string_pretty(provider_file).expect("JSON values serialize")}}),
+    ]
+}
+
+/// The consumer Pod's spec: its ServiceAccount, the initContainer that copies `cp-creds`, and the mounts.
+pub fn pod_spec(sa: &str, image: &str) -> Value {
+    json!({
+        "serviceAccountName": sa,
+        "volumes": [
+            {"name": "plugins", "emptyDir": {}},
+            {"name": "provider-file", "configMap": {"name": format!("{sa}-provider-file")}}
+        ],
+        "initContainers": [{
+            "name": "cp-creds",
+            "image": image,
+            "command": ["cp", "/cp-creds", format!("{PLUGIN_DIR}/cp-creds")],
+            "volumeMounts": [{"name": "plugins", "mountPath": PLUGIN_DIR}]
+        }],
+        "containers": [{
+            "name": "consumer",
+            "image": "YOUR-CONSUMER-IMAGE",
+            "args": [format!("--clusterprofile-provider-file={PROVIDER_FILE_DIR}/{PROVIDER_FILE}")],
+            "volumeMounts": [
+                {"name": "plugins", "mountPath": PLUGIN_DIR},
+                {"name": "provider-file", "mountPath": PROVIDER_FILE_DIR, "readOnly": true}
+            ]
+        }]
+    })
+}
+
+/// The namespace's ClusterProfiles, and whether each one's synced Secret exists (names only).
+pub async fn profiles(
+    hub: &dyn ClusterApi,
+    namespace: &str,
+    msa: &str,
+) -> Result<Vec<Profile>, crate::backend::KubeError> {
+    let list = hub
+        .list(
+            "multicluster.x-k8s.io/v1alpha1",
+            "ClusterProfile",
+            Some(namespace),
+            None,
+        )
+        .await?;
+    let secrets: Vec<String> = hub
+        .list_metadata("v1", "Secret", Some(namespace), None)
+        .await?
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let mut out: Vec<Profile> = list
+        .iter()
+        .map(|p| {
+            let name = p["metadata"]["name"].as_str().unwrap_or("?").to_owned();
+            let provider = p["status"]["accessProviders"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["name"] == PROVIDER);
+            let cluster = provider
+                .and_then(|a| a["cluster"]["extensions"].as_array())
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == "client.authentication.k8s.io/exec")
+                .and_then(|e| e["extension"]["clusterName"].as_str())
+                .unwrap_or(&name)
+                .to_owned();
+            let synced_secret = format!("{cluster}-{msa}");
+            Profile {
+                server: provider.and_then(|a| a["cluster"]["server"].as_str().map(str::to_owned)),
+                synced: secrets.contains(&synced_secret),
+                synced_secret,
+                name,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The `-o yaml` form: the objects as a YAML stream for `kubectl apply -f -`, the profiles and the Pod spec
+/// snippet as comments.
+pub fn render_yaml(kit: &Kit) -> String {
+    let mut out = String::new();
+    let sim = if kit.simulated {
+        " (SIMULATED lab)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "# What a ClusterProfile consumer in namespace {} of lab `{}`{sim} needs:",
+        kit.namespace, kit.lab
+    );
+    let _ = writeln!(
+        out,
+        "# `kubectl apply -f` this, then give your Pod the spec at the end."
+    );
+    let _ = writeln!(out, "#\n# ClusterProfiles in {}:", kit.namespace);
+    if kit.profiles.is_empty() {
+        let _ = writeln!(out, "#   none yet");
+    }
+    for p in &kit.profiles {
+        let _ = writeln!(
+            out,
+            "#   {}: {}; credential Secret {} {}",
+            p.name,
+            p.server.as_deref().map_or(
+                "NO `open-cluster-management` access provider yet".to_owned(),
+                |s| format!("server {s}")
+            ),
+            p.synced_secret,
+            if p.synced { "synced" } else { "NOT synced yet" }
+        );
+    }
+    for o in &kit.objects {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(o).expect("objects serialize to YAML"));
+    }
+    let _ = writeln!(
+        out,
+        "# The consumer's Pod spec: cp-creds copied out of {} by an initContainer, the provider file\n# mounted where the consumer reads it (the Go helper's flag; examples/consumer takes --provider-file).",
+        kit.plugin_image
+    );
+    let spec =
+        serde_saphyr::to_string(&json!({"spec": kit.pod_spec})).expect("objects serialize to YAML");
+    for line in spec.lines() {
+        let _ = writeln!(out, "# {line}");
+    }
+    out
+}
+
+/// `ocm-lab consumer`: read-only, so it takes no lock.
+pub fn run(args: &crate::cli::ConsumerArgs) -> Result<(), crate::error::Error> {
+    use super::runner::{Purpose, ensure_up, open_backends, runtime};
+    use crate::cli::Output;
+    use crate::error::Error;
+    use crate::step::events::Events;
+    let output = args.output.output;
+    let run_args = crate::cli::RunArgs::from(args);
+    let (loaded, _, patches) = super::inputs(&run_args.lab)?;
+    super::warn(&loaded);
+    let lab = loaded.lab;
+    let (msa, image) =
+        plan(&lab, &args.namespace, args.msa.as_deref()).map_err(|(why, help)| {
+            Error::ConsumerTopology {
+                namespace: args.namespace.clone(),
+                why,
+                help,
+            }
+        })?;
+    let state = crate::state::StateDir::for_run(&lab.name, run_args.simulate)?;
+    ensure_up(&lab, &state, &run_args)?;
+    let rt = runtime()?;
+    let opened = open_backends(&rt, &run_args, &state, Purpose::Look, &lab)?;
+    let simulated = opened.backends.simulated;
+    let lab_name = lab.name.clone();
+    let hub_name = lab.hub.cluster.name.clone();
+    let read = rt.block_on(async {
+        let (events, _rx) = Events::channel();
+        let ctx = RunCtx::new(
+            lab,
+            opened.backends.clone(),
+            state.clone(),
+            patches,
+            events,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let hub = ctx.api(&hub_name).await?;
+        profiles(hub.as_ref(), &args.namespace, &msa).await
+    });
+    rt.shutdown_background();
+    let profiles = read.map_err(|e| Error::ConsumerHub {
+        namespace: args.namespace.clone(),
+        why: e.to_string(),
+        help: format!(
+            "`{}` says what is wrong with the lab",
+            run_args.command_line("status")
+        ),
+    })?;
+    let provider_file = provider_file(&msa);
+    let kit = Kit {
+        lab: lab_name,
+        simulated,
+        objects: objects(&args.namespace, &args.service_account, &provider_file),
+        pod_spec: pod_spec(&args.service_account, &image),
+        namespace: args.namespace.clone(),
+        profiles,
+        managed_service_account: msa,
+        plugin_image: image,
+        provider_file,
+    };
+    match output {
+        Output::Json => super::document(output, &kit, String::new),
+        Output::Yaml | Output::Human => super::stdout(&render_yaml(&kit)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_provider_file_is_the_one_the_plugins_readme_gives_with_the_initcontainers_path() {
+        assert_eq!(
+            provider_file("inventory-reader"),
+            json!({"providers": [{"name": "open-cluster-management", "execConfig": {
+                "apiVersion": "client.authentication.k8s.io/v1", "command": "/plugins/cp-creds",
+                "args": ["--managed-serviceaccount=inventory-reader"], "provideClusterInfo": true,
+                "interactiveMode": "Never"}}]})
+        );
+    }
+}
