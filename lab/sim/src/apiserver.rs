@@ -3,7 +3,6 @@
 //! cascades, label selectors, and the errors a real server gives where the lab depends on them
 //! (OCM-FACTS §9.3, §10).
 
-use super::util::At as _;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -18,8 +17,6 @@ use ocm_lab_core::backend::{KubeError, ObjectRef};
 /// version they were written at.
 pub mod gk {
     use serde_json::Value;
-
-    use crate::util::At as _;
 
     use ocm_lab_core::backend::ObjectRef;
 
@@ -73,8 +70,8 @@ pub mod gk {
     /// The group/kind a CRD object defines.
     pub fn of_crd(crd: &Value) -> Option<String> {
         Some(make(
-            crd.at("/spec/group")?.as_str()?,
-            crd.at("/spec/names/kind")?.as_str()?,
+            crd.pointer("/spec/group")?.as_str()?,
+            crd.pointer("/spec/names/kind")?.as_str()?,
         ))
     }
 
@@ -182,17 +179,21 @@ pub(crate) struct Conversion {
 
 impl Conversion {
     fn of(crd: &Value) -> Option<Conversion> {
-        if crd.at("/spec/conversion/strategy").and_then(Value::as_str) != Some("Webhook") {
+        if crd
+            .pointer("/spec/conversion/strategy")
+            .and_then(Value::as_str)
+            != Some("Webhook")
+        {
             return None;
         }
         let storage = crd
-            .at("/spec/versions")
+            .pointer("/spec/versions")
             .and_then(Value::as_array)
             .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
             .and_then(|v| v["name"].as_str())
             .map(str::to_owned);
         let service = crd
-            .at("/spec/conversion/webhook/clientConfig/service/name")
+            .pointer("/spec/conversion/webhook/clientConfig/service/name")
             .and_then(Value::as_str)
             .map(str::to_owned);
         Some(Conversion { storage, service })
@@ -229,13 +230,6 @@ pub(crate) struct Store {
     objects: Objects,
     /// Last resourceVersion handed out.
     pub rv: u64,
-    /// Custom kinds served now (their CRD is Established), by gk.
-    #[serde(skip)]
-    crds: BTreeMap<String, KindInfo>,
-    /// Custom kinds whose CRD (Established or not) converts by webhook, by gk: its storage version and
-    /// the webhook's Service. So a write finds its conversion webhook without reading every CRD.
-    #[serde(skip)]
-    conversions: BTreeMap<String, Conversion>,
 }
 
 impl Store {
@@ -285,9 +279,6 @@ impl Store {
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
-        if gk == self::gk::CRD {
-            self.index_crd(&obj);
-        }
         self.objects
             .entry(gk.to_owned())
             .or_default()
@@ -307,12 +298,6 @@ impl Store {
             if by_ns.is_empty() {
                 self.objects.remove(gk);
             }
-        }
-        if gk == self::gk::CRD
-            && let Some(k) = self::gk::of_crd(&old)
-        {
-            self.crds.remove(&k);
-            self.conversions.remove(&k);
         }
         Some(old)
     }
@@ -334,7 +319,7 @@ impl Store {
     /// cluster-scoped one.
     pub fn dependents(&self, uid: &str, ns: Option<&str>) -> Vec<(String, String, String)> {
         let owned = |o: &Value| {
-            o.at("/metadata/ownerReferences")
+            o.pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
         };
@@ -354,55 +339,41 @@ impl Store {
         out
     }
 
-    pub fn crd_served(&self, gk: &str) -> bool {
-        self.crds.contains_key(gk)
+    /// The CRD that defines custom kind `gk` (Established or not).
+    fn crd_of(&self, gk: &str) -> Option<&Value> {
+        self.list(self::gk::CRD, None)
+            .find(|crd| self::gk::of_crd(crd).as_deref() == Some(gk))
     }
 
-    fn index_crd(&mut self, crd: &Value) {
-        let Some(k) = gk::of_crd(crd) else { return };
-        match Conversion::of(crd) {
-            Some(c) => self.conversions.insert(k.clone(), c),
-            None => self.conversions.remove(&k),
+    /// The custom kind `gk` while its CRD is Established (served), with its served versions.
+    fn custom_kind(&self, gk: &str) -> Option<KindInfo> {
+        let crd = self
+            .crd_of(gk)
+            .filter(|crd| util::condition_is(crd, "Established", "True"))?;
+        let text = |p: &str| {
+            crd.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
         };
-        if util::condition_is(crd, "Established", "True") {
-            let versions = crd
-                .at("/spec/versions")
+        Some(KindInfo {
+            group: text("/spec/group"),
+            kind: text("/spec/names/kind"),
+            plural: text("/spec/names/plural"),
+            namespaced: crd["spec"]["scope"] == "Namespaced",
+            versions: crd
+                .pointer("/spec/versions")
                 .and_then(Value::as_array)
-                .map(|vs| {
-                    vs.iter()
-                        .filter(|v| v["served"] == true)
-                        .filter_map(|v| v["name"].as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            self.crds.insert(
-                k,
-                KindInfo {
-                    group: crd["spec"]["group"].as_str().unwrap_or("").to_owned(),
-                    kind: crd["spec"]["names"]["kind"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned(),
-                    plural: crd["spec"]["names"]["plural"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned(),
-                    namespaced: crd["spec"]["scope"] == "Namespaced",
-                    versions,
-                },
-            );
-        } else {
-            self.crds.remove(&k);
-        }
+                .into_iter()
+                .flatten()
+                .filter(|v| v["served"] == true)
+                .filter_map(|v| v["name"].as_str().map(str::to_owned))
+                .collect(),
+        })
     }
 
-    pub fn rebuild_index(&mut self) {
-        let crds: Vec<Value> = self.list(gk::CRD, None).cloned().collect();
-        self.crds.clear();
-        self.conversions.clear();
-        for c in &crds {
-            self.index_crd(c);
-        }
+    pub fn crd_served(&self, gk: &str) -> bool {
+        self.custom_kind(gk).is_some()
     }
 }
 
@@ -428,10 +399,8 @@ pub(crate) fn resolve(w: &World, cluster: &str, api_version: &str, kind: &str) -
     }
     let c = w.clusters.get(cluster)?;
     c.api
-        .crds
-        .get(&gk::make(group, kind))
+        .custom_kind(&gk::make(group, kind))
         .filter(|i| i.versions.iter().any(|v| v == version))
-        .cloned()
 }
 
 // Errors are worded and classified like the real backend's (`backend::kube`, `backend::kube::classify`):
@@ -815,7 +784,7 @@ fn conversion_webhook(
     key: &str,
     api_version: &str,
 ) -> Option<HubWebhook> {
-    let conversion = w.clusters.get(cluster)?.api.conversions.get(key)?;
+    let conversion = Conversion::of(w.clusters.get(cluster)?.api.crd_of(key)?)?;
     let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
     if conversion.storage.as_deref() == Some(version) {
         return None;
@@ -847,7 +816,7 @@ pub(crate) fn hub_gate(w: &World, cluster: &str, gate: &str) -> bool {
         return false;
     };
     gate_on(
-        cm.at("/spec/registrationConfiguration/featureGates"),
+        cm.pointer("/spec/registrationConfiguration/featureGates"),
         gate,
         gate == "DefaultClusterSet",
     )
@@ -877,12 +846,12 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
     // namespace is gone, which the real backend classifies as transient.
     if key == gk::MANAGED_CLUSTER && webhook_registered(w, cluster, &MC_VALIDATOR) {
         let name = util::name(obj);
-        let accepting = obj.at("/spec/hubAcceptsClient") == Some(&json!(true))
+        let accepting = obj.pointer("/spec/hubAcceptsClient") == Some(&json!(true))
             && w.get(cluster, key, "", name)
-                .is_none_or(|old| old.at("/spec/hubAcceptsClient") != Some(&json!(true)));
+                .is_none_or(|old| old.pointer("/spec/hubAcceptsClient") != Some(&json!(true)));
         let terminating = w
             .get(cluster, gk::NAMESPACE, "", name)
-            .is_some_and(|ns| ns.at("/status/phase") == Some(&json!("Terminating")));
+            .is_some_and(|ns| ns.pointer("/status/phase") == Some(&json!("Terminating")));
         if accepting && terminating {
             return Err(KubeError::Forbidden {
                 message: format!(
@@ -894,7 +863,7 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
         }
     }
     if key == gk::SET_BINDING && webhook_registered(w, cluster, &BINDING_VALIDATOR) {
-        let set = obj.at("/spec/clusterSet").and_then(Value::as_str);
+        let set = obj.pointer("/spec/clusterSet").and_then(Value::as_str);
         if set != Some(util::name(obj)) {
             return Err(rejected(
                 400,

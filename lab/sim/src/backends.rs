@@ -1039,21 +1039,8 @@ impl ClusterApi for SimApi {
     ) -> std::result::Result<Value, WaitError> {
         let start = Instant::now();
         let cluster = self.cluster.clone();
-        // Re-check only when the object changed (its resourceVersion, or its appearing/disappearing).
-        let mut seen: Option<Option<String>> = None;
         let outcome = watch(&self.shared, &cluster, start + timeout, |w| {
-            let o = lookup(w, &cluster, r);
-            let rv = o.map(|o| {
-                o["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned()
-            });
-            if seen.as_ref() == Some(&rv) {
-                return None;
-            }
-            seen = Some(rv);
-            let o = with_version(o, &r.api_version);
+            let o = with_version(lookup(w, &cluster, r), &r.api_version);
             (cond.check)(o.as_ref()).then(|| o.unwrap_or(Value::Null))
         })
         .await;

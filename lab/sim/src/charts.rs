@@ -3,7 +3,6 @@
 //! simulated controllers depend on is rendered, with the same names, value keys and version
 //! differences as upstream.
 
-use super::util::At as _;
 use serde_json::{Value, json};
 
 use super::util::{self, helm_text, truthy};
@@ -342,7 +341,7 @@ fn values_over(defaults: Value, given: &Value) -> Value {
 }
 
 fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    v.at(&format!("/{}", path.replace('.', "/")))
+    v.pointer(&format!("/{}", path.replace('.', "/")))
 }
 
 fn text(v: &Value, path: &str, default: &str) -> String {

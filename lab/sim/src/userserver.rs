@@ -2,7 +2,6 @@
 //! `localhost`, CA pinned, bearer token), answered by a model of the one HTTPS server the lab talks to:
 //! the cluster-proxy user server (OCM-FACTS §6.1, §6.2).
 
-use super::util::At as _;
 use serde_json::{Value, json};
 
 use super::apiserver::gk;
@@ -87,7 +86,7 @@ pub(crate) fn get(
     let backend = w.list(hub, gk::DEPLOYMENT, Some(namespace)).find(|d| {
         controllers::available(d)
             && selector.iter().all(|(k, v)| {
-                d.at("/spec/template/metadata/labels")
+                d.pointer("/spec/template/metadata/labels")
                     .and_then(|l| l.get(k))
                     == Some(v)
             })
@@ -158,7 +157,7 @@ fn user_server(
     }
     let addon = w.get(hub, gk::MCA, cluster, "cluster-proxy");
     let service_proxy = controllers::available_deployment(w, hub, "cluster-proxy-addon-manager")
-        .and_then(|d| d.at("/spec/template/spec/containers/0/args"))
+        .and_then(|d| d.pointer("/spec/template/spec/containers/0/args"))
         .and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(|x| x == "--enable-service-proxy=true"));
     let spoke = w.spoke_of(hub, cluster).filter(|s| w.reachable(s));

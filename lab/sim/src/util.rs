@@ -112,8 +112,7 @@ pub fn uid(obj: &Value) -> &str {
     meta_str(obj, "uid")
 }
 
-/// `metadata.<key>` as a string ("" when absent), without `Value::pointer`'s per-call allocations (this
-/// is on every hot path).
+/// `metadata.<key>` as a string ("" when absent).
 fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
     obj.get("metadata")
         .and_then(|m| m.get(key))
@@ -121,29 +120,9 @@ fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// `Value::pointer` without its per-token allocations (the simulation's pointers are plain keys and
-/// indexes, no `~` escapes).
-pub trait At {
-    fn at(&self, pointer: &str) -> Option<&Value>;
-}
-
-impl At for Value {
-    fn at(&self, pointer: &str) -> Option<&Value> {
-        let mut cur = self;
-        for key in pointer.split('/').skip(1) {
-            cur = match cur {
-                Value::Object(m) => m.get(key)?,
-                Value::Array(a) => a.get(key.parse::<usize>().ok()?)?,
-                _ => return None,
-            };
-        }
-        Some(cur)
-    }
-}
-
-/// A string at a JSON pointer made of plain map keys (no `~` escapes), without allocating.
+/// A string at a JSON pointer.
 pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
-    obj.at(pointer)?.as_str()
+    obj.pointer(pointer)?.as_str()
 }
 
 /// A mutable object at a JSON pointer made of map keys, created (as `{}`) where missing.
@@ -172,7 +151,7 @@ pub fn set_label(obj: &mut Value, key: &str, value: &str) {
 
 /// A `status.conditions[]` entry by type.
 pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj.at("/status/conditions")?
+    obj.pointer("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == kind)
@@ -244,7 +223,7 @@ pub fn merge(target: &mut Value, patch: &Value) {
 
 /// Whether a JSON pointer made of map keys is present.
 pub fn has_path(v: &Value, pointer: &str) -> bool {
-    v.at(pointer).is_some()
+    v.pointer(pointer).is_some()
 }
 
 /// Helm's truthiness for `{{ if .Values.x }}`.

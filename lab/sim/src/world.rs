@@ -128,8 +128,6 @@ pub(crate) struct Change {
     pub ns: String,
     pub name: String,
     pub kind: ChangeKind,
-    /// The labels before an update that changed them (kept for ManagedClusters only: set membership).
-    pub prev_labels: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -511,25 +509,15 @@ impl World {
     /// A next free address on the `kind` network: 172.18.0.2, 172.18.0.3, …
     pub(crate) fn next_ip(&self) -> String {
         let ip = |i: u32| format!("172.18.{}.{}", i / 254, i % 254 + u32::from(i / 254 > 0));
-        // Addresses in use as indexes (one pass, no formatting per candidate).
-        let index = |addr: &str| -> Option<u32> {
-            let mut parts = addr.strip_prefix("172.18.")?.split('.');
-            let (hi, lo): (u32, u32) = (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
-            let i = hi
-                .checked_mul(254)?
-                .checked_add(lo)?
-                .checked_sub(u32::from(hi > 0))?;
-            (ip(i) == addr).then_some(i)
-        };
-        let used: std::collections::HashSet<u32> = self
+        let used: BTreeSet<&str> = self
             .containers
             .values()
             .filter_map(|c| c.networks.get(KIND_NETWORK))
-            .filter_map(|a| index(a))
+            .map(String::as_str)
             .collect();
         (2u32..)
-            .find(|i| !used.contains(i))
             .map(ip)
+            .find(|a| !used.contains(a.as_str()))
             .expect("an address is free")
     }
 
@@ -707,7 +695,6 @@ impl World {
         let ns = util::namespace(&obj).to_owned();
         let name = util::name(&obj).to_owned();
         let tracks_generation = gk::tracks_generation(&key);
-        let mut prev_labels = None;
         let updated = match old {
             None => None,
             Some(old) => {
@@ -726,9 +713,6 @@ impl World {
                     obj["metadata"]["generation"] = json!(g);
                 }
                 let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
-                if labels && key == gk::MANAGED_CLUSTER {
-                    prev_labels = Some(old["metadata"]["labels"].clone());
-                }
                 Some(ChangeKind::Updated { labels, spec })
             }
         };
@@ -758,7 +742,6 @@ impl World {
             ns,
             name,
             kind,
-            prev_labels,
         });
         self.touched.insert(cluster.to_owned());
         true
@@ -782,7 +765,6 @@ impl World {
             ns: ns.to_owned(),
             name: name.to_owned(),
             kind: ChangeKind::Deleted,
-            prev_labels: None,
         });
         self.touched.insert(cluster.to_owned());
         let mut cascade: Vec<(String, String, String)> = Vec::new();
@@ -818,10 +800,9 @@ impl World {
         Some(old)
     }
 
-    /// Makes the per-cluster indexes right after loading.
+    /// Gives a cluster saved before clusters had a CA its own, after loading.
     pub(crate) fn after_load(&mut self) {
         for c in self.clusters.values_mut() {
-            c.api.rebuild_index();
             if c.ca.is_none() {
                 c.ca = Some(super::certs::ClusterCa::new(&c.name));
             }
@@ -860,29 +841,16 @@ const SERVER_FIELDS: [&str; 4] = ["uid", "creationTimestamp", "resourceVersion",
 
 /// Equal once the server-managed metadata of `old` is copied into `new` (what [`World::put`] does).
 pub(crate) fn same_ignoring_server_fields(old: &Value, new: &Value) -> bool {
-    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
-        return old == new;
-    };
-    if o.len() != n.len() {
-        return false;
-    }
-    o.iter().all(|(k, ov)| {
-        let Some(nv) = n.get(k) else { return false };
-        if k != "metadata" {
-            return ov == nv;
+    let mut new = new.clone();
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in SERVER_FIELDS {
+            match old["metadata"].get(k) {
+                Some(v) => meta.insert(k.to_owned(), v.clone()),
+                None => meta.remove(k),
+            };
         }
-        let (Some(om), Some(nm)) = (ov.as_object(), nv.as_object()) else {
-            return ov == nv;
-        };
-        let client = |k: &String| !SERVER_FIELDS.contains(&k.as_str());
-        om.iter()
-            .filter(|(k, _)| client(k))
-            .all(|(k, v)| nm.get(k) == Some(v))
-            && nm
-                .iter()
-                .filter(|(k, _)| client(k))
-                .all(|(k, v)| om.get(k) == Some(v))
-    })
+    }
+    &new == old
 }
 
 /// Whether two objects agree on everything but `metadata` and `status` (what bumps `generation`).

@@ -1,7 +1,6 @@
 //! The addon framework, cluster-proxy and managed-serviceaccount on the hub (OCM-FACTS §6, §6.1, §7,
 //! §9.5, §9.6).
 
-use crate::util::At as _;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
@@ -51,12 +50,12 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
     if !is_hub(w, hub) || !w.served(hub, gk::MCA) {
         return Vec::new();
     }
-    if cma.at("/spec/installStrategy/type") != Some(&json!("Placements")) {
+    if cma.pointer("/spec/installStrategy/type") != Some(&json!("Placements")) {
         return Vec::new();
     }
     let mut selected = BTreeSet::new();
     for p in cma
-        .at("/spec/installStrategy/placements")
+        .pointer("/spec/installStrategy/placements")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -86,7 +85,7 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
             continue;
         }
         let owned = w.get(hub, gk::MCA, &ns, addon).is_some_and(|a| {
-            a.at("/metadata/ownerReferences")
+            a.pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
         });
@@ -512,12 +511,12 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     }
     let mut ops = Vec::new();
     for cma in w.list(hub, gk::CMA, None) {
-        if cma.at("/spec/installStrategy/type") != Some(&json!("Placements")) {
+        if cma.pointer("/spec/installStrategy/type") != Some(&json!("Placements")) {
             continue;
         }
         let addon = util::name(cma);
         let selected = cma
-            .at("/spec/installStrategy/placements")
+            .pointer("/spec/installStrategy/placements")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()

@@ -6,7 +6,7 @@ mod addons;
 pub(super) mod ocm;
 mod sets;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use serde_json::{Value, json};
@@ -55,17 +55,6 @@ pub(crate) enum Resync {
 /// `addons.rs`, each file's in its `CONTROLLERS` order.
 static ALL: LazyLock<Vec<&'static Controller>> =
     LazyLock::new(|| [ocm::CONTROLLERS, sets::CONTROLLERS, addons::CONTROLLERS].concat());
-
-/// Which controllers watch each kind: (controller, what a change queues).
-static WATCHERS: LazyLock<HashMap<&'static str, Vec<(u8, WatchFn)>>> = LazyLock::new(|| {
-    let mut by_kind: HashMap<&'static str, Vec<(u8, WatchFn)>> = HashMap::new();
-    for (i, c) in ALL.iter().enumerate() {
-        for (gk, watch) in c.watches {
-            by_kind.entry(gk).or_default().push((rank(i), *watch));
-        }
-    }
-    by_kind
-});
 
 fn rank(i: usize) -> u8 {
     u8::try_from(i).expect("fewer than 256 simulated controllers")
@@ -349,9 +338,9 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
     if !w.clusters.contains_key(c) {
         return;
     }
-    if let Some(watchers) = WATCHERS.get(ch.gk.as_str()) {
-        for (ctl, watch) in watchers {
-            watch(w, ch, &mut Queue { ctl: *ctl, out });
+    for (i, ctl) in ALL.iter().enumerate() {
+        for (_, watch) in ctl.watches.iter().filter(|(gk, _)| *gk == ch.gk) {
+            watch(w, ch, &mut Queue { ctl: rank(i), out });
         }
     }
     if restarts_hub(ch) {

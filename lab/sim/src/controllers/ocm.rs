@@ -1,7 +1,6 @@
 //! The API server's own controllers (CRD establishing, Deployment rollout, CSR signing), OCM's operators,
 //! and the registration agent and hub (join, accept, claims).
 
-use crate::util::At as _;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -148,8 +147,14 @@ pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
         ),
         _ => None,
     };
-    let replicas = d.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-    let generation = d.at("/metadata/generation").cloned().unwrap_or(json!(1));
+    let replicas = d
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let generation = d
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
     let mut n = d.clone();
     {
         let st = util::obj_at(&mut n, &["status"]);
@@ -412,7 +417,7 @@ fn agent_namespace(k: &Value) -> String {
 
 fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
     apiserver::gate_on(
-        k.at("/spec/registrationConfiguration/featureGates"),
+        k.pointer("/spec/registrationConfiguration/featureGates"),
         gate,
         default,
     )
@@ -576,14 +581,15 @@ fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
     let cfg: Value = serde_saphyr::from_str(&text)
         .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
     let field = |path: &str, missing: &str| {
-        cfg.at(path)
+        cfg.pointer(path)
             .and_then(Value::as_str)
             .map(str::to_owned)
             .ok_or_else(|| missing.to_owned())
     };
-    let insecure = cfg.at("/clusters/0/cluster/insecure-skip-tls-verify") == Some(&json!(true));
+    let insecure =
+        cfg.pointer("/clusters/0/cluster/insecure-skip-tls-verify") == Some(&json!(true));
     let ca = match cfg
-        .at("/clusters/0/cluster/certificate-authority-data")
+        .pointer("/clusters/0/cluster/certificate-authority-data")
         .and_then(Value::as_str)
     {
         Some(b64) => Some(
@@ -797,7 +803,8 @@ pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
     let Some(csr) = w.get(hub, gk::CSR, "", name) else {
         return Vec::new();
     };
-    if !util::condition_is(csr, "Approved", "True") || csr.at("/status/certificate").is_some() {
+    if !util::condition_is(csr, "Approved", "True") || csr.pointer("/status/certificate").is_some()
+    {
         return Vec::new();
     }
     let pem = format!(
@@ -826,7 +833,7 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     if !is_hub(w, hub) {
         return Vec::new();
     }
-    let accepted = m.at("/spec/hubAcceptsClient") == Some(&json!(true));
+    let accepted = m.pointer("/spec/hubAcceptsClient") == Some(&json!(true));
     let mut n = m.clone();
     let mut ops = Vec::new();
     if accepted {
@@ -864,7 +871,7 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         let signed = agent.joined
             || agent.csr.as_ref().is_some_and(|c| {
                 w.get(hub, gk::CSR, "", c)
-                    .is_some_and(|o| o.at("/status/certificate").is_some())
+                    .is_some_and(|o| o.pointer("/status/certificate").is_some())
             });
         if accepted && signed && agent.stopped.is_some() {
             // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
@@ -979,7 +986,7 @@ pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
             by_name.insert(s(util::name(p)), s(v));
         }
     }
-    let cfg = k.at("/spec/registrationConfiguration/clusterClaimConfiguration");
+    let cfg = k.pointer("/spec/registrationConfiguration/clusterClaimConfiguration");
     let max = cfg
         .and_then(|c| c["maxCustomClusterClaims"].as_u64())
         .unwrap_or(20) as usize;
@@ -1011,7 +1018,7 @@ pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     a.claim_error = None;
     let mut n = mc.clone();
     util::remove_condition(&mut n, "ClusterClaimsSynced");
-    let current = mc.at("/status/clusterClaims");
+    let current = mc.pointer("/status/clusterClaims");
     if claims.is_empty() {
         if current.is_some()
             && let Some(st) = n["status"].as_object_mut()

@@ -1,6 +1,5 @@
 //! Cluster sets, bindings, ClusterProfiles and placements on the hub (OCM-FACTS §4.1, §9.10, §10).
 
-use crate::util::At as _;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
@@ -13,7 +12,7 @@ use super::{
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
 use crate::util::{self, set_condition};
-use crate::world::{Change, ChangeKind, World};
+use crate::world::{ChangeKind, World};
 use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
 const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
@@ -257,10 +256,10 @@ pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
             util::label(m, CLUSTERSET_LABEL).unwrap_or(""),
         );
         util::set_label(&mut n, CLUSTER_NAME_LABEL, mc);
-        if let Some(v) = m.at("/status/version/kubernetes") {
+        if let Some(v) = m.pointer("/status/version/kubernetes") {
             n["status"]["version"] = json!({"kubernetes": v});
         }
-        match m.at("/status/clusterClaims").and_then(Value::as_array) {
+        match m.pointer("/status/clusterClaims").and_then(Value::as_array) {
             Some(claims) => {
                 let props: Vec<Value> = claims
                     .iter()
@@ -312,7 +311,7 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         .as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|pr| pr.at("/requiredClusterSelector/labelSelector"))
+                .filter_map(|pr| pr.pointer("/requiredClusterSelector/labelSelector"))
                 .collect()
         })
         .unwrap_or_default();
@@ -362,7 +361,7 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     // Clusters newly decided get their addons right away; a cluster leaving makes the addon manager
     // look at everything (rare).
     let before: BTreeSet<&str> = decision
-        .at("/status/decisions")
+        .pointer("/status/decisions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -419,15 +418,9 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     ops
 }
 
-/// Whether a Placement decided on `mc` (no allocation: this runs once per joining cluster).
+/// Whether a Placement decided on `mc`.
 pub(super) fn decides(w: &World, hub: &str, ns: &str, placement: &str, mc: &str) -> bool {
-    w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
-        .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
-        .any(|d| {
-            d.at("/status/decisions")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x["clusterName"] == mc))
-        })
+    decided(w, hub, ns, placement).contains(mc)
 }
 
 /// Clusters a Placement decided on.
@@ -435,7 +428,7 @@ pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeS
     w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
         .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
         .flat_map(|d| {
-            d.at("/status/decisions")
+            d.pointer("/status/decisions")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -451,30 +444,6 @@ fn profiles_named(w: &World, hub: &str, name: &str) -> Vec<String> {
         .into_iter()
         .filter(|ns| w.get(hub, gk::CLUSTER_PROFILE, ns, name).is_some())
         .collect()
-}
-
-/// The sets whose membership a ManagedCluster change altered (all of them the cluster was in, when it
-/// was deleted).
-fn sets_changed<'a>(w: &'a World, ch: &Change) -> BTreeSet<&'a str> {
-    let c = ch.cluster.as_str();
-    let now = w.get(c, gk::MANAGED_CLUSTER, "", &ch.name);
-    let before = ch
-        .prev_labels
-        .as_ref()
-        .map(|l| json!({"metadata": {"name": ch.name, "labels": l}}));
-    let mut changed = BTreeSet::new();
-    for set in w.list(c, gk::CLUSTER_SET, None) {
-        let was = match ch.kind {
-            ChangeKind::Created => false,
-            ChangeKind::Deleted => true,
-            ChangeKind::Updated { .. } => before.as_ref().is_some_and(|b| is_member(set, b)),
-        };
-        let is = now.is_some_and(|m| is_member(set, m));
-        if was != is || ch.kind == ChangeKind::Deleted {
-            changed.insert(util::name(set));
-        }
-    }
-    changed
 }
 
 /// A set's membership or selector may have changed (not just its status).
@@ -527,10 +496,11 @@ static SET_STATUS: Controller = Controller {
                 q.add(&ch.cluster, &ch.name, "");
             }
         }),
+        // A cluster joined, left or was relabelled: every set counts again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind.membership() {
-                for set in sets_changed(w, ch) {
-                    q.add(&ch.cluster, set, "");
+                for set in w.list(&ch.cluster, gk::CLUSTER_SET, None) {
+                    q.add(&ch.cluster, util::name(set), "");
                 }
             }
         }),
@@ -693,27 +663,10 @@ static PLACEMENT: Controller = Controller {
         (gk::SET_BINDING, |w, ch, q| {
             all_placements(w, &ch.cluster, Some(&ch.ns), q);
         }),
-        // Placements that use a set whose membership changed decide again (only those: each is
-        // O(clusters)).
+        // A cluster joined, left or was relabelled: every Placement decides again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
-            if !ch.kind.membership() {
-                return;
-            }
-            let changed = sets_changed(w, ch);
-            if changed.is_empty() {
-                return;
-            }
-            for p in w.list(&ch.cluster, gk::PLACEMENT, None) {
-                let uses_changed = match p["spec"]["clusterSets"].as_array() {
-                    Some(list) if !list.is_empty() => list
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .any(|x| changed.contains(x)),
-                    _ => true,
-                };
-                if uses_changed {
-                    q.add(&ch.cluster, util::namespace(p), util::name(p));
-                }
+            if ch.kind.membership() {
+                all_placements(w, &ch.cluster, None, q);
             }
         }),
     ],
