@@ -688,6 +688,289 @@ contract_check() {
 }
 "#;
 
+/// A Docker Engine API version (`1.41`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ApiVersion(pub u32, pub u32);
+
+impl ApiVersion {
+    /// `1.41` → `ApiVersion(1, 41)`.
+    pub fn parse(text: &str) -> Option<ApiVersion> {
+        let (major, minor) = text.trim().trim_start_matches('v').split_once('.')?;
+        Some(ApiVersion(major.parse().ok()?, minor.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+/// One Docker Engine API endpoint ocm-lab calls through bollard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub method: &'static str,
+    /// The path, `{}` standing for one path segment (a name or ID).
+    pub path: &'static str,
+    /// The query parameters bollard sends for ocm-lab's options.
+    pub query: &'static [&'static str],
+    /// The oldest API version that serves the endpoint with those parameters.
+    pub min_api: ApiVersion,
+    /// The bollard 0.21.1 method that makes the call.
+    pub bollard: &'static str,
+    /// The upstream source: moby's API reference and version history.
+    pub cite: &'static str,
+}
+
+/// The Docker Engine API calls ocm-lab makes. bollard 0.21.1 sends them without a `/v1.xx` prefix (its
+/// `Url::join` with an absolute path drops it), so the engine serves them at its own version: every row
+/// must be served by the oldest engine ocm-lab meets.
+pub const DOCKER_API: &[Endpoint] = &[
+    Endpoint {
+        method: "GET",
+        path: "/_ping",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "ping",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; the daemon's liveness probe",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/version",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "version",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; version and API version negotiation (`negotiate_version` too)",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/info",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "info",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/containers/json",
+        query: &["all", "size", "filters"],
+        min_api: MIN_ENGINE_API,
+        bollard: "list_containers",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; `filters` as JSON (`label`, `network`, `name`)",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/containers/create",
+        query: &["name", "platform"],
+        min_api: MIN_ENGINE_API,
+        bollard: "create_container",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; bollard always sends `platform`, empty here: the parameter is API 1.41 (version-history v1.41), an older engine ignores it, and empty means the image's own platform",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/containers/{}/start",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "start_container",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/containers/{}/json",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "inspect_container",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/containers/{}/attach",
+        query: &["logs", "stream", "stdin", "stdout", "stderr"],
+        min_api: MIN_ENGINE_API,
+        bollard: "attach_container",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; hijacked: the engine upgrades the connection",
+    },
+    Endpoint {
+        method: "DELETE",
+        path: "/containers/{}",
+        query: &["v", "force", "link"],
+        min_api: MIN_ENGINE_API,
+        bollard: "remove_container",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "PUT",
+        path: "/containers/{}/archive",
+        query: &["path"],
+        min_api: MIN_ENGINE_API,
+        bollard: "upload_to_container",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; the body is a tar (API 1.20)",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/containers/{}/exec",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "create_exec",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/exec/{}/start",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "start_exec",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; hijacked: the engine upgrades the connection",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/exec/{}/json",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "inspect_exec",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; `ExitCode`",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/networks",
+        query: &["filters"],
+        min_api: MIN_ENGINE_API,
+        bollard: "list_networks",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/networks/{}",
+        query: &["verbose", "scope"],
+        min_api: MIN_ENGINE_API,
+        bollard: "inspect_network",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/networks/create",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "create_network",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; bollard cannot send `CheckDuplicate`; engines below API 1.44 then accept a second network of a name (version-history v1.44), which ocm-lab resolves itself",
+    },
+    Endpoint {
+        method: "DELETE",
+        path: "/networks/{}",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "remove_network",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/networks/{}/connect",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "connect_network",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/images/{..}/json",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "inspect_image",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; an image name may hold `/`: moby routes `/images/{name:.*}/json`",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/images/{..}/tag",
+        query: &["repo", "tag"],
+        min_api: MIN_ENGINE_API,
+        bollard: "tag_image",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/images/create",
+        query: &["fromImage", "tag", "platform"],
+        min_api: MIN_ENGINE_API,
+        bollard: "create_image",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md; the local registry's image when missing (`platform`: API 1.32)",
+    },
+    Endpoint {
+        method: "GET",
+        path: "/images/{..}/get",
+        query: &[],
+        min_api: MIN_ENGINE_API,
+        bollard: "export_image",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+    Endpoint {
+        method: "POST",
+        path: "/images/load",
+        query: &["quiet"],
+        min_api: MIN_ENGINE_API,
+        bollard: "import_image_stream",
+        cite: "moby/moby@v20.10.24:api/swagger.yaml, docs/api/version-history.md",
+    },
+];
+
+/// The oldest API version a Docker engine serves by default (moby `daemon/config/config.go`
+/// `MinAPIVersion = "1.24"`, from v20.10 through v29; v29's clients ask for 1.44 but its daemon still
+/// serves 1.24). Every endpoint and parameter ocm-lab uses is in the API by then (moby v20.10.24
+/// `docs/api/version-history.md`: networks 1.21, archive upload 1.20, image load `quiet` 1.23), except
+/// `platform` on container create, which bollard sends empty and an older engine ignores.
+pub const MIN_ENGINE_API: ApiVersion = ApiVersion(1, 24);
+
+/// Whether the gate forwards `method target` to an engine serving API `engine`: `Err` names the broken
+/// term of the contract (an endpoint or parameter not in [`DOCKER_API`], or an engine older than the
+/// row's minimum).
+pub fn docker_api_allows(method: &str, target: &str, engine: ApiVersion) -> Result<(), String> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    // A `/v1.xx` prefix, should bollard send one.
+    let path = match path.strip_prefix("/v") {
+        Some(rest) if rest.split('/').next().and_then(ApiVersion::parse).is_some() => {
+            &rest[rest.find('/').unwrap_or(rest.len())..]
+        }
+        _ => path,
+    };
+    // `{}` is one path segment; `{..}` one or more (an image name such as `kindest/node:v1.36.1`).
+    let matches = |pattern: &str| {
+        let want: Vec<&str> = pattern.split('/').collect();
+        let got: Vec<&str> = path.split('/').collect();
+        if let Some(at) = want.iter().position(|w| *w == "{..}") {
+            let tail = want.len() - at - 1;
+            got.len() > at + tail
+                && want[..at] == got[..at]
+                && want[at + 1..] == got[got.len() - tail..]
+                && got[at..got.len() - tail].iter().all(|g| !g.is_empty())
+        } else {
+            want.len() == got.len()
+                && want
+                    .iter()
+                    .zip(&got)
+                    .all(|(w, g)| *w == "{}" && !g.is_empty() || w == g)
+        }
+    };
+    let row = DOCKER_API
+        .iter()
+        .find(|e| e.method == method && matches(e.path))
+        .ok_or_else(|| format!("{method} {path} is not in the Docker API contract"))?;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let key = pair.split('=').next().unwrap_or_default();
+        if !row.query.contains(&key) {
+            return Err(format!(
+                "{method} {} sends query parameter `{key}`, which the contract does not list",
+                row.path
+            ));
+        }
+    }
+    if engine < row.min_api {
+        return Err(format!(
+            "{method} {} needs API {} and the engine serves {engine}",
+            row.path, row.min_api
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

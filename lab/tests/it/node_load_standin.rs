@@ -48,6 +48,30 @@ fn default_ctr() -> Contract {
     contracts::ctr(contracts::NODE_IMAGES[0].containerd)
 }
 
+/// Puts the default node image's `ctr` (answering `images ls` with an empty list) and a `containerd`
+/// whose CRI uses `overlayfs` into `node`.
+pub(crate) async fn put_default_tools(d: &Docker, node: &str) {
+    put(
+        d,
+        node,
+        &[
+            ("bin/ctr", 0o755, &stand_in(&default_ctr(), FAKE_CTR_LS)),
+            (
+                "ls-output",
+                0o644,
+                contracts::ctr_images_list_output(&[]).as_bytes(),
+            ),
+            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            (
+                "containerd-config",
+                0o644,
+                containerd_config("overlayfs").as_bytes(),
+            ),
+        ],
+    )
+    .await;
+}
+
 /// Puts `files` (path, mode, content) and the applet links the stand-ins use into the container.
 async fn put(d: &Docker, container: &str, files: &[(&str, u32, &[u8])]) {
     let mut tar = tar::Builder::new(Vec::new());
