@@ -25,6 +25,8 @@ pub enum Tool {
     Ctr,
     /// cri-tools' `crictl`, as shipped in a kindest/node image ([`crictl`]).
     Crictl,
+    /// The `containerd` binary itself, for `containerd config dump` ([`containerd`]).
+    Containerd,
 }
 
 /// How many positional arguments a subcommand takes, as its cobra `Args:` validator says.
@@ -283,6 +285,7 @@ impl Contract {
             Tool::Kind => "kind",
             Tool::Ctr => "ctr",
             Tool::Crictl => "crictl",
+            Tool::Containerd => "containerd",
         }
     }
 
@@ -293,6 +296,8 @@ impl Contract {
             Tool::Kind => "ERROR: ",
             // containerd `cmd/ctr/main.go`: `fmt.Fprintf(os.Stderr, "ctr: %s\n", err)`.
             Tool::Ctr => "ctr: ",
+            // containerd `cmd/containerd/main.go`: `fmt.Fprintf(os.Stderr, "containerd: %s\n", err)`.
+            Tool::Containerd => "containerd: ",
             // cri-tools `cmd/crictl/main.go`: `logrus.Fatal(err)`, logrus's text formatter without a
             // terminal (the time is illustrative).
             Tool::Crictl => "time=\"2026-01-01T00:00:00Z\" level=fatal msg=",
@@ -308,7 +313,7 @@ impl Contract {
             Tool::Helm => format!("v{}", self.version),
             Tool::Kind => format!("kind v{} go1.24.3 linux/amd64\n", self.version),
             // ocm-lab runs no version command of the node's tools.
-            Tool::Ctr | Tool::Crictl => String::new(),
+            Tool::Ctr | Tool::Crictl | Tool::Containerd => String::new(),
         }
     }
 
@@ -321,7 +326,7 @@ impl Contract {
     /// the real tool would refuse them, prints the tool's error on stderr and exits 1. A stand-in script
     /// includes it and runs `contract_check "$@"` first.
     pub fn guard(&self) -> String {
-        if matches!(self.tool, Tool::Ctr | Tool::Crictl) {
+        if matches!(self.tool, Tool::Ctr | Tool::Crictl | Tool::Containerd) {
             return self.go_flag_guard();
         }
         let mut spec = String::new();
@@ -544,6 +549,31 @@ pub fn ctr(version: &'static str) -> Contract {
             // `Aliases: []string{"ls"}`.
             list("ls"),
         ],
+    }
+}
+
+/// The contract of the `containerd` binary of containerd `version` (one of [`CTR_VERSIONS`]): `containerd
+/// config dump`, which ocm-lab runs to read the CRI's snapshotter as kind does (`cmd/containerd/command/
+/// config.go` `configCommand`, urfave/cli v2 as [`ctr`]).
+///
+/// # Panics
+/// On a version that is not in [`CTR_VERSIONS`].
+pub fn containerd(version: &'static str) -> Contract {
+    assert!(
+        CTR_VERSIONS.contains(&version),
+        "no containerd contract for {version}"
+    );
+    Contract {
+        tool: Tool::Containerd,
+        version,
+        global: vec![],
+        commands: vec![Command {
+            path: &["config", "dump"],
+            use_line: "containerd config dump [arguments...]",
+            args: Args::Any,
+            flags: vec![],
+            cite: format!("containerd/containerd@v{version}:cmd/containerd/command/config.go"),
+        }],
     }
 }
 

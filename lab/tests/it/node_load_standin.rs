@@ -21,10 +21,9 @@ echo \"$@\" > /ctr-args\n\
 for last; do :; done\n\
 /bin/busybox cp \"$last\" /imported.tar\n";
 
-/// A stand-in `containerd` that answers `containerd config dump` with `/containerd-config`.
-const FAKE_CONTAINERD: &str = "#!/bin/sh\n\
-[ \"$1 $2\" = 'config dump' ] || { echo \"containerd: unexpected $*\" >&2; exit 2; }\n\
-/bin/busybox cat /containerd-config\n";
+/// What the stand-in `containerd` does once `config dump` passed the contract: prints
+/// `/containerd-config`.
+const FAKE_CONTAINERD: &str = "/bin/busybox cat /containerd-config\n";
 
 /// A containerd 2.x dump (config version 3) of a node whose CRI unpacks into `snapshotter`, as kind's
 /// entrypoint configures it on a zfs (`native`) or fuse (`fuse-overlayfs`) host.
@@ -48,6 +47,11 @@ fn default_ctr() -> Contract {
     contracts::ctr(contracts::NODE_IMAGES[0].containerd)
 }
 
+/// The `containerd` of the default node image.
+fn default_containerd() -> Contract {
+    contracts::containerd(contracts::NODE_IMAGES[0].containerd)
+}
+
 /// Puts the default node image's `ctr` (answering `images ls` with an empty list) and a `containerd`
 /// whose CRI uses `overlayfs` into `node`.
 pub(crate) async fn put_default_tools(d: &Docker, node: &str) {
@@ -61,7 +65,11 @@ pub(crate) async fn put_default_tools(d: &Docker, node: &str) {
                 0o644,
                 contracts::ctr_images_list_output(&[]).as_bytes(),
             ),
-            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            (
+                "bin/containerd",
+                0o755,
+                &stand_in(&default_containerd(), FAKE_CONTAINERD),
+            ),
             (
                 "containerd-config",
                 0o644,
@@ -144,7 +152,11 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
         &node,
         &[
             ("bin/ctr", 0o755, &stand_in(&default_ctr(), FAKE_CTR)),
-            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            (
+                "bin/containerd",
+                0o755,
+                &stand_in(&default_containerd(), FAKE_CONTAINERD),
+            ),
             ("containerd-config", 0o644, config.as_bytes()),
         ],
     )
@@ -220,7 +232,11 @@ async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_i
         &[
             ("bin/ctr", 0o755, &stand_in(&default_ctr(), FAKE_CTR_LS)),
             ("ls-output", 0o644, listed.as_bytes()),
-            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            (
+                "bin/containerd",
+                0o755,
+                &stand_in(&default_containerd(), FAKE_CONTAINERD),
+            ),
             (
                 "containerd-config",
                 0o644,
@@ -368,7 +384,11 @@ async fn every_ctr_and_crictl_line_passes_the_tools_of_every_pinned_node_image()
                 ("bin/ctr", 0o755, &stand_in(&ctr, FAKE_CTR_LS)),
                 ("bin/crictl", 0o755, &stand_in(&crictl, FAKE_CRICTL)),
                 ("ls-output", 0o644, listed.as_bytes()),
-                ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+                (
+                    "bin/containerd",
+                    0o755,
+                    &stand_in(&contracts::containerd(tools.containerd), FAKE_CONTAINERD),
+                ),
                 (
                     "containerd-config",
                     0o644,
