@@ -21,11 +21,14 @@ use ocm_lab_testkit::contracts::{self, ApiVersion};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+/// The requests the gate saw (`METHOD target`), each with its verdict.
+type Log = Arc<Mutex<Vec<(String, Result<(), String>)>>>;
+
 /// A gate in front of the engine at `upstream`; the requests it saw (`METHOD target`, allowed or not).
 struct Gate {
     _dir: tempfile::TempDir,
     socket: PathBuf,
-    seen: Arc<Mutex<Vec<(String, Result<(), String>)>>>,
+    seen: Log,
 }
 
 impl Gate {
@@ -33,7 +36,7 @@ impl Gate {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("docker.sock");
         let listener = UnixListener::bind(&socket).unwrap();
-        let seen: Arc<Mutex<Vec<(String, Result<(), String>)>>> = Arc::default();
+        let seen = Log::default();
         let log = seen.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
@@ -63,12 +66,7 @@ impl Gate {
 
 /// One client connection: each request head is checked, then forwarded with its body; a connection
 /// upgraded by the engine (attach, exec start) is copied through as it is from then on.
-async fn serve(
-    client: UnixStream,
-    upstream: PathBuf,
-    engine: ApiVersion,
-    log: Arc<Mutex<Vec<(String, Result<(), String>)>>>,
-) {
+async fn serve(client: UnixStream, upstream: PathBuf, engine: ApiVersion, log: Log) {
     let Ok(engine_side) = UnixStream::connect(&upstream).await else {
         return;
     };
