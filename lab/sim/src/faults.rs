@@ -100,6 +100,14 @@ pub enum Behaviour {
     /// do not set it are unchanged. `FailAlways`: the pull fails; a Deployment waiting for the image shows
     /// `ErrImagePull`, the pre-pull warns.
     ImagePull,
+    /// The kubelet mounts the registration agent's bootstrap Secret volume into a Pod that started before
+    /// the Secret existed. Such a Pod waits in `Pending` while the kubelet retries the mount with a backoff
+    /// that doubles from 500 ms up to 2 min 2 s (kubernetes
+    /// `pkg/util/goroutinemap/exponentialbackoff/exponential_backoff.go`), so it mounts the Secret up to
+    /// that long after the Secret appears. `Delay(d)`: the waiting Pod starts `d` after the Secret (its
+    /// next retry); a Pod started after the Secret exists mounts it at once. No fault (the default):
+    /// the waiting Pod starts as soon as the Secret is there.
+    BootstrapMount,
 }
 
 impl Behaviour {

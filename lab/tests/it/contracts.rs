@@ -214,3 +214,66 @@ fn every_helm_command_line_passes_every_supported_helm() {
         assert_eq!(c.run(probe), Ok(()), "helm {version}");
     }
 }
+
+#[test]
+fn ctr_and_crictl_stand_ins_refuse_as_the_node_images_tools_do() {
+    for tools in contracts::NODE_IMAGES {
+        let ctr = Checker::new(&contracts::ctr(tools.containerd));
+        // kind's own line (`LoadImageArchive`) and ocm-lab's, both flag spellings Go's `flag` takes.
+        for line in [
+            &[
+                "--namespace=k8s.io",
+                "images",
+                "import",
+                "--all-platforms",
+                "--digests",
+                "--snapshotter=native",
+                "-",
+            ][..],
+            &[
+                "-n",
+                "k8s.io",
+                "images",
+                "import",
+                "--digests",
+                "--snapshotter",
+                "overlayfs",
+                "/a.tar",
+            ],
+            &["--namespace=k8s.io", "images", "ls"],
+            &["--namespace=k8s.io", "images", "list"],
+        ] {
+            assert_eq!(ctr.run(line), Ok(()), "{}: {line:?}", tools.image);
+        }
+        assert_eq!(
+            ctr.run(&[
+                "--namespace=k8s.io",
+                "images",
+                "import",
+                "--all-platform",
+                "/a.tar"
+            ]),
+            Err("ctr: flag provided but not defined: -all-platform\n".to_owned())
+        );
+        assert_eq!(
+            ctr.run(&["--namespace=k8s.io", "images", "import", "--snapshotter"]),
+            Err("ctr: flag needs an argument: -snapshotter\n".to_owned())
+        );
+        // A global flag after the command words belongs to no level there.
+        assert_eq!(
+            ctr.run(&["images", "import", "--namespace=k8s.io", "/a.tar"]),
+            Err("ctr: flag provided but not defined: -namespace\n".to_owned())
+        );
+        assert_eq!(
+            ctr.run(&["images", "import", "--digests"]),
+            Err("ctr: open : no such file or directory\n".to_owned())
+        );
+        let crictl = Checker::new(&contracts::crictl(tools.crictl));
+        assert_eq!(crictl.run(&["pull", "registry.k8s.io/pause:3.10"]), Ok(()));
+        let e = crictl.run(&["pull", "--creds=x", "a"]).unwrap_err();
+        assert!(
+            e.ends_with("level=fatal msg=\"flag provided but not defined: -creds\"\n"),
+            "{e}"
+        );
+    }
+}

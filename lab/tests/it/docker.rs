@@ -47,7 +47,7 @@ pub(crate) async fn docker_or_skip() -> Option<Docker> {
 }
 
 /// A name no other test, and no other run on this machine, uses.
-fn unique(what: &str) -> String {
+pub(crate) fn unique(what: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     format!(
         "ocm-lab-test-{what}-{}-{}",

@@ -204,6 +204,22 @@ async fn lifecycle(shape: Shape) {
         !created.is_empty(),
         "{shape:?}: the lab created no namespace"
     );
+    if matches!(shape, Shape::Spokes | Shape::All) {
+        let spoke = api(&h, "cluster1").await;
+        assert!(
+            spoke
+                .get(&r(
+                    "apps/v1",
+                    "Deployment",
+                    Some("open-cluster-management-cluster-proxy"),
+                    "cluster-proxy-proxy-agent"
+                ))
+                .await
+                .unwrap()
+                .is_some(),
+            "{shape:?}: the cluster-proxy agent runs on cluster1 after up"
+        );
+    }
 
     // A second `up` changes nothing (observe before acting), on existing clusters too.
     let writes = |h: &Harness| {
@@ -287,6 +303,42 @@ async fn lifecycle(shape: Shape) {
                 .is_none(),
             "{shape:?}: namespace {ns} the lab created on {c} is left"
         );
+    }
+    // On an existing spoke, the cluster-proxy addon's agent and its install namespace are gone too: the
+    // spoke is as it was before `up`. Real OCM deletes the agent when the addon's ManifestWork goes while
+    // the work agent runs (after the klusterlet, it orphans it), and orphans the namespace itself
+    // (cluster-proxy v0.10.0 `addon-agent/templates/namespace.yaml`:
+    // `addon.open-cluster-management.io/deletion-orphan`); the lab, which caused it, removes it.
+    if matches!(shape, Shape::Spokes | Shape::All) {
+        for c in ["cluster1", "cluster2"] {
+            let api = api(&h, c).await;
+            for o in [
+                r(
+                    "v1",
+                    "Namespace",
+                    None,
+                    "open-cluster-management-cluster-proxy",
+                ),
+                r(
+                    "apps/v1",
+                    "Deployment",
+                    Some("open-cluster-management-cluster-proxy"),
+                    "cluster-proxy-proxy-agent",
+                ),
+                // Cluster-scoped, so only the spoke's work agent removes it (before the klusterlet goes).
+                r(
+                    "rbac.authorization.k8s.io/v1",
+                    "ClusterRole",
+                    None,
+                    "cluster-proxy-addon-agent-impersonator",
+                ),
+            ] {
+                assert!(
+                    api.get(&o).await.unwrap().is_none(),
+                    "{shape:?}: {o} is left on {c}"
+                );
+            }
+        }
     }
     // On an existing hub, the registrations of the lab's spokes are gone (not only unlabelled: no agent
     // registered them again).

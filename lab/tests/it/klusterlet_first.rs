@@ -83,6 +83,11 @@ async fn a_klusterlet_installed_before_the_hub_waits_for_its_bootstrap_secret_th
 #[tokio::test(start_paused = true)]
 async fn the_join_restarts_a_registration_pod_that_waited_for_the_bootstrap_secret() {
     let h = Harness::default_lab();
+    // The waiting Pods mount the Secret only at the kubelet's next retry, here the longest backoff.
+    h.sim.set_fault(
+        ocm_lab_sim::Behaviour::BootstrapMount,
+        ocm_lab_sim::Fault::Delay(std::time::Duration::from_millis(122_000)),
+    );
     let mut plan = common::plan_workflow(&h.lab, "up");
     plan.steps.retain(|s| {
         matches!(
@@ -135,4 +140,49 @@ async fn the_join_restarts_a_registration_pod_that_waited_for_the_bootstrap_secr
         }
     }
     assert_eq!(left, ["registration-running", "other-waiting"]);
+}
+
+/// The registration agent's Pod, started by the klusterlet step before the join wrote the bootstrap
+/// Secret, waits for the kubelet's next mount retry, modelled here as the longest backoff (2 min 2 s,
+/// `Behaviour::BootstrapMount`). The join restarts it once the Secret is in place, so the spoke registers
+/// and is accepted right after the Secret, not a backoff later (simulated time, paused clock).
+#[tokio::test(start_paused = true)]
+async fn the_join_does_not_wait_for_the_kubelets_mount_backoff() {
+    let backoff = std::time::Duration::from_millis(122_000);
+    let h = Harness::default_lab();
+    h.sim.set_fault(
+        ocm_lab_sim::Behaviour::BootstrapMount,
+        ocm_lab_sim::Fault::Delay(backoff),
+    );
+    let (r, _) = h.run("up").await;
+    assert!(r.ok, "{:?}", r.failed);
+    let calls = h.sim.calls();
+    let secret = calls
+        .iter()
+        .find(|c| {
+            c.cluster == "cluster1"
+                && c.verb == "kube.apply"
+                && c.object.contains("bootstrap-hub-kubeconfig")
+                && c.outcome.is_ok()
+        })
+        .expect("the join wrote cluster1's bootstrap Secret");
+    let approved = calls
+        .iter()
+        .find(|c| {
+            c.verb == "kube.approve-csr" && c.object.contains("cluster1") && c.outcome.is_ok()
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "cluster1's CSR was approved: {:?}",
+                calls
+                    .iter()
+                    .filter(|c| c.verb == "kube.approve-csr")
+                    .collect::<Vec<_>>()
+            )
+        });
+    assert!(
+        approved.at < secret.at + backoff,
+        "cluster1 was accepted {:?} after its bootstrap Secret: the join waited for the kubelet's mount backoff",
+        approved.at - secret.at
+    );
 }

@@ -19,6 +19,7 @@ mod crash;
 mod crdschema;
 mod damaged;
 mod docker;
+mod docker_api;
 mod engine;
 mod existing_adopt;
 mod existing_cli;

@@ -1,27 +1,29 @@
 //! `Docker::import_into_node` against a STAND-IN node container, not a kind node: there is no kind node
-//! here, so the container is the busybox test image with a fake `ctr` (a shell script that records its
-//! arguments and copies the archive it was given). What this proves: the archive reaches the node whole,
-//! `ctr` is called as `kind load image-archive` calls it (kubernetes-sigs/kind v0.32.0
-//! `pkg/cluster/nodeutils/util.go` `LoadImageArchive`: `--namespace=k8s.io images import --all-platforms
-//! --digests --snapshotter=<s>`, with `<s>` read from a stand-in `containerd config dump`), the copy is
-//! removed afterwards, and a failing import is a typed
-//! error naming the node, with the copy removed too. Whether real containerd accepts the archive is not
-//! exercised here.
+//! here, so the container is the busybox test image with a fake `ctr` and `crictl` (shell scripts that
+//! record their arguments and copy the archive they were given). Each fake first checks its command line
+//! against the contract of the version a pinned kindest/node image ships (`ocm_lab_testkit::contracts`:
+//! `ctr`, `crictl`, `NODE_IMAGES`), so a flag or argument the real tool refuses is refused here too, in
+//! its words. What this proves: the archive reaches the node whole, `ctr` is called as `kind load
+//! image-archive` calls it (kubernetes-sigs/kind v0.32.0 `pkg/cluster/nodeutils/util.go`
+//! `LoadImageArchive`: `--namespace=k8s.io images import --all-platforms --digests --snapshotter=<s>`,
+//! with `<s>` read from a stand-in `containerd config dump`), the copy is removed afterwards, and a
+//! failing import is a typed error naming the node, with the copy removed too. Whether real containerd
+//! accepts the archive is not exercised here.
 
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
 use ocm_lab::backend::docker::{Docker, DockerError};
+use ocm_lab_testkit::contracts::{self, Contract};
 
-const FAKE_CTR: &str = "#!/bin/sh\n\
-if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
+/// What the fake `ctr` does once its command line passed the contract.
+const FAKE_CTR: &str = "if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
 echo \"$@\" > /ctr-args\n\
 for last; do :; done\n\
 /bin/busybox cp \"$last\" /imported.tar\n";
 
-/// A stand-in `containerd` that answers `containerd config dump` with `/containerd-config`.
-const FAKE_CONTAINERD: &str = "#!/bin/sh\n\
-[ \"$1 $2\" = 'config dump' ] || { echo \"containerd: unexpected $*\" >&2; exit 2; }\n\
-/bin/busybox cat /containerd-config\n";
+/// What the stand-in `containerd` does once `config dump` passed the contract: prints
+/// `/containerd-config`.
+const FAKE_CONTAINERD: &str = "/bin/busybox cat /containerd-config\n";
 
 /// A containerd 2.x dump (config version 3) of a node whose CRI unpacks into `snapshotter`, as kind's
 /// entrypoint configures it on a zfs (`native`) or fuse (`fuse-overlayfs`) host.
@@ -31,7 +33,54 @@ fn containerd_config(snapshotter: &str) -> String {
     )
 }
 
-/// Puts `files` (path, mode, content) and a `bin/rm` applet link into the container.
+/// A stand-in `tool` script: the contract's guard, then `body`.
+fn stand_in(contract: &Contract, body: &str) -> Vec<u8> {
+    format!(
+        "#!/bin/sh\n{}\ncontract_check \"$@\"\n{body}",
+        contract.guard()
+    )
+    .into_bytes()
+}
+
+/// The `ctr` of the default node image (kind v0.32.0's kindest/node v1.36.1).
+fn default_ctr() -> Contract {
+    contracts::ctr(contracts::NODE_IMAGES[0].containerd)
+}
+
+/// The `containerd` of the default node image.
+fn default_containerd() -> Contract {
+    contracts::containerd(contracts::NODE_IMAGES[0].containerd)
+}
+
+/// Puts the default node image's `ctr` (answering `images ls` with an empty list) and a `containerd`
+/// whose CRI uses `overlayfs` into `node`.
+pub(crate) async fn put_default_tools(d: &Docker, node: &str) {
+    put(
+        d,
+        node,
+        &[
+            ("bin/ctr", 0o755, &stand_in(&default_ctr(), FAKE_CTR_LS)),
+            (
+                "ls-output",
+                0o644,
+                contracts::ctr_images_list_output(&[]).as_bytes(),
+            ),
+            (
+                "bin/containerd",
+                0o755,
+                &stand_in(&default_containerd(), FAKE_CONTAINERD),
+            ),
+            (
+                "containerd-config",
+                0o644,
+                containerd_config("overlayfs").as_bytes(),
+            ),
+        ],
+    )
+    .await;
+}
+
+/// Puts `files` (path, mode, content) and the applet links the stand-ins use into the container.
 async fn put(d: &Docker, container: &str, files: &[(&str, u32, &[u8])]) {
     let mut tar = tar::Builder::new(Vec::new());
     for (path, mode, data) in files {
@@ -40,11 +89,14 @@ async fn put(d: &Docker, container: &str, files: &[(&str, u32, &[u8])]) {
         h.set_mode(*mode);
         tar.append_data(&mut h, path, *data).unwrap();
     }
-    let mut link = tar::Header::new_gnu();
-    link.set_entry_type(tar::EntryType::Symlink);
-    link.set_size(0);
-    link.set_mode(0o777);
-    tar.append_link(&mut link, "bin/rm", "busybox").unwrap();
+    for applet in ["rm", "awk", "cut", "tr", "cat"] {
+        let mut link = tar::Header::new_gnu();
+        link.set_entry_type(tar::EntryType::Symlink);
+        link.set_size(0);
+        link.set_mode(0o777);
+        tar.append_link(&mut link, format!("bin/{applet}"), "busybox")
+            .unwrap();
+    }
     let bytes = tar.into_inner().unwrap();
     d.client()
         .upload_to_container(
@@ -99,8 +151,12 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
         &d,
         &node,
         &[
-            ("bin/ctr", 0o755, FAKE_CTR.as_bytes()),
-            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            ("bin/ctr", 0o755, &stand_in(&default_ctr(), FAKE_CTR)),
+            (
+                "bin/containerd",
+                0o755,
+                &stand_in(&default_containerd(), FAKE_CONTAINERD),
+            ),
             ("containerd-config", 0o644, config.as_bytes()),
         ],
     )
@@ -145,8 +201,7 @@ async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_c
 /// A stand-in `ctr` that also answers `images ls` (with what `/ls-output` holds) as containerd would.
 /// With `/one-platform`, it fails `--all-platforms` as ctr does for an archive that holds only one
 /// platform's content (kubernetes-sigs/kind#3795) and imports without it.
-const FAKE_CTR_LS: &str = "#!/bin/sh\n\
-if [ \"$3\" = ls ]; then /bin/busybox cat /ls-output; exit 0; fi\n\
+const FAKE_CTR_LS: &str = "if [ \"$3\" = ls ]; then /bin/busybox cat /ls-output; exit 0; fi\n\
 if [ -e /fail ]; then echo 'ctr: simulated import failure' >&2; exit 3; fi\n\
 if [ -e /one-platform ] && [ \"$4\" = --all-platforms ]; then echo 'ctr: content digest sha256:abcd: not found' >&2; exit 1; fi\n\
 echo \"$@\" > /ctr-args\n\
@@ -162,15 +217,26 @@ async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_i
     };
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
-    let listed = "REF TYPE DIGEST SIZE PLATFORMS LABELS\n\
-quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v1+json sha256:1111111111111111111111111111111111111111111111111111111111111111 30.1MiB linux/amd64 io.cri-containerd.image=managed\n";
+    let digest = format!("sha256:{}", "1".repeat(64));
+    let listed = contracts::ctr_images_list_output(&[[
+        "quay.io/open-cluster-management/work:v1.3.1",
+        "application/vnd.oci.image.manifest.v1+json",
+        &digest,
+        "30.1 MiB",
+        "linux/amd64",
+        "io.cri-containerd.image=managed",
+    ]]);
     put(
         &d,
         &node,
         &[
-            ("bin/ctr", 0o755, FAKE_CTR_LS.as_bytes()),
+            ("bin/ctr", 0o755, &stand_in(&default_ctr(), FAKE_CTR_LS)),
             ("ls-output", 0o644, listed.as_bytes()),
-            ("bin/containerd", 0o755, FAKE_CONTAINERD.as_bytes()),
+            (
+                "bin/containerd",
+                0o755,
+                &stand_in(&default_containerd(), FAKE_CONTAINERD),
+            ),
             (
                 "containerd-config",
                 0o644,
@@ -239,4 +305,150 @@ quay.io/open-cluster-management/work:v1.3.1 application/vnd.oci.image.manifest.v
         other => panic!("expected NodeImportFailed, got {other:?}"),
     }
     assert_eq!(get(&d, &node, "/ocm-lab-images.tar").await, None);
+}
+
+/// The fake `crictl`, once its command line passed the contract: records its arguments.
+const FAKE_CRICTL: &str = "echo \"$@\" > /crictl-args\n";
+
+/// Runs `cmd` in `container` through the Docker API; its exit code and output (stdout and stderr).
+async fn exec(d: &Docker, container: &str, cmd: &[&str]) -> (i64, String) {
+    let exec = d
+        .client()
+        .create_exec(
+            container,
+            bollard::models::ExecConfig {
+                cmd: Some(cmd.iter().map(|s| (*s).to_owned()).collect()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut text = String::new();
+    if let bollard::exec::StartExecResults::Attached { mut output, .. } =
+        d.client().start_exec(&exec.id, None).await.unwrap()
+    {
+        while let Some(chunk) = output.next().await {
+            text.push_str(&chunk.unwrap().to_string());
+        }
+    }
+    let code = d
+        .client()
+        .inspect_exec(&exec.id)
+        .await
+        .unwrap()
+        .exit_code
+        .unwrap();
+    (code, text)
+}
+
+/// Every `ctr` and `crictl` command line ocm-lab builds (the import, the import for one platform, the
+/// image list, the pre-pull) runs against the `ctr` and `crictl` of every node image the catalog pins,
+/// each a stand-in that refuses what that version refuses; and a stand-in does refuse a misspelt flag
+/// in the tool's words.
+#[tokio::test]
+async fn every_ctr_and_crictl_line_passes_the_tools_of_every_pinned_node_image() {
+    use ocm_lab::backend::{ContainerRuntime as _, ImageArchive, node_has};
+    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
+        return;
+    };
+    let mut cleanup = crate::docker::Cleanup::new(&d);
+    let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("images.tar");
+    let data: Vec<u8> = (0..5_000u32).map(|i| (i % 239) as u8).collect();
+    std::fs::write(&file, &data).unwrap();
+    let archive = ImageArchive {
+        image: "quay.io/open-cluster-management/work:v1.3.1".into(),
+        file: file.clone(),
+        offset: 0,
+        size: data.len() as u64,
+    };
+    let digest = format!("sha256:{}", "2".repeat(64));
+    let listed = contracts::ctr_images_list_output(&[[
+        "quay.io/open-cluster-management/work:v1.3.1",
+        "application/vnd.oci.image.index.v1+json",
+        &digest,
+        "30.1 MiB",
+        "linux/amd64",
+        "io.cri-containerd.image=managed",
+    ]]);
+    for tools in contracts::NODE_IMAGES {
+        let ctr = contracts::ctr(tools.containerd);
+        let crictl = contracts::crictl(tools.crictl);
+        put(
+            &d,
+            &node,
+            &[
+                ("bin/ctr", 0o755, &stand_in(&ctr, FAKE_CTR_LS)),
+                ("bin/crictl", 0o755, &stand_in(&crictl, FAKE_CRICTL)),
+                ("ls-output", 0o644, listed.as_bytes()),
+                (
+                    "bin/containerd",
+                    0o755,
+                    &stand_in(&contracts::containerd(tools.containerd), FAKE_CONTAINERD),
+                ),
+                (
+                    "containerd-config",
+                    0o644,
+                    containerd_config("overlayfs").as_bytes(),
+                ),
+            ],
+        )
+        .await;
+        let _ = exec(&d, &node, &["rm", "-f", "/one-platform", "/ctr-args"]).await;
+
+        d.import_node_image(&node, &archive)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", tools.image));
+        let args = String::from_utf8(get(&d, &node, "/ctr-args").await.unwrap()).unwrap();
+        assert!(args.contains("--all-platforms"), "{}: {args}", tools.image);
+        put(&d, &node, &[("one-platform", 0o644, b"")]).await;
+        d.import_node_image(&node, &archive)
+            .await
+            .unwrap_or_else(|e| panic!("{} (one platform): {e}", tools.image));
+        let held = d.node_images(&node).await.unwrap();
+        assert!(
+            node_has(&held, "quay.io/open-cluster-management/work:v1.3.1"),
+            "{}: {held:?}",
+            tools.image
+        );
+        d.pull_image_in_node(&node, "quay.io/open-cluster-management/work:v1.3.1")
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", tools.image));
+        let args = String::from_utf8(get(&d, &node, "/crictl-args").await.unwrap()).unwrap();
+        assert_eq!(
+            args.trim(),
+            "pull quay.io/open-cluster-management/work:v1.3.1"
+        );
+
+        // The stand-ins refuse what the real tools refuse, in their words.
+        let (code, out) = exec(
+            &d,
+            &node,
+            &[
+                "ctr",
+                "--namespace=k8s.io",
+                "images",
+                "import",
+                "--snapshoter=native",
+                "/x.tar",
+            ],
+        )
+        .await;
+        assert_eq!(
+            (code, out.trim()),
+            (1, "ctr: flag provided but not defined: -snapshoter"),
+            "{}",
+            tools.image
+        );
+        let (code, out) = exec(&d, &node, &["crictl", "pull"]).await;
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.trim()
+                .ends_with("level=fatal msg=\"image name cannot be empty\""),
+            "{out}"
+        );
+    }
 }

@@ -148,7 +148,11 @@ async fn record_operator_namespaces(
     if !existing {
         return Ok(());
     }
-    for ns in operator_namespaces(chart) {
+    for ns in operator_namespaces(chart)
+        .iter()
+        .copied()
+        .chain(addon_namespaces(ctx, chart))
+    {
         if api
             .get(&ObjectRef::new("v1", "Namespace", None, ns))
             .await?
@@ -161,6 +165,30 @@ async fn record_operator_namespaces(
         }
     }
     Ok(())
+}
+
+/// The install namespaces of the addons the lab enables for the spoke `chart` (a klusterlet) joins: the
+/// addon's agent is deployed there by a ManifestWork, and real OCM keeps the namespace when the addon
+/// goes (cluster-proxy v0.10.0 `pkg/proxyagent/agent/manifests/charts/addon-agent/templates/namespace.yaml`
+/// marks it `addon.open-cluster-management.io/deletion-orphan`), so it is the lab's to remove.
+/// managed-serviceaccount's agent uses the klusterlet's `open-cluster-management-agent-addon`, already
+/// in [`operator_namespaces`].
+fn addon_namespaces(ctx: &StepCtx<'_>, chart: &ChartPlan) -> Vec<&'static str> {
+    if chart.chart != crate::topology::catalog::Chart::Klusterlet {
+        return Vec::new();
+    }
+    let lab = &ctx.run.lab;
+    let joins_proxy = lab.addons.cluster_proxy.as_ref().is_some_and(|cp| {
+        lab.managed_clusters
+            .iter()
+            .any(|m| m.cluster == chart.cluster && cp.clusters.contains(&m.name))
+    });
+    if joins_proxy {
+        // cluster-proxy v0.10.0 `pkg/config/agent.go` `DefaultAddonInstallNamespace`.
+        vec!["open-cluster-management-cluster-proxy"]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Records a namespace the lab just created on an existing cluster, with its uid.

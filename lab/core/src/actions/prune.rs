@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ClusterApi, ObjectRef};
+use crate::backend::{ClusterApi, Condition, ObjectRef};
 use crate::topology::{Cluster, LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 use crate::workflow::plan::keep_id;
@@ -263,6 +263,138 @@ pub async fn remove_registrations(ctx: &StepCtx<'_>) -> ActionResult {
     }
     Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
 }
+
+/// `ocm.remove-addons` (`down`): before a klusterlet the lab installed on an existing spoke goes, the
+/// hub removes the lab's addons from that spoke and this waits until their agents are gone from it.
+///
+/// Real OCM deletes an addon's agent only while the spoke's work agent runs: the addon's manager deletes
+/// the addon's ManifestWorks (`addon-<addon>-deploy-<n>`) when its ManagedClusterAddOn goes
+/// (addon-framework v1.2.0 `pkg/addonmanager/controllers/agentdeploy`), and the work agent deletes what
+/// they applied before it lets them go. A klusterlet removed first only strips the AppliedManifestWorks'
+/// finalizers and orphans everything (ocm v1.3.1
+/// `pkg/operator/operators/klusterlet/controllers/klusterletcontroller/klusterlet_managed_reconcile.go`
+/// `cleanUpAppliedManifestWorks`), and a kind hub deleted first leaves them too. So: the lab's
+/// ManagedClusterAddOns in the spokes' namespaces (managed-serviceaccount) and the lab's Placement that
+/// installs cluster-proxy (the addon manager then deletes the ManagedClusterAddOns it made, ocm v1.3.1
+/// `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go`) are deleted, then each addon and
+/// its ManifestWorks are waited for until gone. The install namespace cluster-proxy marks
+/// `deletion-orphan` stays; `lab.remove-namespaces` removes it when the lab recorded it absent before.
+pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
+    let lab = &ctx.run.lab;
+    let mut spokes = Vec::new();
+    for m in &lab.managed_clusters {
+        let existing = lab
+            .cluster(&m.cluster)
+            .is_some_and(|c| matches!(c.provider, Provider::Existing { .. }));
+        if existing && lab_klusterlet(ctx, &m.cluster).await? {
+            spokes.push(m.name.clone());
+        }
+    }
+    let none = || Ok((false, outputs([("removed", json!([]))])));
+    if spokes.is_empty() {
+        return none();
+    }
+    let hub_cluster = &lab.hub.cluster;
+    let hub = match ctx.run.api(&hub_cluster.name).await {
+        Ok(api) => api,
+        // A kind hub that is not there (never made, or deleted already): nothing to remove the addons from.
+        Err(e) if hub_cluster.provider == Provider::Kind => {
+            ctx.progress(format!(
+                "the hub {} does not answer ({e}): no addon to remove from the existing spokes",
+                hub_cluster.name
+            ));
+            return none();
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (av, ak) = (
+        "addon.open-cluster-management.io/v1alpha1",
+        "ManagedClusterAddOn",
+    );
+    if !hub.served(av, ak).await? {
+        return none();
+    }
+    let ours = |o: &Value| o["metadata"]["labels"][LAB_LABEL].as_str() == Some(lab.name.as_str());
+    let mut removed = Vec::new();
+    if let Some(cp) = &lab.addons.cluster_proxy {
+        let r = ObjectRef::new(
+            "cluster.open-cluster-management.io/v1beta1",
+            "Placement",
+            Some(&cp.namespace),
+            &cp.placement,
+        );
+        if hub.served(&r.api_version, &r.kind).await?
+            && hub.get(&r).await?.is_some_and(|p| ours(&p))
+            && hub.delete(&r).await?
+        {
+            removed.push(format!("{}: {r}", hub_cluster.name));
+        }
+    }
+    let selector = format!("{LAB_LABEL}={}", lab.name);
+    let mut waits = Vec::new();
+    for spoke in &spokes {
+        for a in hub
+            .list_metadata(av, ak, Some(spoke), Some(&selector))
+            .await?
+        {
+            let name = a["metadata"]["name"].as_str().unwrap_or_default();
+            let r = ObjectRef::new(av, ak, Some(spoke), name);
+            if hub.delete(&r).await? {
+                removed.push(format!("{}: {r}", hub_cluster.name));
+            }
+        }
+        let enabled = [
+            lab.addons
+                .cluster_proxy
+                .as_ref()
+                .filter(|cp| cp.clusters.contains(spoke))
+                .map(|_| "cluster-proxy"),
+            lab.addons
+                .managed_serviceaccount
+                .as_ref()
+                .filter(|m| m.clusters.contains(spoke))
+                .map(|_| "managed-serviceaccount"),
+        ];
+        for addon in enabled.into_iter().flatten() {
+            waits.push((spoke.clone(), addon));
+        }
+    }
+    let gone = || Condition::new("it is gone", |o| o.is_none());
+    let (wv, wk) = ("work.open-cluster-management.io/v1", "ManifestWork");
+    let works_served = hub.served(wv, wk).await?;
+    for (spoke, addon) in waits {
+        ctx.progress(format!(
+            "waiting for the {addon} addon to leave {spoke} (its agent removed by the spoke's work agent)"
+        ));
+        let r = ObjectRef::new(av, ak, Some(&spoke), addon);
+        hub.wait(&r, &gone(), ctx.timeout())
+            .await
+            .map_err(|e| super::kube::wait_error(e, Some(ADDON_HINT)))?;
+        if !works_served {
+            continue;
+        }
+        let prefix = format!("addon-{addon}-");
+        for w in hub.list_metadata(wv, wk, Some(&spoke), None).await? {
+            let name = w["metadata"]["name"].as_str().unwrap_or_default();
+            if name.starts_with(&prefix) {
+                hub.wait(
+                    &ObjectRef::new(wv, wk, Some(&spoke), name),
+                    &gone(),
+                    ctx.timeout(),
+                )
+                .await
+                .map_err(|e| super::kube::wait_error(e, Some(ADDON_HINT)))?;
+            }
+        }
+    }
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}
+
+/// Why an addon or its ManifestWork does not go.
+const ADDON_HINT: &str = "the addon's ManifestWork goes once the spoke's work agent deleted what it applied: check that the spoke's klusterlet runs (`kubectl -n open-cluster-management-agent get pods`)";
 
 /// Whether ManagedCluster `name` was registered by the lab's own join: one of the lab's managed clusters
 /// whose klusterlet the lab installed (see [`lab_klusterlet`]), or, on an adopted cluster after the lab's

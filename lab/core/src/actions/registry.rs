@@ -119,6 +119,12 @@ pub const ACTIONS: &[ActionSpec] = &[
         run: action_fn!(prune::remove_objects),
     },
     ActionSpec {
+        name: "ocm.remove-addons",
+        summary: "before the klusterlets on existing spokes go, remove the lab's addons from them on the hub and wait until their agents are gone (the spokes' work agents delete them)",
+        inputs: &[],
+        run: action_fn!(prune::remove_addons),
+    },
+    ActionSpec {
         name: "lab.remove-registrations",
         summary: "on an existing hub, delete the ManagedClusters of the lab's own joins (after their klusterlets are gone)",
         inputs: &[req("cluster", "an existing lab cluster")],

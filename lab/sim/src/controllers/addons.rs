@@ -63,6 +63,11 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
         let (Some(name), Some(ns)) = (p["name"].as_str(), p["namespace"].as_str()) else {
             continue;
         };
+        // A Placement that is gone decides nothing (ocm v1.3.1
+        // `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go` `getAllDecisions`).
+        if w.get(hub, gk::PLACEMENT, ns, name).is_none() {
+            continue;
+        }
         selected.extend(decided(w, hub, ns, name));
     }
     let uid = util::uid(cma);
@@ -107,7 +112,7 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
 /// manager it is `Available=Unknown` (ManagedClusterAddOnLeaseNotFound).
 pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
     let Some(a) = w.get(hub, gk::MCA, mc, addon) else {
-        return Vec::new();
+        return agent_removed(w, hub, mc, addon);
     };
     let cma = w.get(hub, gk::CMA, "", addon);
     let joined = w
@@ -149,13 +154,16 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
         );
         n["status"]["namespace"] = json!(install_ns);
         if let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) {
-            let agent = match addon {
-                PROXY_ADDON => "cluster-proxy-proxy-agent".to_owned(),
-                MSA_ADDON => "managed-serviceaccount-addon-agent".to_owned(),
-                other => format!("{other}-agent"),
-            };
+            let agent = agent_name(addon);
             let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
             ops.push(Op::Create(s(spoke), namespace_obj(&install_ns)));
+            if addon == PROXY_ADDON {
+                // Cluster-scoped, from the same ManifestWork: what only the work agent removes.
+                ops.push(Op::Create(
+                    s(spoke),
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": PROXY_AGENT_ROLE}, "rules": []}),
+                ));
+            }
             ops.push(Op::Create(
                 s(spoke),
                 deployment(
@@ -179,6 +187,63 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
     ops.push(Op::Put(s(hub), n));
     ops
 }
+
+/// The Deployment of `addon`'s agent on a managed cluster.
+fn agent_name(addon: &str) -> String {
+    match addon {
+        PROXY_ADDON => "cluster-proxy-proxy-agent".to_owned(),
+        MSA_ADDON => "managed-serviceaccount-addon-agent".to_owned(),
+        other => format!("{other}-agent"),
+    }
+}
+
+/// A ManagedClusterAddOn that is gone: its manager deletes the addon's ManifestWork (addon-framework
+/// v1.2.0 `pkg/addonmanager/controllers/agentdeploy`), and the spoke's work agent, while it runs, deletes
+/// what the work applied (ocm v1.3.1 `pkg/work/spoke/controllers/finalizercontroller`): the agent's
+/// Deployment goes. The install namespace stays: cluster-proxy v0.10.0 marks it
+/// `addon.open-cluster-management.io/deletion-orphan` (`addon-agent/templates/namespace.yaml`), which the
+/// framework turns into a `SelectivelyOrphan` rule. Without a work agent (klusterlet gone first) nothing
+/// is deleted: the klusterlet's cleanup only removes the AppliedManifestWorks' finalizers (ocm v1.3.1
+/// `klusterlet_managed_reconcile.go` `cleanUpAppliedManifestWorks`). Only the default install namespace
+/// is looked at (the gone addon's `spec.installNamespace` is not known any more).
+fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
+    let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) else {
+        return Vec::new();
+    };
+    if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-work-agent")
+        .is_none()
+    {
+        return Vec::new();
+    }
+    let ns = default_install_namespace(addon);
+    let name = agent_name(addon);
+    let mut ops = Vec::new();
+    if w.get(spoke, gk::DEPLOYMENT, ns, &name).is_some() {
+        ops.push(Op::Delete {
+            cluster: s(spoke),
+            gk: s(gk::DEPLOYMENT),
+            ns: s(ns),
+            name,
+        });
+    }
+    if addon == PROXY_ADDON
+        && w.get(spoke, CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE)
+            .is_some()
+    {
+        ops.push(Op::Delete {
+            cluster: s(spoke),
+            gk: s(CLUSTER_ROLE_GK),
+            ns: String::new(),
+            name: s(PROXY_AGENT_ROLE),
+        });
+    }
+    ops
+}
+
+/// The ClusterRole cluster-proxy's agent work applies on the spoke (cluster-proxy v0.10.0
+/// `addon-agent/templates/addon-agent-clusterrole.yaml`).
+pub const PROXY_AGENT_ROLE: &str = "cluster-proxy-addon-agent-impersonator";
+const CLUSTER_ROLE_GK: &str = "ClusterRole.rbac.authorization.k8s.io";
 
 /// The MPC controller in the cluster-proxy addon manager (§6, §6.3): with `spec.userServer` it creates
 /// the user server's serving certificate Secret in `spec.proxyServer.namespace` (a PEM that parses as
@@ -627,6 +692,14 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
         (gk::MCA, |_, ch, q| {
             if ch.kind == ChangeKind::Deleted {
                 q.add(&ch.cluster, &ch.name, "");
+            }
+        }),
+        // A Placement deleted: the addons it installed are removed.
+        (gk::PLACEMENT, |w, ch, q| {
+            if ch.kind == ChangeKind::Deleted {
+                for a in w.list(&ch.cluster, gk::CMA, None) {
+                    q.add(&ch.cluster, util::name(a), "");
+                }
             }
         }),
     ],

@@ -465,6 +465,12 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
             ),
         ));
     }
+    // The registration Deployment's ReplicaSet starts its Pod: with the bootstrap Secret there the kubelet
+    // mounts it at once, else the Pod waits (see [`Behaviour::BootstrapMount`]).
+    if registration_pods(w, c, &ns).is_empty() {
+        let mounted = w.get(c, gk::SECRET, &ns, BOOTSTRAP_SECRET).is_some();
+        ops.push(Op::Create(s(c), registration_pod(&ns, mounted)));
+    }
     let mut n = k.clone();
     n["status"]["observedGeneration"] = k["metadata"]["generation"].clone();
     set_condition(
@@ -614,6 +620,59 @@ fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
     })
 }
 
+/// The registration agent's Pods carry `app=klusterlet-registration-agent` (ocm v1.3.1
+/// `manifests/klusterlet/management/klusterlet-registration-deployment.yaml`).
+const REGISTRATION_APP: &str = "klusterlet-registration-agent";
+const POD: &str = "Pod";
+const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
+
+fn registration_pods<'a>(w: &'a World, spoke: &'a str, ns: &'a str) -> Vec<&'a Value> {
+    w.list(spoke, POD, Some(ns))
+        .filter(|p| util::label(p, "app") == Some(REGISTRATION_APP))
+        .collect()
+}
+
+/// A registration agent Pod as its ReplicaSet starts it: `Running` when its bootstrap Secret volume can
+/// be mounted, else `Pending` (ContainerCreating: `MountVolume.SetUp failed … secret
+/// "bootstrap-hub-kubeconfig" not found`).
+fn registration_pod(ns: &str, mounted: bool) -> Value {
+    let (suffix, phase) = if mounted {
+        ("mounted", "Running")
+    } else {
+        ("waiting", "Pending")
+    };
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{REGISTRATION_APP}-{suffix}"), "namespace": ns, "labels": {"app": REGISTRATION_APP}},
+        "status": {"phase": phase}})
+}
+
+/// Queues every Pending registration Pod on `c` whose bootstrap Secret now exists: the kubelet mounts it
+/// at its next retry ([`Behaviour::BootstrapMount`]).
+fn queue_waiting_mounts(w: &World, c: &str, q: &mut super::Queue<'_>) {
+    for p in w.list(c, POD, None) {
+        let ns = util::namespace(p);
+        if util::label(p, "app") == Some(REGISTRATION_APP)
+            && p["status"]["phase"] == "Pending"
+            && w.get(c, gk::SECRET, ns, BOOTSTRAP_SECRET).is_some()
+        {
+            q.add(c, ns, util::name(p));
+        }
+    }
+}
+
+/// The kubelet's mount retry succeeds: the waiting Pod starts.
+fn mount_bootstrap(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
+    let Some(p) = w.get(c, POD, ns, name) else {
+        return Vec::new();
+    };
+    if p["status"]["phase"] != "Pending" || w.get(c, gk::SECRET, ns, BOOTSTRAP_SECRET).is_none() {
+        return Vec::new();
+    }
+    let mut n = p.clone();
+    n["status"]["phase"] = json!("Running");
+    vec![Op::Put(s(c), n)]
+}
+
 fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Op {
     let mut n = k.clone();
     set_condition(&mut n, "HubConnectionDegraded", "True", reason, msg);
@@ -647,6 +706,14 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
             "BootstrapSecretError",
             "spec.clusterName is empty",
         )];
+    }
+    let secret_there = w
+        .get(spoke, gk::SECRET, &ns, "bootstrap-hub-kubeconfig")
+        .is_some();
+    let pods = registration_pods(w, spoke, &ns);
+    if secret_there && !pods.is_empty() && !pods.iter().any(|p| p["status"]["phase"] == "Running") {
+        // Waiting for the kubelet's next mount retry.
+        return Vec::new();
     }
     let Some(secret) = w.get(spoke, gk::SECRET, &ns, "bootstrap-hub-kubeconfig") else {
         return vec![degraded(
@@ -1045,6 +1112,7 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
     &ROLLOUT,
     &HUB_OPERATOR,
     &KLUSTERLET_OPERATOR,
+    &KUBELET_MOUNT,
     &REGISTRATION,
     &CSR_SIGN,
     &HUB_ACCEPT,
@@ -1192,6 +1260,12 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
             }
         }),
         (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        // A registration agent Pod deleted: its ReplicaSet starts another.
+        (POD, |_, ch, q| {
+            if ch.kind == ChangeKind::Deleted {
+                q.add(&ch.cluster, "", "");
+            }
+        }),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| klusterlet_operator(w, k.cluster()),
@@ -1219,6 +1293,8 @@ static REGISTRATION: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
+        // The agent's Pods: started, deleted, running.
+        (POD, |_, ch, q| q.add(&ch.cluster, "", "")),
         // A deleted ManagedCluster: the agent registers again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted
@@ -1238,6 +1314,29 @@ static REGISTRATION: Controller = Controller {
             mark(w, spoke, gk::KLUSTERLET, "", &n, cond, "True", msg)
         })
     },
+};
+
+static KUBELET_MOUNT: Controller = Controller {
+    name: "kubelet-secret-mount",
+    behaviour: Behaviour::BootstrapMount,
+    watches: &[
+        (gk::SECRET, |w, ch, q| {
+            if ch.name == BOOTSTRAP_SECRET && ch.kind != ChangeKind::Deleted {
+                queue_waiting_mounts(w, &ch.cluster, q);
+            }
+        }),
+        (POD, |w, ch, q| {
+            if ch.kind != ChangeKind::Deleted {
+                queue_waiting_mounts(w, &ch.cluster, q);
+            }
+        }),
+    ],
+    resync: Resync::Restart(queue_waiting_mounts),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        mount_bootstrap(w, k.cluster(), ns, name)
+    },
+    fail: |_, _, _| Vec::new(),
 };
 
 static CSR_SIGN: Controller = Controller {
