@@ -536,7 +536,16 @@ fn verification_report(
     results: &[crate::verify::CheckResult],
 ) -> Result<(), Error> {
     if output == StreamOutput::Human && !results.is_empty() {
-        super::stdout(&format!("\n{}", crate::verify::report::table(results)))?;
+        // The table is what a person reads last: it says itself when it is the simulation's.
+        let title = if args.simulate {
+            "Verification of the SIMULATED lab (a test double, not real clusters):\n"
+        } else {
+            ""
+        };
+        super::stdout(&format!(
+            "\n{title}{}",
+            crate::verify::report::table(results)
+        ))?;
     }
     if let Some(path) = &args.junit {
         std::fs::write(path, crate::verify::report::junit(lab, results)).map_err(|source| {

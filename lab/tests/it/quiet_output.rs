@@ -26,7 +26,8 @@ fn reset_on_an_unchanged_lab_is_a_few_lines_and_verify_prints_one_table() {
     let lines: Vec<&str> = reset.stderr.lines().collect();
     assert_eq!(lines.len(), 4, "{}", reset.stderr);
     assert!(
-        lines[1].starts_with("done in ") && lines[1].ends_with(": 0 changed, 2 unchanged"),
+        lines[1].starts_with("done in ")
+            && lines[1].ends_with(": 0 changed, 2 unchanged (SIMULATED lab)"),
         "{}",
         reset.stderr
     );

@@ -64,6 +64,8 @@ struct Human {
     notes: HashMap<String, Vec<String>>,
     /// Steps of this run that changed something.
     changed: usize,
+    /// The run is on the simulated lab: said again on its last line, where a person looks last.
+    simulated: bool,
     tty: bool,
 }
 
@@ -78,6 +80,7 @@ impl Human {
         Human {
             multi: MultiProgress::with_draw_target(target),
             bars: HashMap::new(),
+            simulated: false,
             notes: HashMap::new(),
             changed: 0,
             tty,
@@ -102,6 +105,7 @@ impl Human {
                 steps,
                 simulated,
             } => {
+                self.simulated = *simulated;
                 let sim = if *simulated {
                     " on the SIMULATED lab (a test double, not real clusters)"
                 } else {
@@ -217,8 +221,13 @@ impl Human {
                     (false, Some(f), _) => format!("FAILED at {f}"),
                     (false, None, false) => "FAILED".to_owned(),
                 };
+                let sim = if self.simulated {
+                    " (SIMULATED lab)"
+                } else {
+                    ""
+                };
                 self.line(format!(
-                    "{verdict} in {}: {changed} changed, {unchanged} unchanged",
+                    "{verdict} in {}: {changed} changed, {unchanged} unchanged{sim}",
                     fmt_ms(*elapsed_ms),
                 ));
             }
