@@ -225,6 +225,57 @@ pub fn pod_spec(sa: &str, image: &str) -> Value {
     })
 }
 
+/// An object's name, from a metadata-only list.
+#[derive(serde::Deserialize)]
+struct Named {
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+}
+
+/// The parts of a ClusterProfile a consumer reads (cluster-inventory-api v1alpha1
+/// `apis/v1alpha1/clusterprofile_types.go`: `status.accessProviders[].cluster`, a client-go `Cluster` whose
+/// `extensions` carry the exec plugin's `clusterName`).
+#[derive(Default, serde::Deserialize)]
+struct ClusterProfile {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    status: ProfileStatus,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileStatus {
+    #[serde(default)]
+    access_providers: Vec<AccessProvider>,
+}
+
+#[derive(serde::Deserialize)]
+struct AccessProvider {
+    name: String,
+    #[serde(default)]
+    cluster: ProviderCluster,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct ProviderCluster {
+    server: Option<String>,
+    #[serde(default)]
+    extensions: Vec<NamedExtension>,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedExtension {
+    name: String,
+    #[serde(default)]
+    extension: ExecExtension,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecExtension {
+    cluster_name: Option<String>,
+}
+
 /// The namespace's ClusterProfiles, and whether each one's synced Secret exists (names only).
 pub async fn profiles(
     hub: &dyn ClusterApi,
@@ -242,29 +293,32 @@ pub async fn profiles(
     let secrets: Vec<String> = hub
         .list_metadata("v1", "Secret", Some(namespace), None)
         .await?
-        .iter()
-        .filter_map(|s| s["metadata"]["name"].as_str().map(str::to_owned))
+        .into_iter()
+        .filter_map(|s| serde_json::from_value::<Named>(s).ok()?.metadata.name)
         .collect();
     let mut out: Vec<Profile> = list
-        .iter()
+        .into_iter()
         .map(|p| {
-            let name = p["metadata"]["name"].as_str().unwrap_or("?").to_owned();
-            let provider = p["status"]["accessProviders"]
-                .as_array()
+            let p: ClusterProfile = serde_json::from_value(p).unwrap_or_default();
+            let name = p.metadata.name.unwrap_or_else(|| "?".to_owned());
+            let provider = p
+                .status
+                .access_providers
                 .into_iter()
-                .flatten()
-                .find(|a| a["name"] == PROVIDER);
+                .find(|a| a.name == PROVIDER);
             let cluster = provider
-                .and_then(|a| a["cluster"]["extensions"].as_array())
-                .into_iter()
-                .flatten()
-                .find(|e| e["name"] == "client.authentication.k8s.io/exec")
-                .and_then(|e| e["extension"]["clusterName"].as_str())
-                .unwrap_or(&name)
-                .to_owned();
+                .as_ref()
+                .and_then(|a| {
+                    a.cluster
+                        .extensions
+                        .iter()
+                        .find(|e| e.name == "client.authentication.k8s.io/exec")
+                        .and_then(|e| e.extension.cluster_name.clone())
+                })
+                .unwrap_or_else(|| name.clone());
             let synced_secret = format!("{cluster}-{msa}");
             Profile {
-                server: provider.and_then(|a| a["cluster"]["server"].as_str().map(str::to_owned)),
+                server: provider.and_then(|a| a.cluster.server),
                 synced: secrets.contains(&synced_secret),
                 synced_secret,
                 name,
