@@ -17,6 +17,7 @@
 
 pub mod exec;
 pub mod provider;
+pub mod report;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +32,7 @@ use serde_json::json;
 
 pub use exec::Credential;
 pub use provider::{Access, EXEC_EXTENSION, PROVIDER, ProviderFile};
+pub use report::{PodReport, PodSpoke};
 
 /// How long one spoke may take to answer both requests.
 pub const SPOKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,6 +63,10 @@ pub struct Args {
     /// still gets the provider's own server in `spec.cluster.server`.
     #[arg(long, value_name = "URL")]
     pub user_server: Option<String>,
+    /// Also write the report as JSON ([`PodReport`]) to this file: in a Pod, `/dev/termination-log`, where
+    /// the kubelet keeps it in the container's status (`state.terminated.message`) for whoever started it.
+    #[arg(long, value_name = "PATH")]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +170,8 @@ pub enum Error {
 }
 
 /// Which hop of the consumer's path an error broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Hop {
     /// The provider file or the profile's access providers.
     Provider,

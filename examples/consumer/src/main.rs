@@ -17,7 +17,22 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match rt.block_on(ocm_lab_consumer::run(&args)) {
+    let outcome = rt.block_on(ocm_lab_consumer::run(&args));
+    if let Some(path) = &args.report {
+        let json = match &outcome {
+            Ok(report) => ocm_lab_consumer::PodReport::of(report),
+            Err(e) => ocm_lab_consumer::PodReport::failed(&args.namespace, e),
+        }
+        .to_json();
+        if let Err(e) = std::fs::write(path, json) {
+            eprintln!(
+                "error: failed to write the report to {}: {e}",
+                path.display()
+            );
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    match outcome {
         Ok(report) => {
             print!("{}", report.text());
             if report.all_ok() {

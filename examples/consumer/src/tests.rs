@@ -209,6 +209,7 @@ fn args() -> Args {
         namespace: "cluster-inventory".into(),
         provider_file: "unused".into(),
         user_server: Some("https://localhost:19092".into()),
+        report: None,
     }
 }
 
