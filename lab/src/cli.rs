@@ -194,6 +194,10 @@ pub struct VerifyOptions {
     /// Checks to run instead of the topology's (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "CHECK,...")]
     pub checks: Vec<CheckArg>,
+    /// The image the `consumer` check runs on the hub (examples/consumer, already in the hub's nodes), instead
+    /// of the topology's `spec.verify.consumerImage`.
+    #[arg(long, value_name = "IMAGE")]
+    pub consumer_image: Option<String>,
 }
 
 /// `--no-download`.
@@ -311,6 +315,8 @@ pub struct RunArgs {
     pub concurrency: u16,
     pub junit: Option<PathBuf>,
     pub checks: Vec<CheckArg>,
+    /// `--consumer-image`: replaces the topology's `spec.verify.consumerImage`.
+    pub consumer_image: Option<String>,
     /// The kind and helm binaries `up --bundle` unpacked from the bundle: the run uses these.
     pub bundled_tools: Vec<(crate::backend::tools::ToolName, PathBuf)>,
     /// Images `up --bundle` loaded that Docker knows by their tag only, not by the digest the lab pins:
@@ -348,6 +354,7 @@ impl RunArgs {
             concurrency: crate::engine::DEFAULT_CONCURRENCY,
             junit: None,
             checks: Vec::new(),
+            consumer_image: None,
             bundled_tools: Vec::new(),
             image_aliases: Default::default(),
             bundle: None,
@@ -362,6 +369,7 @@ impl From<&UpArgs> for RunArgs {
             concurrency: a.engine.concurrency,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
+            consumer_image: a.verify.consumer_image.clone(),
             bundle: a.bundle.clone(),
             ..RunArgs::new(&a.lab, a.sim)
         }
@@ -374,6 +382,7 @@ impl From<&VerifyArgs> for RunArgs {
             concurrency: a.engine.concurrency,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
+            consumer_image: a.verify.consumer_image.clone(),
             ..RunArgs::new(&a.lab, a.sim)
         }
     }
@@ -496,6 +505,7 @@ pub enum CheckArg {
     Reachable,
     Credentials,
     Conditions,
+    Consumer,
 }
 
 impl From<CheckArg> for crate::topology::Check {
@@ -507,6 +517,7 @@ impl From<CheckArg> for crate::topology::Check {
             CheckArg::Reachable => Check::Reachable,
             CheckArg::Credentials => Check::Credentials,
             CheckArg::Conditions => Check::Conditions,
+            CheckArg::Consumer => Check::Consumer,
         }
     }
 }

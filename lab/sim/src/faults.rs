@@ -108,6 +108,9 @@ pub enum Behaviour {
     /// next retry); a Pod started after the Secret exists mounts it at once. No fault (the default):
     /// the waiting Pod starts as soon as the Secret is there.
     BootstrapMount,
+    /// The kubelet runs the `consumer` check's Pod on the hub to its end (the consumer in it, and its
+    /// `cp-creds`). `Delay(d)`: it ends `d` after it was created; failing, it never runs (Pending).
+    PodRun,
 }
 
 impl Behaviour {

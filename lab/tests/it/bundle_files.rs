@@ -392,6 +392,7 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
         concurrency: 4,
         junit: None,
         checks: Vec::new(),
+        consumer_image: None,
         bundled_tools: Vec::new(),
         image_aliases: Default::default(),
         bundle: None,

@@ -12,6 +12,7 @@ mod ci_matrix;
 mod cli_conventions;
 mod cli_sim;
 mod common;
+mod consumer_check;
 mod consumer_cmd;
 mod contracts;
 mod converge;

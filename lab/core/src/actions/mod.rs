@@ -3,6 +3,7 @@
 
 mod adopt;
 mod cluster;
+pub mod consumer_check;
 mod departed;
 mod images;
 mod kube;

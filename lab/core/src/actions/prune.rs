@@ -42,9 +42,29 @@ pub const LAB_KINDS: &[(&str, &str)] = &[
         "ManagedClusterSet",
     ),
     ("v1", "Namespace"),
-    // `local-registry-hosting` in kube-public (spec.registry.local).
+    // `local-registry-hosting` in kube-public (spec.registry.local); the `consumer` check's provider file.
     ("v1", "ConfigMap"),
 ];
+
+/// Kinds the lab labels on the hub only: what the `consumer` check creates for its run and removes after
+/// it. A run killed midway leaves them behind, for `up` (and so `reset`) and `down` to remove.
+pub const HUB_KINDS: &[(&str, &str)] = &[
+    ("v1", "Pod"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("v1", "ServiceAccount"),
+];
+
+/// The kinds to prune on `cluster`: [`LAB_KINDS`], and on the hub [`HUB_KINDS`] too.
+fn kinds_on<'a>(
+    lab: &crate::topology::Lab,
+    cluster: &Cluster,
+) -> impl Iterator<Item = &'a (&'static str, &'static str)> + use<'a> {
+    let hub = cluster.name == lab.hub.cluster.name;
+    LAB_KINDS
+        .iter()
+        .chain(HUB_KINDS.iter().filter(move |_| hub))
+}
 
 /// Helm's own release records carry the labels given with `--labels` too; with `HELM_DRIVER=configmap`
 /// they are ConfigMaps with the lab's label. They are Helm's to remove (`helm uninstall`), never prune's.
@@ -133,8 +153,7 @@ async fn prune_cluster(
         .collect();
     let existing = matches!(cluster.provider, Provider::Existing { .. });
     let api = ctx.run.api(&cluster.name).await?;
-    let kinds = LAB_KINDS
-        .iter()
+    let kinds = kinds_on(&ctx.run.lab, cluster)
         .filter(|(_, kind)| !(*kind == "Namespace" && existing))
         .map(|k| prune_kind(ctx, cluster, api.as_ref(), *k, Some(&keep)));
     Ok(futures::future::join_all(kinds).await)
@@ -191,8 +210,7 @@ pub async fn remove_objects(ctx: &StepCtx<'_>) -> ActionResult {
     let api = ctx.run.api(&cluster.name).await?;
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
-    let kinds: Vec<(&str, &str)> = LAB_KINDS
-        .iter()
+    let kinds: Vec<(&str, &str)> = kinds_on(lab, cluster)
         .copied()
         .filter(|(_, kind)| *kind != "Namespace")
         .collect();

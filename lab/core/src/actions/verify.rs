@@ -125,6 +125,14 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
             }
         }
     }
+    if checks.contains(&Check::Consumer) && first_error.is_none() {
+        // After the other checks: by then the profiles and synced Secrets they waited for are there.
+        let deadline = tokio::time::Instant::now() + budget;
+        match consumer(ctx, hub.as_ref(), &pairs, deadline).await {
+            Ok(rs) => results.extend(rs),
+            Err(e) => first_error = Some(e),
+        }
+    }
     save_report(ctx, &results);
     if let Some(e) = first_error {
         return Err(e);
@@ -156,6 +164,36 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         probed > 0,
         outputs([("checks", json!(results.len())), ("probes", json!(probed))]),
     ))
+}
+
+/// The `consumer` check in every verified namespace the topology syncs a ManagedServiceAccount to: one Pod
+/// per namespace reaches all of its spokes.
+async fn consumer(
+    ctx: &StepCtx<'_>,
+    hub: &dyn ClusterApi,
+    pairs: &[(String, String)],
+    deadline: tokio::time::Instant,
+) -> Result<Vec<CheckResult>, ActionError> {
+    let lab = &ctx.run.lab;
+    let mut results = Vec::new();
+    for ns in &lab.verify.namespaces {
+        if verify::consumer::synced_accounts(lab, ns).is_empty() {
+            continue;
+        }
+        let spokes: Vec<&str> = pairs
+            .iter()
+            .filter(|(_, n)| n == ns)
+            .map(|(s, _)| s.as_str())
+            .collect();
+        if spokes.is_empty() {
+            continue;
+        }
+        for r in super::consumer_check::check(ctx, hub, ns, &spokes, deadline).await? {
+            emit(ctx, &r);
+            results.push(r);
+        }
+    }
+    Ok(results)
 }
 
 impl SpokeRun<'_, '_> {

@@ -261,6 +261,9 @@ pub struct Verify {
     pub checks: Vec<Check>,
     #[serde(with = "duration_text")]
     pub timeout: Duration,
+    /// The image whose entrypoint is `ocm-lab-consumer`, run by the `consumer` check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer_image: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

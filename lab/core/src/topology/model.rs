@@ -310,15 +310,19 @@ pub enum Check {
     Reachable,
     Credentials,
     Conditions,
+    /// A short-lived Pod on the hub reaches every spoke the way a ClusterProfile consumer does: provider
+    /// file, `cp-creds`, its own ServiceAccount, the provider's in-hub address.
+    Consumer,
 }
 
 impl Check {
-    pub const ALL: [Check; 5] = [
+    pub const ALL: [Check; 6] = [
         Check::Properties,
         Check::AccessProviders,
         Check::Reachable,
         Check::Credentials,
         Check::Conditions,
+        Check::Consumer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -328,6 +332,7 @@ impl Check {
             Check::Reachable => "reachable",
             Check::Credentials => "credentials",
             Check::Conditions => "conditions",
+            Check::Consumer => "consumer",
         }
     }
 }
@@ -352,6 +357,10 @@ pub struct Verify {
     /// How long verification may wait for the whole chain, e.g. `5m`.
     #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
+    /// The image the `consumer` check runs on the hub: one whose entrypoint is `ocm-lab-consumer`
+    /// (examples/consumer, built static), already in the hub's nodes. With it, `consumer` is a default check.
+    #[schemars(with = "Option<String>")]
+    pub consumer_image: Option<Spanned<String>>,
 }
 
 /// Deadlines for the waits of `up` (durations such as `90s`, `5m`).

@@ -1158,6 +1158,11 @@ fn verify(
     };
     let proxy = addons.cluster_proxy.as_ref();
     let synced = accounts.iter().any(|a| a.sync_to_cluster_profile);
+    let consumer_image = v.consumer_image.as_ref().map(|i| i.value.clone());
+    let cred_sync = addons
+        .managed_serviceaccount
+        .as_ref()
+        .is_some_and(|m| m.credential_sync);
     let possible = |check: Check| -> Result<(), &'static str> {
         match check {
             Check::Properties | Check::Conditions => Ok(()),
@@ -1174,6 +1179,15 @@ fn verify(
             Check::Credentials => match synced {
                 true => Ok(()),
                 false => Err("needs a ManagedServiceAccount with `syncToClusterProfile: true`"),
+            },
+            Check::Consumer => match proxy {
+                _ if consumer_image.is_none() => Err(
+                    "needs `spec.verify.consumerImage`: an image of examples/consumer already in the hub's nodes",
+                ),
+                Some(p) if p.access_provider && p.user_server && synced && cred_sync => Ok(()),
+                _ => Err(
+                    "needs cluster-proxy with `accessProvider` and `userServer`, managed-serviceaccount with `credentialSync`, and a ManagedServiceAccount synced to ClusterProfiles",
+                ),
             },
         }
     };
@@ -1221,6 +1235,7 @@ fn verify(
             "spec.verify.timeout",
             Duration::from_secs(300),
         ),
+        consumer_image,
     }
 }
 

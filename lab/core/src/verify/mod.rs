@@ -4,6 +4,7 @@
 //! when one failed, which hop of the chain broke (spoke ClusterProperty → ManagedCluster claim →
 //! ClusterProfile) and what to look at next. DESIGN.md "Verification"; OCM-FACTS §4–§7.
 
+pub mod consumer;
 pub mod report;
 
 use base64::Engine as _;
@@ -123,6 +124,22 @@ pub enum Hop {
     NoSyncedCredential,
     /// conditions: ControlPlaneHealthy or Joined is not True.
     ConditionFalse,
+    /// consumer: the exec plugin (`cp-creds`) could not be had: the initContainer could not copy it out of
+    /// the managed-serviceaccount image, or the consumer could not run it.
+    PluginMissing,
+    /// consumer: `cp-creds` refused: the consumer's ServiceAccount may not get the synced Secret, or there
+    /// is no such Secret.
+    PluginRefused,
+    /// consumer: the plugin answered an unusable or expired credential.
+    BadCredential,
+    /// consumer: the provider's server does not resolve in the hub.
+    Dns,
+    /// consumer: the TLS handshake with the provider's server failed under the provider's CA.
+    Tls,
+    /// consumer: the consumer could not read the hub as its ServiceAccount (listing ClusterProfiles).
+    ConsumerHub,
+    /// consumer: the consumer Pod did not run to a report (its image, or it never finished).
+    ConsumerPod,
 }
 
 impl Hop {

@@ -3,6 +3,7 @@
 //! set, whether they happen now, later, or fail. Work is queued from object changes, like informers.
 
 mod addons;
+mod consumer;
 pub(super) mod ocm;
 mod sets;
 
@@ -53,8 +54,15 @@ pub(crate) enum Resync {
 
 /// Every controller, in the order a reconcile runs their queued work: `ocm.rs`, `sets.rs`, then
 /// `addons.rs`, each file's in its `CONTROLLERS` order.
-static ALL: LazyLock<Vec<&'static Controller>> =
-    LazyLock::new(|| [ocm::CONTROLLERS, sets::CONTROLLERS, addons::CONTROLLERS].concat());
+static ALL: LazyLock<Vec<&'static Controller>> = LazyLock::new(|| {
+    [
+        ocm::CONTROLLERS,
+        sets::CONTROLLERS,
+        addons::CONTROLLERS,
+        consumer::CONTROLLERS,
+    ]
+    .concat()
+});
 
 fn rank(i: usize) -> u8 {
     u8::try_from(i).expect("fewer than 256 simulated controllers")

@@ -1,0 +1,426 @@
+//! A ClusterProfile consumer in a Pod on the hub: the kubelet runs the `consumer` check's Pod, and the
+//! consumer in it does what examples/consumer does (kubernetes-sigs/cluster-inventory-api v0.1.2
+//! `pkg/access/config.go` `BuildConfigFromCP`, with the same provider choice: `ocm_lab_consumer::provider`),
+//! its exec plugin behaving as managed-serviceaccount v0.10.0's `cp-creds`
+//! (`cmd/clusterprofile-credentials-plugin/main.go`: GET Secret `<clusterName>-<msa>` in the Pod's namespace
+//! as the Pod's ServiceAccount). Its answer is computed from the simulated objects, RBAC included
+//! ([`allowed`]), and left where the kubelet leaves a container's termination message.
+//!
+//! Only Pods labelled as the check's are run; the simulated lab has no container runtime for others.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::{Controller, Op, Resync};
+use crate::apiserver::gk;
+use crate::faults::Behaviour;
+use crate::util;
+use crate::world::{ChangeKind, World};
+use ocm_lab_consumer::report::{Failure, PodReport, PodSpoke};
+use ocm_lab_consumer::{Hop, ProviderFile};
+use ocm_lab_core::verify::consumer::{
+    CHECK_LABEL, CLIENT_CONTAINER, PLUGIN_CONTAINER, PROVIDER_FILE,
+};
+
+const POD: &str = "Pod";
+const ROLE: &str = "Role.rbac.authorization.k8s.io";
+const ROLE_BINDING: &str = "RoleBinding.rbac.authorization.k8s.io";
+const CLUSTER_ROLE: &str = "ClusterRole.rbac.authorization.k8s.io";
+const CLUSTER_ROLE_BINDING: &str = "ClusterRoleBinding.rbac.authorization.k8s.io";
+
+/// Whether ServiceAccount `ns/sa` may `verb` `resource` of `group` (named `name`) in `ns`, by the RBAC
+/// authorizer's rules (kubernetes v1.35 `plugin/pkg/auth/authorizer/rbac/rbac.go`, `RuleAllows`): a
+/// RoleBinding in `ns` or a ClusterRoleBinding naming the ServiceAccount, to a Role in `ns` or a ClusterRole
+/// whose rule lists the group, the resource and the verb (or `*`), and the name when it lists any.
+pub(crate) fn allowed(
+    w: &World,
+    hub: &str,
+    (ns, sa): (&str, &str),
+    verb: &str,
+    (group, resource): (&str, &str),
+    name: Option<&str>,
+) -> bool {
+    let names_sa = |b: &Value, binding_ns: &str| {
+        b["subjects"].as_array().into_iter().flatten().any(|s| {
+            s["kind"] == "ServiceAccount"
+                && s["name"] == sa
+                && s["namespace"].as_str().unwrap_or(binding_ns) == ns
+        })
+    };
+    let has = |list: &Value, want: &str| {
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v == want || v == "*")
+    };
+    let rule_allows = |r: &Value| {
+        has(&r["apiGroups"], group)
+            && has(&r["resources"], resource)
+            && has(&r["verbs"], verb)
+            && match r["resourceNames"].as_array().filter(|n| !n.is_empty()) {
+                None => true,
+                Some(names) => name.is_some_and(|n| names.iter().any(|x| x == n)),
+            }
+    };
+    let role_allows = |role: Option<&Value>| {
+        role.is_some_and(|r| r["rules"].as_array().into_iter().flatten().any(rule_allows))
+    };
+    let role_of = |b: &Value, in_ns: Option<&str>| {
+        let target = b["roleRef"]["name"].as_str().unwrap_or_default();
+        match (b["roleRef"]["kind"].as_str(), in_ns) {
+            (Some("Role"), Some(n)) => w.get(hub, ROLE, n, target),
+            (Some("ClusterRole"), _) => w.get(hub, CLUSTER_ROLE, "", target),
+            _ => None,
+        }
+    };
+    w.list(hub, ROLE_BINDING, Some(ns))
+        .any(|b| names_sa(b, ns) && role_allows(role_of(b, Some(ns))))
+        || w.list(hub, CLUSTER_ROLE_BINDING, None)
+            .any(|b| names_sa(b, "") && role_allows(role_of(b, None)))
+}
+
+/// `system:serviceaccount:<ns>:<sa>` may not `verb` …: the API server's Forbidden text.
+fn forbidden(
+    sa: (&str, &str),
+    verb: &str,
+    (group, resource): (&str, &str),
+    name: &str,
+    ns: &str,
+) -> String {
+    let what = if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    };
+    let named = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" \"{name}\"")
+    };
+    format!(
+        "{what}{named} is forbidden: User \"system:serviceaccount:{}:{}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{ns}\"",
+        sa.0, sa.1
+    )
+}
+
+fn failure(hop: Hop, status: Option<u16>, detail: String) -> Failure {
+    Failure {
+        hop,
+        status,
+        detail,
+    }
+}
+
+/// The consumer's run in namespace `ns` as ServiceAccount `sa`, with `cp-creds` at `plugin` (None: the
+/// initContainer put none there) and the provider file read from the Pod's ConfigMap.
+fn consume(
+    w: &World,
+    hub: &str,
+    (ns, sa): (&str, &str),
+    plugin: Option<&str>,
+    file: Option<ProviderFile>,
+) -> PodReport {
+    let failed = |f: Failure| PodReport {
+        namespace: ns.to_owned(),
+        error: Some(f),
+        spokes: Vec::new(),
+    };
+    let Some(file) = file else {
+        return failed(failure(Hop::Hub, None, "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read".into()));
+    };
+    let profiles = ("multicluster.x-k8s.io", "clusterprofiles");
+    if !allowed(w, hub, (ns, sa), "list", profiles, None) {
+        let why = forbidden((ns, sa), "list", profiles, "", ns);
+        return failed(failure(
+            Hop::Hub,
+            Some(403),
+            format!("failed to list ClusterProfiles in namespace {ns}: {why}"),
+        ));
+    }
+    let list: Vec<&Value> = w.list(hub, gk::CLUSTER_PROFILE, Some(ns)).collect();
+    if list.is_empty() {
+        return failed(failure(
+            Hop::Hub,
+            None,
+            format!("namespace {ns} holds no ClusterProfile"),
+        ));
+    }
+    let spokes = list
+        .into_iter()
+        .map(|p| {
+            let profile = util::name(p).to_owned();
+            let access = match ocm_lab_consumer::provider::access(p, &file) {
+                Ok(a) => a,
+                Err(e) => {
+                    return PodSpoke {
+                        profile,
+                        cluster: None,
+                        server: None,
+                        version: None,
+                        failure: Some(Failure::of(&e)),
+                    };
+                }
+            };
+            let outcome = reach(w, hub, (ns, sa), plugin, &access);
+            PodSpoke {
+                profile,
+                cluster: Some(access.cluster.clone()),
+                server: Some(access.server.clone()),
+                version: outcome.as_ref().ok().cloned(),
+                failure: outcome.err(),
+            }
+        })
+        .collect();
+    PodReport {
+        namespace: ns.to_owned(),
+        error: None,
+        spokes,
+    }
+}
+
+/// One profile's path: the plugin as `cp-creds`, then the request to the provider's server.
+fn reach(
+    w: &World,
+    hub: &str,
+    (ns, sa): (&str, &str),
+    plugin: Option<&str>,
+    a: &ocm_lab_consumer::Access,
+) -> Result<String, Failure> {
+    let command = a.exec.command.as_str();
+    if plugin != Some(command) {
+        return Err(failure(
+            Hop::PluginMissing,
+            None,
+            format!("the exec plugin `{command}` was not found"),
+        ));
+    }
+    let refused = |why: String| {
+        failure(
+            Hop::PluginRefused,
+            None,
+            format!("the exec plugin `{command}` refused (exit status 1): {why}"),
+        )
+    };
+    let msa = a
+        .exec
+        .args
+        .iter()
+        .find_map(|x| x.strip_prefix("--managed-serviceaccount="));
+    let Some(msa) = msa else {
+        return Err(refused(
+            "Error: --managed-serviceaccount flag is required".into(),
+        ));
+    };
+    if !a.exec.provide_cluster_info {
+        return Err(refused(
+            "[open-cluster-management] spec.cluster.server is missing in KUBERNETES_EXEC_INFO"
+                .into(),
+        ));
+    }
+    let Some(cluster) = a
+        .exec_extension
+        .as_ref()
+        .and_then(|e| e["clusterName"].as_str())
+    else {
+        return Err(refused(
+            "[open-cluster-management] missing clusterName in ExecCredential.Spec.Cluster.Config"
+                .into(),
+        ));
+    };
+    let secret = format!("{cluster}-{msa}");
+    let get_failed = |why: String| {
+        refused(format!(
+            "[open-cluster-management] failed to get synced credential secret {ns}/{secret}: {why}"
+        ))
+    };
+    if !allowed(w, hub, (ns, sa), "get", ("", "secrets"), Some(&secret)) {
+        return Err(get_failed(forbidden(
+            (ns, sa),
+            "get",
+            ("", "secrets"),
+            &secret,
+            ns,
+        )));
+    }
+    let Some(found) = w.get(hub, gk::SECRET, ns, &secret) else {
+        return Err(get_failed(format!("secrets \"{secret}\" not found")));
+    };
+    let token = util::str_at(found, "/data/token")
+        .and_then(util::b64_decode)
+        .and_then(|t| String::from_utf8(t).ok())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| failure(Hop::Credential, None, format!("the exec plugin `{command}` gave an unusable answer: it returned neither a token nor a client certificate and key")))?;
+    // The provider's server, `https://<service>.<namespace>:<port>/<cluster>`, by the hub's cluster DNS.
+    let (service, svc_ns, port, path) = split_server(&a.server).ok_or_else(|| {
+        failure(
+            Hop::Spoke,
+            None,
+            format!("`{}` is not an https URL with a host", a.server),
+        )
+    })?;
+    if w.get(hub, "Service", &svc_ns, &service).is_none() {
+        let host = format!("{service}.{svc_ns}");
+        return Err(failure(
+            Hop::Dns,
+            None,
+            format!(
+                "{host} does not resolve here (failed to lookup address information: Name or service not known)"
+            ),
+        ));
+    }
+    let ca = a
+        .ca_data
+        .as_deref()
+        .and_then(util::b64_decode)
+        .unwrap_or_default();
+    let answer = crate::userserver::get(
+        w,
+        Ok(()),
+        hub,
+        &svc_ns,
+        &service,
+        port,
+        &format!("{path}/version"),
+        &ca,
+        &token,
+    );
+    match answer {
+        Ok((200, body)) => Ok(serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| v["gitVersion"].as_str().map(str::to_owned))
+            .unwrap_or_default()),
+        Ok((code, body)) => {
+            let hop = if matches!(code, 400 | 502) {
+                Hop::Proxy
+            } else {
+                Hop::Spoke
+            };
+            Err(failure(
+                hop,
+                Some(code),
+                format!("GET /version failed: {}", body.trim()),
+            ))
+        }
+        Err(
+            e @ (ocm_lab_core::backend::KubeError::Request { .. }
+            | ocm_lab_core::backend::KubeError::NoCaCertificate),
+        ) => Err(failure(Hop::Tls, None, format!("GET /version failed: {e}"))),
+        Err(e) => Err(failure(
+            Hop::Spoke,
+            None,
+            format!("GET /version failed: {e}"),
+        )),
+    }
+}
+
+/// `(service, namespace, port, path)` of `https://<service>.<namespace>[.svc…]:<port>/<path>`.
+fn split_server(server: &str) -> Option<(String, String, u16, String)> {
+    let rest = server.strip_prefix("https://")?;
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let (host, port) = authority
+        .rsplit_once(':')
+        .map_or((authority, Some(443)), |(h, p)| (h, p.parse().ok()));
+    let (service, ns) = host.split_once('.')?;
+    let ns = ns.split('.').next()?;
+    Some((
+        service.to_owned(),
+        ns.to_owned(),
+        port?,
+        format!("/{}", path.trim_end_matches('/')),
+    ))
+}
+
+/// The kubelet runs the check's Pod once: the initContainer copies `/cp-creds` when its image is the one
+/// the hub's managed-serviceaccount runs (the image that ships it), then the consumer runs and exits 0 when
+/// every spoke answered, 1 otherwise, its report as its termination message.
+fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
+    let Some(obj) = w.get(hub, POD, ns, name) else {
+        return Vec::new();
+    };
+    let Ok(pod) = serde_json::from_value::<Pod>(obj.clone()) else {
+        return Vec::new();
+    };
+    if util::label(obj, CHECK_LABEL).is_none() || util::str_at(obj, "/status/phase").is_some() {
+        return Vec::new();
+    }
+    let spec = pod.spec.clone().unwrap_or_default();
+    let sa = spec
+        .service_account_name
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == PLUGIN_CONTAINER);
+    let msa_image = super::ocm::addon_manager(w, hub, "managed-serviceaccount")
+        .and_then(|d| util::str_at(d, "/spec/template/spec/containers/0/image"))
+        .map(str::to_owned);
+    // `cp /cp-creds <dest>`: the plugin is at `<dest>` when the image ships it.
+    let copied = init.and_then(|c| {
+        let dest = c.command.as_ref()?.get(2)?.clone();
+        (c.image.is_some() && c.image == msa_image).then_some(dest)
+    });
+    let mut out = obj.clone();
+    let terminated = |code: i32, message: &str| json!({"terminated": {"exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" }, "message": message}});
+    let Some(plugin) = copied else {
+        out["status"] = json!({"phase": "Failed", "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": init.and_then(|c| c.image.clone()), "imageID": "", "ready": false, "restartCount": 0,
+            "state": terminated(1, "cp: cannot stat '/cp-creds': No such file or directory")}]});
+        return vec![Op::Put(hub.to_owned(), out)];
+    };
+    let file = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find_map(|v| v.config_map.as_ref())
+        .and_then(|cm| {
+            let data = w.get(hub, "ConfigMap", ns, &cm.name)?;
+            ProviderFile::parse(util::str_at(data, &format!("/data/{PROVIDER_FILE}"))?).ok()
+        });
+    let report = consume(w, hub, (ns, &sa), Some(&plugin), file);
+    let ok = report.error.is_none() && report.spokes.iter().all(|s| s.failure.is_none());
+    let code = i32::from(!ok);
+    let client_image = spec
+        .containers
+        .iter()
+        .find(|c| c.name == CLIENT_CONTAINER)
+        .and_then(|c| c.image.clone());
+    out["status"] = json!({
+        "phase": if ok { "Succeeded" } else { "Failed" },
+        "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": msa_image, "imageID": "", "ready": false, "restartCount": 0, "state": terminated(0, "")}],
+        "containerStatuses": [{"name": CLIENT_CONTAINER, "image": client_image, "imageID": "", "ready": false, "restartCount": 0, "state": terminated(code, &report.to_json())}],
+    });
+    vec![Op::Put(hub.to_owned(), out)]
+}
+
+static POD_RUN: Controller = Controller {
+    name: "kubelet-consumer-pod",
+    behaviour: Behaviour::PodRun,
+    watches: &[(POD, |w, ch, q| {
+        let labelled = w
+            .get(&ch.cluster, POD, &ch.ns, &ch.name)
+            .is_some_and(|p| util::label(p, CHECK_LABEL).is_some());
+        if ch.kind == ChangeKind::Created && labelled {
+            q.add(&ch.cluster, &ch.ns, &ch.name);
+        }
+    })],
+    resync: Resync::Restart(|w, c, q| {
+        for p in w.list(c, POD, None) {
+            if util::label(p, CHECK_LABEL).is_some() {
+                q.add(c, util::namespace(p), util::name(p));
+            }
+        }
+    }),
+    run: |w, k| {
+        let [ns, name] = k.key();
+        run_pod(w, k.cluster(), ns, name)
+    },
+    // The Pod never runs: it stays Pending, the failure on its PodScheduled condition.
+    fail: |w, k, msg| {
+        let [ns, name] = k.key();
+        super::mark(w, k.cluster(), POD, ns, name, "PodScheduled", "False", msg)
+    },
+};
+
+/// This file's controllers.
+pub(super) static CONTROLLERS: &[&Controller] = &[&POD_RUN];
