@@ -494,3 +494,157 @@ pub fn evaluate(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(status: Value) -> Pod {
+        let mut p = check_pod("lab", "ns", "quay.io/msa:v0.10.0", "consumer:test");
+        p.status = Some(serde_json::from_value(status).unwrap());
+        p
+    }
+
+    fn terminated(code: i32, message: &str) -> Value {
+        json!({"terminated": {"exitCode": code, "message": message}})
+    }
+
+    #[test]
+    fn the_checks_pod_runs_the_consumer_once_with_the_kit_and_the_lab_labels() {
+        let p = serde_json::to_value(check_pod(
+            "lab",
+            "ns",
+            "quay.io/msa:v0.10.0",
+            "consumer:test",
+        ))
+        .unwrap();
+        assert_eq!(p["kind"], "Pod");
+        assert_eq!(p["metadata"]["labels"][crate::topology::LAB_LABEL], "lab");
+        assert_eq!(p["spec"]["restartPolicy"], "Never");
+        assert_eq!(p["spec"]["serviceAccountName"], CHECK_SA);
+        assert_eq!(
+            p["spec"]["initContainers"][0]["command"],
+            json!(["cp", "/cp-creds", "/plugins/cp-creds"])
+        );
+        assert_eq!(
+            p["spec"]["containers"][0]["args"],
+            json!([
+                "--namespace",
+                "ns",
+                "--provider-file",
+                "/etc/clusterprofile/clusterprofile-provider-file.json",
+                "--report",
+                "/dev/termination-log"
+            ])
+        );
+    }
+
+    #[test]
+    fn each_spoke_gets_the_hop_its_line_of_the_report_names() {
+        let report = json!({"namespace": "ns", "spokes": [
+            {"profile": "c1", "cluster": "c1", "server": "https://u.ns:9092/c1", "version": "v1.36.1"},
+            {"profile": "c2", "cluster": "c2", "failure": {"hop": "proxy", "status": 400, "detail": "rpc error"}},
+            {"profile": "c3", "cluster": "c3", "failure": {"hop": "proxy", "status": 502, "detail": "No agent available"}},
+            {"profile": "c4", "cluster": "c4", "failure": {"hop": "dns", "detail": "does not resolve"}}
+        ]});
+        let p = pod(json!({"phase": "Failed",
+            "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": terminated(0, "")}],
+            "containerStatuses": [{"name": CLIENT_CONTAINER, "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": terminated(1, &report.to_string())}]}));
+        let rs = evaluate(
+            "ns",
+            &["c1", "c2", "c3", "c4", "c5"],
+            "msa",
+            &p,
+            true,
+            "kind-hub",
+        );
+        let hops: Vec<Option<Hop>> = rs.iter().map(|r| r.hop).collect();
+        assert_eq!(
+            hops,
+            [
+                None,
+                Some(Hop::ProxyServerUnreachable),
+                Some(Hop::ProxyAgentNotConnected),
+                Some(Hop::Dns),
+                Some(Hop::ProfileMissing)
+            ]
+        );
+        assert!(
+            rs[0].detail.ends_with("https://u.ns:9092/c1, got v1.36.1"),
+            "{}",
+            rs[0].detail
+        );
+    }
+
+    #[test]
+    fn a_pod_that_could_not_get_cp_creds_or_left_no_report_fails_every_spoke_saying_so() {
+        let no_plugin = pod(json!({"phase": "Failed",
+            "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": "", "imageID": "", "ready": false, "restartCount": 0,
+              "state": terminated(1, "cp: cannot stat '/cp-creds': No such file or directory")}]}));
+        assert!(pod_done(&no_plugin));
+        let rs = evaluate("ns", &["c1", "c2"], "msa", &no_plugin, true, "");
+        assert!(rs.iter().all(|r| r.hop == Some(Hop::PluginMissing)));
+        assert!(
+            rs[0]
+                .detail
+                .contains("could not copy /cp-creds out of quay.io/msa:v0.10.0 (exit 1)"),
+            "{}",
+            rs[0].detail
+        );
+
+        let no_image = pod(
+            json!({"phase": "Pending", "containerStatuses": [{"name": CLIENT_CONTAINER, "image": "", "imageID": "", "ready": false, "restartCount": 0,
+              "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "not present"}}}]}),
+        );
+        assert!(
+            pod_done(&no_image),
+            "an image that cannot be had is an outcome: no waiting for the deadline"
+        );
+        let r = &evaluate("ns", &["c1"], "msa", &no_image, true, "")[0];
+        assert_eq!(r.hop, Some(Hop::ConsumerPod));
+        assert!(
+            r.detail
+                .contains("the consumer image consumer:test cannot be had: ErrImageNeverPull"),
+            "{}",
+            r.detail
+        );
+
+        let pending = pod(json!({"phase": "Pending"}));
+        assert!(!pod_done(&pending));
+        let r = &evaluate("ns", &["c1"], "msa", &pending, false, "")[0];
+        assert!(
+            r.detail.contains("did not finish in time (phase Pending)"),
+            "{}",
+            r.detail
+        );
+
+        let garbled = pod(json!({"phase": "Failed",
+            "containerStatuses": [{"name": CLIENT_CONTAINER, "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": terminated(2, "panic: oops")}]}));
+        let r = &evaluate("ns", &["c1"], "msa", &garbled, true, "")[0];
+        assert_eq!(r.hop, Some(Hop::ConsumerPod));
+        assert!(
+            r.detail.contains("exited 2 without a report it could read"),
+            "{}",
+            r.detail
+        );
+    }
+
+    #[test]
+    fn a_report_that_failed_before_any_spoke_fails_each_at_that_hop() {
+        let report = json!({"namespace": "ns", "error": {"hop": "hub", "status": 403, "detail": "forbidden"}});
+        let p = pod(json!({"phase": "Failed",
+            "containerStatuses": [{"name": CLIENT_CONTAINER, "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": terminated(1, &report.to_string())}]}));
+        let rs = evaluate("ns", &["c1", "c2"], "msa", &p, true, "kind-hub");
+        assert!(
+            rs.iter()
+                .all(|r| r.hop == Some(Hop::ConsumerHub) && r.detail == "forbidden")
+        );
+        assert!(
+            rs[0]
+                .next
+                .as_deref()
+                .unwrap()
+                .contains("kubectl --context kind-hub -n ns get roles,rolebindings")
+        );
+    }
+}

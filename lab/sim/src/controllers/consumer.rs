@@ -249,7 +249,11 @@ fn reach(
         .and_then(util::b64_decode)
         .and_then(|t| String::from_utf8(t).ok())
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| failure(Hop::Credential, None, format!("the exec plugin `{command}` gave an unusable answer: it returned neither a token nor a client certificate and key")))?;
+        .ok_or_else(|| {
+            refused(format!(
+                "[open-cluster-management] secret {ns}/{secret} missing or empty \"token\" key"
+            ))
+        })?;
     // The provider's server, `https://<service>.<namespace>:<port>/<cluster>`, by the hub's cluster DNS.
     let (service, svc_ns, port, path) = split_server(&a.server).ok_or_else(|| {
         failure(
