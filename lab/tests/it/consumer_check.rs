@@ -227,3 +227,41 @@ async fn a_consumer_pod_left_behind_by_a_killed_run_is_removed_by_reset() {
     up(&h).await;
     assert_eq!(leftovers(&h), Vec::<String>::new());
 }
+
+#[test]
+fn the_check_needs_a_consumer_image_and_with_one_is_a_default_check() {
+    let listed = common::default_with(
+        "checks: [properties, access-providers, reachable, credentials, conditions]",
+        "checks: [properties, consumer]",
+    );
+    let err = ocm_lab::topology::load_str("t.yaml", &listed).unwrap_err();
+    let text = ocm_lab::render(&err);
+    assert!(
+        text.contains(
+            "check `consumer` cannot run in this lab: it needs `spec.verify.consumerImage`"
+        ),
+        "{text}"
+    );
+    let defaults = common::default_with(
+        "checks: [properties, access-providers, reachable, credentials, conditions]",
+        "consumerImage: ocm-lab-consumer:dev",
+    );
+    let lab = ocm_lab::topology::load_str("t.yaml", &defaults)
+        .unwrap()
+        .lab;
+    assert!(
+        lab.verify.checks.contains(&Check::Consumer),
+        "{:?}",
+        lab.verify.checks
+    );
+    let without = common::default_with(
+        "    checks: [properties, access-providers, reachable, credentials, conditions]\n",
+        "",
+    );
+    let lab = ocm_lab::topology::load_str("t.yaml", &without).unwrap().lab;
+    assert!(
+        !lab.verify.checks.contains(&Check::Consumer),
+        "{:?}",
+        lab.verify.checks
+    );
+}
