@@ -176,13 +176,15 @@ async fn a_consumer_role_removed_before_the_pod_runs_is_the_plugin_refused_hop_a
         &cp_creds_role(CHECK_SA),
     );
     let hub = h.sim.api("hub");
+    // As soon as the check has created it (the simulated clock stands still while nothing waits).
     let remove_role = async {
-        loop {
+        for _ in 0..200 {
             if hub.delete(&role).await.unwrap() {
-                break;
+                return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+        panic!("the check never created its Role {role}");
     };
     let ((r, _), ()) = tokio::join!(h.run("verify"), remove_role);
     assert!(!r.ok);
