@@ -40,10 +40,12 @@ Environment variables:
                           that Helm 4 runs as the chart post-renderer.
 
 Exit codes:
-  0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).
+  0    Done (`status`: the lab is healthy; `doctor`: `up` gets past its preflight,
+       a missing kind or helm included when its download host answers).
   1    The lab or the machine failed: a step, a check, a tool, Docker; the lab is not
        up or not healthy; another ocm-lab holds the lab's lock; `doctor` found
-       something that stops `up`.
+       something that stops `up` (such as kind or helm missing, and its download
+       host not answering, or `--no-download`).
   2    The input is wrong: arguments, topology, workflow or chart-patch files.
        Nothing was touched.
   130  Interrupted (Ctrl-C); running the same command again finishes the work.";
@@ -444,6 +446,11 @@ pub enum Command {
     /// Bring a used lab back to its just-up state without re-creating clusters.
     Reset(UpArgs),
     /// Check this machine for what a lab needs, and say what to fix.
+    ///
+    /// The verdict is `up`'s preflight: exit 0 when `up` would get past it, 1 when it would stop there.
+    /// For a kind or helm that is missing, doctor asks its download host (or OCM_LAB_TOOLS_BASE_URL's
+    /// mirror) whether `up`'s download could start, waiting 5 seconds at most, and downloads nothing;
+    /// with `--no-download` it asks nothing and judges as `up --no-download` would.
     Doctor(DoctorArgs),
     /// Write a bundle for a bug report: journal, topology, the lab's OCM objects and events, secrets redacted.
     Diagnose(DiagnoseArgs),

@@ -105,12 +105,14 @@ pub enum Error {
         #[help]
         help: Option<String>,
     },
-    #[error("preflight failed: {0}")]
-    #[diagnostic(
-        code(ocm_lab::preflight),
-        help("fix the findings above (`ocm-lab doctor` re-checks them); nothing was created")
-    )]
-    Preflight(String),
+    /// `up` or `reset` stopped before touching anything: the checks that failed, and what to do.
+    #[error("preflight failed: {failed}; nothing was created")]
+    #[diagnostic(code(ocm_lab::preflight), help("{help}"))]
+    Preflight { failed: String, help: String },
+    /// `doctor` found what would stop `up`.
+    #[error("`ocm-lab up` would stop in preflight: {failed}")]
+    #[diagnostic(code(ocm_lab::doctor), help("{help}"))]
+    DoctorFailed { failed: String, help: String },
     #[error(transparent)]
     #[diagnostic(transparent)]
     Tools(Box<crate::backend::tools::ToolError>),
@@ -251,7 +253,8 @@ impl Error {
             | Error::Unhealthy { .. }
             | Error::ConsumerHub { .. }
             | Error::NotUp { .. }
-            | Error::Preflight(_)
+            | Error::Preflight { .. }
+            | Error::DoctorFailed { .. }
             | Error::Tools(_)
             | Error::PostRender(_)
             | Error::CurrentExe(_)

@@ -282,6 +282,13 @@ pub async fn doctor_finding(
             );
         }
     };
+    // The node image has its own finding (`image`): one finding per fact.
+    let images: Vec<LabImage> = images
+        .iter()
+        .filter(|i| i.kind != ImageKind::Node)
+        .cloned()
+        .collect();
+    let images = &images;
     let (present, missing) = partition_present(docker, images).await;
     let missing = match missing {
         Ok(m) => m,
@@ -297,7 +304,7 @@ pub async fn doctor_finding(
         return Finding::ok(
             "images",
             format!(
-                "all {} images the lab runs are in the local Docker engine",
+                "all {} images the lab runs in its clusters are in the local Docker engine",
                 images.len()
             ),
         );
@@ -305,7 +312,7 @@ pub async fn doctor_finding(
     Finding::warn(
         "images",
         format!(
-            "{} of {} images the lab runs are not in the local Docker engine and would have to be pulled from their registries ({present} present): {}",
+            "{} of {} images the lab runs in its clusters are not in the local Docker engine and would be pulled from their registries ({present} present): {}",
             missing.len(),
             images.len(),
             missing.join(", ")

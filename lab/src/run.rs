@@ -70,7 +70,8 @@ fn structured_error(output: crate::cli::Output, e: &Error) {
             Error::StepFailed { .. }
                 | Error::Cancelled
                 | Error::Unhealthy { .. }
-                | Error::Preflight(_)
+                | Error::Preflight { .. }
+                | Error::DoctorFailed { .. }
                 // `ci matrix` prints a matrix or nothing: its stdout goes to GitHub as the matrix.
                 | Error::CiNothingFits { .. }
         )

@@ -180,11 +180,30 @@ pub fn open_backends(
         .into_iter()
         .filter_map(|(name, t)| Some((name.to_owned(), t?.as_ref().ok()?.version.to_string())))
         .collect();
-    // `doctor` says a missing tool would be downloaded unless asked about `--no-download`.
+    // How a missing tool would reach `up`: `doctor` asks the release host (unless `--no-download`), `up`
+    // and `reset` already tried, a read-only command never downloads.
+    let download = |r: Option<&Result<tools::Tool, tools::ToolError>>, name| match purpose {
+        Purpose::Doctor if !args.no_download => doctor::Download::Probed(
+            r.is_some_and(|r| {
+                matches!(
+                    r,
+                    Err(tools::ToolError::NotFound { .. } | tools::ToolError::TooOld { .. })
+                )
+            })
+            .then(|| tools::probe_download(name, &cfg, tools::DOWNLOAD_PROBE_TIMEOUT)),
+        ),
+        _ if may_download => doctor::Download::Tried,
+        _ => doctor::Download::Off,
+    };
+    // Both hosts are asked at once: a host that does not answer costs the probe's timeout once.
+    let (kind_download, helm_download) = std::thread::scope(|s| {
+        let k = s.spawn(|| download(kind.as_ref(), tools::ToolName::Kind));
+        let h = download(Some(&helm), tools::ToolName::Helm);
+        (k.join().expect("the probe does not panic"), h)
+    });
     let mut findings = doctor::tools(
-        kind.as_ref(),
-        &helm,
-        may_download || (purpose == Purpose::Doctor && !args.no_download),
+        kind.as_ref().map(|k| (k, kind_download)),
+        (&helm, helm_download),
         &crate::topology::catalog::kind_for_node_image(node_image).0,
     );
     let docker = rt.block_on(Docker::connect());
