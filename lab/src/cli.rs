@@ -423,9 +423,9 @@ pub enum Command {
     Up(UpArgs),
     /// Render everything `up` would do, touching nothing: steps, manifests, chart values, the step graph.
     ///
-    /// With `--out DIR`, the charts' rendered objects too: that fetches the charts with an installed
-    /// helm (the only network access of `plan`; `--no-charts` skips it, `--simulate` uses the simulated
-    /// chart models instead).
+    /// With `--out DIR`, the charts' rendered objects too, rendered by an installed helm from the chart
+    /// cache (fetching a chart not cached yet is the only network access of `plan`; `--no-charts` skips
+    /// it, `--simulate` uses the simulated chart models instead).
     Plan(PlanArgs),
     /// Prove the properties and accessProviders flow end to end, and say which hop broke.
     Verify(VerifyArgs),
@@ -463,7 +463,8 @@ pub enum Command {
     /// The container images the lab runs (for preloading, mirrors and offline labs).
     #[command(subcommand)]
     Images(ImagesCommand),
-    /// Offline labs: one archive of every image the lab runs, for `up --bundle`.
+    /// Offline labs: one archive of what `up` would fetch (the images, the charts, kind and helm), for
+    /// `up --bundle`.
     #[command(subcommand)]
     Bundle(BundleCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
@@ -536,10 +537,12 @@ pub struct PlanArgs {
     /// Write every manifest, values file and the graph into this folder (created if missing), and each
     /// chart's rendered and patched objects (`charts/<cluster>/<release>.yaml`, what `up` installs).
     ///
-    /// Rendering a chart runs `helm template --repo` through ocm-lab's post-renderer: an installed helm
-    /// (`OCM_LAB_HELM`, `PATH`, or the tools cache; plan downloads no tools), and fetching the pinned
-    /// chart from its repository is the one network access of `plan` (`--no-charts` skips it). A chart
-    /// that is not rendered is listed under `notIncluded` in `charts.yaml`, with why.
+    /// Each chart is rendered as `up` renders it: fetched once into the chart cache (checked against its
+    /// repository's index; `OCM_LAB_CHARTS_BASE_URL` for a mirror), then `helm template` of that local
+    /// file through ocm-lab's post-renderer, with an installed helm (`OCM_LAB_HELM`, `PATH`, or the
+    /// tools cache; plan downloads no tools). Fetching a chart that is not cached yet is the one network
+    /// access of `plan` (`--no-charts` skips rendering). A chart that is not rendered is listed under
+    /// `notIncluded` in `charts.yaml`, with why.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// With `--out`: do not render the charts (no helm, no network); `charts.yaml` lists them as not included.
@@ -574,8 +577,16 @@ pub struct ImagesListArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BundleCommand {
-    /// Write the kind node image and every image of `images list` from the local Docker engine into
-    /// one bundle (a tar with a manifest of names, digests, sizes and the lab's versions), streamed.
+    /// Write one bundle for `up --bundle`: every image of `images list` (the kind node image included)
+    /// from the local Docker engine, the charts the lab installs, and kind and helm.
+    ///
+    /// The bundle is a tar with a manifest of names, digests, sizes and the lab's versions, streamed.
+    /// Every image is checked first: when the engine lacks any, all of them are named, each with its
+    /// `docker pull` line, and nothing is written. The charts come from the chart cache (fetched when
+    /// missing) and kind and helm as `up` finds them (downloaded when missing), for this machine's
+    /// operating system and architecture.
+    ///
+    /// For example: `ocm-lab bundle save -t workshop --out lab-bundle.tar`.
     Save(BundleSaveArgs),
 }
 
@@ -585,8 +596,12 @@ pub struct BundleSaveArgs {
     #[command(flatten)]
     pub lab: LabArgs,
     /// The bundle to write (replaced only once it is complete).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "old_output")]
+    pub out: Option<PathBuf>,
+    /// Refused with what to write instead: `-o` is the output format in every command, and the bundle's
+    /// file is `--out FILE` (`-o FILE` was, in earlier releases).
+    #[arg(short = 'o', long = "output", value_name = "FILE", hide = true)]
+    pub old_output: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

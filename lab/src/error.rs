@@ -185,6 +185,18 @@ pub enum Error {
         #[help]
         help: Option<String>,
     },
+    /// `bundle save`: images the local Docker engine lacks (all of them, checked before anything is written).
+    #[error(
+        "{count} of the {of} images of the bundle are not in the Docker engine at {host} (below); nothing was written"
+    )]
+    #[diagnostic(code(ocm_lab::bundle::images_missing), help("{help}"))]
+    BundleImagesMissing {
+        count: usize,
+        of: usize,
+        host: String,
+        images: Vec<String>,
+        help: String,
+    },
     /// `bundle save` / `up --bundle`: a chart could not be fetched into, or put into, the chart cache.
     #[error("{error}")]
     #[diagnostic(code(ocm_lab::chart_cache))]
@@ -198,7 +210,7 @@ pub enum Error {
     #[diagnostic(
         code(ocm_lab::bundle_versions),
         help(
-            "make a bundle for this topology (`ocm-lab bundle save -t <topology> -o <file>`), or run `up` with the topology the bundle was made for"
+            "make a bundle for this topology (`ocm-lab bundle save -t <topology> --out <file>`), or run `up` with the topology the bundle was made for"
         )
     )]
     BundleVersions { bundle: String, why: String },
@@ -261,6 +273,7 @@ impl Error {
             | Error::Runtime(_)
             | Error::Images(_)
             | Error::Bundle { .. }
+            | Error::BundleImagesMissing { .. }
             | Error::ChartCache { .. } => exit::FAILURE,
             Error::BundleVersions { .. } => exit::INVALID_INPUT,
         }

@@ -202,6 +202,8 @@ fn kubeconfig_and_context_are_refused_by_commands_that_read_no_clusters() {
         "completions bash --kubeconfig k.yaml",
         "topology list --context kind-hub",
         "ci matrix --kubeconfig k.yaml",
+        "bundle save --out b.tar --context kind-hub",
+        "images list --kubeconfig k.yaml",
     ] {
         let args: Vec<&str> = line.split(' ').collect();
         let out = ocm_lab(&args);

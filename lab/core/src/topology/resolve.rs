@@ -169,7 +169,7 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
     let given = std::path::Path::new(&b.value);
     if b.value.trim().is_empty() {
         c.error(at(b), "spec.bundle", "the bundle path is empty")
-            .help("name the file `ocm-lab bundle save -o FILE` wrote, or remove `spec.bundle`");
+            .help("name the file `ocm-lab bundle save --out FILE` wrote, or remove `spec.bundle`");
         return None;
     }
     let path = if given.is_absolute() || origin.starts_with("embedded:") {
@@ -189,7 +189,7 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
                 "spec.bundle",
                 format!("{} is not a file", path.display()),
             )
-            .help("name the file `ocm-lab bundle save -o FILE` wrote");
+            .help("name the file `ocm-lab bundle save --out FILE` wrote");
             None
         }
         Err(e) => {
@@ -198,7 +198,7 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
                 "spec.bundle",
                 format!("cannot read the bundle {}: {e}", path.display()),
             )
-            .help("make it with `ocm-lab bundle save -t <topology> -o FILE`; a relative path is read from the topology file's folder");
+            .help("make it with `ocm-lab bundle save -t <topology> --out FILE`; a relative path is read from the topology file's folder");
             None
         }
     }
