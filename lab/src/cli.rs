@@ -171,6 +171,49 @@ pub struct LabArgs {
     pub node_image: Option<String>,
 }
 
+/// `-t` alone: the commands that read a lab but plan no workflow (`status`, `consumer`, `diagnose`).
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArg {
+    /// Topology: a file path, or the name of an embedded topology (default, minimal, workshop).
+    #[arg(short = 't', long = "topology", value_name = "FILE|NAME")]
+    pub topology: Option<String>,
+}
+
+impl From<&TopologyArg> for LabArgs {
+    fn from(a: &TopologyArg) -> Self {
+        LabArgs {
+            topology: a.topology.clone(),
+            workflows: None,
+            chart_patches: None,
+            node_image: None,
+        }
+    }
+}
+
+/// `-t`, `--workflows` and `--chart-patches`: the commands that plan a workflow on a lab that exists
+/// (`verify`, `down`), whose node image is the one the clusters already run.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgsOnLab {
+    #[command(flatten)]
+    pub topology: TopologyArg,
+    /// Read workflow files (and `manifests/` templates) from this folder instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub workflows: Option<PathBuf>,
+    /// Read chart patches from this folder instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub chart_patches: Option<PathBuf>,
+}
+
+impl From<&PlanArgsOnLab> for LabArgs {
+    fn from(a: &PlanArgsOnLab) -> Self {
+        LabArgs {
+            workflows: a.workflows.clone(),
+            chart_patches: a.chart_patches.clone(),
+            ..LabArgs::from(&a.topology)
+        }
+    }
+}
+
 /// `--simulate`.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct SimArgs {
@@ -233,7 +276,7 @@ pub struct UpArgs {
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -249,7 +292,7 @@ pub struct VerifyArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DownArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -263,7 +306,7 @@ pub struct DownArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -283,7 +326,7 @@ pub struct ConsumerArgs {
     #[arg(long, value_name = "NAME")]
     pub msa: Option<String>,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -376,7 +419,7 @@ impl From<&VerifyArgs> for RunArgs {
             concurrency: a.engine.concurrency,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
-            ..RunArgs::new(&a.lab, a.sim)
+            ..RunArgs::new(&(&a.lab).into(), a.sim)
         }
     }
 }
@@ -385,20 +428,20 @@ impl From<&DownArgs> for RunArgs {
     fn from(a: &DownArgs) -> Self {
         RunArgs {
             concurrency: a.engine.concurrency,
-            ..RunArgs::new(&a.lab, a.sim)
+            ..RunArgs::new(&(&a.lab).into(), a.sim)
         }
     }
 }
 
 impl From<&StatusArgs> for RunArgs {
     fn from(a: &StatusArgs) -> Self {
-        RunArgs::new(&a.lab, a.sim)
+        RunArgs::new(&(&a.lab).into(), a.sim)
     }
 }
 
 impl From<&ConsumerArgs> for RunArgs {
     fn from(a: &ConsumerArgs) -> Self {
-        RunArgs::new(&a.lab, a.sim)
+        RunArgs::new(&(&a.lab).into(), a.sim)
     }
 }
 
@@ -413,7 +456,7 @@ impl From<&DoctorArgs> for RunArgs {
 
 impl From<&DiagnoseArgs> for RunArgs {
     fn from(a: &DiagnoseArgs) -> Self {
-        RunArgs::new(&a.lab, a.sim)
+        RunArgs::new(&(&a.lab).into(), a.sim)
     }
 }
 
@@ -522,7 +565,7 @@ impl From<CheckArg> for crate::topology::Check {
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
     /// Where to write the bundle (default: ocm-lab-<lab>-diagnostics.tar.gz in the current folder).
@@ -608,9 +651,17 @@ pub struct BundleSaveArgs {
 pub enum TopologyCommand {
     /// Validate a topology file (or an embedded topology) and report every problem with its location.
     Check {
-        /// A file path, or the name of an embedded topology.
-        #[arg(value_name = "FILE|NAME")]
-        topology: String,
+        /// A file path, or the name of an embedded topology (or give it with `-t`, as to every command).
+        #[arg(value_name = "FILE|NAME", required_unless_present = "topology_flag")]
+        topology: Option<String>,
+        /// The same, as every command that reads a topology takes it.
+        #[arg(
+            short = 't',
+            long = "topology",
+            value_name = "FILE|NAME",
+            conflicts_with = "topology"
+        )]
+        topology_flag: Option<String>,
         #[command(flatten)]
         output: DocumentOutput,
     },
@@ -623,8 +674,17 @@ pub enum TopologyCommand {
     },
     /// Print an embedded topology, to start a new one from it.
     Show {
-        #[arg(value_name = "NAME", default_value = "default")]
-        name: String,
+        /// The embedded topology (default: `default`).
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// The same, as every command that reads a topology takes it.
+        #[arg(
+            short = 't',
+            long = "topology",
+            value_name = "NAME",
+            conflicts_with = "name"
+        )]
+        topology_flag: Option<String>,
     },
 }
 
