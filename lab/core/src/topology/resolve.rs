@@ -485,15 +485,22 @@ fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec) {
         )
         .help("name the context of each existing cluster in the topology");
     }
-    if without.is_empty()
-        && let Some(flag) = kubeconfig_flags().context
-    {
-        c.error(
-            None,
-            "spec",
-            format!("`--context {flag}` applies to no cluster of this lab"),
-        )
-        .help("`--context` names the context of the one `existing:` cluster that leaves `context:` out; every cluster of this topology is kind or names its context");
+}
+
+/// The global `--context` when no cluster of the topology takes it (none is `existing:` without a
+/// `context:`): a problem of the command line, not of the file, so it is not one of the file's issues.
+pub(crate) fn unused_context_flag(spec: &model::TopologySpec) -> Option<String> {
+    let takes_it = |e: Option<&model::Existing>| e.is_some_and(|e| e.context.is_none());
+    let any = takes_it(spec.hub.existing.as_ref())
+        || spec
+            .spokes
+            .value
+            .iter()
+            .any(|s| takes_it(s.existing.as_ref()));
+    if any {
+        None
+    } else {
+        kubeconfig_flags().context
     }
 }
 
