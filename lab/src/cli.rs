@@ -222,13 +222,21 @@ pub struct SimArgs {
     pub simulate: bool,
 }
 
-/// `--concurrency`.
+/// `--concurrency` and `--timing`: how the steps run, and what is said about their time.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct EngineArgs {
     /// Most steps running at once.
     #[arg(long, default_value_t = crate::engine::DEFAULT_CONCURRENCY, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
+    /// Say where the time went after the run (the critical path and the slowest steps). Without it,
+    /// said only after an `up` or `reset` that changed something and took 5 minutes or more; `-o json`
+    /// always carries it (the `timing` event).
+    #[arg(long)]
+    pub timing: bool,
 }
+
+/// After this long, an `up` or `reset` that changed something says where the time went unasked.
+pub const LONG_RUN_MS: u64 = 5 * 60 * 1000;
 
 /// `--junit` and `--checks`: the options of the commands that verify.
 #[derive(Debug, Clone, Args)]
@@ -354,6 +362,8 @@ pub struct RunArgs {
     pub simulate: bool,
     pub no_download: bool,
     pub concurrency: u16,
+    /// `--timing`.
+    pub timing: bool,
     pub junit: Option<PathBuf>,
     pub checks: Vec<CheckArg>,
     /// The kind and helm binaries `up --bundle` unpacked from the bundle: the run uses these.
@@ -391,6 +401,7 @@ impl RunArgs {
             simulate: sim.simulate,
             no_download: false,
             concurrency: crate::engine::DEFAULT_CONCURRENCY,
+            timing: false,
             junit: None,
             checks: Vec::new(),
             bundled_tools: Vec::new(),
@@ -405,6 +416,7 @@ impl From<&UpArgs> for RunArgs {
         RunArgs {
             no_download: a.download.no_download,
             concurrency: a.engine.concurrency,
+            timing: a.engine.timing,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
             bundle: a.bundle.clone(),
@@ -417,6 +429,7 @@ impl From<&VerifyArgs> for RunArgs {
     fn from(a: &VerifyArgs) -> Self {
         RunArgs {
             concurrency: a.engine.concurrency,
+            timing: a.engine.timing,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
             ..RunArgs::new(&(&a.lab).into(), a.sim)
@@ -428,6 +441,7 @@ impl From<&DownArgs> for RunArgs {
     fn from(a: &DownArgs) -> Self {
         RunArgs {
             concurrency: a.engine.concurrency,
+            timing: a.engine.timing,
             ..RunArgs::new(&(&a.lab).into(), a.sim)
         }
     }

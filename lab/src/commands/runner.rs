@@ -382,7 +382,11 @@ fn prepare(
 async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) {
     use crate::step::events::Event;
     let (events, rx) = Events::channel();
-    let reporter = tokio::spawn(report::reporter(rx, report::Style::Json));
+    let reporter = tokio::spawn(report::reporter(
+        rx,
+        report::Style::Json,
+        report::ShowTiming::Never,
+    ));
     events.emit(Event::RunStarted {
         lab: lab.name.clone(),
         workflow: plan.workflow.clone(),
@@ -446,7 +450,15 @@ fn run_workflow(
     };
     let result = runtime.block_on(async {
         let (events, rx) = Events::channel();
-        let reporter = tokio::spawn(report::reporter(rx, output.into()));
+        // Where the time went: when asked, or after a long `up` (a `reset` ends with one).
+        let timing = if args.timing {
+            report::ShowTiming::Always
+        } else if workflow == Workflow::Up {
+            report::ShowTiming::AfterMs(crate::cli::LONG_RUN_MS)
+        } else {
+            report::ShowTiming::Never
+        };
+        let reporter = tokio::spawn(report::reporter(rx, output.into(), timing));
         let cancel = CancellationToken::new();
         // Counted by a handler registered before the run starts, on a thread of its own: a second
         // Ctrl-C is honoured however soon after the first it comes, and while the runtime is busy.

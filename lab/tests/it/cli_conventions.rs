@@ -241,19 +241,19 @@ fn every_command_takes_exactly_the_options_it_uses() {
     let table: &[(&str, &str)] = &[
         (
             "up",
-            "bundle checks chart-patches concurrency junit no-download node-image output simulate topology workflows",
+            "bundle checks chart-patches concurrency junit no-download node-image output simulate timing topology workflows",
         ),
         (
             "reset",
-            "bundle checks chart-patches concurrency junit no-download node-image output simulate topology workflows",
+            "bundle checks chart-patches concurrency junit no-download node-image output simulate timing topology workflows",
         ),
         (
             "verify",
-            "checks chart-patches concurrency junit output simulate topology workflows",
+            "checks chart-patches concurrency junit output simulate timing topology workflows",
         ),
         (
             "down",
-            "chart-patches concurrency output simulate topology workflows",
+            "chart-patches concurrency output simulate timing topology workflows",
         ),
         (
             "plan",
