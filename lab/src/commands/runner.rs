@@ -573,9 +573,19 @@ fn verification_report(
         } else {
             ""
         };
+        // On a terminal no table line passes its width; piped, the table is whole.
+        let width = {
+            use std::io::IsTerminal as _;
+            let term = console::Term::stdout();
+            std::io::stdout()
+                .is_terminal()
+                .then(|| term.size_checked())
+                .flatten()
+                .map_or(usize::MAX, |(_, w)| usize::from(w))
+        };
         super::stdout(&format!(
             "\n{title}{}",
-            crate::verify::report::table(results)
+            crate::verify::report::table_within(results, width)
         ))?;
     }
     if let Some(path) = &args.junit {
