@@ -1023,3 +1023,34 @@ fn output_json_prints_a_json_error_document_when_the_command_fails_before_any_ou
         assert!(doc["error"]["message"].is_string(), "{args:?}: {doc}");
     }
 }
+
+/// Errors are wrapped to the terminal between words only: a `command`, a path, a URL or an image
+/// reference is never broken inside (nor at a hyphen), so each can be copied from one line.
+#[test]
+fn rendered_errors_never_break_a_command_or_path_across_lines() {
+    #[derive(Debug, thiserror::Error, miette::Diagnostic)]
+    #[error(
+        "failed to write /var/lib/some-very-long-folder-name/with-many-hyphenated-parts/and-more-of-them/ocm-lab-sandbox-diagnostics.tar.gz: permission denied"
+    )]
+    #[diagnostic(
+        code(ocm_lab::test),
+        help(
+            "pull the node image where a registry is reachable: `docker pull kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5`, then `ocm-lab bundle save -t workshop --out /home/instructor/workshop-material/lab-bundle.tar` and see https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
+        )
+    )]
+    struct Long;
+    let text = ocm_lab::render(&Long);
+    for token in [
+        "/var/lib/some-very-long-folder-name/with-many-hyphenated-parts/and-more-of-them/ocm-lab-sandbox-diagnostics.tar.gz:",
+        "`docker pull kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5`,",
+        "`ocm-lab bundle save -t workshop --out /home/instructor/workshop-material/lab-bundle.tar`",
+        "https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains(token)),
+            "{token} is broken across lines:\n{text}"
+        );
+    }
+    // And it is still wrapped: between words, at the handler's width.
+    assert!(text.lines().count() > 4, "{text}");
+}
