@@ -218,6 +218,8 @@ impl From<&PlanArgsOnLab> for LabArgs {
 #[derive(Debug, Clone, Copy, Args)]
 pub struct SimArgs {
     /// Run against the simulated lab (a test double of OCM kept in the state folder), not real clusters.
+    /// kubectl cannot reach it (nothing listens at its API server addresses, and it adds no context to
+    /// your kubeconfig): `ocm-lab status --simulate` shows what kubectl would.
     #[arg(long)]
     pub simulate: bool,
 }
@@ -582,7 +584,8 @@ pub struct DiagnoseArgs {
     pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
-    /// Where to write the bundle (default: ocm-lab-<lab>-diagnostics.tar.gz in the current folder).
+    /// Where to write the bundle (default: ocm-lab-<lab>-diagnostics.tar.gz in the current folder;
+    /// ocm-lab-<lab>-SIMULATED-diagnostics.tar.gz with `--simulate`).
     #[arg(long, value_name = "FILE.tar.gz")]
     pub out: Option<PathBuf>,
 }

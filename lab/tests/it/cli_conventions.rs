@@ -1054,3 +1054,20 @@ fn rendered_errors_never_break_a_command_or_path_across_lines() {
     // And it is still wrapped: between words, at the handler's width.
     assert!(text.lines().count() > 4, "{text}");
 }
+
+/// The workshop page asks for the memory `doctor` and `up` check for the workshop topology, and says that
+/// its kubectl exercises need the real lab; `--simulate`'s help says kubectl cannot reach a simulated one.
+#[test]
+fn the_docs_and_help_state_what_the_checks_check() {
+    let lab = crate::common::lab("workshop");
+    let need_mib = lab.clusters().count() as u64 * ocm_lab::commands::doctor::MIB_PER_CLUSTER;
+    let gib = format!("{} GiB", need_mib as f64 / 1024.0);
+    let page = std::fs::read_to_string(root().join("examples/workshop-exercises.md")).unwrap();
+    assert!(page.contains(&gib), "the page should ask for {gib}");
+    assert!(page.contains("kubectl cannot reach"), "{page}");
+    let help = ocm_lab(&["up", "--help"]).stdout;
+    assert!(
+        help.contains("kubectl cannot reach it") && help.contains("ocm-lab status --simulate"),
+        "{help}"
+    );
+}
