@@ -357,7 +357,7 @@ pub enum Download {
     /// `doctor`: the release host (or `OCM_LAB_TOOLS_BASE_URL`'s mirror) was asked whether the download
     /// can start ([`crate::backend::tools::probe_download`]): the URL that answered, or why it did not.
     /// `None` when there was nothing to ask (the tool is installed).
-    Probed(Option<Result<String, crate::backend::tools::ToolError>>),
+    Probed(Option<Result<String, Box<crate::backend::tools::ToolError>>>),
 }
 
 /// Findings for the two tools, each with how a missing one would reach `up` ([`Download`]).

@@ -190,7 +190,9 @@ pub fn open_backends(
                     Err(tools::ToolError::NotFound { .. } | tools::ToolError::TooOld { .. })
                 )
             })
-            .then(|| tools::probe_download(name, &cfg, tools::DOWNLOAD_PROBE_TIMEOUT)),
+            .then(|| {
+                tools::probe_download(name, &cfg, tools::DOWNLOAD_PROBE_TIMEOUT).map_err(Box::new)
+            }),
         ),
         _ if may_download => doctor::Download::Tried,
         _ => doctor::Download::Off,
