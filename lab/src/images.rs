@@ -381,28 +381,34 @@ async fn partition_present(
     (present, Ok(missing))
 }
 
-/// The human form of `images list`.
+/// The human form of `images list`: the short columns first and the image reference last, whole, so
+/// that the columns stay within a terminal's width and a reference is never cut (it is there to be
+/// copied). A list of clusters longer than its column is given as a count (`-o json` names them).
 pub fn render_list(images: &[LabImage]) -> String {
-    let mut out = String::new();
+    const CLUSTERS_WIDTH: usize = 28;
+    let clusters = |i: &LabImage| {
+        let joined = i.clusters.join(",");
+        if joined.len() <= CLUSTERS_WIDTH {
+            joined
+        } else {
+            crate::text::count(i.clusters.len(), "cluster", "clusters")
+        }
+    };
     let width = images
         .iter()
-        .map(|i| i.image.len())
+        .map(|i| clusters(i).len())
+        .chain(["CLUSTERS".len()])
         .max()
-        .unwrap_or(5)
-        .min(90);
-    let _ = writeln!(out, "{:<width$}  {:<8}  CLUSTERS", "IMAGE", "KIND");
+        .unwrap_or(8);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<8}  {:<width$}  IMAGE", "KIND", "CLUSTERS");
     for i in images {
         let kind = match i.kind {
             ImageKind::Node => "node",
             ImageKind::Chart => "chart",
             ImageKind::Registry => "registry",
         };
-        let _ = writeln!(
-            out,
-            "{:<width$}  {kind:<8}  {}",
-            i.image,
-            i.clusters.join(",")
-        );
+        let _ = writeln!(out, "{kind:<8}  {:<width$}  {}", clusters(i), i.image);
     }
     let pinned = images.iter().filter(|i| i.digest.is_some()).count();
     let _ = writeln!(

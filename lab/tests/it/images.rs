@@ -173,6 +173,25 @@ fn images_list_prints_json_with_where_each_image_was_found() {
     );
 }
 
+/// The human table keeps its columns narrow and ends each row with the whole image reference: the
+/// workshop's five clusters become a count, and only a reference itself can reach past 80 columns.
+#[test]
+fn images_list_ends_each_row_with_the_whole_reference_after_narrow_columns() {
+    let json = ocm_lab(&["images", "list", "-t", "workshop", "-o", "json"]);
+    let list: Vec<Value> = serde_json::from_str(&json.stdout).expect("JSON");
+    let human = ocm_lab(&["images", "list", "-t", "workshop"]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    let rows: Vec<&str> = human.stdout.lines().skip(1).take(list.len()).collect();
+    for (row, image) in rows.iter().zip(&list) {
+        let reference = image["image"].as_str().unwrap();
+        let columns = row
+            .strip_suffix(reference)
+            .unwrap_or_else(|| panic!("{row} does not end with {reference}"));
+        assert!(columns.chars().count() <= 40, "{row}");
+    }
+    assert!(human.stdout.contains("5 clusters"), "{}", human.stdout);
+}
+
 #[tokio::test]
 async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to_do() {
     let Some((d, image)) = crate::docker::docker_with_test_image().await else {
