@@ -40,10 +40,12 @@ Environment variables:
                           that Helm 4 runs as the chart post-renderer.
 
 Exit codes:
-  0    Done (`status`: the lab is healthy; `doctor`: nothing stops `up`).
+  0    Done (`status`: the lab is healthy; `doctor`: `up` gets past its preflight,
+       a missing kind or helm included when its download host answers).
   1    The lab or the machine failed: a step, a check, a tool, Docker; the lab is not
        up or not healthy; another ocm-lab holds the lab's lock; `doctor` found
-       something that stops `up`.
+       something that stops `up` (such as kind or helm missing, and its download
+       host not answering, or `--no-download`).
   2    The input is wrong: arguments, topology, workflow or chart-patch files.
        Nothing was touched.
   130  Interrupted (Ctrl-C); running the same command again finishes the work.";
@@ -169,21 +171,74 @@ pub struct LabArgs {
     pub node_image: Option<String>,
 }
 
+/// `-t` alone: the commands that read a lab but plan no workflow (`status`, `consumer`, `diagnose`).
+#[derive(Debug, Clone, Args)]
+pub struct TopologyArg {
+    /// Topology: a file path, or the name of an embedded topology (default, minimal, workshop).
+    #[arg(short = 't', long = "topology", value_name = "FILE|NAME")]
+    pub topology: Option<String>,
+}
+
+impl From<&TopologyArg> for LabArgs {
+    fn from(a: &TopologyArg) -> Self {
+        LabArgs {
+            topology: a.topology.clone(),
+            workflows: None,
+            chart_patches: None,
+            node_image: None,
+        }
+    }
+}
+
+/// `-t`, `--workflows` and `--chart-patches`: the commands that plan a workflow on a lab that exists
+/// (`verify`, `down`), whose node image is the one the clusters already run.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgsOnLab {
+    #[command(flatten)]
+    pub topology: TopologyArg,
+    /// Read workflow files (and `manifests/` templates) from this folder instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub workflows: Option<PathBuf>,
+    /// Read chart patches from this folder instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub chart_patches: Option<PathBuf>,
+}
+
+impl From<&PlanArgsOnLab> for LabArgs {
+    fn from(a: &PlanArgsOnLab) -> Self {
+        LabArgs {
+            workflows: a.workflows.clone(),
+            chart_patches: a.chart_patches.clone(),
+            ..LabArgs::from(&a.topology)
+        }
+    }
+}
+
 /// `--simulate`.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct SimArgs {
     /// Run against the simulated lab (a test double of OCM kept in the state folder), not real clusters.
+    /// kubectl cannot reach it (nothing listens at its API server addresses, and it adds no context to
+    /// your kubeconfig): `ocm-lab status --simulate` shows what kubectl would.
     #[arg(long)]
     pub simulate: bool,
 }
 
-/// `--concurrency`.
+/// `--concurrency` and `--timing`: how the steps run, and what is said about their time.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct EngineArgs {
     /// Most steps running at once.
     #[arg(long, default_value_t = crate::engine::DEFAULT_CONCURRENCY, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
+    /// Say where the time went after the run (the critical path and the slowest steps). Without it,
+    /// said only after an `up` or `reset` that changed something and took 5 minutes or more; `-o json`
+    /// always carries it (the `timing` event).
+    #[arg(long)]
+    pub timing: bool,
 }
+
+/// After this long, an `up` or `reset` that changed something says where the time went unasked.
+pub const LONG_RUN_MS: u64 = 5 * 60 * 1000;
 
 /// `--junit` and `--checks`: the options of the commands that verify.
 #[derive(Debug, Clone, Args)]
@@ -235,7 +290,7 @@ pub struct UpArgs {
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -251,7 +306,7 @@ pub struct VerifyArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DownArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -265,7 +320,7 @@ pub struct DownArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -285,7 +340,7 @@ pub struct ConsumerArgs {
     #[arg(long, value_name = "NAME")]
     pub msa: Option<String>,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -313,6 +368,8 @@ pub struct RunArgs {
     pub simulate: bool,
     pub no_download: bool,
     pub concurrency: u16,
+    /// `--timing`.
+    pub timing: bool,
     pub junit: Option<PathBuf>,
     pub checks: Vec<CheckArg>,
     /// `--consumer-image`: replaces the topology's `spec.verify.consumerImage`.
@@ -352,6 +409,7 @@ impl RunArgs {
             simulate: sim.simulate,
             no_download: false,
             concurrency: crate::engine::DEFAULT_CONCURRENCY,
+            timing: false,
             junit: None,
             checks: Vec::new(),
             consumer_image: None,
@@ -367,6 +425,7 @@ impl From<&UpArgs> for RunArgs {
         RunArgs {
             no_download: a.download.no_download,
             concurrency: a.engine.concurrency,
+            timing: a.engine.timing,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
             consumer_image: a.verify.consumer_image.clone(),
@@ -380,10 +439,11 @@ impl From<&VerifyArgs> for RunArgs {
     fn from(a: &VerifyArgs) -> Self {
         RunArgs {
             concurrency: a.engine.concurrency,
+            timing: a.engine.timing,
             junit: a.verify.junit.clone(),
             checks: a.verify.checks.clone(),
             consumer_image: a.verify.consumer_image.clone(),
-            ..RunArgs::new(&a.lab, a.sim)
+            ..RunArgs::new(&(&a.lab).into(), a.sim)
         }
     }
 }
@@ -392,20 +452,21 @@ impl From<&DownArgs> for RunArgs {
     fn from(a: &DownArgs) -> Self {
         RunArgs {
             concurrency: a.engine.concurrency,
-            ..RunArgs::new(&a.lab, a.sim)
+            timing: a.engine.timing,
+            ..RunArgs::new(&(&a.lab).into(), a.sim)
         }
     }
 }
 
 impl From<&StatusArgs> for RunArgs {
     fn from(a: &StatusArgs) -> Self {
-        RunArgs::new(&a.lab, a.sim)
+        RunArgs::new(&(&a.lab).into(), a.sim)
     }
 }
 
 impl From<&ConsumerArgs> for RunArgs {
     fn from(a: &ConsumerArgs) -> Self {
-        RunArgs::new(&a.lab, a.sim)
+        RunArgs::new(&(&a.lab).into(), a.sim)
     }
 }
 
@@ -420,7 +481,7 @@ impl From<&DoctorArgs> for RunArgs {
 
 impl From<&DiagnoseArgs> for RunArgs {
     fn from(a: &DiagnoseArgs) -> Self {
-        RunArgs::new(&a.lab, a.sim)
+        RunArgs::new(&(&a.lab).into(), a.sim)
     }
 }
 
@@ -430,9 +491,9 @@ pub enum Command {
     Up(UpArgs),
     /// Render everything `up` would do, touching nothing: steps, manifests, chart values, the step graph.
     ///
-    /// With `--out DIR`, the charts' rendered objects too: that fetches the charts with an installed
-    /// helm (the only network access of `plan`; `--no-charts` skips it, `--simulate` uses the simulated
-    /// chart models instead).
+    /// With `--out DIR`, the charts' rendered objects too, rendered by an installed helm from the chart
+    /// cache (fetching a chart not cached yet is the only network access of `plan`; `--no-charts` skips
+    /// it, `--simulate` uses the simulated chart models instead).
     Plan(PlanArgs),
     /// Prove the properties and accessProviders flow end to end, and say which hop broke.
     Verify(VerifyArgs),
@@ -453,6 +514,11 @@ pub enum Command {
     /// Bring a used lab back to its just-up state without re-creating clusters.
     Reset(UpArgs),
     /// Check this machine for what a lab needs, and say what to fix.
+    ///
+    /// The verdict is `up`'s preflight: exit 0 when `up` would get past it, 1 when it would stop there.
+    /// For a kind or helm that is missing, doctor asks its download host (or OCM_LAB_TOOLS_BASE_URL's
+    /// mirror) whether `up`'s download could start, waiting 5 seconds at most, and downloads nothing;
+    /// with `--no-download` it asks nothing and judges as `up --no-download` would.
     Doctor(DoctorArgs),
     /// Write a bundle for a bug report: journal, topology, the lab's OCM objects and events, secrets redacted.
     Diagnose(DiagnoseArgs),
@@ -465,7 +531,8 @@ pub enum Command {
     /// The container images the lab runs (for preloading, mirrors and offline labs).
     #[command(subcommand)]
     Images(ImagesCommand),
-    /// Offline labs: one archive of every image the lab runs, for `up --bundle`.
+    /// Offline labs: one archive of what `up` would fetch (the images, the charts, kind and helm), for
+    /// `up --bundle`.
     #[command(subcommand)]
     Bundle(BundleCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
@@ -525,10 +592,11 @@ impl From<CheckArg> for crate::topology::Check {
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: TopologyArg,
     #[command(flatten)]
     pub sim: SimArgs,
-    /// Where to write the bundle (default: ocm-lab-<lab>-diagnostics.tar.gz in the current folder).
+    /// Where to write the bundle (default: ocm-lab-<lab>-diagnostics.tar.gz in the current folder;
+    /// ocm-lab-<lab>-SIMULATED-diagnostics.tar.gz with `--simulate`).
     #[arg(long, value_name = "FILE.tar.gz")]
     pub out: Option<PathBuf>,
 }
@@ -540,10 +608,12 @@ pub struct PlanArgs {
     /// Write every manifest, values file and the graph into this folder (created if missing), and each
     /// chart's rendered and patched objects (`charts/<cluster>/<release>.yaml`, what `up` installs).
     ///
-    /// Rendering a chart runs `helm template --repo` through ocm-lab's post-renderer: an installed helm
-    /// (`OCM_LAB_HELM`, `PATH`, or the tools cache; plan downloads no tools), and fetching the pinned
-    /// chart from its repository is the one network access of `plan` (`--no-charts` skips it). A chart
-    /// that is not rendered is listed under `notIncluded` in `charts.yaml`, with why.
+    /// Each chart is rendered as `up` renders it: fetched once into the chart cache (checked against its
+    /// repository's index; `OCM_LAB_CHARTS_BASE_URL` for a mirror), then `helm template` of that local
+    /// file through ocm-lab's post-renderer, with an installed helm (`OCM_LAB_HELM`, `PATH`, or the
+    /// tools cache; plan downloads no tools). Fetching a chart that is not cached yet is the one network
+    /// access of `plan` (`--no-charts` skips rendering). A chart that is not rendered is listed under
+    /// `notIncluded` in `charts.yaml`, with why.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// With `--out`: do not render the charts (no helm, no network); `charts.yaml` lists them as not included.
@@ -578,8 +648,16 @@ pub struct ImagesListArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum BundleCommand {
-    /// Write the kind node image and every image of `images list` from the local Docker engine into
-    /// one bundle (a tar with a manifest of names, digests, sizes and the lab's versions), streamed.
+    /// Write one bundle for `up --bundle`: every image of `images list` (the kind node image included)
+    /// from the local Docker engine, the charts the lab installs, and kind and helm.
+    ///
+    /// The bundle is a tar with a manifest of names, digests, sizes and the lab's versions, streamed.
+    /// Every image is checked first: when the engine lacks any, all of them are named, each with its
+    /// `docker pull` line, and nothing is written. The charts come from the chart cache (fetched when
+    /// missing) and kind and helm as `up` finds them (downloaded when missing), for this machine's
+    /// operating system and architecture.
+    ///
+    /// For example: `ocm-lab bundle save -t workshop --out lab-bundle.tar`.
     Save(BundleSaveArgs),
 }
 
@@ -589,17 +667,29 @@ pub struct BundleSaveArgs {
     #[command(flatten)]
     pub lab: LabArgs,
     /// The bundle to write (replaced only once it is complete).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "old_output")]
+    pub out: Option<PathBuf>,
+    /// Refused with what to write instead: `-o` is the output format in every command, and the bundle's
+    /// file is `--out FILE` (`-o FILE` was, in earlier releases).
+    #[arg(short = 'o', long = "output", value_name = "FILE", hide = true)]
+    pub old_output: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TopologyCommand {
     /// Validate a topology file (or an embedded topology) and report every problem with its location.
     Check {
-        /// A file path, or the name of an embedded topology.
-        #[arg(value_name = "FILE|NAME")]
-        topology: String,
+        /// A file path, or the name of an embedded topology (or give it with `-t`, as to every command).
+        #[arg(value_name = "FILE|NAME", required_unless_present = "topology_flag")]
+        topology: Option<String>,
+        /// The same, as every command that reads a topology takes it.
+        #[arg(
+            short = 't',
+            long = "topology",
+            value_name = "FILE|NAME",
+            conflicts_with = "topology"
+        )]
+        topology_flag: Option<String>,
         #[command(flatten)]
         output: DocumentOutput,
     },
@@ -612,8 +702,17 @@ pub enum TopologyCommand {
     },
     /// Print an embedded topology, to start a new one from it.
     Show {
-        #[arg(value_name = "NAME", default_value = "default")]
-        name: String,
+        /// The embedded topology (default: `default`).
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// The same, as every command that reads a topology takes it.
+        #[arg(
+            short = 't',
+            long = "topology",
+            value_name = "NAME",
+            conflicts_with = "name"
+        )]
+        topology_flag: Option<String>,
     },
 }
 

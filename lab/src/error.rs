@@ -105,12 +105,14 @@ pub enum Error {
         #[help]
         help: Option<String>,
     },
-    #[error("preflight failed: {0}")]
-    #[diagnostic(
-        code(ocm_lab::preflight),
-        help("fix the findings above (`ocm-lab doctor` re-checks them); nothing was created")
-    )]
-    Preflight(String),
+    /// `up` or `reset` stopped before touching anything: the checks that failed, and what to do.
+    #[error("preflight failed: {failed}; nothing was created")]
+    #[diagnostic(code(ocm_lab::preflight), help("{help}"))]
+    Preflight { failed: String, help: String },
+    /// `doctor` found what would stop `up`.
+    #[error("`ocm-lab up` would stop in preflight: {failed}")]
+    #[diagnostic(code(ocm_lab::doctor), help("{help}"))]
+    DoctorFailed { failed: String, help: String },
     #[error(transparent)]
     #[diagnostic(transparent)]
     Tools(Box<crate::backend::tools::ToolError>),
@@ -183,6 +185,18 @@ pub enum Error {
         #[help]
         help: Option<String>,
     },
+    /// `bundle save`: images the local Docker engine lacks (all of them, checked before anything is written).
+    #[error(
+        "{count} of the {of} images of the bundle are not in the Docker engine at {host} (below); nothing was written"
+    )]
+    #[diagnostic(code(ocm_lab::bundle::images_missing), help("{help}"))]
+    BundleImagesMissing {
+        count: usize,
+        of: usize,
+        host: String,
+        images: Vec<String>,
+        help: String,
+    },
     /// `bundle save` / `up --bundle`: a chart could not be fetched into, or put into, the chart cache.
     #[error("{error}")]
     #[diagnostic(code(ocm_lab::chart_cache))]
@@ -196,7 +210,7 @@ pub enum Error {
     #[diagnostic(
         code(ocm_lab::bundle_versions),
         help(
-            "make a bundle for this topology (`ocm-lab bundle save -t <topology> -o <file>`), or run `up` with the topology the bundle was made for"
+            "make a bundle for this topology (`ocm-lab bundle save -t <topology> --out <file>`), or run `up` with the topology the bundle was made for"
         )
     )]
     BundleVersions { bundle: String, why: String },
@@ -251,13 +265,15 @@ impl Error {
             | Error::Unhealthy { .. }
             | Error::ConsumerHub { .. }
             | Error::NotUp { .. }
-            | Error::Preflight(_)
+            | Error::Preflight { .. }
+            | Error::DoctorFailed { .. }
             | Error::Tools(_)
             | Error::PostRender(_)
             | Error::CurrentExe(_)
             | Error::Runtime(_)
             | Error::Images(_)
             | Error::Bundle { .. }
+            | Error::BundleImagesMissing { .. }
             | Error::ChartCache { .. } => exit::FAILURE,
             Error::BundleVersions { .. } => exit::INVALID_INPUT,
         }

@@ -282,6 +282,13 @@ pub async fn doctor_finding(
             );
         }
     };
+    // The node image has its own finding (`image`): one finding per fact.
+    let images: Vec<LabImage> = images
+        .iter()
+        .filter(|i| i.kind != ImageKind::Node)
+        .cloned()
+        .collect();
+    let images = &images;
     let (present, missing) = partition_present(docker, images).await;
     let missing = match missing {
         Ok(m) => m,
@@ -297,7 +304,7 @@ pub async fn doctor_finding(
         return Finding::ok(
             "images",
             format!(
-                "all {} images the lab runs are in the local Docker engine",
+                "all {} images the lab runs in its clusters are in the local Docker engine",
                 images.len()
             ),
         );
@@ -305,7 +312,7 @@ pub async fn doctor_finding(
     Finding::warn(
         "images",
         format!(
-            "{} of {} images the lab runs are not in the local Docker engine and would have to be pulled from their registries ({present} present): {}",
+            "{} of {} images the lab runs in its clusters are not in the local Docker engine and would be pulled from their registries ({present} present): {}",
             missing.len(),
             images.len(),
             missing.join(", ")
@@ -374,28 +381,34 @@ async fn partition_present(
     (present, Ok(missing))
 }
 
-/// The human form of `images list`.
+/// The human form of `images list`: the short columns first and the image reference last, whole, so
+/// that the columns stay within a terminal's width and a reference is never cut (it is there to be
+/// copied). A list of clusters longer than its column is given as a count (`-o json` names them).
 pub fn render_list(images: &[LabImage]) -> String {
-    let mut out = String::new();
+    const CLUSTERS_WIDTH: usize = 28;
+    let clusters = |i: &LabImage| {
+        let joined = i.clusters.join(",");
+        if joined.len() <= CLUSTERS_WIDTH {
+            joined
+        } else {
+            crate::text::count(i.clusters.len(), "cluster", "clusters")
+        }
+    };
     let width = images
         .iter()
-        .map(|i| i.image.len())
+        .map(|i| clusters(i).len())
+        .chain(["CLUSTERS".len()])
         .max()
-        .unwrap_or(5)
-        .min(90);
-    let _ = writeln!(out, "{:<width$}  {:<8}  CLUSTERS", "IMAGE", "KIND");
+        .unwrap_or(8);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<8}  {:<width$}  IMAGE", "KIND", "CLUSTERS");
     for i in images {
         let kind = match i.kind {
             ImageKind::Node => "node",
             ImageKind::Chart => "chart",
             ImageKind::Registry => "registry",
         };
-        let _ = writeln!(
-            out,
-            "{:<width$}  {kind:<8}  {}",
-            i.image,
-            i.clusters.join(",")
-        );
+        let _ = writeln!(out, "{kind:<8}  {:<width$}  {}", clusters(i), i.image);
     }
     let pinned = images.iter().filter(|i| i.digest.is_some()).count();
     let _ = writeln!(

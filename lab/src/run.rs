@@ -37,6 +37,19 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         let _ = e.print();
         return ExitCode::from(exit::INVALID_INPUT);
     }
+    if let Command::Bundle(crate::cli::BundleCommand::Save(save)) = &cli.command
+        && let Some(file) = &save.old_output
+    {
+        let e = <Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "`-o`/`--output` is the output format in every command; the bundle file is `--out FILE`: `ocm-lab bundle save --out {}`",
+                file.display()
+            ),
+        );
+        let _ = e.print();
+        return ExitCode::from(exit::INVALID_INPUT);
+    }
     init_tracing(cli.verbose);
     crate::topology::set_kubeconfig_flags(crate::topology::KubeconfigFlags {
         kubeconfig: cli.kubeconfig.as_ref().map(|p| {
@@ -70,7 +83,8 @@ fn structured_error(output: crate::cli::Output, e: &Error) {
             Error::StepFailed { .. }
                 | Error::Cancelled
                 | Error::Unhealthy { .. }
-                | Error::Preflight(_)
+                | Error::Preflight { .. }
+                | Error::DoctorFailed { .. }
                 // `ci matrix` prints a matrix or nothing: its stdout goes to GitHub as the matrix.
                 | Error::CiNothingFits { .. }
         )
@@ -107,6 +121,8 @@ fn unused_global_flag(cli: &Cli) -> Option<&'static str> {
         Command::Completions { .. }
             | Command::Topology(TopologyCommand::List { .. })
             | Command::Ci(CiCommand::Matrix(_))
+            | Command::Bundle(_)
+            | Command::Images(_)
             | Command::PostRender(_)
     );
     if !reads_no_topology {
@@ -148,8 +164,36 @@ pub fn render(diag: &dyn miette::Diagnostic) -> String {
     let mut out = String::new();
     let _ = GraphicalReportHandler::new_themed(theme)
         .with_width(110)
+        // A path, URL or image reference longer than a line stays whole, and so does a `command`: a
+        // line is only ever broken between words, never inside one or at its hyphens.
+        .with_break_words(false)
+        .with_word_splitter(textwrap::WordSplitter::NoHyphenation)
+        .with_word_separator(textwrap::WordSeparator::Custom(words_outside_backticks))
         .render_report(&mut out, diag);
     out
+}
+
+/// The words a line wraps between: split after each run of spaces, except inside `backticks`, so that a
+/// quoted command (`docker pull IMAGE`) is one word and stays on one line, ready to copy.
+fn words_outside_backticks(line: &str) -> Box<dyn Iterator<Item = textwrap::core::Word<'_>> + '_> {
+    let mut words = Vec::new();
+    let mut start = 0;
+    let mut in_code = false;
+    let mut after_space = false;
+    for (i, c) in line.char_indices() {
+        if after_space && c != ' ' {
+            words.push(textwrap::core::Word::from(&line[start..i]));
+            start = i;
+        }
+        after_space = c == ' ' && !in_code;
+        if c == '`' {
+            in_code = !in_code;
+        }
+    }
+    if start < line.len() {
+        words.push(textwrap::core::Word::from(&line[start..]));
+    }
+    Box::new(words.into_iter())
 }
 
 fn report(e: &Error) {

@@ -5,7 +5,8 @@
 //! `docker save` archive per image with its sha256), then each chart the lab installs from the chart cache
 //! (`backend::chart_cache`, fetched and verified first when missing; kind `chart`), and the kind and helm
 //! binaries the lab resolves (kind `tool`), and records in the manifest the versions the bundle was made
-//! for. An image the engine lacks fails before anything is fetched or written, naming it.
+//! for. Images the engine lacks fail the save before anything is fetched or written, all of them named,
+//! each with its `docker pull` line.
 //!
 //! `up --bundle` reads the manifest first and refuses a bundle made for other versions than the
 //! topology's (the node image, the OCM release, and every image the lab runs must be in it); then it
@@ -34,24 +35,35 @@ use crate::topology::Lab;
 pub fn run(command: &BundleCommand) -> Result<(), Error> {
     match command {
         BundleCommand::Save(args) => {
+            let file = args
+                .out
+                .as_ref()
+                .expect("clap requires --out (or refuses -o)");
             let (lab, images, charts) = lab_images(&args.lab)?;
             let names: Vec<String> = images.iter().map(|i| i.image.clone()).collect();
             let rt = super::runner::runtime()?;
             let docker = rt.block_on(Docker::connect())?;
-            // A missing image stops the save before any chart or tool is fetched.
+            // Every image is checked first: all that are missing stop the save together, before any
+            // chart or tool is fetched and before anything is written.
+            let mut missing = Vec::new();
             for image in &names {
                 if !rt.block_on(docker.image_present(image))? {
-                    return Err(DockerError::NotInEngine {
-                        image: image.clone(),
-                        host: docker.host().to_owned(),
-                    }
-                    .into());
+                    missing.push(image.clone());
                 }
+            }
+            if !missing.is_empty() {
+                return Err(Error::BundleImagesMissing {
+                    count: missing.len(),
+                    of: names.len(),
+                    host: docker.host().to_owned(),
+                    help: pull_help(&missing),
+                    images: missing,
+                });
             }
             let mut files = chart_files(&charts)?;
             files.extend(tool_files(&lab)?);
             let manifest =
-                rt.block_on(docker.save_bundle_with(&names, &files, recorded(&lab), &args.output))?;
+                rt.block_on(docker.save_bundle_with(&names, &files, recorded(&lab), file))?;
             let size: u64 = manifest.items.iter().map(|i| i.size).sum();
             let count = |kind: &str| manifest.items.iter().filter(|i| i.kind == kind).count();
             let tools: Vec<&str> = manifest
@@ -64,7 +76,7 @@ pub fn run(command: &BundleCommand) -> Result<(), Error> {
             writeln!(
                 out,
                 "wrote {} ({} images, {} charts, {}; {} MB); bring a lab up from it with `ocm-lab up --bundle {}`",
-                args.output.display(),
+                file.display(),
                 count(bundle::KIND_IMAGE),
                 count(bundle::KIND_CHART),
                 if tools.is_empty() {
@@ -73,12 +85,24 @@ pub fn run(command: &BundleCommand) -> Result<(), Error> {
                     tools.join(" and ")
                 },
                 size / 1_000_000,
-                args.output.display()
+                file.display()
             )
             .and_then(|()| out.flush())
             .map_err(Error::Stdout)
         }
     }
+}
+
+/// What gets the missing images into the engine: one `docker pull` line each, whole, ready to copy.
+fn pull_help(missing: &[String]) -> String {
+    let pulls: Vec<String> = missing
+        .iter()
+        .map(|image| format!("`docker pull {image}`"))
+        .collect();
+    format!(
+        "where a registry is reachable, pull them, then run `bundle save` again:\n{}",
+        pulls.join("\n")
+    )
 }
 
 /// The bundle's chart items: each chart the lab installs, from the chart cache (fetched and verified

@@ -252,6 +252,15 @@ pub fn write_tarball(path: &Path, root: &str, files: &[(String, Vec<u8>)]) -> st
     gz.finish()?.sync_all()
 }
 
+/// The bundle's file name when `--out` is not given: a simulated lab's says so.
+fn default_name(lab: &str, simulated: bool) -> String {
+    if simulated {
+        format!("ocm-lab-{lab}-SIMULATED-diagnostics.tar.gz")
+    } else {
+        format!("ocm-lab-{lab}-diagnostics.tar.gz")
+    }
+}
+
 /// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
 pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, open_backends, runtime};
@@ -266,7 +275,7 @@ pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| format!("ocm-lab-{}-diagnostics.tar.gz", lab.name).into());
+        .unwrap_or_else(|| default_name(&lab.name, run.simulate).into());
     let files = rt.block_on(async {
         let (events, _rx) = Events::channel();
         let ctx = RunCtx::new(
@@ -285,8 +294,14 @@ pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
         path: out.display().to_string(),
         source,
     })?;
+    // What a person reads last says whose objects the bundle holds.
+    let sim = if run.simulate {
+        " of the SIMULATED lab (a test double, not real clusters)"
+    } else {
+        ""
+    };
     super::stdout(&format!(
-        "wrote {} ({}, secrets redacted)\n",
+        "wrote {} ({}, secrets redacted){sim}\n",
         out.display(),
         crate::text::count(files.len(), "file", "files")
     ))

@@ -10,7 +10,8 @@ use crate::backend::Backends;
 use crate::state::StateDir;
 use crate::topology::{Lab, Provider};
 
-/// inotify limits kind recommends for several clusters on one kernel (OCM-FACTS §9.2).
+/// inotify limits kind recommends for several clusters on one kernel (kind's known issues:
+/// https://kind.sigs.k8s.io/docs/user/known-issues/#pod-errors-due-to-too-many-open-files).
 pub const MIN_MAX_USER_WATCHES: u64 = 524_288;
 pub const MIN_MAX_USER_INSTANCES: u64 = 512;
 /// Memory a kind cluster with OCM needs, roughly (hub with cluster-manager and addons, spokes with agents).
@@ -86,7 +87,7 @@ pub fn inotify(
         (Some(w), Some(i)) => Finding::warn(
             "inotify",
             format!(
-                "max_user_watches={w}, max_user_instances={i} ({source}): too low for several kind clusters; kind fails with \"could not find a log line that matches Reached target\""
+                "max_user_watches={w}, max_user_instances={i} ({source}): low for several kind clusters; a node may then fail to boot (kind says \"could not find a log line that matches Reached target\"), so this is a warning, not a stop"
             ),
             format!(
                 "sudo sysctl fs.inotify.max_user_watches={MIN_MAX_USER_WATCHES} fs.inotify.max_user_instances={MIN_MAX_USER_INSTANCES} (persist in /etc/sysctl.d/99-kind.conf)"
@@ -132,10 +133,13 @@ pub fn memory(engine_total_mib: Option<u64>, clusters: usize) -> Finding {
 pub fn node_image(image: &str, present: Option<bool>) -> Finding {
     match present {
         Some(true) => Finding::ok("image", format!("{image} is present")),
-        Some(false) => Finding::ok(
+        Some(false) => Finding::warn(
             "image",
             format!(
-                "{image} is not present: kind pulls it on the first create (about 1 GB; needs access to Docker Hub)"
+                "{image} is not in the local Docker engine: kind pulls it on the first create (about 1 GB, from Docker Hub)"
+            ),
+            format!(
+                "`docker pull {image}` now, or let kind pull it; without network access, `ocm-lab up --bundle FILE`"
             ),
         ),
         None => Finding::warn(
@@ -343,60 +347,140 @@ async fn clashes(
     out
 }
 
-/// Findings for the two tools. `downloads` says whether `up` may fetch a missing one.
+/// How a tool that is missing (or too old) would reach `up`.
+#[derive(Debug)]
+pub enum Download {
+    /// `--no-download`: it would not.
+    Off,
+    /// `up` itself: it already tried, and the tool's own result says how that went.
+    Tried,
+    /// `doctor`: the release host (or `OCM_LAB_TOOLS_BASE_URL`'s mirror) was asked whether the download
+    /// can start ([`crate::backend::tools::probe_download`]): the URL that answered, or why it did not.
+    /// `None` when there was nothing to ask (the tool is installed).
+    Probed(Option<Result<String, Box<crate::backend::tools::ToolError>>>),
+}
+
+/// Findings for the two tools, each with how a missing one would reach `up` ([`Download`]).
 /// `kind` is `None` for a lab whose clusters all exist: kind is not needed, and is not looked for.
 pub fn tools(
-    kind: Option<&Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>>,
-    helm: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
-    downloads: bool,
+    kind: Option<(
+        &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+        Download,
+    )>,
+    helm: (
+        &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+        Download,
+    ),
     kind_minimum: &semver::Version,
 ) -> Vec<Finding> {
-    let not_needed = kind.is_none().then(|| {
-        Finding::ok(
+    use crate::backend::tools::ToolName;
+    let mut out = Vec::new();
+    match kind {
+        None => out.push(Finding::ok(
             "kind",
             "not needed: every cluster of this lab already exists",
-        )
-    });
-    let found = [("kind", kind), ("helm", Some(helm))]
-        .into_iter()
-        .filter_map(|(name, r)| Some((name, r?)))
-        .map(|(name, r)| match r {
-            Ok(t) => Finding::ok(if name == "kind" { "kind" } else { "helm" }, format!("{} {} at {}", name, t.version, t.path.display())),
-            Err(e) => {
-                let fix = match (name, e) {
-                    ("kind", crate::backend::tools::ToolError::TooOld { minimum, .. } | crate::backend::tools::ToolError::BadOverride { minimum, .. }) => format!("install kind v{minimum} or newer: https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
-                    ("kind", _) => format!("install kind v{kind_minimum} or newer (what the node image needs): https://kind.sigs.k8s.io/docs/user/quick-start/#installation (or set OCM_LAB_KIND)"),
-                    _ => "install helm v3.14.0 or newer: https://helm.sh/docs/intro/install/ (or set OCM_LAB_HELM)".to_owned(),
-                };
-                let fix = if downloads {
-                    format!("{fix}; `ocm-lab up` otherwise downloads the pinned release (sha256-checked), which needs internet access")
-                } else {
-                    fix
-                };
-                // The doctor never downloads, so "downloads are off" would mislead: say what was found.
-                let detail = match e {
-                    crate::backend::tools::ToolError::NotFound { .. } => format!("{name} not found on PATH or in the ocm-lab cache"),
-                    crate::backend::tools::ToolError::TooOld { path, found, minimum, why, .. } => format!("{name} v{found} at {path} is older than v{minimum}{why}"),
-                    other => other.to_string(),
-                };
-                let check = if name == "kind" { "kind" } else { "helm" };
-                // Missing or too old, and `up` may download: it fetches the pinned release itself, so this
-                // does not stop `up` (unless the machine has no internet access, which `up` then says).
-                let up_downloads = downloads
-                    && matches!(
-                        e,
-                        crate::backend::tools::ToolError::NotFound { .. }
-                            | crate::backend::tools::ToolError::TooOld { .. }
-                    );
-                if up_downloads {
-                    Finding::warn(check, detail, fix)
-                } else {
-                    Finding::fail(check, detail, fix)
-                }
-            }
-        })
-        .collect::<Vec<_>>();
-    not_needed.into_iter().chain(found).collect()
+        )),
+        Some((r, download)) => out.push(tool(ToolName::Kind, r, download, kind_minimum)),
+    }
+    let helm_minimum = ToolName::Helm.minimum();
+    out.push(tool(ToolName::Helm, helm.0, helm.1, &helm_minimum));
+    out
+}
+
+/// One tool's finding: found, or what stops `up` and the ways out.
+fn tool(
+    name: crate::backend::tools::ToolName,
+    r: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+    download: Download,
+    minimum: &semver::Version,
+) -> Finding {
+    use crate::backend::tools::ToolError;
+    let check = name.as_str();
+    let e = match r {
+        Ok(t) => {
+            return Finding::ok(
+                check,
+                format!("{name} {} at {}", t.version, t.path.display()),
+            );
+        }
+        Err(e) => e,
+    };
+    let minimum = match e {
+        ToolError::TooOld { minimum, .. } | ToolError::BadOverride { minimum, .. } => minimum,
+        _ => minimum,
+    };
+    let why = if *minimum > name.minimum() {
+        " (what the node image needs)"
+    } else {
+        ""
+    };
+    let install = format!(
+        "install {name} v{minimum} or newer{why}: {} (or set {} to one)",
+        name.install_url(),
+        name.env_var()
+    );
+    // The doctor never downloads, so "downloads are off" would mislead: say what was found.
+    let detail = match e {
+        ToolError::NotFound { .. } => format!("{name} not found on PATH or in the ocm-lab cache"),
+        ToolError::TooOld {
+            path,
+            found,
+            minimum,
+            why,
+            ..
+        } => {
+            format!("{name} v{found} at {path} is older than v{minimum}{why}")
+        }
+        other => other.to_string(),
+    };
+    let missing = matches!(e, ToolError::NotFound { .. } | ToolError::TooOld { .. });
+    match download {
+        Download::Probed(Some(Ok(url))) if missing => Finding::warn(
+            check,
+            detail,
+            format!(
+                "`ocm-lab up` downloads the pinned release (sha256-checked) from {} (it answered); or {install}",
+                host(&url)
+            ),
+        ),
+        Download::Probed(Some(Err(probe))) if missing => Finding::fail(
+            check,
+            format!("{detail}, and its download cannot start: {probe}"),
+            ways_out(&install, true),
+        ),
+        Download::Off if missing => Finding::fail(check, detail, ways_out(&install, false)),
+        _ if matches!(e, ToolError::Download { .. } | ToolError::NoDownload { .. }) => {
+            Finding::fail(check, detail, ways_out(&install, true))
+        }
+        _ => Finding::fail(
+            check,
+            detail,
+            match crate::backend::Failure::help(e) {
+                Some(help) => format!("{help}\nor {install}"),
+                None => install,
+            },
+        ),
+    }
+}
+
+/// The ways out for a tool `up` cannot get: install it, a mirror of the releases, or a bundle.
+fn ways_out(install: &str, downloads: bool) -> String {
+    let mirror = if downloads {
+        "or set OCM_LAB_TOOLS_BASE_URL to a mirror of the kind and helm releases"
+    } else {
+        "or drop --no-download, so that `ocm-lab up` downloads it (from OCM_LAB_TOOLS_BASE_URL, a mirror, when set)"
+    };
+    format!(
+        "{install}\n{mirror}\nor bring the lab up from a bundle, which carries kind and helm: `ocm-lab bundle save --out FILE` where the network is, then `ocm-lab up --bundle FILE`"
+    )
+}
+
+/// `https://get.helm.sh` of `https://get.helm.sh/helm-v3.19.0-linux-amd64.tar.gz.sha256sum`.
+fn host(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    url[after_scheme..]
+        .find('/')
+        .map_or(url, |i| &url[..after_scheme + i])
 }
 
 /// Whether any finding is a failure.
@@ -404,14 +488,42 @@ pub fn failed(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.level == Level::Fail)
 }
 
-/// The error of findings that stop `up`: the checks that failed.
-pub fn preflight_error(findings: &[Finding]) -> crate::error::Error {
-    let failed: Vec<&str> = findings
+/// The checks that failed, and whether a tool `up` cannot get is among them.
+fn failures(findings: &[Finding]) -> (String, bool) {
+    let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
+    let names = failed
         .iter()
-        .filter(|f| f.level == Level::Fail)
         .map(|f| f.check)
-        .collect();
-    crate::error::Error::Preflight(failed.join(", "))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tool_missing = failed.iter().any(|f| {
+        matches!(f.check, "kind" | "helm")
+            && f.fix.as_deref().is_some_and(|x| x.contains("up --bundle"))
+    });
+    (names, tool_missing)
+}
+
+/// The ways out for kind and helm, in one line, as a preflight's error says them after the findings.
+pub const TOOL_WAYS_OUT: &str = "for kind and helm: install them, or set OCM_LAB_TOOLS_BASE_URL to a mirror of their releases, or bring the lab up from a bundle, which carries both (`ocm-lab bundle save --out FILE` where the network is, then `ocm-lab up --bundle FILE`)";
+
+/// The error of findings that stop `up` (its preflight): the checks that failed; for a tool `up` cannot
+/// get, the ways out again, after the findings.
+pub fn preflight_error(findings: &[Finding]) -> crate::error::Error {
+    let (failed, tool_missing) = failures(findings);
+    let mut help = "fix the findings marked ✗ above (`ocm-lab doctor` checks them again without running anything)".to_owned();
+    if tool_missing {
+        help = format!("{help}; {TOOL_WAYS_OUT}");
+    }
+    crate::error::Error::Preflight { failed, help }
+}
+
+/// The error of `doctor` when something would stop `up`.
+fn doctor_error(findings: &[Finding]) -> crate::error::Error {
+    let (failed, _) = failures(findings);
+    crate::error::Error::DoctorFailed {
+        failed,
+        help: "fix the findings marked ✗ above; each says what to do (→)".to_owned(),
+    }
 }
 
 /// The human form.
@@ -448,7 +560,7 @@ pub fn run(args: &crate::cli::DoctorArgs) -> Result<(), crate::error::Error> {
     rt.shutdown_background();
     super::document(output, &findings, || render(&findings))?;
     if failed(&findings) {
-        Err(preflight_error(&findings))
+        Err(doctor_error(&findings))
     } else {
         Ok(())
     }
@@ -462,6 +574,12 @@ mod tests {
     fn low_inotify_limits_say_what_to_run() {
         let f = inotify(Some(8192), Some(128), "this kernel");
         assert_eq!(f.level, Level::Warn);
+        // A warning says what may happen, never that it will.
+        assert!(
+            f.detail.contains("may") && !f.detail.contains("kind fails"),
+            "{}",
+            f.detail
+        );
         assert!(
             f.fix
                 .unwrap()
@@ -496,6 +614,11 @@ mod tests {
             node_image("kindest/node:v1", Some(false))
                 .detail
                 .contains("pulls it")
+        );
+        assert_eq!(
+            node_image("kindest/node:v1", Some(false)).level,
+            Level::Warn,
+            "a missing node image is said as the other missing images are"
         );
     }
 }

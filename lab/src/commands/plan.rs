@@ -83,7 +83,7 @@ pub fn render_simulated(plan: &Plan, patches: &crate::patch::PatchSet) -> ChartR
 }
 
 /// Renders every chart of `plan` with an installed helm through ocm-lab's post-renderer, exactly as
-/// `up` does (`helm template --repo`: this fetches the charts). Downloads no tools: without an
+/// `up` does (fetched into the chart cache when missing, then `helm template` of the local file). Downloads no tools: without an
 /// installed helm every chart is not included, with why.
 fn render_with_helm(plan: &Plan, chart_patches: Option<&Path>) -> Result<ChartRenders, Error> {
     use crate::backend::ChartRenderer as _;

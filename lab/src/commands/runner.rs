@@ -180,11 +180,32 @@ pub fn open_backends(
         .into_iter()
         .filter_map(|(name, t)| Some((name.to_owned(), t?.as_ref().ok()?.version.to_string())))
         .collect();
-    // `doctor` says a missing tool would be downloaded unless asked about `--no-download`.
+    // How a missing tool would reach `up`: `doctor` asks the release host (unless `--no-download`), `up`
+    // and `reset` already tried, a read-only command never downloads.
+    let download = |r: Option<&Result<tools::Tool, tools::ToolError>>, name| match purpose {
+        Purpose::Doctor if !args.no_download => doctor::Download::Probed(
+            r.is_some_and(|r| {
+                matches!(
+                    r,
+                    Err(tools::ToolError::NotFound { .. } | tools::ToolError::TooOld { .. })
+                )
+            })
+            .then(|| {
+                tools::probe_download(name, &cfg, tools::DOWNLOAD_PROBE_TIMEOUT).map_err(Box::new)
+            }),
+        ),
+        _ if may_download => doctor::Download::Tried,
+        _ => doctor::Download::Off,
+    };
+    // Both hosts are asked at once: a host that does not answer costs the probe's timeout once.
+    let (kind_download, helm_download) = std::thread::scope(|s| {
+        let k = s.spawn(|| download(kind.as_ref(), tools::ToolName::Kind));
+        let h = download(Some(&helm), tools::ToolName::Helm);
+        (k.join().expect("the probe does not panic"), h)
+    });
     let mut findings = doctor::tools(
-        kind.as_ref(),
-        &helm,
-        may_download || (purpose == Purpose::Doctor && !args.no_download),
+        kind.as_ref().map(|k| (k, kind_download)),
+        (&helm, helm_download),
         &crate::topology::catalog::kind_for_node_image(node_image).0,
     );
     let docker = rt.block_on(Docker::connect());
@@ -366,7 +387,11 @@ fn prepare(
 async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) {
     use crate::step::events::Event;
     let (events, rx) = Events::channel();
-    let reporter = tokio::spawn(report::reporter(rx, report::Style::Json));
+    let reporter = tokio::spawn(report::reporter(
+        rx,
+        report::Style::Json,
+        report::ShowTiming::Never,
+    ));
     events.emit(Event::RunStarted {
         lab: lab.name.clone(),
         workflow: plan.workflow.clone(),
@@ -430,7 +455,15 @@ fn run_workflow(
     };
     let result = runtime.block_on(async {
         let (events, rx) = Events::channel();
-        let reporter = tokio::spawn(report::reporter(rx, output.into()));
+        // Where the time went: when asked, or after a long `up` (a `reset` ends with one).
+        let timing = if args.timing {
+            report::ShowTiming::Always
+        } else if workflow == Workflow::Up {
+            report::ShowTiming::AfterMs(crate::cli::LONG_RUN_MS)
+        } else {
+            report::ShowTiming::Never
+        };
+        let reporter = tokio::spawn(report::reporter(rx, output.into(), timing));
         let cancel = CancellationToken::new();
         // Counted by a handler registered before the run starts, on a thread of its own: a second
         // Ctrl-C is honoured however soon after the first it comes, and while the runtime is busy.
@@ -545,9 +578,19 @@ fn verification_report(
         } else {
             ""
         };
+        // On a terminal no table line passes its width; piped, the table is whole.
+        let width = {
+            use std::io::IsTerminal as _;
+            let term = console::Term::stdout();
+            std::io::stdout()
+                .is_terminal()
+                .then(|| term.size_checked())
+                .flatten()
+                .map_or(usize::MAX, |(_, w)| usize::from(w))
+        };
         super::stdout(&format!(
             "\n{title}{}",
-            crate::verify::report::table(results)
+            crate::verify::report::table_within(results, width)
         ))?;
     }
     if let Some(path) = &args.junit {

@@ -8,19 +8,43 @@ use crate::topology;
 
 pub fn run(command: &TopologyCommand) -> Result<(), Error> {
     match command {
-        TopologyCommand::Check { topology, output } => check(topology, output.output),
+        TopologyCommand::Check {
+            topology,
+            topology_flag,
+            output,
+        } => check(
+            topology
+                .as_deref()
+                .or(topology_flag.as_deref())
+                .expect("clap requires FILE|NAME or -t"),
+            output.output,
+        ),
         TopologyCommand::Schema => stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&topology::json_schema()).expect("schemas serialize")
         )),
         TopologyCommand::List { output } => list(output.output),
-        TopologyCommand::Show { name } => match embedded::topology(name) {
-            Some(text) => stdout(text),
-            None => Err(topology::load_arg(Some(name)).err().map_or_else(
-                || unreachable!("a missing embedded topology fails to load"),
-                Error::from,
-            )),
-        },
+        TopologyCommand::Show {
+            name,
+            topology_flag,
+        } => {
+            let name = name
+                .as_deref()
+                .or(topology_flag.as_deref())
+                .unwrap_or("default");
+            show(name)
+        }
+    }
+}
+
+/// `topology show`: an embedded topology's text.
+fn show(name: &str) -> Result<(), Error> {
+    match embedded::topology(name) {
+        Some(text) => stdout(text),
+        None => Err(topology::load_arg(Some(name)).err().map_or_else(
+            || unreachable!("a missing embedded topology fails to load"),
+            Error::from,
+        )),
     }
 }
 
@@ -65,16 +89,22 @@ fn list(output: crate::cli::Output) -> Result<(), Error> {
                 .ok()
                 .and_then(|l| l.lab.description)
                 .unwrap_or_default();
-            serde_json::json!({"name": name, "description": desc})
+            let lab = topology::load_str(name, text)
+                .map(|l| l.lab.name)
+                .unwrap_or_default();
+            serde_json::json!({"name": name, "lab": lab, "description": desc})
         })
         .collect();
+    // The lab a topology makes is named by its `metadata.name`, which is what state folders, kube
+    // contexts and messages say: `default` makes the lab `sandbox`, so the list says both.
     document(output, &list, || {
-        list.iter()
-            .map(|t| {
-                let name = t["name"].as_str().unwrap_or_default();
-                let desc = t["description"].as_str().unwrap_or_default();
-                format!("{name:<10} {desc}\n")
-            })
-            .collect()
+        let mut out = format!("{:<10} {:<10} {}\n", "TOPOLOGY", "LAB", "DESCRIPTION");
+        for t in &list {
+            let name = t["name"].as_str().unwrap_or_default();
+            let lab = t["lab"].as_str().unwrap_or_default();
+            let desc = t["description"].as_str().unwrap_or_default();
+            out.push_str(&format!("{name:<10} {lab:<10} {desc}\n"));
+        }
+        out
     })
 }

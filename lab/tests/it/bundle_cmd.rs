@@ -202,8 +202,10 @@ fn a_tampered_or_truncated_bundle_is_refused_before_anything_runs() {
     assert_nothing_created(&state);
 }
 
+/// `bundle save` checks every image first and names all that the engine lacks, each with its own
+/// `docker pull` line, whole (never broken across lines), and writes nothing.
 #[test]
-fn bundle_save_names_an_image_missing_from_the_engine_and_writes_nothing() {
+fn bundle_save_names_every_image_missing_from_the_engine_and_writes_nothing() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -212,17 +214,47 @@ fn bundle_save_names_an_image_missing_from_the_engine_and_writes_nothing() {
         return;
     };
     let images = minimal_images();
-    let mut missing = None;
-    for image in &images {
-        if !rt.block_on(d.image_present(image)).unwrap() {
-            missing = Some(image.clone());
-            break;
-        }
-    }
-    let Some(missing) = missing else {
-        eprintln!("skipped: this engine has every image of the minimal lab");
+    let missing: Vec<String> = images
+        .iter()
+        .filter(|image| !rt.block_on(d.image_present(image)).unwrap())
+        .cloned()
+        .collect();
+    if missing.len() < 2 {
+        eprintln!("skipped: this engine lacks fewer than two images of the minimal lab");
         return;
-    };
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lab-bundle.tar");
+    let r = ocm_lab(&[
+        "bundle",
+        "save",
+        "-t",
+        "minimal",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("{} of the {} images", missing.len(), images.len())),
+        "{}",
+        r.stderr
+    );
+    for image in &missing {
+        let pull = format!("docker pull {image}");
+        assert_eq!(
+            r.stderr.lines().filter(|l| l.contains(&pull)).count(),
+            1,
+            "one whole line for {image}:\n{}",
+            r.stderr
+        );
+    }
+    assert!(walk(dir.path()).is_empty(), "{:?}", walk(dir.path()));
+}
+
+/// `-o` is the output format in every command; `bundle save`'s old `-o FILE` is refused saying so.
+#[test]
+fn bundle_save_refuses_the_old_dash_o_file_and_names_out() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("lab-bundle.tar");
     let r = ocm_lab(&[
@@ -233,11 +265,14 @@ fn bundle_save_names_an_image_missing_from_the_engine_and_writes_nothing() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
-        says(&r.stderr, &missing) && says(&r.stderr, &format!("docker pull {missing}")),
+        r.stderr.contains("`--out FILE`") && r.stderr.contains("output format"),
         "{}",
         r.stderr
     );
     assert!(walk(dir.path()).is_empty(), "{:?}", walk(dir.path()));
+    let help = ocm_lab(&["bundle", "save", "--help"]);
+    assert!(help.stdout.contains("--out <FILE>"), "{}", help.stdout);
+    assert!(!help.stdout.contains("--output"), "{}", help.stdout);
 }

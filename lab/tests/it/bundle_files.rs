@@ -390,6 +390,7 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
         simulate: false,
         no_download: true,
         concurrency: 4,
+        timing: false,
         junit: None,
         checks: Vec::new(),
         consumer_image: None,

@@ -107,7 +107,16 @@ fn topology_list_honours_output_json_and_yaml() {
     assert_eq!(yaml, list, "YAML and JSON say the same");
 
     let r = ocm_lab(&["topology", "list"]);
-    assert!(r.stdout.starts_with("default "), "{}", r.stdout);
+    assert!(r.stdout.starts_with("TOPOLOGY "), "{}", r.stdout);
+    // The lab a topology makes is named by its metadata.name: the list says both.
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.split_whitespace().take(2).eq(["default", "sandbox"])),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(list[0]["lab"], "sandbox", "{list}");
 }
 
 #[test]
@@ -194,6 +203,158 @@ fn options_a_command_does_not_use_are_refused_by_the_parser() {
     }
 }
 
+/// Every leaf command of the CLI, walked from clap's command tree, with the options it takes.
+fn leaf_commands() -> Vec<(String, Vec<String>)> {
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, Vec<String>)>) {
+        let subs: Vec<&clap::Command> = cmd
+            .get_subcommands()
+            .filter(|c| c.get_name() != "help")
+            .collect();
+        if subs.is_empty() {
+            let global = ["help", "version", "verbose", "kubeconfig", "context"];
+            let mut options: Vec<String> = cmd
+                .get_arguments()
+                .filter(|a| !a.is_hide_set())
+                .filter_map(|a| a.get_long().map(str::to_owned))
+                .filter(|l| !global.contains(&l.as_str()))
+                .collect();
+            options.sort();
+            out.push((path.clone(), options));
+        }
+        for sub in subs {
+            let p = format!("{path} {}", sub.get_name()).trim().to_owned();
+            walk(sub, p, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Cli::command(), String::new(), &mut out);
+    out
+}
+
+/// The audit of what each command uses, walked over clap's whole command tree: a command that gains an
+/// option (or a new command) fails here until this table says it uses it, and why is in each command's
+/// code. `--node-image` goes only with the commands whose result depends on the node image (creating
+/// clusters, or the images a lab runs); `--workflows` and `--chart-patches` only with the commands that
+/// plan a workflow; `status`, `consumer` and `diagnose` read the lab and plan nothing.
+#[test]
+fn every_command_takes_exactly_the_options_it_uses() {
+    let table: &[(&str, &str)] = &[
+        (
+            "up",
+            "bundle checks chart-patches concurrency junit no-download node-image output simulate timing topology workflows",
+        ),
+        (
+            "reset",
+            "bundle checks chart-patches concurrency junit no-download node-image output simulate timing topology workflows",
+        ),
+        (
+            "verify",
+            "checks chart-patches concurrency junit output simulate timing topology workflows",
+        ),
+        (
+            "down",
+            "chart-patches concurrency output simulate timing topology workflows",
+        ),
+        (
+            "plan",
+            "chart-patches no-charts node-image out output simulate topology workflow workflows",
+        ),
+        ("status", "output simulate topology"),
+        ("consumer", "msa output service-account simulate topology"),
+        (
+            "doctor",
+            "chart-patches no-download node-image output simulate topology workflows",
+        ),
+        ("diagnose", "out simulate topology"),
+        ("topology check", "output topology"),
+        ("topology schema", ""),
+        ("topology list", "output"),
+        ("topology show", "topology"),
+        (
+            "ci matrix",
+            "node-image output runner-cpus runner-disk runner-memory topology",
+        ),
+        ("ci contexts", "output topology"),
+        (
+            "images list",
+            "chart-patches node-image output topology workflows",
+        ),
+        (
+            "bundle save",
+            "chart-patches node-image out topology workflows",
+        ),
+        ("completions", ""),
+        ("__post-render", "chart chart-patches chart-version"),
+    ];
+    let leaves = leaf_commands();
+    let named: Vec<&str> = leaves.iter().map(|(p, _)| p.as_str()).collect();
+    let audited: Vec<&str> = table.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        {
+            let mut n = named.clone();
+            n.sort();
+            n
+        },
+        {
+            let mut a = audited.clone();
+            a.sort();
+            a
+        },
+        "every command is in the audit"
+    );
+    for (path, options) in &leaves {
+        let want = table.iter().find(|(p, _)| p == path).unwrap().1;
+        let mut want: Vec<String> = want.split_whitespace().map(str::to_owned).collect();
+        want.sort();
+        assert_eq!(
+            options, &want,
+            "`ocm-lab {path}` takes exactly what it uses"
+        );
+    }
+    // -t is the topology on every command that reads one.
+    for (path, options) in &leaves {
+        if options.contains(&"topology".to_owned()) {
+            let words: Vec<&str> = path.split(' ').chain(["-t", "minimal", "--help"]).collect();
+            let mut argv = vec!["ocm-lab"];
+            argv.extend(words);
+            let e = Cli::try_parse_from(&argv).expect_err("--help");
+            assert_eq!(e.kind(), ErrorKind::DisplayHelp, "`{path} -t` parses: {e}");
+        }
+    }
+}
+
+/// Options no command uses for anything are refused by the parser (exit 2), never accepted and ignored.
+#[test]
+fn options_that_would_be_ignored_are_refused() {
+    for line in [
+        "status --node-image kindest/node:v1.35.0",
+        "status --workflows w",
+        "consumer ns --chart-patches p",
+        "diagnose --node-image kindest/node:v1.35.0",
+        "verify --node-image kindest/node:v1.35.0",
+        "down --node-image kindest/node:v1.35.0",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        let out = ocm_lab(&args);
+        assert_eq!(out.code, 2, "{line}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("unexpected argument"),
+            "{line}: {}",
+            out.stderr
+        );
+    }
+    // `topology check` and `show` take -t like every other command (or the name as their argument).
+    let out = ocm_lab(&["topology", "check", "-t", "minimal"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("lab `minimal`"), "{}", out.stdout);
+    let shown = ocm_lab(&["topology", "show", "-t", "minimal"]);
+    assert_eq!(
+        shown.stdout,
+        ocm_lab(&["topology", "show", "minimal"]).stdout
+    );
+    assert!(shown.stdout.contains("name: minimal"), "{}", shown.stdout);
+}
+
 /// The global `--kubeconfig` and `--context` are refused (exit 2, before anything runs) by commands that
 /// read no topology, instead of being accepted and ignored.
 #[test]
@@ -202,6 +363,8 @@ fn kubeconfig_and_context_are_refused_by_commands_that_read_no_clusters() {
         "completions bash --kubeconfig k.yaml",
         "topology list --context kind-hub",
         "ci matrix --kubeconfig k.yaml",
+        "bundle save --out b.tar --context kind-hub",
+        "images list --kubeconfig k.yaml",
     ] {
         let args: Vec<&str> = line.split(' ').collect();
         let out = ocm_lab(&args);
@@ -219,7 +382,7 @@ fn each_command_takes_the_options_it_uses() {
     for line in [
         "ocm-lab up -t minimal --simulate --no-download --concurrency 2 --junit j.xml --checks properties,reachable -o json",
         "ocm-lab reset -t minimal --simulate --no-download --concurrency 2 --junit j.xml --checks properties -o json",
-        "ocm-lab verify -t minimal --simulate --concurrency 2 --junit j.xml --checks properties --node-image img -o json",
+        "ocm-lab verify -t minimal --simulate --concurrency 2 --junit j.xml --checks properties -o json",
         "ocm-lab down -t minimal --simulate --concurrency 2 -o json",
         "ocm-lab status -t minimal --simulate -o yaml",
         "ocm-lab doctor -t minimal --no-download -o json",
@@ -859,4 +1022,52 @@ fn output_json_prints_a_json_error_document_when_the_command_fails_before_any_ou
         assert_eq!(doc["error"]["exitCode"], code, "{args:?}: {doc}");
         assert!(doc["error"]["message"].is_string(), "{args:?}: {doc}");
     }
+}
+
+/// Errors are wrapped to the terminal between words only: a `command`, a path, a URL or an image
+/// reference is never broken inside (nor at a hyphen), so each can be copied from one line.
+#[test]
+fn rendered_errors_never_break_a_command_or_path_across_lines() {
+    #[derive(Debug, thiserror::Error, miette::Diagnostic)]
+    #[error(
+        "failed to write /var/lib/some-very-long-folder-name/with-many-hyphenated-parts/and-more-of-them/ocm-lab-sandbox-diagnostics.tar.gz: permission denied"
+    )]
+    #[diagnostic(
+        code(ocm_lab::test),
+        help(
+            "pull the node image where a registry is reachable: `docker pull kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5`, then `ocm-lab bundle save -t workshop --out /home/instructor/workshop-material/lab-bundle.tar` and see https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
+        )
+    )]
+    struct Long;
+    let text = ocm_lab::render(&Long);
+    for token in [
+        "/var/lib/some-very-long-folder-name/with-many-hyphenated-parts/and-more-of-them/ocm-lab-sandbox-diagnostics.tar.gz:",
+        "`docker pull kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5`,",
+        "`ocm-lab bundle save -t workshop --out /home/instructor/workshop-material/lab-bundle.tar`",
+        "https://kind.sigs.k8s.io/docs/user/quick-start/#installation",
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains(token)),
+            "{token} is broken across lines:\n{text}"
+        );
+    }
+    // And it is still wrapped: between words, at the handler's width.
+    assert!(text.lines().count() > 4, "{text}");
+}
+
+/// The workshop page asks for the memory `doctor` and `up` check for the workshop topology, and says that
+/// its kubectl exercises need the real lab; `--simulate`'s help says kubectl cannot reach a simulated one.
+#[test]
+fn the_docs_and_help_state_what_the_checks_check() {
+    let lab = crate::common::lab("workshop");
+    let need_mib = lab.clusters().count() as u64 * ocm_lab::commands::doctor::MIB_PER_CLUSTER;
+    let gib = format!("{} GiB", need_mib as f64 / 1024.0);
+    let page = std::fs::read_to_string(root().join("examples/workshop-exercises.md")).unwrap();
+    assert!(page.contains(&gib), "the page should ask for {gib}");
+    assert!(page.contains("kubectl cannot reach"), "{page}");
+    let help = ocm_lab(&["up", "--help"]).stdout;
+    assert!(
+        help.contains("kubectl cannot reach it") && help.contains("ocm-lab status --simulate"),
+        "{help}"
+    );
 }

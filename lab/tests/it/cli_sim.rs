@@ -192,6 +192,11 @@ fn down_twice_succeeds_and_forgets_the_lab() {
     assert_eq!(cli.run(&["up", "--simulate", "-t", "minimal"]).code, 0);
     let r = cli.run(&["down", "--simulate", "-t", "minimal"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // What it removed was simulated, and its first and last lines say so.
+    let first = r.stderr.lines().next().unwrap_or_default();
+    let last = r.stderr.lines().last().unwrap_or_default();
+    assert!(first.contains("on the SIMULATED lab"), "{}", r.stderr);
+    assert!(last.ends_with("(SIMULATED lab)"), "{}", r.stderr);
     let r = cli.run(&["down", "--simulate", "-t", "minimal"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // The lab is forgotten: its state folder is gone, lock included.
@@ -247,6 +252,14 @@ fn diagnose_writes_a_bundle_without_secrets() {
     let out = cli.dir.path().join("bundle.tar.gz");
     let r = cli.run(&["diagnose", "--simulate", "--out", out.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // Its last words say whose objects the bundle holds.
+    assert!(
+        r.stdout
+            .trim_end()
+            .ends_with("of the SIMULATED lab (a test double, not real clusters)"),
+        "{}",
+        r.stdout
+    );
     let mut names = Vec::new();
     let mut all = String::new();
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(

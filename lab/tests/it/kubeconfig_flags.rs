@@ -83,9 +83,27 @@ fn context_that_applies_to_no_cluster_is_an_input_error() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr
-            .contains("`--context kind-hub` applies to no cluster of this lab"),
+            .contains("`--context kind-hub` applies to no cluster of topology embedded:default"),
         "{}",
         r.stderr
+    );
+    // A problem of the command line, not of the topology file: no "problem found" in the file, and
+    // `status` says the same, with its JSON error document naming the flag.
+    assert!(!r.stderr.contains("problem found"), "{}", r.stderr);
+    let r = ocm_lab_env(
+        &["status", "--context", "foo", "-o", "json"],
+        &[("OCM_LAB_STATE_DIR", &dir.path().join("state"))],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!r.stderr.contains("problem found"), "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert_eq!(doc["error"]["code"], "ocm_lab::context_unused", "{doc}");
+    assert!(
+        doc["error"]["help"]
+            .as_str()
+            .unwrap()
+            .contains("leave `--context` out"),
+        "{doc}"
     );
 }
 

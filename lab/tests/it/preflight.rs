@@ -269,9 +269,18 @@ async fn up_stops_in_preflight_when_docker_has_too_little_memory_for_the_cluster
     let expected = if present {
         format!("✓ image     {image} is present")
     } else {
-        format!("✓ image     {image} is not present: kind pulls it on the first create")
+        format!(
+            "! image     {image} is not in the local Docker engine: kind pulls it on the first create"
+        )
     };
     assert!(out.stderr.contains(&expected), "{expected}\n{out:?}");
+    // One finding per fact: the node image is said once, not again among the missing images.
+    let findings_naming_it = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains(image) && !l.trim_start().starts_with('→'))
+        .count();
+    assert_eq!(findings_naming_it, 1, "{out:?}");
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         calls.lines().all(|l| l == "version"),
@@ -304,15 +313,31 @@ fn the_planned_network_follows_kinds_override() {
     );
 }
 
-/// A machine without kind and helm: `up` downloads the pinned releases, so `doctor` warns and names the
-/// kind the node image needs; with `--no-download` the same finding stops `up`, so it is a failure.
+/// A machine without kind and helm whose release hosts answer (a local mirror, as
+/// `OCM_LAB_TOOLS_BASE_URL`): `up` downloads the pinned releases, so `doctor` warns and names the kind the
+/// node image needs; with `--no-download` the same finding stops `up`, so it is a failure.
 #[test]
 fn missing_tools_warn_when_up_would_download_them_and_fail_with_no_download() {
     let root = tempfile::tempdir().unwrap();
     let empty = root.path().join("bin");
     std::fs::create_dir_all(&empty).unwrap();
+    let platform = tools::Platform::current().expect("a platform ocm-lab knows");
+    let routes = tools::PINNED
+        .iter()
+        .filter(|p| p.os == platform.os && p.arch == platform.arch)
+        .map(|p| {
+            let route = p
+                .checksum_url
+                .trim_start_matches("https://kind.sigs.k8s.io/dl")
+                .trim_start_matches("https://get.helm.sh");
+            let body = format!("{}  {}\n", "c".repeat(64), p.file_name());
+            (route.to_owned(), body.into_bytes())
+        })
+        .collect();
+    let mirror = crate::tools::serve(routes, 8);
     let env = [
         ("PATH", empty.as_path()),
+        ("OCM_LAB_TOOLS_BASE_URL", Path::new(&mirror.base)),
         ("OCM_LAB_STATE_DIR", &root.path().join("state")),
         ("OCM_LAB_CACHE_DIR", &root.path().join("cache")),
         ("HOME", &root.path().join("home")),

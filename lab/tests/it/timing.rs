@@ -65,10 +65,20 @@ fn up_output_json_carries_the_timing_summary_and_critical_path_before_run_finish
     not(feature = "simulate"),
     ignore = "needs the simulated lab: built without feature `simulate`"
 )]
-fn up_ends_with_the_critical_path_on_the_terminal() {
+fn the_critical_path_is_printed_when_asked_and_not_after_a_quick_up() {
     let dir = tempfile::tempdir().unwrap();
     let r = ocm_lab_env(
         &["up", "--simulate", "-t", "minimal"],
+        &[("OCM_LAB_STATE_DIR", dir.path())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // A simulated `up` takes well under the 5 minutes after which the breakdown comes unasked.
+    assert!(!r.stderr.contains("where the time went"), "{}", r.stderr);
+    assert!(!r.stderr.contains("critical path"), "{}", r.stderr);
+
+    let dir = tempfile::tempdir().unwrap();
+    let r = ocm_lab_env(
+        &["up", "--simulate", "-t", "minimal", "--timing"],
         &[("OCM_LAB_STATE_DIR", dir.path())],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -78,4 +88,24 @@ fn up_ends_with_the_critical_path_on_the_terminal() {
         .unwrap_or_else(|| panic!("no timing summary in\n{}", r.stderr));
     assert!(r.stderr[at..].contains("verify"), "{}", r.stderr);
     assert!(r.stderr[at..].contains("\ndone in "), "{}", r.stderr);
+
+    // A one-step `verify` says it when asked, and only then.
+    let quiet = ocm_lab_env(
+        &["verify", "--simulate", "-t", "minimal"],
+        &[("OCM_LAB_STATE_DIR", dir.path())],
+    );
+    assert!(
+        !quiet.stderr.contains("where the time went"),
+        "{}",
+        quiet.stderr
+    );
+    let asked = ocm_lab_env(
+        &["verify", "--simulate", "-t", "minimal", "--timing"],
+        &[("OCM_LAB_STATE_DIR", dir.path())],
+    );
+    assert!(
+        asked.stderr.contains("where the time went"),
+        "{}",
+        asked.stderr
+    );
 }

@@ -176,12 +176,12 @@ fn chart_plan() -> ChartPlan {
 
 /// A bounded HTTP/1.1 server on 127.0.0.1: serves `routes` (path → body; anything else is a 404) to at
 /// most `max_requests` requests, then stops; it also stops after 20 seconds.
-struct Server {
-    base: String,
-    requests: Arc<Mutex<Vec<String>>>,
+pub(crate) struct Server {
+    pub(crate) base: String,
+    pub(crate) requests: Arc<Mutex<Vec<String>>>,
 }
 
-fn serve(routes: HashMap<String, Vec<u8>>, max_requests: usize) -> Server {
+pub(crate) fn serve(routes: HashMap<String, Vec<u8>>, max_requests: usize) -> Server {
     let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     listener.set_nonblocking(true).unwrap();
@@ -242,7 +242,7 @@ fn serve(routes: HashMap<String, Vec<u8>>, max_requests: usize) -> Server {
 }
 
 /// A port nobody listens on (bound, then released).
-fn dead_port() -> u16 {
+pub(crate) fn dead_port() -> u16 {
     TcpListener::bind(("127.0.0.1", 0))
         .unwrap()
         .local_addr()
@@ -1187,4 +1187,58 @@ fn unpinned_platforms_are_refused() {
         e.to_string(),
         "ocm-lab has no helm download for freebsd/riscv64"
     );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The doctor's download probe: does the download `up` would make start, without making it.
+
+#[test]
+fn the_download_probe_asks_for_the_checksum_file_and_nothing_more() {
+    let root = tempfile::tempdir().unwrap();
+    let digest = "a".repeat(64);
+    let server = serve(
+        HashMap::from([(
+            "/helm-v3.19.0-linux-amd64.tar.gz.sha256sum".to_owned(),
+            format!("{digest}  helm-v3.19.0-linux-amd64.tar.gz\n").into_bytes(),
+        )]),
+        4,
+    );
+    let cfg = isolated_config(root.path(), Downloads::Allow, Some(server.base.clone()));
+    let url = tools::probe_download(ToolName::Helm, &cfg, Duration::from_secs(5))
+        .expect("the mirror answers");
+    assert_eq!(
+        url,
+        format!("{}/helm-v3.19.0-linux-amd64.tar.gz.sha256sum", server.base)
+    );
+    // kind's checksum file is not on this mirror: a 404 is a download that cannot start.
+    let e = tools::probe_download(ToolName::Kind, &cfg, Duration::from_secs(5)).unwrap_err();
+    assert!(
+        matches!(&e, ToolError::Download { problem, .. } if problem.contains("404")),
+        "{e:?}"
+    );
+    assert_eq!(
+        *server.requests.lock().unwrap(),
+        [
+            "/helm-v3.19.0-linux-amd64.tar.gz.sha256sum",
+            "/v0.32.0/kind-linux-amd64.sha256sum"
+        ],
+        "only the checksum files are asked for"
+    );
+    assert!(
+        files_under(&root.path().join("cache")).is_empty(),
+        "nothing is downloaded"
+    );
+}
+
+#[test]
+fn the_download_probe_fails_on_a_closed_port() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = isolated_config(
+        root.path(),
+        Downloads::Allow,
+        Some(format!("http://127.0.0.1:{}", dead_port())),
+    );
+    let e = tools::probe_download(ToolName::Helm, &cfg, Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(e, ToolError::Download { .. }), "{e:?}");
+    assert!(e.to_string().contains("127.0.0.1"), "{e}");
 }

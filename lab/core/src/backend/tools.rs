@@ -1075,6 +1075,61 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
     })
 }
 
+/// How long `doctor` waits for a release host before saying it does not answer.
+pub const DOWNLOAD_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether the download [`download`] would make of `name` can start, without downloading it: a GET of
+/// the pinned release's checksum file (a few bytes, on the host or mirror the binary comes from) that
+/// must answer with a checksum within `timeout`, connecting included. Returns the URL that answered;
+/// the error is the one [`download`] would fail with ([`ToolError::Download`], or
+/// [`ToolError::NoDownload`] on a platform without a pinned release). Blocking.
+pub fn probe_download(
+    name: ToolName,
+    cfg: &ToolsConfig,
+    timeout: Duration,
+) -> Result<String, ToolError> {
+    let platform = cfg.platform.or_else(Platform::current);
+    let pin = platform.and_then(|platform| {
+        cfg.pinned
+            .iter()
+            .find(|p| p.tool == name && p.os == platform.os && p.arch == platform.arch)
+    });
+    let Some(pin) = pin else {
+        return Err(ToolError::NoDownload {
+            tool: name,
+            platform: platform.map_or_else(
+                || format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+                |p| p.to_string(),
+            ),
+            install: name.install_url(),
+            var: name.env_var(),
+        });
+    };
+    let url = pin.checksum_url_with_base(cfg.base_url.as_deref());
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .user_agent(concat!("ocm-lab/", env!("CARGO_PKG_VERSION")))
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let answered = fetch_text(&agent, &url).and_then(|text| {
+        parse_checksum_file(&text)
+            .map(|_| ())
+            .ok_or_else(|| "the answer is not a checksum file".to_owned())
+    });
+    match answered {
+        Ok(()) => Ok(url),
+        Err(problem) => Err(ToolError::Download {
+            tool: name,
+            what: format!("the {name} v{} checksum file", pin.version),
+            url,
+            problem,
+            install: name.install_url(),
+            var: name.env_var(),
+        }),
+    }
+}
+
 /// The digest in a `sha256sum`-style file (`<hex>  <name>`, or the bare digest), lowercase.
 pub fn parse_checksum_file(text: &str) -> Option<String> {
     let digest = text.split_whitespace().next()?;

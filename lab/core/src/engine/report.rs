@@ -3,7 +3,8 @@
 //!
 //! People read what changed: a step that found nothing to do is counted in the summary line, not listed,
 //! a step's notes (what it removed, what it kept) are on its line,
-//! and a run that changed nothing prints no timing breakdown. Check results are not listed one by one
+//! and the timing breakdown follows only a run that asked for it or a long one that changed something
+//! ([`ShowTiming`]). Check results are not listed one by one
 //! either: the verification table after the run shows every one, failures with their details. On a
 //! terminal every line is cut to its width (`…`), so a long command never wraps over the live spinners.
 
@@ -24,13 +25,37 @@ pub enum Style {
     Json,
 }
 
+/// When a person is told where the time went (the critical path and the slowest steps). The JSON stream
+/// always carries the `timing` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShowTiming {
+    /// Asked for (`--timing`): after every run.
+    Always,
+    /// After a run that changed something and took at least this long: a slow run says why.
+    AfterMs(u64),
+    /// Never.
+    Never,
+}
+
+impl ShowTiming {
+    /// Whether a run that took `total_ms` and changed `changed` steps shows it.
+    pub fn shows(self, total_ms: u64, changed: usize) -> bool {
+        match self {
+            ShowTiming::Always => true,
+            ShowTiming::AfterMs(at) => changed > 0 && total_ms >= at,
+            ShowTiming::Never => false,
+        }
+    }
+}
+
 /// Consumes events until the channel closes. Returns every event seen, for the caller's summary.
 pub async fn reporter(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Stamped>,
     style: Style,
+    timing: ShowTiming,
 ) -> Vec<Stamped> {
     let mut seen = Vec::new();
-    let mut human = (style == Style::Human).then(Human::new);
+    let mut human = (style == Style::Human).then(|| Human::new(timing));
     while let Some(e) = rx.recv().await {
         match &mut human {
             Some(h) => h.show(&e),
@@ -67,10 +92,11 @@ struct Human {
     /// The run is on the simulated lab: said again on its last line, where a person looks last.
     simulated: bool,
     tty: bool,
+    timing: ShowTiming,
 }
 
 impl Human {
-    fn new() -> Self {
+    fn new(timing: ShowTiming) -> Self {
         let tty = std::io::stderr().is_terminal();
         let target = if tty {
             ProgressDrawTarget::stderr()
@@ -84,6 +110,7 @@ impl Human {
             notes: HashMap::new(),
             changed: 0,
             tty,
+            timing,
         }
     }
 
@@ -199,9 +226,9 @@ impl Human {
             }
             // Listed once, in the verification table printed after the run.
             Event::Result { .. } => {}
-            // Where the time went matters when something was done; a run that changed nothing is quick
-            // to describe: its summary line.
-            Event::Timing { .. } if self.changed == 0 => {}
+            // Where the time went, when asked, or after a long run that did something; a quick run, or
+            // one that changed nothing, is described by its summary line.
+            Event::Timing { total_ms, .. } if !self.timing.shows(*total_ms, self.changed) => {}
             Event::Timing { timing, total_ms } => {
                 for l in crate::step::timing::lines(timing, *total_ms) {
                     self.line(l);
@@ -255,7 +282,20 @@ fn fit(text: &str, width: usize) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    use super::fit;
+    use super::{ShowTiming, fit};
+
+    #[test]
+    fn the_timing_breakdown_follows_a_run_that_asked_or_took_long() {
+        assert!(ShowTiming::Always.shows(40, 0));
+        let long = ShowTiming::AfterMs(300_000);
+        assert!(
+            !long.shows(53, 12),
+            "a quick run: its summary line says enough"
+        );
+        assert!(long.shows(300_000, 12));
+        assert!(!long.shows(900_000, 0), "a long run that changed nothing");
+        assert!(!ShowTiming::Never.shows(900_000, 12));
+    }
 
     #[test]
     fn long_lines_are_cut_to_the_terminal_width_not_wrapped() {

@@ -67,6 +67,17 @@ pub enum TopologyError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Invalid(Box<FileDiagnostics>),
+    /// The command line's `--context` names a context no cluster of the topology takes.
+    #[error(
+        "`--context {flag}` applies to no cluster of topology {topology}: every cluster is a kind cluster or names its own context"
+    )]
+    #[diagnostic(
+        code(ocm_lab::context_unused),
+        help(
+            "leave `--context` out; it names the context of the one `existing:` cluster whose topology leaves `context:` out (for example `existing: {{}}` on the hub)"
+        )
+    )]
+    ContextFlagUnused { flag: String, topology: String },
 }
 
 /// Loads a topology named on the command line: an existing file path, else an embedded topology's name.
@@ -163,10 +174,20 @@ pub fn load_str(origin: &str, text: &str) -> Result<Loaded, TopologyError> {
         });
     }
     let mut c = Collector::new(text);
-    let lab = match parse(text, &mut c) {
-        Some(raw) => resolve::resolve(&raw, &mut c, origin),
+    let raw = parse(text, &mut c);
+    let lab = match &raw {
+        Some(raw) => resolve::resolve(raw, &mut c, origin),
         None => None,
     };
+    if let (Some(raw), Some(_)) = (&raw, &lab)
+        && !c.has_errors()
+        && let Some(flag) = resolve::unused_context_flag(&raw.spec)
+    {
+        return Err(TopologyError::ContextFlagUnused {
+            flag,
+            topology: origin.to_owned(),
+        });
+    }
     match lab {
         Some(lab) if !c.has_errors() => Ok(Loaded {
             lab,

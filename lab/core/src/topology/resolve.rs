@@ -169,7 +169,7 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
     let given = std::path::Path::new(&b.value);
     if b.value.trim().is_empty() {
         c.error(at(b), "spec.bundle", "the bundle path is empty")
-            .help("name the file `ocm-lab bundle save -o FILE` wrote, or remove `spec.bundle`");
+            .help("name the file `ocm-lab bundle save --out FILE` wrote, or remove `spec.bundle`");
         return None;
     }
     let path = if given.is_absolute() || origin.starts_with("embedded:") {
@@ -189,7 +189,7 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
                 "spec.bundle",
                 format!("{} is not a file", path.display()),
             )
-            .help("name the file `ocm-lab bundle save -o FILE` wrote");
+            .help("name the file `ocm-lab bundle save --out FILE` wrote");
             None
         }
         Err(e) => {
@@ -198,7 +198,7 @@ fn bundle(c: &mut Collector<'_>, b: &Spanned<String>, origin: &str) -> Option<st
                 "spec.bundle",
                 format!("cannot read the bundle {}: {e}", path.display()),
             )
-            .help("make it with `ocm-lab bundle save -t <topology> -o FILE`; a relative path is read from the topology file's folder");
+            .help("make it with `ocm-lab bundle save -t <topology> --out FILE`; a relative path is read from the topology file's folder");
             None
         }
     }
@@ -485,15 +485,22 @@ fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec) {
         )
         .help("name the context of each existing cluster in the topology");
     }
-    if without.is_empty()
-        && let Some(flag) = kubeconfig_flags().context
-    {
-        c.error(
-            None,
-            "spec",
-            format!("`--context {flag}` applies to no cluster of this lab"),
-        )
-        .help("`--context` names the context of the one `existing:` cluster that leaves `context:` out; every cluster of this topology is kind or names its context");
+}
+
+/// The global `--context` when no cluster of the topology takes it (none is `existing:` without a
+/// `context:`): a problem of the command line, not of the file, so it is not one of the file's issues.
+pub(crate) fn unused_context_flag(spec: &model::TopologySpec) -> Option<String> {
+    let takes_it = |e: Option<&model::Existing>| e.is_some_and(|e| e.context.is_none());
+    let any = takes_it(spec.hub.existing.as_ref())
+        || spec
+            .spokes
+            .value
+            .iter()
+            .any(|s| takes_it(s.existing.as_ref()));
+    if any {
+        None
+    } else {
+        kubeconfig_flags().context
     }
 }
 

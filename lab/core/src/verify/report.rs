@@ -26,6 +26,13 @@ pub struct LastVerification {
 
 /// The table: one row per spoke and namespace, one column per check that ran.
 pub fn table(results: &[CheckResult]) -> String {
+    table_within(results, usize::MAX)
+}
+
+/// [`table`] with no table line wider than `width` terminal columns: each check column is as wide as its
+/// name or its widest cell, and the row label (spoke and namespace) gives way, cut with `…`, when the
+/// row would not fit. The failures listed under the table are prose, left whole for the terminal to wrap.
+pub fn table_within(results: &[CheckResult], width: usize) -> String {
     let checks: Vec<Check> = Check::ALL
         .into_iter()
         .filter(|c| results.iter().any(|r| r.check == *c))
@@ -50,25 +57,55 @@ pub fn table(results: &[CheckResult]) -> String {
             Some(_) => "✗".into(),
         }
     };
-    // As wide as the longest row label, so that long namespaces keep the columns aligned.
     let label = |spoke: &str, ns: &str| format!("{spoke} ({ns})");
-    let w = rows
+    let header = "spoke (namespace)";
+    let columns: Vec<usize> = checks
+        .iter()
+        .map(|c| {
+            rows.values()
+                .map(|by| cell(by.get(c)).chars().count())
+                .chain([c.as_str().len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let checks_width: usize = columns.iter().map(|w| w + 2).sum();
+    // As wide as the longest row label (so that long namespaces keep the columns aligned), unless that
+    // would pass `width`: then the labels are cut, never the check columns.
+    let longest = rows
         .keys()
         .map(|(s, n)| label(s, n).chars().count())
-        .chain([17])
+        .chain([header.len()])
         .max()
-        .unwrap_or(17);
+        .unwrap_or(header.len());
+    let w = longest.min(width.saturating_sub(checks_width).max(8));
+    // Cut in the middle: a row's spoke starts its label and its namespace ends it, and both tell the
+    // rows apart.
+    let fit = |text: &str| -> String {
+        let chars: Vec<char> = text.chars().collect();
+        if chars.len() <= w {
+            return text.to_owned();
+        }
+        let head = (w - 1) / 2;
+        let tail = w - 1 - head;
+        let mut cut: String = chars[..head].iter().collect();
+        cut.push('…');
+        cut.extend(&chars[chars.len() - tail..]);
+        cut
+    };
     let mut out = String::new();
-    let _ = write!(out, "{:<w$}", "spoke (namespace)");
-    for c in &checks {
-        let _ = write!(out, " {:<17}", c.as_str());
+    let mut line = format!("{:<w$}", fit(header));
+    for (c, cw) in checks.iter().zip(&columns) {
+        let _ = write!(line, "  {:<cw$}", c.as_str());
     }
+    out.push_str(line.trim_end());
     out.push('\n');
     for ((spoke, ns), by_check) in &rows {
-        let _ = write!(out, "{:<w$}", label(spoke, ns));
-        for c in &checks {
-            let _ = write!(out, " {:<17}", cell(by_check.get(c)));
+        let mut line = format!("{:<w$}", fit(&label(spoke, ns)));
+        for (c, cw) in checks.iter().zip(&columns) {
+            let _ = write!(line, "  {:<cw$}", cell(by_check.get(c)));
         }
+        out.push_str(line.trim_end());
         out.push('\n');
     }
     let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
@@ -171,6 +208,43 @@ mod tests {
             t.contains("✗ properties for cluster2") && t.contains("next: bind it"),
             "{t}"
         );
+    }
+
+    /// The table of the workshop's widest row (every check, a long namespace) within 80 and 50 columns:
+    /// no table line passes the width, the check columns stay whole, and the row label is what gives way.
+    #[test]
+    fn no_table_line_is_wider_than_the_terminal_and_the_label_gives_way() {
+        let mut results = Vec::new();
+        for check in Check::ALL {
+            let mut r = result("cluster-eu-west-1", check, true);
+            r.namespace = "open-cluster-management-addon".into();
+            r.latency_ms = Some(12_345);
+            results.push(r);
+        }
+        let table_lines = |t: &str| -> Vec<String> {
+            t.lines()
+                .take_while(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let whole = table(&results);
+        assert!(
+            whole.contains("cluster-eu-west-1 (open-cluster-management-addon)"),
+            "{whole}"
+        );
+        let t = table_within(&results, 80);
+        for line in table_lines(&t) {
+            assert!(line.chars().count() <= 80, "{line}\n{t}");
+        }
+        // Cut in the middle: the spoke's start and the namespace's end still tell the rows apart.
+        assert!(t.contains("cluste…-addon)"), "{t}");
+        // Narrower than the check columns themselves: they stay whole, the label keeps a few characters.
+        let t = table_within(&results, 50);
+        assert!(
+            t.contains("access-providers") && t.contains("✓ 12345ms"),
+            "{t}"
+        );
+        assert!(t.lines().nth(1).unwrap().starts_with("clu…don)"), "{t}");
     }
 
     #[test]
