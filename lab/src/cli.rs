@@ -93,6 +93,10 @@ impl Cli {
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
             Command::Images(ImagesCommand::List(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::List(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::Start(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::Stop(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::Check(a)) => a.output.into(),
             Command::Bundle(_) => Output::Human,
             Command::Topology(TopologyCommand::Check { output, .. })
             | Command::Topology(TopologyCommand::List { output }) => output.output,
@@ -459,6 +463,13 @@ pub enum Command {
     /// Offline labs: one archive of every image the lab runs, for `up --bundle`.
     #[command(subcommand)]
     Bundle(BundleCommand),
+    /// Workshop exercises: break the lab at one hop on purpose, let participants find and fix it.
+    ///
+    /// `start` breaks the lab (recording what it changed in the lab's state folder, `exercise.json` names
+    /// the running exercise), `check` runs `verify` and says whether it is solved or which hop is still
+    /// broken (`--hint` shows the next hint), `stop` heals exactly what the exercise broke (so does `reset`).
+    #[command(subcommand)]
+    Exercise(ExerciseCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     ///
     /// For example: `ocm-lab completions bash > ~/.local/share/bash-completion/completions/ocm-lab`,
@@ -472,6 +483,85 @@ pub enum Command {
     /// Helm's post-renderer: applies the chart patches to manifests on stdin (Helm runs this).
     #[command(name = "__post-render", hide = true)]
     PostRender(PostRenderArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExerciseCommand {
+    /// List the exercises: name, the hop `verify` names once it runs, title.
+    List(ExerciseListArgs),
+    /// Break the lab for exercise NAME and print the participant's task.
+    Start(ExerciseStartArgs),
+    /// Run `verify`: say whether the running exercise is solved, or which hop is still broken.
+    Check(ExerciseCheckArgs),
+    /// Heal exactly what the running exercise broke, and end it.
+    Stop(ExerciseStopArgs),
+}
+
+/// `--exercises`.
+#[derive(Debug, Clone, Args)]
+pub struct ExercisesDir {
+    /// Read the exercises from this folder (`*.yaml`) instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub exercises: Option<PathBuf>,
+}
+
+/// `exercise list`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseListArgs {
+    #[command(flatten)]
+    pub dir: ExercisesDir,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+/// `exercise start`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseStartArgs {
+    /// The exercise (`ocm-lab exercise list`).
+    pub name: String,
+    #[command(flatten)]
+    pub dir: ExercisesDir,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+/// `exercise check`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseCheckArgs {
+    /// Also show the next hint (each `--hint` shows one more, in order).
+    #[arg(long)]
+    pub hint: bool,
+    #[command(flatten)]
+    pub dir: ExercisesDir,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Output format: `verify`'s progress for people, or one JSON object per event per line (the last one
+    /// the verdict, `"event": "exercise-checked"`).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = StreamOutput::Human)]
+    pub output: StreamOutput,
+}
+
+/// `exercise stop`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseStopArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+impl From<(&LabArgs, SimArgs)> for RunArgs {
+    fn from((lab, sim): (&LabArgs, SimArgs)) -> Self {
+        RunArgs::new(lab, sim)
+    }
 }
 
 /// `__post-render`: which chart's manifests arrive on stdin, and where the patches are.

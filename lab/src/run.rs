@@ -71,6 +71,7 @@ fn structured_error(output: crate::cli::Output, e: &Error) {
                 | Error::Cancelled
                 | Error::Unhealthy { .. }
                 | Error::Preflight(_)
+                | Error::ExerciseUnsolved { .. }
                 // `ci matrix` prints a matrix or nothing: its stdout goes to GitHub as the matrix.
                 | Error::CiNothingFits { .. }
         )
@@ -107,6 +108,7 @@ fn unused_global_flag(cli: &Cli) -> Option<&'static str> {
         Command::Completions { .. }
             | Command::Topology(TopologyCommand::List { .. })
             | Command::Ci(CiCommand::Matrix(_))
+            | Command::Exercise(crate::cli::ExerciseCommand::List(_))
             | Command::PostRender(_)
     );
     if !reads_no_topology {
@@ -174,5 +176,6 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Ci(command) => commands::ci::run(command),
         Command::Images(command) => crate::images::command(command),
         Command::Bundle(command) => commands::bundle::run(command),
+        Command::Exercise(command) => commands::exercise::run(command),
     }
 }

@@ -83,8 +83,15 @@ pub(crate) fn get(
         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
         .collect::<Vec<_>>()
         .join(",");
+    // A port-forward needs a running Pod behind the selector (ocm-lab's adapter lists the Pods and picks a
+    // Running one): a Deployment scaled to 0 is still `Available` (0 of 0 replicas, kubernetes
+    // pkg/controller/deployment/sync.go `calculateStatus`: available >= replicas - maxUnavailable), but has
+    // no Pod to forward to.
     let backend = w.list(hub, gk::DEPLOYMENT, Some(namespace)).find(|d| {
         controllers::available(d)
+            && d.pointer("/status/availableReplicas")
+                .and_then(Value::as_i64)
+                .is_some_and(|n| n > 0)
             && selector.iter().all(|(k, v)| {
                 d.pointer("/spec/template/metadata/labels")
                     .and_then(|l| l.get(k))

@@ -87,7 +87,8 @@ impl Opened {
         &self.tool_versions
     }
 
-    fn save(&self, state: &StateDir) -> Result<(), Error> {
+    /// Saves the simulated world (nothing for a real lab): the next command sees the same simulated lab.
+    pub fn save(&self, state: &StateDir) -> Result<(), Error> {
         match &self.sim {
             Some(sim) => sim.save(state),
             None => Ok(()),

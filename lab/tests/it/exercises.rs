@@ -1,0 +1,405 @@
+//! Every shipped exercise on the SIMULATED lab (a test double, not real clusters): it breaks the default
+//! lab so that `verify` names the exercise's hop; the exercise's documented fix, made with the API calls a
+//! participant's kubectl makes (apply, delete, merge patch, through the simulated API server, never
+//! through `exercise stop`), solves it; and `reset` heals it. Plus the command's errors.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{Output, ocm_lab_env};
+use crate::engine::{Harness, failure};
+use crate::verify_hops::saved_results;
+use ocm_lab::backend::{ClusterApi, ObjectRef};
+use ocm_lab::exercise::run::{self as ex_run, Verdict};
+use ocm_lab::exercise::{self, Exercise};
+use ocm_lab::step::RunCtx;
+use ocm_lab::step::events::Events;
+use ocm_lab::verify::CheckResult;
+
+fn ctx(h: &Harness) -> RunCtx {
+    let (events, _) = Events::channel();
+    RunCtx::new(
+        h.lab.clone(),
+        h.sim.backends(),
+        h.state.clone(),
+        ocm_lab::patch::PatchSet::embedded().unwrap(),
+        events,
+        CancellationToken::new(),
+    )
+}
+
+fn the(name: &str) -> Exercise {
+    let all = exercise::load_all(None).unwrap();
+    exercise::find(&all, name).unwrap().clone()
+}
+
+/// Runs `verify` and judges its saved report for `ex`, as `exercise check` does.
+async fn check(h: &Harness, ex: &Exercise) -> Verdict {
+    h.run("verify").await;
+    let results: Vec<CheckResult> = saved_results(h)
+        .into_iter()
+        .map(|r| serde_json::from_value(r).unwrap())
+        .collect();
+    ex_run::judge(ex.hop, &results)
+}
+
+const SPOKE: &str = "cluster1";
+const NS: &str = "cluster-inventory";
+
+fn r(api: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
+    ObjectRef::new(api, kind, ns, name)
+}
+
+fn gates(gates: &[&str]) -> Value {
+    Value::Array(
+        gates
+            .iter()
+            .map(|g| json!({"feature": g, "mode": "Enable"}))
+            .collect(),
+    )
+}
+
+/// The documented fix of each exercise (its `fix:` text), as the API calls kubectl makes for it.
+async fn fix(h: &Harness, name: &str) {
+    let hub = h.sim.api("hub");
+    let spoke: Arc<dyn ClusterApi> = h.sim.api(SPOKE);
+    let prop = |n: &str| r("about.k8s.io/v1alpha1", "ClusterProperty", None, n);
+    match name {
+        // kubectl apply -f binding.yaml
+        "binding-deleted" => hub
+            .apply(&json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+                "metadata": {"name": "sandbox-fleet", "namespace": NS}, "spec": {"clusterSet": "sandbox-fleet"},
+            }))
+            .await
+            .unwrap(),
+        // kubectl label managedcluster cluster1 --overwrite cluster.open-cluster-management.io/clusterset=sandbox-fleet
+        "cluster-left-set" => hub
+            .merge_patch(
+                &r("cluster.open-cluster-management.io/v1", "ManagedCluster", None, SPOKE),
+                &json!({"metadata": {"labels": {"cluster.open-cluster-management.io/clusterset": "sandbox-fleet"}}}),
+            )
+            .await
+            .unwrap(),
+        // kubectl patch klusterlet klusterlet --type merge -p '{"spec":{"registrationConfiguration":{"featureGates":[...]}}}'
+        "spoke-gate-off" => {
+            let names: Vec<&str> = h.lab.spoke(SPOKE).unwrap().feature_gates.iter().map(String::as_str).collect();
+            spoke
+                .merge_patch(
+                    &r("operator.open-cluster-management.io/v1", "Klusterlet", None, "klusterlet"),
+                    &json!({"spec": {"registrationConfiguration": {"featureGates": gates(&names)}}}),
+                )
+                .await
+                .unwrap()
+        }
+        // kubectl patch clustermanager cluster-manager --type merge -p '...'
+        "hub-gate-off" => {
+            let names: Vec<&str> = h.lab.hub.feature_gates.iter().map(String::as_str).collect();
+            hub.merge_patch(
+                &r("operator.open-cluster-management.io/v1", "ClusterManager", None, "cluster-manager"),
+                &json!({"spec": {"registrationConfiguration": {"featureGates": gates(&names)}}}),
+            )
+            .await
+            .unwrap()
+        }
+        // kubectl apply -f clusterproperty.yaml
+        "property-deleted" => spoke
+            .apply(&json!({
+                "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+                "metadata": {"name": "region"}, "spec": {"value": "us-east-1"},
+            }))
+            .await
+            .unwrap(),
+        // kubectl label clusterproperty region open-cluster-management.io/spoke-only-
+        "spoke-only" => spoke
+            .merge_patch(
+                &prop("region"),
+                &json!({"metadata": {"labels": {"open-cluster-management.io/spoke-only": null}}}),
+            )
+            .await
+            .unwrap(),
+        // kubectl delete clusterproperties -l ocm-lab.open-cluster-management.io/exercise=too-many-properties
+        "too-many-properties" => {
+            let sel = format!("{}=too-many-properties", exercise::EXERCISE_LABEL);
+            let extra = spoke
+                .list("about.k8s.io/v1alpha1", "ClusterProperty", None, Some(&sel))
+                .await
+                .unwrap();
+            assert_eq!(extra.len(), 20);
+            for p in extra {
+                spoke.delete(&ObjectRef::of(&p).unwrap()).await.unwrap();
+            }
+        }
+        // kubectl delete clusterproperty notes.lab.example.com
+        "property-too-long" => {
+            assert!(spoke.delete(&prop("notes.lab.example.com")).await.unwrap());
+        }
+        // kubectl -n cluster1 label managedserviceaccount inventory-reader authentication...=true
+        "sync-label-dropped" => hub
+            .merge_patch(
+                &r("authentication.open-cluster-management.io/v1beta1", "ManagedServiceAccount", Some(SPOKE), "inventory-reader"),
+                &json!({"metadata": {"labels": {"authentication.open-cluster-management.io/sync-to-clusterprofile": "true"}}}),
+            )
+            .await
+            .unwrap(),
+        // kubectl -n open-cluster-management-addon scale deployment cluster-proxy-addon-user --replicas=1
+        "user-server-scaled-down" => hub
+            .merge_patch(
+                &r("apps/v1", "Deployment", Some("open-cluster-management-addon"), "cluster-proxy-addon-user"),
+                &json!({"spec": {"replicas": 1}}),
+            )
+            .await
+            .unwrap(),
+        other => panic!("no documented fix for exercise `{other}` in this test: add one"),
+    }
+}
+
+/// start → verify names the hop → the documented fix → check says solved; then `stop` changes nothing
+/// that matters (the lab still verifies).
+async fn solve(name: &str) {
+    let h = Harness::default_lab();
+    let (up, _) = h.run("up").await;
+    assert!(up.ok, "up: {}", failure(&up));
+    let ex = the(name);
+    let ctx = ctx(&h);
+    let running = ex_run::start(&ctx, &ex).await.unwrap();
+    assert_eq!((running.name.as_str(), running.hop), (name, ex.hop));
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.state.path.join("exercise.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        file,
+        json!({"name": name, "title": ex.title, "hop": ex.hop.name()})
+    );
+    match check(&h, &ex).await {
+        Verdict::Broken { hop, .. } => assert_eq!(hop, Some(ex.hop), "{name}"),
+        Verdict::Solved => panic!("{name}: verify passed on the broken lab"),
+    }
+    fix(&h, name).await;
+    assert_eq!(
+        check(&h, &ex).await,
+        Verdict::Solved,
+        "{name}: the documented fix did not solve it"
+    );
+    assert!(ex_run::stop(&ctx).await.unwrap().is_some());
+    assert!(!h.state.path.join("exercise.json").exists());
+    assert_eq!(
+        check(&h, &ex).await,
+        Verdict::Solved,
+        "{name}: stop broke a solved lab"
+    );
+}
+
+macro_rules! solved_by_its_documented_fix {
+    ($($test:ident => $name:literal),* $(,)?) => {$(
+        #[tokio::test(start_paused = true)]
+        async fn $test() {
+            solve($name).await;
+        }
+    )*};
+}
+
+solved_by_its_documented_fix! {
+    binding_deleted => "binding-deleted",
+    cluster_left_set => "cluster-left-set",
+    spoke_gate_off => "spoke-gate-off",
+    hub_gate_off => "hub-gate-off",
+    property_deleted => "property-deleted",
+    spoke_only => "spoke-only",
+    too_many_properties => "too-many-properties",
+    property_too_long => "property-too-long",
+    sync_label_dropped => "sync-label-dropped",
+    user_server_scaled_down => "user-server-scaled-down",
+}
+
+#[test]
+fn every_shipped_exercise_is_tested_here_and_they_cover_distinct_hops() {
+    let all = exercise::load_all(None).unwrap();
+    let src = include_str!("exercises.rs");
+    let mut hops: Vec<String> = Vec::new();
+    for e in &all {
+        assert!(
+            src.contains(&format!("=> \"{}\"", e.name)),
+            "exercise `{}` has no test",
+            e.name
+        );
+        hops.push(e.hop.name());
+    }
+    hops.sort();
+    hops.dedup();
+    assert_eq!(
+        hops.len(),
+        all.len(),
+        "two exercises name the same hop: {hops:?}"
+    );
+    assert!(all.len() >= 8);
+}
+
+// ---- the command, end to end ---------------------------------------------------------------------------
+
+struct Cli {
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Cli {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", self.dir.path())])
+    }
+}
+
+#[test]
+fn list_shows_every_exercise_with_its_hop_and_json_is_one_document() {
+    let cli = Cli::new();
+    let r = cli.run(&["exercise", "list"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for e in exercise::load_all(None).unwrap() {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", e.name)));
+        assert!(
+            line.is_some_and(|l| l.contains(&e.hop.name())),
+            "{}: {}",
+            e.name,
+            r.stdout
+        );
+    }
+    let r = cli.run(&["exercise", "list", "-o", "json"]);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(doc.as_array().unwrap().len() >= 8);
+    assert!(doc[0]["hints"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn start_unknown_check_and_stop_without_one_running_say_what_to_do() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate", "-t", "minimal"]).code, 0);
+    let r = cli.run(&[
+        "exercise",
+        "start",
+        "binding-delete",
+        "--simulate",
+        "-t",
+        "minimal",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no exercise `binding-delete`"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("did you mean `binding-deleted`?"),
+        "{}",
+        r.stderr
+    );
+    for verb in ["check", "stop"] {
+        let r = cli.run(&["exercise", verb, "--simulate", "-t", "minimal"]);
+        assert_eq!(r.code, 1, "{verb}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("no exercise is running on this lab"),
+            "{verb}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("ocm-lab exercise start NAME"),
+            "{verb}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn an_exercise_started_from_the_command_line_is_checked_hinted_and_healed_by_reset() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
+    let r = cli.run(&[
+        "exercise",
+        "start",
+        "binding-deleted",
+        "--simulate",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let started: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(started["hop"], "no-bound-binding");
+    assert!(
+        started["task"]
+            .as_str()
+            .unwrap()
+            .contains("cluster-inventory")
+    );
+    let again = cli.run(&["exercise", "start", "spoke-only", "--simulate"]);
+    assert_eq!(again.code, 1);
+    assert!(
+        again
+            .stderr
+            .contains("exercise `binding-deleted` is running"),
+        "{}",
+        again.stderr
+    );
+    for n in 1..=2 {
+        let r = cli.run(&["exercise", "check", "--hint", "--simulate"]);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(
+            r.stdout
+                .contains("Not solved yet: verify names hop `no-bound-binding`"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains(&format!("Hint {n} of 3:")),
+            "{}",
+            r.stdout
+        );
+    }
+    let r = cli.run(&["reset", "--simulate"]);
+    assert_eq!(r.code, 0, "reset: {}", r.stderr);
+    let r = cli.run(&["verify", "--simulate"]);
+    assert_eq!(r.code, 0, "verify after reset: {}", r.stdout);
+    let r = cli.run(&["exercise", "check", "--simulate"]);
+    assert!(
+        r.stderr.contains("no exercise is running"),
+        "reset ended the exercise: {}",
+        r.stderr
+    );
+}
+
+/// start → `reset` → verify passes, for every exercise, through the command line.
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn reset_heals_every_exercise() {
+    let cli = Cli::new();
+    assert_eq!(cli.run(&["up", "--simulate"]).code, 0);
+    for e in exercise::load_all(None).unwrap() {
+        let r = cli.run(&["exercise", "start", &e.name, "--simulate"]);
+        assert_eq!(r.code, 0, "{}: {}", e.name, r.stderr);
+        let r = cli.run(&["reset", "--simulate"]);
+        assert_eq!(
+            r.code, 0,
+            "reset after {}: {}\n{}",
+            e.name, r.stdout, r.stderr
+        );
+        let r = cli.run(&["verify", "--simulate"]);
+        assert_eq!(r.code, 0, "verify after {} and reset: {}", e.name, r.stdout);
+    }
+}
