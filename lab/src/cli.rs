@@ -322,6 +322,8 @@ pub struct RunArgs {
     pub image_aliases: std::collections::BTreeMap<String, String>,
     /// `--bundle`: replaces the topology's `spec.bundle`.
     pub bundle: Option<PathBuf>,
+    /// Replaces the topology's `spec.verify.timeout` (`exercise check --timeout`).
+    pub verify_timeout: Option<std::time::Duration>,
 }
 
 impl RunArgs {
@@ -355,6 +357,7 @@ impl RunArgs {
             bundled_tools: Vec::new(),
             image_aliases: Default::default(),
             bundle: None,
+            verify_timeout: None,
         }
     }
 }
@@ -535,6 +538,10 @@ pub struct ExerciseCheckArgs {
     /// Also show the next hint (each `--hint` shows one more, in order).
     #[arg(long)]
     pub hint: bool,
+    /// How long `verify` waits for a hop that may still heal (replaces the topology's `verify.timeout`;
+    /// a change a participant just made reaches the hub within seconds).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
     #[command(flatten)]
     pub dir: ExercisesDir,
     #[command(flatten)]

@@ -91,6 +91,10 @@ pub const EXERCISES: &[(&str, &str)] = &[
         include_str!("../../../exercises/property-too-long.yaml"),
     ),
     (
+        "proxy-server-scaled-down",
+        include_str!("../../../exercises/proxy-server-scaled-down.yaml"),
+    ),
+    (
         "spoke-gate-off",
         include_str!("../../../exercises/spoke-gate-off.yaml"),
     ),

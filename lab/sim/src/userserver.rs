@@ -152,6 +152,22 @@ fn user_server(
         // A malformed path is a 400 upstream (FACTS-OCM-ROUND2 §4.4).
         return Ok((400, "the path names no cluster".to_owned()));
     }
+    // cluster-proxy runs the proxy server as a Deployment of `spec.proxyServer.replicas` of its
+    // ManagedProxyConfiguration (cluster-proxy pkg/proxyserver/controllers/manifests.go
+    // `newProxyServerDeployment`, reconciled by managedproxyconfiguration_controller.go): at 0 no proxy
+    // server runs, and the user server's dial of its entrypoint Service is refused.
+    let scaled_down = w
+        .get(hub, gk::MPC, "", "cluster-proxy")
+        .and_then(|m| m.pointer("/spec/proxyServer/replicas"))
+        .and_then(Value::as_i64)
+        == Some(0);
+    let proxy_server = proxy_server.and_then(|()| {
+        if scaled_down {
+            Err("dial tcp proxy-entrypoint:8090: connect: connection refused (ManagedProxyConfiguration cluster-proxy runs 0 proxy-server replicas)".to_owned())
+        } else {
+            Ok(())
+        }
+    });
     // The user server opens a gRPC tunnel to the hub's proxy server first: failing, 400 with the gRPC
     // error text (FACTS-OCM-ROUND2 §4.4, `http.Error(wr, err.Error(), http.StatusBadRequest)`).
     if let Err(why) = proxy_server {

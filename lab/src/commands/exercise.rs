@@ -208,7 +208,8 @@ struct Checked<'a> {
 }
 
 fn check(a: &ExerciseCheckArgs) -> Result<(), Error> {
-    let t = target(&a.lab, a.sim)?;
+    let mut t = target(&a.lab, a.sim)?;
+    t.run.verify_timeout = Some(a.timeout);
     let (running, mut record) = ex_run::running(&t.state)?.ok_or(ex_run::RunError::NotRunning)?;
     let all = exercise::load_all(a.dir.exercises.as_deref())?;
     let ex: Option<&Exercise> = all.iter().find(|e| e.name == running.name);

@@ -261,6 +261,9 @@ pub fn run_workflows(
     if !args.checks.is_empty() {
         lab.verify.checks = args.checks.iter().map(|c| (*c).into()).collect();
     }
+    if let Some(timeout) = args.verify_timeout {
+        lab.verify.timeout = timeout;
+    }
     if let Some(bundle) = &args.bundle {
         // `--bundle` replaces `spec.bundle` (absolute: the run's steps may not share the current folder).
         lab.bundle = Some(std::path::absolute(bundle).unwrap_or_else(|_| bundle.clone()));

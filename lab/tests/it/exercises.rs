@@ -152,6 +152,14 @@ async fn fix(h: &Harness, name: &str) {
             )
             .await
             .unwrap(),
+        // kubectl patch managedproxyconfiguration cluster-proxy --type merge -p '{"spec":{"proxyServer":{"replicas":1}}}'
+        "proxy-server-scaled-down" => hub
+            .merge_patch(
+                &r("proxy.open-cluster-management.io/v1alpha1", "ManagedProxyConfiguration", None, "cluster-proxy"),
+                &json!({"spec": {"proxyServer": {"replicas": 1}}}),
+            )
+            .await
+            .unwrap(),
         other => panic!("no documented fix for exercise `{other}` in this test: add one"),
     }
 }
@@ -212,6 +220,7 @@ solved_by_its_documented_fix! {
     property_too_long => "property-too-long",
     sync_label_dropped => "sync-label-dropped",
     user_server_scaled_down => "user-server-scaled-down",
+    proxy_server_scaled_down => "proxy-server-scaled-down",
 }
 
 #[test]
