@@ -71,6 +71,10 @@ pub const MANIFESTS: &[(&str, &str)] = &[
 /// Embedded workshop exercises (`exercises/`), by name (file stem).
 pub const EXERCISES: &[(&str, &str)] = &[
     (
+        "agent-stopped",
+        include_str!("../../../exercises/agent-stopped.yaml"),
+    ),
+    (
         "binding-deleted",
         include_str!("../../../exercises/binding-deleted.yaml"),
     ),

@@ -160,6 +160,14 @@ async fn fix(h: &Harness, name: &str) {
             )
             .await
             .unwrap(),
+        // kubectl -n open-cluster-management scale deployment klusterlet --replicas=1 (on the spoke)
+        "agent-stopped" => spoke
+            .merge_patch(
+                &r("apps/v1", "Deployment", Some("open-cluster-management"), "klusterlet"),
+                &json!({"spec": {"replicas": 1}}),
+            )
+            .await
+            .unwrap(),
         other => panic!("no documented fix for exercise `{other}` in this test: add one"),
     }
 }
@@ -210,6 +218,7 @@ macro_rules! solved_by_its_documented_fix {
 }
 
 solved_by_its_documented_fix! {
+    agent_stopped => "agent-stopped",
     binding_deleted => "binding-deleted",
     cluster_left_set => "cluster-left-set",
     spoke_gate_off => "spoke-gate-off",
