@@ -491,6 +491,26 @@ mod tests {
     }
 
     #[test]
+    fn an_exercise_the_lab_cannot_run_is_refused_naming_what_it_lacks() {
+        let text = embedded::topology("default").unwrap();
+        let start = text.find("    cluster-proxy:").unwrap();
+        let end = text[start..].find("    managed-serviceaccount:").unwrap() + start;
+        // Without cluster-proxy, and without the checks that need it.
+        let text = format!("{}{}", &text[..start], &text[end..]).replace(
+            "checks: [properties, access-providers, reachable, credentials, conditions]",
+            "checks: [properties, credentials, conditions]",
+        );
+        let lab = crate::topology::load_str("t.yaml", &text).unwrap().lab;
+        let all = load_all(None).unwrap();
+        let ex = find(&all, "user-server-scaled-down").unwrap();
+        let Err(e @ ExerciseError::NotForThisLab { .. }) = ex.steps(&lab) else {
+            panic!("an exercise on cluster-proxy rendered for a lab without it")
+        };
+        assert!(e.to_string().contains("proxyNamespace"), "{e}");
+        assert!(find(&all, "binding-deleted").unwrap().steps(&lab).is_ok());
+    }
+
+    #[test]
     fn a_hop_verify_does_not_name_is_an_error_at_its_line() {
         let text = embedded::EXERCISES[0]
             .1

@@ -60,7 +60,7 @@ pub enum RunError {
         object: String,
         cluster: String,
         #[source]
-        source: KubeError,
+        source: Box<KubeError>,
     },
     #[error("cannot {what} {path}: {reason}")]
     #[diagnostic(help("check the lab's state folder and its permissions"))]
@@ -181,10 +181,10 @@ async fn api(
     cluster: &str,
 ) -> Result<std::sync::Arc<dyn crate::backend::ClusterApi>, RunError> {
     ctx.api(cluster).await.map_err(|source| RunError::Kube {
-        what: "connect for",
-        object: String::new(),
+        what: "connect to",
+        object: "the API server".to_owned(),
         cluster: cluster.to_owned(),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -195,7 +195,7 @@ fn kube(what: &'static str, step: &Step) -> impl FnOnce(KubeError) -> RunError {
         what,
         object,
         cluster,
-        source,
+        source: Box::new(source),
     }
 }
 
