@@ -8,11 +8,5 @@ use crate::cli::{DownArgs, RunArgs};
 use crate::error::Error;
 
 pub fn run(args: &DownArgs) -> Result<(), Error> {
-    let run = RunArgs::from(args);
-    run_workflows(&run, args.output, &[Workflow::Down])?;
-    // The clusters are gone, and with them whatever a running exercise changed.
-    let (loaded, _, _) = super::inputs(&args.lab)?;
-    let state = crate::state::StateDir::for_run(&loaded.lab.name, run.simulate)?;
-    crate::exercise::run::forget(&state)?;
-    Ok(())
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Down])
 }

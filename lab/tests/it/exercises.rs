@@ -420,4 +420,20 @@ fn reset_heals_every_exercise() {
         let r = cli.run(&["verify", "--simulate"]);
         assert_eq!(r.code, 0, "verify after {} and reset: {}", e.name, r.stdout);
     }
+    // `down` forgets a running exercise with the clusters it changed.
+    assert_eq!(
+        cli.run(&["exercise", "start", "spoke-only", "--simulate"])
+            .code,
+        0
+    );
+    let running = cli.dir.path().join("sandbox/simulated/exercise.json");
+    assert!(running.exists());
+    assert_eq!(cli.run(&["down", "--simulate"]).code, 0);
+    assert!(!running.exists());
+    assert!(
+        !cli.dir
+            .path()
+            .join("sandbox/simulated/exercise-record.json")
+            .exists()
+    );
 }

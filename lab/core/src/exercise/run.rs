@@ -73,11 +73,11 @@ pub enum RunError {
 
 /// `exercise.json`: the running exercise (read by the dashboard).
 pub fn running_file(state: &StateDir) -> std::path::PathBuf {
-    state.path.join("exercise.json")
+    state.exercise()
 }
 
 fn record_file(state: &StateDir) -> std::path::PathBuf {
-    state.path.join("exercise-record.json")
+    state.exercise_record()
 }
 
 fn read<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Option<T>, RunError> {
@@ -163,7 +163,8 @@ pub async fn stop(ctx: &RunCtx) -> Result<Option<Running>, RunError> {
     Ok(Some(running))
 }
 
-/// Forgets the running exercise without touching the lab (`down`: the clusters are gone).
+/// Forgets the running exercise without touching the lab (`down` forgets it with the rest of the lab's
+/// state, `StateDir::forget`).
 pub fn forget(state: &StateDir) -> Result<(), RunError> {
     for path in [running_file(state), record_file(state)] {
         match std::fs::remove_file(&path) {
