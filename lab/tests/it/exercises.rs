@@ -52,7 +52,7 @@ fn r(api: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
     ObjectRef::new(api, kind, ns, name)
 }
 
-fn gates(gates: &[&str]) -> Value {
+fn gates(gates: &[String]) -> Value {
     Value::Array(
         gates
             .iter()
@@ -61,114 +61,145 @@ fn gates(gates: &[&str]) -> Value {
     )
 }
 
-/// The documented fix of each exercise (its `fix:` text), as the API calls kubectl makes for it.
-async fn fix(h: &Harness, name: &str) {
-    let hub = h.sim.api("hub");
-    let spoke: Arc<dyn ClusterApi> = h.sim.api(SPOKE);
-    let prop = |n: &str| r("about.k8s.io/v1alpha1", "ClusterProperty", None, n);
+/// One API call a participant's kubectl makes: `apply -f`, `delete`, `label`/`patch`/`scale` (a merge
+/// patch), `delete -l` (a list, then a delete each).
+enum Kubectl {
+    Apply(Value),
+    Delete(ObjectRef),
+    Patch(ObjectRef, Value),
+    DeleteLabelled(&'static str, &'static str, String),
+}
+
+use Kubectl::{Apply, Delete, DeleteLabelled, Patch};
+
+const HUB_API: &str = "cluster.open-cluster-management.io/v1";
+const OPERATOR_API: &str = "operator.open-cluster-management.io/v1";
+
+fn prop(name: &str) -> ObjectRef {
+    r("about.k8s.io/v1alpha1", "ClusterProperty", None, name)
+}
+
+fn deployment(ns: &str, name: &str) -> ObjectRef {
+    r("apps/v1", "Deployment", Some(ns), name)
+}
+
+/// The documented fix of each exercise (its `fix:` text): the cluster, and the calls kubectl makes for it.
+fn documented_fix(h: &Harness, name: &str) -> (&'static str, Vec<Kubectl>) {
+    let gates_of = |list: &[String]| json!({"spec": {"registrationConfiguration": {"featureGates": gates(list)}}});
     match name {
-        // kubectl apply -f binding.yaml
-        "binding-deleted" => hub
-            .apply(&json!({
+        "binding-deleted" => (
+            "hub",
+            vec![Apply(json!({
                 "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
                 "metadata": {"name": "sandbox-fleet", "namespace": NS}, "spec": {"clusterSet": "sandbox-fleet"},
-            }))
-            .await
-            .unwrap(),
-        // kubectl label managedcluster cluster1 --overwrite cluster.open-cluster-management.io/clusterset=sandbox-fleet
-        "cluster-left-set" => hub
-            .merge_patch(
-                &r("cluster.open-cluster-management.io/v1", "ManagedCluster", None, SPOKE),
-                &json!({"metadata": {"labels": {"cluster.open-cluster-management.io/clusterset": "sandbox-fleet"}}}),
-            )
-            .await
-            .unwrap(),
-        // kubectl patch klusterlet klusterlet --type merge -p '{"spec":{"registrationConfiguration":{"featureGates":[...]}}}'
-        "spoke-gate-off" => {
-            let names: Vec<&str> = h.lab.spoke(SPOKE).unwrap().feature_gates.iter().map(String::as_str).collect();
-            spoke
-                .merge_patch(
-                    &r("operator.open-cluster-management.io/v1", "Klusterlet", None, "klusterlet"),
-                    &json!({"spec": {"registrationConfiguration": {"featureGates": gates(&names)}}}),
-                )
-                .await
-                .unwrap()
-        }
-        // kubectl patch clustermanager cluster-manager --type merge -p '...'
-        "hub-gate-off" => {
-            let names: Vec<&str> = h.lab.hub.feature_gates.iter().map(String::as_str).collect();
-            hub.merge_patch(
-                &r("operator.open-cluster-management.io/v1", "ClusterManager", None, "cluster-manager"),
-                &json!({"spec": {"registrationConfiguration": {"featureGates": gates(&names)}}}),
-            )
-            .await
-            .unwrap()
-        }
-        // kubectl apply -f clusterproperty.yaml
-        "property-deleted" => spoke
-            .apply(&json!({
+            }))],
+        ),
+        "cluster-left-set" => (
+            "hub",
+            vec![Patch(
+                r(HUB_API, "ManagedCluster", None, SPOKE),
+                json!({"metadata": {"labels": {"cluster.open-cluster-management.io/clusterset": "sandbox-fleet"}}}),
+            )],
+        ),
+        "spoke-gate-off" => (
+            SPOKE,
+            vec![Patch(
+                r(OPERATOR_API, "Klusterlet", None, "klusterlet"),
+                gates_of(&h.lab.spoke(SPOKE).unwrap().feature_gates),
+            )],
+        ),
+        "hub-gate-off" => (
+            "hub",
+            vec![Patch(
+                r(OPERATOR_API, "ClusterManager", None, "cluster-manager"),
+                gates_of(&h.lab.hub.feature_gates),
+            )],
+        ),
+        "property-deleted" => (
+            SPOKE,
+            vec![Apply(json!({
                 "apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
                 "metadata": {"name": "region"}, "spec": {"value": "us-east-1"},
-            }))
-            .await
-            .unwrap(),
-        // kubectl label clusterproperty region open-cluster-management.io/spoke-only-
-        "spoke-only" => spoke
-            .merge_patch(
-                &prop("region"),
-                &json!({"metadata": {"labels": {"open-cluster-management.io/spoke-only": null}}}),
-            )
-            .await
-            .unwrap(),
-        // kubectl delete clusterproperties -l ocm-lab.open-cluster-management.io/exercise=too-many-properties
-        "too-many-properties" => {
-            let sel = format!("{}=too-many-properties", exercise::EXERCISE_LABEL);
-            let extra = spoke
-                .list("about.k8s.io/v1alpha1", "ClusterProperty", None, Some(&sel))
-                .await
-                .unwrap();
-            assert_eq!(extra.len(), 20);
-            for p in extra {
-                spoke.delete(&ObjectRef::of(&p).unwrap()).await.unwrap();
+            }))],
+        ),
+        "spoke-only" => (
+            SPOKE,
+            vec![Patch(
+                prop("region"),
+                json!({"metadata": {"labels": {"open-cluster-management.io/spoke-only": null}}}),
+            )],
+        ),
+        "too-many-properties" => (
+            SPOKE,
+            vec![DeleteLabelled(
+                "about.k8s.io/v1alpha1",
+                "ClusterProperty",
+                format!("{}=too-many-properties", exercise::EXERCISE_LABEL),
+            )],
+        ),
+        "property-too-long" => (SPOKE, vec![Delete(prop("notes.lab.example.com"))]),
+        "agent-stopped" => (
+            SPOKE,
+            vec![Patch(
+                deployment("open-cluster-management", "klusterlet"),
+                json!({"spec": {"replicas": 1}}),
+            )],
+        ),
+        "sync-label-dropped" => (
+            "hub",
+            vec![Patch(
+                r(
+                    "authentication.open-cluster-management.io/v1beta1",
+                    "ManagedServiceAccount",
+                    Some(SPOKE),
+                    "inventory-reader",
+                ),
+                json!({"metadata": {"labels": {"authentication.open-cluster-management.io/sync-to-clusterprofile": "true"}}}),
+            )],
+        ),
+        "user-server-scaled-down" => (
+            "hub",
+            vec![Patch(
+                deployment("open-cluster-management-addon", "cluster-proxy-addon-user"),
+                json!({"spec": {"replicas": 1}}),
+            )],
+        ),
+        "proxy-server-scaled-down" => (
+            "hub",
+            vec![Patch(
+                r(
+                    "proxy.open-cluster-management.io/v1alpha1",
+                    "ManagedProxyConfiguration",
+                    None,
+                    "cluster-proxy",
+                ),
+                json!({"spec": {"proxyServer": {"replicas": 1}}}),
+            )],
+        ),
+        other => panic!("no documented fix for exercise `{other}` in this test: add one"),
+    }
+}
+
+/// Makes the documented fix through the simulated API server.
+async fn fix(h: &Harness, name: &str) {
+    let (cluster, calls) = documented_fix(h, name);
+    let api: Arc<dyn ClusterApi> = h.sim.api(cluster);
+    for call in calls {
+        match call {
+            Apply(obj) => api.apply(&obj).await.unwrap(),
+            Delete(target) => assert!(api.delete(&target).await.unwrap(), "{target} was there"),
+            Patch(target, patch) => api.merge_patch(&target, &patch).await.unwrap(),
+            DeleteLabelled(api_version, kind, selector) => {
+                let found = api
+                    .list(api_version, kind, None, Some(&selector))
+                    .await
+                    .unwrap();
+                assert!(!found.is_empty(), "nothing labelled {selector}");
+                for o in found {
+                    api.delete(&ObjectRef::of(&o).unwrap()).await.unwrap();
+                }
             }
         }
-        // kubectl delete clusterproperty notes.lab.example.com
-        "property-too-long" => {
-            assert!(spoke.delete(&prop("notes.lab.example.com")).await.unwrap());
-        }
-        // kubectl -n cluster1 label managedserviceaccount inventory-reader authentication...=true
-        "sync-label-dropped" => hub
-            .merge_patch(
-                &r("authentication.open-cluster-management.io/v1beta1", "ManagedServiceAccount", Some(SPOKE), "inventory-reader"),
-                &json!({"metadata": {"labels": {"authentication.open-cluster-management.io/sync-to-clusterprofile": "true"}}}),
-            )
-            .await
-            .unwrap(),
-        // kubectl -n open-cluster-management-addon scale deployment cluster-proxy-addon-user --replicas=1
-        "user-server-scaled-down" => hub
-            .merge_patch(
-                &r("apps/v1", "Deployment", Some("open-cluster-management-addon"), "cluster-proxy-addon-user"),
-                &json!({"spec": {"replicas": 1}}),
-            )
-            .await
-            .unwrap(),
-        // kubectl patch managedproxyconfiguration cluster-proxy --type merge -p '{"spec":{"proxyServer":{"replicas":1}}}'
-        "proxy-server-scaled-down" => hub
-            .merge_patch(
-                &r("proxy.open-cluster-management.io/v1alpha1", "ManagedProxyConfiguration", None, "cluster-proxy"),
-                &json!({"spec": {"proxyServer": {"replicas": 1}}}),
-            )
-            .await
-            .unwrap(),
-        // kubectl -n open-cluster-management scale deployment klusterlet --replicas=1 (on the spoke)
-        "agent-stopped" => spoke
-            .merge_patch(
-                &r("apps/v1", "Deployment", Some("open-cluster-management"), "klusterlet"),
-                &json!({"spec": {"replicas": 1}}),
-            )
-            .await
-            .unwrap(),
-        other => panic!("no documented fix for exercise `{other}` in this test: add one"),
     }
 }
 
@@ -387,6 +418,25 @@ fn an_exercise_started_from_the_command_line_is_checked_hinted_and_healed_by_res
             r.stdout
         );
     }
+    // `-o json`: verify's events, one JSON object a line, then the verdict.
+    let r = cli.run(&["exercise", "check", "--simulate", "-o", "json"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let verdict = lines.last().unwrap();
+    assert_eq!(verdict["event"], "exercise-checked");
+    assert_eq!(
+        (&verdict["solved"], &verdict["verdict"]),
+        (&json!(false), &json!("broken"))
+    );
+    assert_eq!(verdict["hop"], "no-bound-binding");
+    assert_eq!(
+        (&verdict["hintsShown"], &verdict["hints"]),
+        (&json!(2), &json!(3))
+    );
     let r = cli.run(&["reset", "--simulate"]);
     assert_eq!(r.code, 0, "reset: {}", r.stderr);
     let r = cli.run(&["verify", "--simulate"]);
