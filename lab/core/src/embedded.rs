@@ -95,6 +95,10 @@ pub const EXERCISES: &[(&str, &str)] = &[
         include_str!("../../../exercises/property-too-long.yaml"),
     ),
     (
+        "proxy-agents-scaled-down",
+        include_str!("../../../exercises/proxy-agents-scaled-down.yaml"),
+    ),
+    (
         "proxy-server-scaled-down",
         include_str!("../../../exercises/proxy-server-scaled-down.yaml"),
     ),

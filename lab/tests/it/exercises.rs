@@ -176,6 +176,18 @@ fn documented_fix(h: &Harness, name: &str) -> (&'static str, Vec<Kubectl>) {
                 json!({"spec": {"proxyServer": {"replicas": 1}}}),
             )],
         ),
+        "proxy-agents-scaled-down" => (
+            "hub",
+            vec![Patch(
+                r(
+                    "proxy.open-cluster-management.io/v1alpha1",
+                    "ManagedProxyConfiguration",
+                    None,
+                    "cluster-proxy",
+                ),
+                json!({"spec": {"proxyAgent": {"replicas": 1}}}),
+            )],
+        ),
         other => panic!("no documented fix for exercise `{other}` in this test: add one"),
     }
 }
@@ -261,6 +273,7 @@ solved_by_its_documented_fix! {
     sync_label_dropped => "sync-label-dropped",
     user_server_scaled_down => "user-server-scaled-down",
     proxy_server_scaled_down => "proxy-server-scaled-down",
+    proxy_agents_scaled_down => "proxy-agents-scaled-down",
 }
 
 #[test]
