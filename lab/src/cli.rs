@@ -95,6 +95,10 @@ impl Cli {
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
             Command::Images(ImagesCommand::List(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::List(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::Start(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::Stop(a)) => a.output.output,
+            Command::Exercise(ExerciseCommand::Check(a)) => a.output.into(),
             Command::Bundle(_) => Output::Human,
             Command::Topology(TopologyCommand::Check { output, .. })
             | Command::Topology(TopologyCommand::List { output }) => output.output,
@@ -381,6 +385,8 @@ pub struct RunArgs {
     pub image_aliases: std::collections::BTreeMap<String, String>,
     /// `--bundle`: replaces the topology's `spec.bundle`.
     pub bundle: Option<PathBuf>,
+    /// Replaces the topology's `spec.verify.timeout` (`exercise check --timeout`).
+    pub verify_timeout: Option<std::time::Duration>,
 }
 
 impl RunArgs {
@@ -416,6 +422,7 @@ impl RunArgs {
             bundled_tools: Vec::new(),
             image_aliases: Default::default(),
             bundle: None,
+            verify_timeout: None,
         }
     }
 }
@@ -535,6 +542,13 @@ pub enum Command {
     /// `up --bundle`.
     #[command(subcommand)]
     Bundle(BundleCommand),
+    /// Workshop exercises: break the lab at one hop on purpose, let participants find and fix it.
+    ///
+    /// `start` breaks the lab (recording what it changed in the lab's state folder, `exercise.json` names
+    /// the running exercise), `check` runs `verify` and says whether it is solved or which hop is still
+    /// broken (`--hint` shows the next hint), `stop` heals exactly what the exercise broke (so does `reset`).
+    #[command(subcommand)]
+    Exercise(ExerciseCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     ///
     /// For example: `ocm-lab completions bash > ~/.local/share/bash-completion/completions/ocm-lab`,
@@ -548,6 +562,89 @@ pub enum Command {
     /// Helm's post-renderer: applies the chart patches to manifests on stdin (Helm runs this).
     #[command(name = "__post-render", hide = true)]
     PostRender(PostRenderArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExerciseCommand {
+    /// List the exercises: name, the hop `verify` names once it runs, title.
+    List(ExerciseListArgs),
+    /// Break the lab for exercise NAME and print the participant's task.
+    Start(ExerciseStartArgs),
+    /// Run `verify`: say whether the running exercise is solved, or which hop is still broken.
+    Check(ExerciseCheckArgs),
+    /// Heal exactly what the running exercise broke, and end it.
+    Stop(ExerciseStopArgs),
+}
+
+/// `--exercises`.
+#[derive(Debug, Clone, Args)]
+pub struct ExercisesDir {
+    /// Read the exercises from this folder (`*.yaml`) instead of the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub exercises: Option<PathBuf>,
+}
+
+/// `exercise list`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseListArgs {
+    #[command(flatten)]
+    pub dir: ExercisesDir,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+/// `exercise start`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseStartArgs {
+    /// The exercise (`ocm-lab exercise list`).
+    pub name: String,
+    #[command(flatten)]
+    pub dir: ExercisesDir,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+/// `exercise check`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseCheckArgs {
+    /// Also show the next hint (each `--hint` shows one more, in order).
+    #[arg(long)]
+    pub hint: bool,
+    /// How long `verify` waits for a hop that may still heal (replaces the topology's `verify.timeout`;
+    /// a change a participant just made reaches the hub within seconds).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+    #[command(flatten)]
+    pub dir: ExercisesDir,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Output format: `verify`'s progress for people, or one JSON object per event per line (the last one
+    /// the verdict, `"event": "exercise-checked"`).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = StreamOutput::Human)]
+    pub output: StreamOutput,
+}
+
+/// `exercise stop`.
+#[derive(Debug, Clone, Args)]
+pub struct ExerciseStopArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub output: DocumentOutput,
+}
+
+impl From<(&LabArgs, SimArgs)> for RunArgs {
+    fn from((lab, sim): (&LabArgs, SimArgs)) -> Self {
+        RunArgs::new(lab, sim)
+    }
 }
 
 /// `__post-render`: which chart's manifests arrive on stdin, and where the patches are.

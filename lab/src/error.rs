@@ -22,6 +22,18 @@ pub mod exit {
 pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
+    Exercise(#[from] crate::exercise::ExerciseError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    ExerciseRun(#[from] crate::exercise::run::RunError),
+    #[error("exercise `{exercise}` is not solved yet (see above)")]
+    #[diagnostic(
+        code(ocm_lab::exercise::unsolved),
+        help("stuck? `{help}` shows the next hint")
+    )]
+    ExerciseUnsolved { exercise: String, help: String },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
     Topology(#[from] TopologyError),
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -245,6 +257,11 @@ impl From<crate::backend::chart_cache::ChartCacheError> for Error {
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::Exercise(crate::exercise::ExerciseError::NotForThisLab { .. }) => exit::FAILURE,
+            Error::Exercise(_) => exit::INVALID_INPUT,
+            Error::ExerciseRun(crate::exercise::run::RunError::Exercise(_))
+            | Error::ExerciseRun(_)
+            | Error::ExerciseUnsolved { .. } => exit::FAILURE,
             Error::Topology(_)
             | Error::Workflow(_)
             | Error::Patches(_)

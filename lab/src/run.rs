@@ -85,6 +85,7 @@ fn structured_error(output: crate::cli::Output, e: &Error) {
                 | Error::Unhealthy { .. }
                 | Error::Preflight { .. }
                 | Error::DoctorFailed { .. }
+                | Error::ExerciseUnsolved { .. }
                 // `ci matrix` prints a matrix or nothing: its stdout goes to GitHub as the matrix.
                 | Error::CiNothingFits { .. }
         )
@@ -123,6 +124,7 @@ fn unused_global_flag(cli: &Cli) -> Option<&'static str> {
             | Command::Ci(CiCommand::Matrix(_))
             | Command::Bundle(_)
             | Command::Images(_)
+            | Command::Exercise(crate::cli::ExerciseCommand::List(_))
             | Command::PostRender(_)
     );
     if !reads_no_topology {
@@ -218,5 +220,6 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Ci(command) => commands::ci::run(command),
         Command::Images(command) => crate::images::command(command),
         Command::Bundle(command) => commands::bundle::run(command),
+        Command::Exercise(command) => commands::exercise::run(command),
     }
 }

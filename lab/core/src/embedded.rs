@@ -67,3 +67,59 @@ pub const MANIFESTS: &[(&str, &str)] = &[
         include_str!("../../../workflows/manifests/registry-hosting.yaml"),
     ),
 ];
+
+/// Embedded workshop exercises (`exercises/`), by name (file stem).
+pub const EXERCISES: &[(&str, &str)] = &[
+    (
+        "agent-stopped",
+        include_str!("../../../exercises/agent-stopped.yaml"),
+    ),
+    (
+        "binding-deleted",
+        include_str!("../../../exercises/binding-deleted.yaml"),
+    ),
+    (
+        "cluster-left-set",
+        include_str!("../../../exercises/cluster-left-set.yaml"),
+    ),
+    (
+        "hub-gate-off",
+        include_str!("../../../exercises/hub-gate-off.yaml"),
+    ),
+    (
+        "property-deleted",
+        include_str!("../../../exercises/property-deleted.yaml"),
+    ),
+    (
+        "property-too-long",
+        include_str!("../../../exercises/property-too-long.yaml"),
+    ),
+    (
+        "proxy-agents-scaled-down",
+        include_str!("../../../exercises/proxy-agents-scaled-down.yaml"),
+    ),
+    (
+        "proxy-server-scaled-down",
+        include_str!("../../../exercises/proxy-server-scaled-down.yaml"),
+    ),
+    (
+        "spoke-gate-off",
+        include_str!("../../../exercises/spoke-gate-off.yaml"),
+    ),
+    (
+        "spoke-only",
+        include_str!("../../../exercises/spoke-only.yaml"),
+    ),
+    (
+        "sync-label-dropped",
+        include_str!("../../../exercises/sync-label-dropped.yaml"),
+    ),
+    (
+        "too-many-properties",
+        include_str!("../../../exercises/too-many-properties.yaml"),
+    ),
+    (
+        "user-server-scaled-down",
+        include_str!("../../../exercises/user-server-scaled-down.yaml"),
+    ),
+];

@@ -12,6 +12,7 @@ pub mod charts;
 pub mod diag;
 pub mod embedded;
 pub mod engine;
+pub mod exercise;
 pub mod patch;
 pub mod state;
 pub mod step;

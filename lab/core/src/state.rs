@@ -191,6 +191,16 @@ impl StateDir {
         self.path.join("lock")
     }
 
+    /// The running workshop exercise: its name, title and hop (what the dashboard reads).
+    pub fn exercise(&self) -> PathBuf {
+        self.path.join("exercise.json")
+    }
+
+    /// What the running exercise changed, as it was before (mode 0600), and the hints shown.
+    pub fn exercise_record(&self) -> PathBuf {
+        self.path.join("exercise-record.json")
+    }
+
     /// The last verification's report, kept for `status` and `diagnose`
     /// ([`StateDir::save_last_verification`], [`StateDir::last_verification_report`]).
     pub fn last_verification(&self) -> PathBuf {
@@ -229,8 +239,8 @@ impl StateDir {
             })
     }
 
-    /// Forgets a lab that is gone (after `down`): its journal, simulated world, ownership record and last
-    /// verification, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
+    /// Forgets a lab that is gone (after `down`): its journal, simulated world, ownership record, last
+    /// verification and running exercise, and the kubeconfigs folder when nothing is left in it. Files already gone are fine.
     /// The ownership record goes only when nothing it proves is left ([`Owned::holds_anything`]): a
     /// network the lab created and had to keep (in use), or a cluster it could not delete, stays
     /// recorded, so that a later `down` can remove it.
@@ -244,6 +254,9 @@ impl StateDir {
             self.sim_world(),
             self.owned_log(),
             self.last_verification(),
+            // A running workshop exercise went with the clusters it changed.
+            self.exercise(),
+            self.exercise_record(),
         ] {
             if (keep_owned && f == self.owned_log()) || (keep_world && f == self.sim_world()) {
                 continue;

@@ -62,10 +62,12 @@ async fn call<T, E: FromInjected + std::fmt::Display>(
         result
     };
     if mutating {
-        shared.mutate(|st| {
+        let result = shared.mutate(|st| {
             let result = f(st);
             logged(st, result)
-        })
+        });
+        super::follow_agents(shared, cluster);
+        result
     } else {
         let mut st = shared.lock();
         let result = f(&mut st);

@@ -37,6 +37,11 @@ pub(crate) struct State {
     /// Objects applied per cluster (only when `record`).
     pub applied: HashMap<String, Vec<Value>>,
     pub mutations: u64,
+    /// The stops of registration agents whose hub lease timer runs in this process (a saved world's
+    /// timers end with the process that armed them: the next one arms them again).
+    pub armed: HashSet<(String, u64)>,
+    /// The lease timers of the stops a loaded world holds were armed in this process.
+    pub rearmed: bool,
 }
 
 impl State {
@@ -140,6 +145,8 @@ impl Shared {
                 calls: Vec::new(),
                 applied: HashMap::new(),
                 mutations: 0,
+                armed: HashSet::new(),
+                rearmed: false,
             }),
             notifiers: Mutex::new(HashMap::new()),
             start: Instant::now(),

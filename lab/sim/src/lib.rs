@@ -63,6 +63,57 @@ pub fn render_chart_patched(
     backends::sim_render(patches, chart, values)
 }
 
+/// The hub's lease controller for one stop of `spoke`'s registration agent: `grace` after the stop, the
+/// hub marks the cluster `Available=Unknown` (`ManagedClusterLeaseUpdateStopped`); it requeues exactly at
+/// expiry (FACTS-OCM-ROUND2 §5.3). Needs a Tokio runtime; a timer already running for the stop is kept.
+pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, grace: Duration) {
+    if !shared.lock().armed.insert((spoke.clone(), seq)) {
+        return;
+    }
+    let me = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        if let Some(shared) = me.upgrade() {
+            let work = {
+                let mut st = shared.lock();
+                st.world.expire_lease(&spoke, seq)
+            };
+            if let Some((hub, mc)) = work {
+                let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
+                shared.mutate_with(vec![work], |_| ());
+            }
+        }
+    });
+}
+
+/// After a backend call on `cluster`: its registration agent follows their Deployments (a Deployment scaled to 0 has no Pod:
+/// the ReplicaSet controller deletes it), and every stopped agent's lease timer runs in this process. A
+/// world loaded from a file restarts the grace of a stop that has not expired: the process that stopped
+/// the agent took its timer with it.
+pub(crate) fn follow_agents(shared: &Arc<Shared>, cluster: &str) {
+    let (stop, waiting) = {
+        let mut st = shared.lock();
+        let stop = st.world.follow_agent_deployment(cluster);
+        let first = !std::mem::replace(&mut st.rearmed, true);
+        let waiting = if first {
+            st.world.lease_running_out()
+        } else {
+            Vec::new()
+        };
+        (stop, waiting)
+    };
+    if stop.is_some() {
+        shared.resync();
+    }
+    let stopped = match stop {
+        Some(world::AgentChange::Stopped(seq, grace)) => Some((cluster.to_owned(), seq, grace)),
+        _ => None,
+    };
+    for (spoke, seq, grace) in stopped.into_iter().chain(waiting) {
+        arm_lease_timer(shared, spoke, seq, grace);
+    }
+}
+
 /// One backend call as the simulated lab saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
@@ -196,22 +247,7 @@ impl SimLab {
         let Some((seq, grace)) = self.with_world(|w| w.stop_agent(spoke)) else {
             return false;
         };
-        let me = Arc::downgrade(&self.shared);
-        let spoke = spoke.to_owned();
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            if let Some(shared) = me.upgrade() {
-                let work = {
-                    let mut st = shared.lock();
-                    st.world.expire_lease(&spoke, seq)
-                };
-                if let Some((hub, mc)) = work {
-                    let work =
-                        controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
-                    shared.mutate_with(vec![work], |_| ());
-                }
-            }
-        });
+        arm_lease_timer(&self.shared, spoke.to_owned(), seq, grace);
         true
     }
 

@@ -83,8 +83,15 @@ pub(crate) fn get(
         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
         .collect::<Vec<_>>()
         .join(",");
+    // A port-forward needs a running Pod behind the selector (ocm-lab's adapter lists the Pods and picks a
+    // Running one): a Deployment scaled to 0 is still `Available` (0 of 0 replicas, kubernetes
+    // pkg/controller/deployment/sync.go `calculateStatus`: available >= replicas - maxUnavailable), but has
+    // no Pod to forward to.
     let backend = w.list(hub, gk::DEPLOYMENT, Some(namespace)).find(|d| {
         controllers::available(d)
+            && d.pointer("/status/availableReplicas")
+                .and_then(Value::as_i64)
+                .is_some_and(|n| n > 0)
             && selector.iter().all(|(k, v)| {
                 d.pointer("/spec/template/metadata/labels")
                     .and_then(|l| l.get(k))
@@ -145,6 +152,22 @@ fn user_server(
         // A malformed path is a 400 upstream (FACTS-OCM-ROUND2 §4.4).
         return Ok((400, "the path names no cluster".to_owned()));
     }
+    // cluster-proxy runs the proxy server as a Deployment of `spec.proxyServer.replicas` of its
+    // ManagedProxyConfiguration (cluster-proxy pkg/proxyserver/controllers/manifests.go
+    // `newProxyServerDeployment`, reconciled by managedproxyconfiguration_controller.go): at 0 no proxy
+    // server runs, and the user server's dial of its entrypoint Service is refused.
+    let scaled_down = w
+        .get(hub, gk::MPC, "", "cluster-proxy")
+        .and_then(|m| m.pointer("/spec/proxyServer/replicas"))
+        .and_then(Value::as_i64)
+        == Some(0);
+    let proxy_server = proxy_server.and_then(|()| {
+        if scaled_down {
+            Err("dial tcp proxy-entrypoint:8090: connect: connection refused (ManagedProxyConfiguration cluster-proxy runs 0 proxy-server replicas)".to_owned())
+        } else {
+            Ok(())
+        }
+    });
     // The user server opens a gRPC tunnel to the hub's proxy server first: failing, 400 with the gRPC
     // error text (FACTS-OCM-ROUND2 §4.4, `http.Error(wr, err.Error(), http.StatusBadRequest)`).
     if let Err(why) = proxy_server {

@@ -109,6 +109,18 @@ pub struct Agent {
     /// after its last renewal, FACTS-OCM-ROUND2 §5.3).
     #[serde(default)]
     pub lease_expired: bool,
+    /// The stop came from its Deployment scaled to 0 replicas (not [`crate::SimLab::stop_agent`]): scaled
+    /// up again, the agent starts again.
+    #[serde(default)]
+    pub scaled_down: bool,
+}
+
+/// What a registration agent did when its Deployment changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AgentChange {
+    /// Stopped: the stop's number, and the hub's grace period.
+    Stopped(u64, std::time::Duration),
+    Started,
 }
 
 /// A token a cluster minted with a TokenRequest (or for a ManagedServiceAccount).
@@ -339,14 +351,47 @@ impl World {
         let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
         agent.stopped = Some(seq);
         agent.lease_expired = false;
-        let (hub, name) = (agent.hub.clone(), agent.cluster_name.clone());
+        agent.scaled_down = false;
+        self.touched.insert(spoke.to_owned());
+        Some((seq, self.lease_grace(spoke)?))
+    }
+
+    /// The hub's grace period for `spoke`'s agent: 5 × `spec.leaseDurationSeconds` of its ManagedCluster,
+    /// 60 s when unset (FACTS-OCM-ROUND2 §5.3).
+    pub(crate) fn lease_grace(&self, spoke: &str) -> Option<std::time::Duration> {
+        let agent = self.clusters.get(spoke)?.agent.as_ref()?;
         let lease_seconds = self
-            .get(&hub, gk::MANAGED_CLUSTER, "", &name)
+            .get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name)
             .and_then(|mc| mc["spec"]["leaseDurationSeconds"].as_u64())
             .filter(|s| *s > 0)
             .unwrap_or(60);
-        self.touched.insert(spoke.to_owned());
-        Some((seq, std::time::Duration::from_secs(5 * lease_seconds)))
+        Some(std::time::Duration::from_secs(5 * lease_seconds))
+    }
+
+    /// The registration agent follows its Deployment `klusterlet-registration-agent`: at 0 replicas its Pod
+    /// is gone and the agent stops; scaled up again after such a stop, it starts. Returns the stops made
+    /// change, for the caller to reconcile and to run the hub's lease timer of a stop.
+    pub(crate) fn follow_agent_deployment(&mut self, spoke: &str) -> Option<AgentChange> {
+        let agent = self.agent(spoke)?;
+        let (stopped, scaled_down) = (agent.stopped, agent.scaled_down);
+        let d = self.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")?;
+        let replicas = d
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        match (replicas, stopped, scaled_down) {
+            (0, None, _) => {
+                let (seq, grace) = self.stop_agent(spoke)?;
+                let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
+                agent.scaled_down = true;
+                Some(AgentChange::Stopped(seq, grace))
+            }
+            (1.., Some(_), true) => {
+                self.start_agent(spoke);
+                Some(AgentChange::Started)
+            }
+            _ => None,
+        }
     }
 
     /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
@@ -355,8 +400,21 @@ impl World {
         if let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) {
             agent.stopped = None;
             agent.lease_expired = false;
+            agent.scaled_down = false;
         }
         self.touched.insert(spoke.to_owned());
+    }
+
+    /// Stopped agents whose lease has not expired yet: (spoke, stop number, grace).
+    pub(crate) fn lease_running_out(&self) -> Vec<(String, u64, std::time::Duration)> {
+        self.clusters
+            .iter()
+            .filter_map(|(n, c)| {
+                let a = c.agent.as_ref()?;
+                let seq = a.stopped.filter(|_| !a.lease_expired)?;
+                Some((n.clone(), seq, self.lease_grace(n)?))
+            })
+            .collect()
     }
 
     /// The hub's lease controller: the lease of stop `seq` expired (no-op if the agent was started or

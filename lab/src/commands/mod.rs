@@ -12,6 +12,7 @@ pub mod consumer;
 pub mod diagnose;
 pub mod doctor;
 pub mod down;
+pub mod exercise;
 pub mod plan;
 pub mod postrender;
 pub mod reset;

@@ -13,5 +13,10 @@ pub fn run(args: &UpArgs) -> Result<(), Error> {
     let preloaded = super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
     run.bundled_tools = preloaded.tools;
     run.image_aliases = preloaded.image_aliases;
+    // A running exercise is healed first, exactly as `exercise stop` heals it: what it changed need not be
+    // anything the topology declares (a label a participant's `up` would keep).
+    if let Some(healed) = super::exercise::heal_before_reset(&args.lab, args.sim)? {
+        tracing::info!("healed exercise `{}` before the reset", healed.name);
+    }
     run_workflows(&run, args.output, &[Workflow::Reset, Workflow::Up])
 }

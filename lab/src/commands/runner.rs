@@ -87,7 +87,8 @@ impl Opened {
         &self.tool_versions
     }
 
-    fn save(&self, state: &StateDir) -> Result<(), Error> {
+    /// Saves the simulated world (nothing for a real lab): the next command sees the same simulated lab.
+    pub fn save(&self, state: &StateDir) -> Result<(), Error> {
         match &self.sim {
             Some(sim) => sim.save(state),
             None => Ok(()),
@@ -283,6 +284,9 @@ pub fn run_workflows(
     }
     if let Some(image) = &args.consumer_image {
         lab.verify.consumer_image = Some(image.clone());
+    }
+    if let Some(timeout) = args.verify_timeout {
+        lab.verify.timeout = timeout;
     }
     if let Some(bundle) = &args.bundle {
         // `--bundle` replaces `spec.bundle` (absolute: the run's steps may not share the current folder).

@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["verify"],
     &["workflow"],
     &["step"],
-    &["actions"],
+    &["actions", "exercise"],
     &["engine"],
     &["cli", "run", "commands", "error", "images", "simulate"],
 ];

@@ -397,6 +397,7 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
         bundled_tools: Vec::new(),
         image_aliases: Default::default(),
         bundle: None,
+        verify_timeout: None,
     };
     let rt = runner::runtime().unwrap();
     let state = ocm_lab::state::StateDir::for_run(&lab.name, false).unwrap();

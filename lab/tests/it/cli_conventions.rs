@@ -753,7 +753,10 @@ fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
             "existing-clusters.yaml",
             "ocm-lab topology check examples/existing-clusters.yaml",
         ),
-        ("workshop-exercises.md", "ocm-lab reset -t workshop"),
+        (
+            "workshop-exercises.md",
+            "ocm-lab exercise start binding-deleted -t workshop",
+        ),
         ("e2e.yml", "ocm-lab down -t ${{ matrix.topology }}"),
         (
             "e2e.yml",

@@ -22,6 +22,7 @@ mod damaged;
 mod docker;
 mod docker_api;
 mod engine;
+mod exercises;
 mod existing_adopt;
 mod existing_cli;
 mod existing_kubeconfig;

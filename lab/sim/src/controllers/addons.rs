@@ -618,7 +618,20 @@ pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let stays =
         w.tunnels.contains(&key) && addon.is_some_and(|a| lease_update_stopped(a, "Available"));
     let spoke_runs = w.spoke_of(hub, mc).is_some_and(|s| w.reachable(s));
-    vec![Op::Tunnel(key, (available || stays) && spoke_runs)]
+    // The proxy agent Deployment on each spoke runs `spec.proxyAgent.replicas` of ManagedProxyConfiguration
+    // `cluster-proxy` (cluster-proxy pkg/proxyagent/agent/agent.go, `"replicas":
+    // proxyConfig.Spec.ProxyAgent.Replicas`, into manifests/charts/addon-agent/templates/addon-agent-deployment.yaml):
+    // at 0 no proxy agent dials the hub. (Its lease, renewed by the same Pod, would expire too and the
+    // addon turn unavailable after the grace period: not modelled.)
+    let agents = w
+        .get(hub, gk::MPC, "", "cluster-proxy")
+        .and_then(|m| m.pointer("/spec/proxyAgent/replicas"))
+        .and_then(Value::as_i64)
+        != Some(0);
+    vec![Op::Tunnel(
+        key,
+        (available || stays) && spoke_runs && agents,
+    )]
 }
 
 /// `condition` is Unknown because the cluster's lease expired (FACTS-OCM-ROUND2 §5.3).
@@ -938,11 +951,21 @@ static MSA_SYNC: Controller = Controller {
 static PROXY_TUNNEL: Controller = Controller {
     name: "cluster-proxy-tunnel",
     behaviour: Behaviour::ProxyTunnel,
-    watches: &[(gk::MCA, |_, ch, q| {
-        if ch.name == PROXY_ADDON {
-            q.add(&ch.cluster, &ch.ns, "");
-        }
-    })],
+    watches: &[
+        (gk::MCA, |_, ch, q| {
+            if ch.name == PROXY_ADDON {
+                q.add(&ch.cluster, &ch.ns, "");
+            }
+        }),
+        // The agents' replicas come from the ManagedProxyConfiguration: every cluster's tunnel may change.
+        (gk::MPC, |w, ch, q| {
+            for a in w.list(&ch.cluster, gk::MCA, None) {
+                if util::name(a) == PROXY_ADDON {
+                    q.add(&ch.cluster, util::namespace(a), "");
+                }
+            }
+        }),
+    ],
     resync: Resync::Hub(|w, c, q| {
         for a in w.list(c, gk::MCA, None) {
             if util::name(a) == PROXY_ADDON {

@@ -429,7 +429,12 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, c) else {
         return Vec::new();
     };
-    if w.find_named(c, gk::DEPLOYMENT, "klusterlet").is_none() {
+    // The operator runs while its Deployment has a replica: scaled to 0, nothing reconciles the agents.
+    let running = |d: &Value| d.pointer("/spec/replicas").and_then(Value::as_i64) != Some(0);
+    if !w
+        .find_named(c, gk::DEPLOYMENT, "klusterlet")
+        .is_some_and(running)
+    {
         return Vec::new();
     }
     let ns = agent_namespace(k);
@@ -449,7 +454,15 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
         ("klusterlet-registration-agent", "registrationImagePullSpec"),
         ("klusterlet-work-agent", "workImagePullSpec"),
     ] {
-        if w.get(c, gk::DEPLOYMENT, &ns, name).is_some() {
+        if let Some(d) = w.get(c, gk::DEPLOYMENT, &ns, name) {
+            // Applied with the operator's replica count on every reconcile, 1 on a one-node cluster: a
+            // scaled agent is scaled back (ocm manifests/klusterlet/management/klusterlet-registration-deployment.yaml
+            // `replicas: {{ .Replica }}`, pkg/operator/helpers `DetermineReplica`).
+            if d.pointer("/spec/replicas").and_then(Value::as_i64) != Some(1) {
+                let mut d = d.clone();
+                d["spec"]["replicas"] = json!(1);
+                ops.push(Op::Put(s(c), d));
+            }
             continue;
         }
         let image = util::str_at(k, &format!("/spec/{image}"))
@@ -467,7 +480,10 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     }
     // The registration Deployment's ReplicaSet starts its Pod: with the bootstrap Secret there the kubelet
     // mounts it at once, else the Pod waits (see [`Behaviour::BootstrapMount`]).
-    if registration_pods(w, c, &ns).is_empty() {
+    let scaled_down = w
+        .get(c, gk::DEPLOYMENT, &ns, "klusterlet-registration-agent")
+        .is_some_and(|d| !running(d));
+    if registration_pods(w, c, &ns).is_empty() && !scaled_down {
         let mounted = w.get(c, gk::SECRET, &ns, BOOTSTRAP_SECRET).is_some();
         ops.push(Op::Create(s(c), registration_pod(&ns, mounted)));
     }
@@ -748,6 +764,7 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
             claim_error: None,
             stopped: None,
             lease_expired: false,
+            scaled_down: false,
         },
     };
     let mut ops = vec![Op::AgentIndex(format!("{hub}/{cluster_name}"), s(spoke))];
@@ -1254,8 +1271,9 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
     name: "klusterlet-operator",
     behaviour: Behaviour::KlusterletOperator,
     watches: &[
+        // Its own Deployment, and the agents' it applies (scaled by hand, they are scaled back).
         (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "klusterlet" {
+            if ch.name == "klusterlet" || ch.name.starts_with("klusterlet-") {
                 q.add(&ch.cluster, "", "");
             }
         }),
