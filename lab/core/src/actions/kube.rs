@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::api::Wait;
-use crate::backend::kinds::{Kind, Namespace};
+use crate::backend::kinds::{ClusterProperty, Kind, Namespace};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
     Api, ApplyOutcome, ClusterApi, Condition, HelmTarget, KubeError, ObjectRef, Rendered,
@@ -227,7 +227,8 @@ pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let api = ctx.run.api(cluster).await?;
     let objects = &ctx.step.objects;
-    let hint = objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
+    let properties = |o: &Value| ObjectRef::of(o).is_some_and(|r| r.is::<ClusterProperty>());
+    let hint = objects.iter().any(properties).then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
     let o = ensure_objects(ctx, cluster, api.as_ref(), objects, hint).await?;
