@@ -341,12 +341,9 @@ pub fn summary(lab: &Lab, plan: &Plan) -> String {
             let kinds: Vec<String> = s
                 .objects
                 .iter()
-                .map(|o| {
-                    format!(
-                        "{} {}",
-                        o["kind"].as_str().unwrap_or("?"),
-                        o["metadata"]["name"].as_str().unwrap_or("?")
-                    )
+                .map(|o| match crate::backend::ObjectRef::of(o) {
+                    Some(r) => format!("{} {}", r.kind, r.name),
+                    None => format!("{} ?", o["kind"].as_str().unwrap_or("?")),
                 })
                 .collect();
             format!(" → {}", kinds.join(", "))

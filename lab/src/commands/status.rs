@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::backend::{Backends, ClusterApi, ObjectRef, condition_status};
+use crate::backend::kinds::{ClusterProfile, HasConditions, ManagedCluster, ManagedClusterAddOn};
+use crate::backend::{Api, Backends, ClusterApi};
 use crate::step::RunCtx;
 use crate::topology::{Lab, Provider};
 
@@ -191,13 +192,8 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
         addons.push("managed-serviceaccount");
     }
     for m in &lab.managed_clusters {
-        let mc = hub
-            .get(&ObjectRef::new(
-                "cluster.open-cluster-management.io/v1",
-                "ManagedCluster",
-                None,
-                &m.name,
-            ))
+        let mc = Api::<ManagedCluster>::all(hub)
+            .get(&m.name)
             .await
             .ok()
             .flatten();
@@ -218,21 +214,14 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
             if !wanted {
                 continue;
             }
-            let mca = hub
-                .get(&ObjectRef::new(
-                    "addon.open-cluster-management.io/v1alpha1",
-                    "ManagedClusterAddOn",
-                    Some(&m.name),
-                    a,
-                ))
+            let mca = Api::<ManagedClusterAddOn>::namespaced(hub, &m.name)
+                .get(a)
                 .await
                 .ok()
                 .flatten();
             states.push(AddonStatus {
                 name: (*a).to_owned(),
-                available: mca
-                    .as_ref()
-                    .is_some_and(|o| condition_status(o, "Available") == Some("True")),
+                available: mca.as_ref().is_some_and(|o| o.condition_true("Available")),
             });
         }
         out.push(ManagedClusterStatus {
@@ -240,10 +229,10 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
             exists: mc.is_some(),
             joined: mc
                 .as_ref()
-                .is_some_and(|o| condition_status(o, "ManagedClusterJoined") == Some("True")),
-            available: mc.as_ref().is_some_and(|o| {
-                condition_status(o, "ManagedClusterConditionAvailable") == Some("True")
-            }),
+                .is_some_and(|o| o.condition_true("ManagedClusterJoined")),
+            available: mc
+                .as_ref()
+                .is_some_and(|o| o.condition_true("ManagedClusterConditionAvailable")),
             agent_stopped: mc.as_ref().is_some_and(|o| {
                 crate::verify::agent_stopped(o, "ManagedClusterConditionAvailable")
             }),
@@ -255,33 +244,25 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
 
 async fn profiles(lab: &Lab, hub: &dyn ClusterApi) -> Vec<NamespaceProfiles> {
     let mut out = Vec::new();
-    if !hub
-        .served("multicluster.x-k8s.io/v1alpha1", "ClusterProfile")
+    if !Api::<ClusterProfile>::all(hub)
+        .served()
         .await
         .unwrap_or(false)
     {
         return out;
     }
     for ns in &lab.namespaces {
-        let list = hub
-            .list(
-                "multicluster.x-k8s.io/v1alpha1",
-                "ClusterProfile",
-                Some(ns),
-                None,
-            )
+        let list = Api::<ClusterProfile>::namespaced(hub, ns)
+            .list(None)
             .await
             .unwrap_or_default();
         let profiles = list
             .iter()
             .map(|p| ProfileStatus {
-                name: p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
-                properties: p["status"]["properties"].as_array().map_or(0, Vec::len),
-                access_providers: p["status"]["accessProviders"]
-                    .as_array()
-                    .map_or(0, Vec::len),
-                healthy: condition_status(p, "ControlPlaneHealthy") == Some("True")
-                    && condition_status(p, "Joined") == Some("True"),
+                name: p.metadata.name.clone().unwrap_or_else(|| "?".to_owned()),
+                properties: p.status.as_ref().map_or(0, |s| s.properties.len()),
+                access_providers: p.status.as_ref().map_or(0, |s| s.access_providers.len()),
+                healthy: p.condition_true("ControlPlaneHealthy") && p.condition_true("Joined"),
             })
             .collect();
         out.push(NamespaceProfiles {

@@ -148,6 +148,7 @@ async fn reset_removes_what_participants_added_restores_what_they_changed_and_ve
         .await
         .unwrap()
         .unwrap();
+    let profile: ocm_lab::backend::kinds::ClusterProfile = serde_json::from_value(profile).unwrap();
     let props: Vec<(String, String)> = ocm_lab::verify::profile_properties(&profile);
     assert!(
         props.contains(&("tier.lab.example.com".into(), "gold".into()))

@@ -60,6 +60,7 @@ mod timing;
 mod tools;
 mod topology;
 mod topology_messages;
+mod typed_kinds;
 mod up_hazards;
 mod up_reads;
 mod verify_hops;

@@ -3,14 +3,15 @@
 //! installs none of its charts over someone else's release of the same name and leaves their ClusterManager
 //! or Klusterlet as it is (see the field's documentation in `topology::model::Existing`).
 
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 
 use super::ActionError;
 use super::StepCtx;
-use crate::backend::{ClusterApi, ObjectRef};
+use crate::backend::kinds::ocm::RegistrationConfiguration;
+use crate::backend::kinds::{ClusterManager, Kind, Klusterlet, Namespace};
+use crate::backend::{Api, ClusterApi};
 use crate::topology::{Cluster, Lab, Provider, Role};
 
-const OPERATOR_API: &str = "operator.open-cluster-management.io/v1";
 /// The Klusterlet's agent namespace (the chart's `klusterlet.namespace`, what the operator creates).
 const AGENT_NS: &str = "open-cluster-management-agent";
 
@@ -40,22 +41,23 @@ fn existing_field(lab: &Lab, cluster: &Cluster) -> String {
     format!("spec.spokes[{i}].existing")
 }
 
-async fn get_if_served(api: &dyn ClusterApi, r: &ObjectRef) -> Result<Option<Value>, ActionError> {
-    if !api.served(&r.api_version, &r.kind).await? {
+async fn get_if_served<K: Kind + DeserializeOwned + 'static>(
+    api: &dyn ClusterApi,
+    name: &str,
+) -> Result<Option<K>, ActionError> {
+    let objects = Api::<K>::all(api);
+    if !objects.served().await? {
         return Ok(None);
     }
-    Ok(api.get(r).await?)
+    Ok(objects.get(name).await?)
 }
 
 /// The feature gates an OCM operator CR enables (`spec.registrationConfiguration.featureGates`).
-fn enabled_gates(cr: &Value) -> Vec<String> {
-    cr.pointer("/spec/registrationConfiguration/featureGates")
-        .and_then(Value::as_array)
+fn enabled_gates(config: Option<&RegistrationConfiguration>) -> Vec<String> {
+    let on = config
         .into_iter()
-        .flatten()
-        .filter(|g| g["mode"] == "Enable")
-        .filter_map(|g| g["feature"].as_str().map(str::to_owned))
-        .collect()
+        .flat_map(RegistrationConfiguration::enabled);
+    on.map(str::to_owned).collect()
 }
 
 /// Looks at one existing cluster: the lab's Helm releases that exist there but are not labelled as this
@@ -84,10 +86,10 @@ pub async fn foreign_ocm(
     }
     let is_hub = lab.hub.cluster.name == cluster.name;
     if is_hub && !ours.contains("cluster-manager") {
-        let r = ObjectRef::new(OPERATOR_API, "ClusterManager", None, "cluster-manager");
-        if let Some(cm) = get_if_served(api.as_ref(), &r).await? {
+        let cm = get_if_served::<ClusterManager>(api.as_ref(), "cluster-manager").await?;
+        if let Some(cm) = cm {
             what.push("ClusterManager cluster-manager".to_owned());
-            let on = enabled_gates(&cm);
+            let on = enabled_gates(cm.spec.registration_configuration.as_ref());
             for g in lab.hub.feature_gates.iter().filter(|g| !on.contains(g)) {
                 lacks.push(format!(
                     "hub feature gate `{g}` is not enabled on ClusterManager cluster-manager"
@@ -100,10 +102,9 @@ pub async fn foreign_ocm(
         .iter()
         .any(|m| m.cluster == cluster.name);
     if hosts && !ours.contains("klusterlet") {
-        let r = ObjectRef::new(OPERATOR_API, "Klusterlet", None, "klusterlet");
-        if let Some(k) = get_if_served(api.as_ref(), &r).await? {
+        if let Some(k) = get_if_served::<Klusterlet>(api.as_ref(), "klusterlet").await? {
             what.push("Klusterlet klusterlet".to_owned());
-            let on = enabled_gates(&k);
+            let on = enabled_gates(k.spec.registration_configuration.as_ref());
             let wanted = lab
                 .spokes
                 .iter()
@@ -115,8 +116,8 @@ pub async fn foreign_ocm(
                     "spoke feature gate `{g}` is not enabled on Klusterlet klusterlet"
                 ));
             }
-        } else if api
-            .get(&ObjectRef::new("v1", "Namespace", None, AGENT_NS))
+        } else if Api::<Namespace>::all(api.as_ref())
+            .get(AGENT_NS)
             .await?
             .is_some()
         {
@@ -225,18 +226,15 @@ pub async fn leave_release(
     // No release of that name, but an operator CR someone else made (installed without Helm, or by a
     // release of another name): the lab installs no second operator over it.
     let api = ctx.run.api(cluster).await?;
-    let cr = match release {
-        "cluster-manager" => Some(("ClusterManager", "cluster-manager")),
-        "klusterlet" => Some(("Klusterlet", "klusterlet")),
-        _ => None,
-    };
-    match cr {
-        Some((kind, name)) => Ok(get_if_served(
-            api.as_ref(),
-            &ObjectRef::new(OPERATOR_API, kind, None, name),
-        )
-        .await?
-        .is_some()),
-        None => Ok(false),
+    match release {
+        "cluster-manager" => Ok(
+            get_if_served::<ClusterManager>(api.as_ref(), "cluster-manager")
+                .await?
+                .is_some(),
+        ),
+        "klusterlet" => Ok(get_if_served::<Klusterlet>(api.as_ref(), "klusterlet")
+            .await?
+            .is_some()),
+        _ => Ok(false),
     }
 }

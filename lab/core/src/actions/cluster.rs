@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kube::config::Kubeconfig;
+use kube::config::{Kubeconfig, NamedContext};
 use serde_json::{Value, json};
 
 use super::ActionError;
@@ -640,7 +640,7 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
             .clusters()
             .filter(|c| c.provider == Provider::Kind)
         {
-            let own = as_value(&read_kubeconfig(&ctx.run.state.kubeconfig(&c.name))?)?;
+            let own = read_kubeconfig(&ctx.run.state.kubeconfig(&c.name))?;
             changed |= merge_into(merged, &own, &c.context);
             contexts.push(c.context.clone());
         }
@@ -701,7 +701,6 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ActionError> {
     }
 }
 
-/// Writes `kc` (the JSON form of a [`Kubeconfig`]) back through kube's types, mode 0600.
 /// The lock kubectl and client-go take around a write of a kubeconfig (`clientcmd`'s `lockFile`):
 /// `<file>.lock`, created exclusively, removed when dropped. A lock someone else holds is waited for
 /// briefly; one that stays is reported with what to do.
@@ -760,25 +759,20 @@ impl Drop for KubeconfigLock {
 /// [`KubeconfigLock`], so a concurrent `kubectl config` neither loses nor undoes a change.
 async fn update_kubeconfig(
     target: &Path,
-    edit: impl FnOnce(&mut Value) -> Result<bool, ActionError>,
+    edit: impl FnOnce(&mut Kubeconfig) -> Result<bool, ActionError>,
 ) -> Result<bool, ActionError> {
     let _lock = KubeconfigLock::take(target).await?;
-    let mut kc = as_value(&read_kubeconfig(target)?)?;
+    let mut kc = read_kubeconfig(target)?;
     let changed = edit(&mut kc)?;
     if changed {
-        write_kubeconfig(target, kc)?;
+        write_kubeconfig(target, &kc)?;
     }
     Ok(changed)
 }
 
-fn write_kubeconfig(path: &Path, kc: Value) -> Result<(), ActionError> {
-    let typed: Kubeconfig = serde_json::from_value(kc).map_err(|e| {
-        ActionError::permanent(format!(
-            "failed to write kubeconfig {}: {e}",
-            path.display()
-        ))
-    })?;
-    let text = serde_saphyr::to_string(&typed).map_err(|e| {
+/// Writes `kc` through kube's types (what they do not model kept), mode 0600.
+fn write_kubeconfig(path: &Path, kc: &Kubeconfig) -> Result<(), ActionError> {
+    let text = serde_saphyr::to_string(kc).map_err(|e| {
         ActionError::permanent(format!(
             "failed to write kubeconfig {}: {e}",
             path.display()
@@ -786,12 +780,6 @@ fn write_kubeconfig(path: &Path, kc: Value) -> Result<(), ActionError> {
     })?;
     write_secret(path, text.as_bytes())
         .map_err(|e| ActionError::permanent(format!("failed to write {}: {e}", path.display())))
-}
-
-/// The JSON form of a kubeconfig, which [`merge_into`] and [`prune`] edit.
-fn as_value(kc: &Kubeconfig) -> Result<Value, ActionError> {
-    serde_json::to_value(kc)
-        .map_err(|e| ActionError::permanent(format!("failed to read kubeconfig: {e}")))
 }
 
 fn empty_kubeconfig() -> Kubeconfig {
@@ -804,95 +792,79 @@ fn empty_kubeconfig() -> Kubeconfig {
 
 /// Upserts `context` (and the cluster and user it names) from `own` into `into`. Returns whether anything
 /// changed. kind names cluster, user and context all `kind-<name>`.
-pub fn merge_into(into: &mut Value, own: &Value, context: &str) -> bool {
-    let Some(ctx) = own["contexts"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == context).or(cs.first()))
+pub fn merge_into(into: &mut Kubeconfig, own: &Kubeconfig, context: &str) -> bool {
+    let Some(ctx) = own
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .or(own.contexts.first())
     else {
         return false;
     };
-    let cluster_name = ctx["context"]["cluster"]
-        .as_str()
-        .unwrap_or(context)
-        .to_owned();
-    let user_name = ctx["context"]["user"]
-        .as_str()
-        .unwrap_or(context)
-        .to_owned();
+    let named = ctx.context.as_ref();
+    let cluster_name = named.map_or(context, |c| c.cluster.as_str());
+    let user_name = named.and_then(|c| c.user.as_deref()).unwrap_or(context);
     let mut changed = false;
-    for (list, name) in [
-        ("clusters", cluster_name.as_str()),
-        ("users", user_name.as_str()),
-        ("contexts", ctx["name"].as_str().unwrap_or(context)),
-    ] {
-        let Some(entry) = own[list]
-            .as_array()
-            .and_then(|l| l.iter().find(|e| e["name"] == name))
-        else {
-            continue;
-        };
-        let mut entry = entry.clone();
-        if list == "contexts" {
-            entry["name"] = json!(context);
-        }
-        let target = into[list].as_array_mut();
-        let target = match target {
-            Some(t) => t,
-            None => {
-                into[list] = json!([]);
-                into[list].as_array_mut().expect("just set")
-            }
-        };
-        match target.iter_mut().find(|e| e["name"] == entry["name"]) {
-            Some(existing) if *existing == entry => {}
-            Some(existing) => {
-                *existing = entry;
-                changed = true;
-            }
-            None => {
-                target.push(entry);
-                changed = true;
-            }
-        }
+    if let Some(cluster) = own.clusters.iter().find(|c| c.name == cluster_name) {
+        changed |= upsert(&mut into.clusters, cluster.clone(), |c| &c.name);
     }
-    if into["current-context"].as_str().is_none_or(str::is_empty) {
-        into["current-context"] = json!(context);
+    if let Some(user) = own.auth_infos.iter().find(|u| u.name == user_name) {
+        changed |= upsert(&mut into.auth_infos, user.clone(), |u| &u.name);
+    }
+    let mut entry = ctx.clone();
+    entry.name = context.to_owned();
+    changed |= upsert(&mut into.contexts, entry, |c| &c.name);
+    if into.current_context.as_deref().is_none_or(str::is_empty) {
+        into.current_context = Some(context.to_owned());
         changed = true;
     }
     changed
 }
 
+/// Puts `entry` into `list` in place of the entry of the same name, or at the end; whether that changed
+/// the list. kube's kubeconfig types have no equality: entries compare as the JSON they are written as.
+fn upsert<T: serde::Serialize>(list: &mut Vec<T>, entry: T, name: impl Fn(&T) -> &String) -> bool {
+    let json = |t: &T| serde_json::to_value(t).ok();
+    match list.iter_mut().find(|e| name(e) == name(&entry)) {
+        Some(existing) if json(existing) == json(&entry) => false,
+        Some(existing) => {
+            *existing = entry;
+            true
+        }
+        None => {
+            list.push(entry);
+            true
+        }
+    }
+}
+
 /// Removes `contexts` and the clusters and users only they used; keeps `current-context` valid.
-pub fn prune(kc: &mut Value, contexts: &[String]) -> bool {
-    let Some(all) = kc["contexts"].as_array().cloned() else {
-        return false;
-    };
-    let (gone, kept): (Vec<Value>, Vec<Value>) = all.into_iter().partition(|c| {
-        c["name"]
-            .as_str()
-            .is_some_and(|n| contexts.iter().any(|x| x == n))
-    });
+pub fn prune(kc: &mut Kubeconfig, contexts: &[String]) -> bool {
+    let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut kc.contexts)
+        .into_iter()
+        .partition(|c| contexts.contains(&c.name));
+    kc.contexts = kept;
     if gone.is_empty() {
         return false;
     }
-    let used = |field: &str, name: &Value| kept.iter().any(|c| c["context"][field] == *name);
-    for (list, field) in [("clusters", "cluster"), ("users", "user")] {
-        let names: Vec<Value> = gone
-            .iter()
-            .map(|c| c["context"][field].clone())
-            .filter(|n| !used(field, n))
-            .collect();
-        if let Some(items) = kc[list].as_array_mut() {
-            items.retain(|i| !names.contains(&i["name"]));
-        }
+    let cluster_of = |c: &NamedContext| c.context.as_ref().map(|c| c.cluster.clone());
+    let user_of = |c: &NamedContext| c.context.as_ref().and_then(|c| c.user.clone());
+    let unused = |of: &dyn Fn(&NamedContext) -> Option<String>| -> Vec<String> {
+        let used: Vec<Option<String>> = kc.contexts.iter().map(of).collect();
+        let gone = gone.iter().map(of).filter(|n| !used.contains(n));
+        gone.flatten().collect()
+    };
+    let (clusters, users) = (unused(&cluster_of), unused(&user_of));
+    kc.clusters.retain(|c| !clusters.contains(&c.name));
+    kc.auth_infos.retain(|u| !users.contains(&u.name));
+    if kc
+        .current_context
+        .as_ref()
+        .is_some_and(|c| contexts.contains(c))
+    {
+        let first = kc.contexts.first().map(|c| c.name.clone());
+        kc.current_context = Some(first.unwrap_or_default());
     }
-    let current_gone = kc["current-context"]
-        .as_str()
-        .is_some_and(|c| contexts.iter().any(|x| x == c));
-    if current_gone {
-        kc["current-context"] = kept.first().map_or(json!(""), |c| c["name"].clone());
-    }
-    kc["contexts"] = Value::Array(kept);
     true
 }
 
@@ -900,12 +872,16 @@ pub fn prune(kc: &mut Value, contexts: &[String]) -> bool {
 mod tests {
     use super::*;
 
-    fn kind_kc(name: &str) -> Value {
-        json!({"apiVersion": "v1", "kind": "Config",
+    fn kind_kc(name: &str) -> Kubeconfig {
+        kubeconfig(json!({"apiVersion": "v1", "kind": "Config",
             "clusters": [{"name": format!("kind-{name}"), "cluster": {"server": "https://127.0.0.1:1"}}],
             "users": [{"name": format!("kind-{name}"), "user": {"token": "t"}}],
             "contexts": [{"name": format!("kind-{name}"), "context": {"cluster": format!("kind-{name}"), "user": format!("kind-{name}")}}],
-            "current-context": format!("kind-{name}")})
+            "current-context": format!("kind-{name}")}))
+    }
+
+    fn kubeconfig(v: Value) -> Kubeconfig {
+        serde_json::from_value(v).unwrap()
     }
 
     /// A concurrent holder of `<file>.lock` (kubectl writing the file): the merge waits for it, then
@@ -920,7 +896,7 @@ mod tests {
             let (path, lock) = (path.clone(), lock.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                write_kubeconfig(&path, kind_kc("theirs")).unwrap();
+                write_kubeconfig(&path, &kind_kc("theirs")).unwrap();
                 std::fs::remove_file(&lock).unwrap();
             })
         };
@@ -938,16 +914,19 @@ mod tests {
 
     #[test]
     fn merging_is_idempotent_and_keeps_other_contexts() {
-        let mut user = json!({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "prod", "cluster": {}}], "users": [{"name": "me", "user": {}}],
-            "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}], "current-context": "prod"});
+        let mut user = kubeconfig(
+            json!({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "prod", "cluster": {}}], "users": [{"name": "me", "user": {}}],
+            "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}], "current-context": "prod"}),
+        );
         assert!(merge_into(&mut user, &kind_kc("hub"), "kind-hub"));
         assert!(
             !merge_into(&mut user, &kind_kc("hub"), "kind-hub"),
             "a second merge changes nothing"
         );
-        assert_eq!(user["contexts"].as_array().unwrap().len(), 2);
+        assert_eq!(user.contexts.len(), 2);
         assert_eq!(
-            user["current-context"], "prod",
+            user.current_context.as_deref(),
+            Some("prod"),
             "the user's current context is kept"
         );
     }
@@ -962,9 +941,9 @@ mod tests {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod:6443\n    certificate-authority: ca.crt\n  x-custom: keep\ncontexts:\n- name: prod\n  context: {cluster: prod, user: me}\nusers:\n- name: me\n  user: {token: t0k}\ncurrent-context: prod\n",
         )
         .unwrap();
-        let mut kc = as_value(&read_kubeconfig(&path).unwrap()).unwrap();
+        let mut kc = read_kubeconfig(&path).unwrap();
         assert!(merge_into(&mut kc, &kind_kc("hub"), "kind-hub"));
-        write_kubeconfig(&path, kc).unwrap();
+        write_kubeconfig(&path, &kc).unwrap();
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
@@ -987,14 +966,16 @@ mod tests {
 
     #[test]
     fn pruning_removes_only_the_labs_contexts_and_keeps_current_valid() {
-        let mut user = json!({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "prod", "cluster": {}}], "users": [{"name": "me", "user": {}}],
-            "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}], "current-context": "prod"});
+        let mut user = kubeconfig(
+            json!({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "prod", "cluster": {}}], "users": [{"name": "me", "user": {}}],
+            "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}], "current-context": "prod"}),
+        );
         merge_into(&mut user, &kind_kc("hub"), "kind-hub");
-        user["current-context"] = json!("kind-hub");
+        user.current_context = Some("kind-hub".to_owned());
         assert!(prune(&mut user, &["kind-hub".to_owned()]));
-        assert_eq!(user["contexts"].as_array().unwrap().len(), 1);
-        assert_eq!(user["clusters"].as_array().unwrap().len(), 1);
-        assert_eq!(user["current-context"], "prod");
+        assert_eq!(user.contexts.len(), 1);
+        assert_eq!(user.clusters.len(), 1);
+        assert_eq!(user.current_context.as_deref(), Some("prod"));
         assert!(!prune(&mut user, &["kind-hub".to_owned()]));
     }
 }

@@ -30,14 +30,9 @@ use serde_json::json;
 
 use super::cluster::{delete_owned, state_error};
 use super::{ActionError, ActionResult, StepCtx, outputs};
-use crate::backend::{Condition, ObjectRef, condition_status};
+use crate::backend::kinds::{HasConditions, ManagedCluster, ManagedClusterAddOn, name_of};
+use crate::backend::{Api, Condition};
 use crate::topology::LAB_LABEL;
-
-const MANAGED_CLUSTER: (&str, &str) = ("cluster.open-cluster-management.io/v1", "ManagedCluster");
-const ADDON: (&str, &str) = (
-    "addon.open-cluster-management.io/v1alpha1",
-    "ManagedClusterAddOn",
-);
 
 /// Deletes every kind cluster the ownership record holds that the topology does not declare, each only
 /// when the record proves it the lab's (see `cluster.delete`); returns the ones deleted.
@@ -74,19 +69,16 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         .iter()
         .map(|m| m.name.as_str())
         .collect();
-    let (api_version, kind) = MANAGED_CLUSTER;
-    let registered = if hub.served(api_version, kind).await? {
+    let managed_clusters = Api::<ManagedCluster>::all(hub.as_ref());
+    let registered = if managed_clusters.served().await? {
         let selector = format!("{LAB_LABEL}={}", lab.name);
-        hub.list(api_version, kind, None, Some(&selector)).await?
+        managed_clusters.list(Some(&selector)).await?
     } else {
         Vec::new()
     };
-    let departed: Vec<&serde_json::Value> = registered
+    let departed: Vec<&ManagedCluster> = registered
         .iter()
-        .filter(|o| {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            !declared.contains(name)
-        })
+        .filter(|o| !declared.contains(name_of(*o)))
         .collect();
     // 1. The kind clusters first: their klusterlets and addon agents go with them.
     let deleted = delete_departed(ctx).await?;
@@ -94,28 +86,27 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     let mut deregistered = Vec::new();
     let mut unreachable = Vec::new();
     for mc in departed {
-        let name = mc["metadata"]["name"].as_str().unwrap_or_default();
-        let alive = condition_status(mc, "ManagedClusterConditionAvailable") == Some("True");
+        let name = name_of(mc);
+        let alive = mc.condition_true("ManagedClusterConditionAvailable");
         if alive && !deleted.iter().any(|d| d == name) {
             unreachable.push(name.to_owned());
             continue;
         }
-        let r = ObjectRef::new(api_version, kind, None, name);
         ctx.progress(format!(
             "{name} left the topology: deregistering its ManagedCluster"
         ));
-        hub.delete(&r).await?;
-        let gone = Condition::new("it is gone (the hub's cleanup finished)", |o| o.is_none());
-        hub.wait(&r, &gone, ctx.timeout())
+        managed_clusters.delete(name).await?;
+        let gone = Condition::gone("it is gone (the hub's cleanup finished)");
+        managed_clusters
+            .wait(name, &gone, ctx.timeout())
             .await
             .map_err(|e| super::kube::wait_error(e, None))?;
         // 3. What a hub without `ResourceCleanup` leaves in the cluster namespace.
-        let (av, ak) = ADDON;
-        if hub.served(av, ak).await? {
-            for addon in hub.list_metadata(av, ak, Some(name), None).await? {
-                let addon_name = addon["metadata"]["name"].as_str().unwrap_or_default();
-                hub.delete(&ObjectRef::new(av, ak, Some(name), addon_name))
-                    .await?;
+        let addons = Api::<ManagedClusterAddOn>::namespaced(hub.as_ref(), name);
+        if addons.served().await? {
+            for addon in addons.list_metadata(None).await? {
+                let addon_name = addon.metadata.name.unwrap_or_default();
+                addons.delete(&addon_name).await?;
             }
         }
         ctx.note(format!(

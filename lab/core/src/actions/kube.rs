@@ -1,13 +1,16 @@
 //! Applying objects and charts, and waiting on objects.
 
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
+use crate::backend::api::Wait;
+use crate::backend::kinds::{ClusterProperty, Kind, Namespace};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    ApplyOutcome, ClusterApi, Condition, HelmTarget, KubeError, ObjectRef, Rendered, WaitError,
-    fieldset, undeclared,
+    Api, ApplyOutcome, ClusterApi, Condition, HelmTarget, KubeError, ObjectRef, Rendered,
+    WaitError, fieldset, undeclared,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Provider;
@@ -74,6 +77,15 @@ pub async fn ensure_served(
         .map_err(|e| wait_error(e, hint))
 }
 
+/// Waits until kind `K` is served, if it is a custom kind.
+pub async fn ensure_kind_served<K: Kind>(
+    ctx: &StepCtx<'_>,
+    api: &dyn ClusterApi,
+    hint: Option<&str>,
+) -> Result<(), ActionError> {
+    ensure_served(ctx, api, &K::api_version(&()), &K::kind(&()), hint).await
+}
+
 /// Applies objects in order, skipping those already in place (see [`contains`] and
 /// [`fieldset::owns_more`]); waits for custom kinds to be served first. A Namespace it creates on an
 /// existing cluster goes into the ownership record (with its uid): `down` deletes only those.
@@ -110,7 +122,7 @@ pub async fn ensure_objects(
             None => {
                 api.apply(obj).await.map_err(|e| context(e, &r))?;
                 outcome.created += 1;
-                if existing && r.kind == "Namespace" && r.api_version == "v1" {
+                if existing && r.is::<Namespace>() {
                     record_namespace(ctx, cluster, api, &r).await?;
                 }
             }
@@ -148,16 +160,13 @@ async fn record_operator_namespaces(
     if !existing {
         return Ok(());
     }
+    let namespaces = Api::<Namespace>::all(api);
     for ns in operator_namespaces(chart)
         .iter()
         .copied()
         .chain(addon_namespaces(ctx, chart))
     {
-        if api
-            .get(&ObjectRef::new("v1", "Namespace", None, ns))
-            .await?
-            .is_none()
-        {
+        if namespaces.get(ns).await?.is_none() {
             ctx.run
                 .state
                 .own_namespace(&chart.cluster, ns, "")
@@ -198,10 +207,10 @@ async fn record_namespace(
     api: &dyn ClusterApi,
     r: &ObjectRef,
 ) -> Result<(), ActionError> {
-    let uid = api
-        .get(r)
+    let uid = Api::<Namespace>::all(api)
+        .get(&r.name)
         .await?
-        .and_then(|ns| ns["metadata"]["uid"].as_str().map(str::to_owned))
+        .and_then(|ns| ns.metadata.uid)
         .unwrap_or_default();
     ctx.run
         .state
@@ -218,7 +227,8 @@ pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = ctx.input("cluster")?;
     let api = ctx.run.api(cluster).await?;
     let objects = &ctx.step.objects;
-    let hint = objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
+    let properties = |o: &Value| ObjectRef::of(o).is_some_and(|r| r.is::<ClusterProperty>());
+    let hint = objects.iter().any(properties).then_some(
         "the ClusterProperty CRD appears only when the spoke's Klusterlet has the `ClusterProperty` registration gate",
     );
     let o = ensure_objects(ctx, cluster, api.as_ref(), objects, hint).await?;
@@ -250,7 +260,9 @@ pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
     );
     let condition = ctx.input("condition")?;
     ensure_served(ctx, api.as_ref(), &r.api_version, &r.kind, None).await?;
-    api.wait(&r, &Condition::status_true(condition), ctx.timeout())
+    // The kind is the step's input, known only at run time: its conditions are read from the JSON.
+    let cond = Condition::<Value>::status_true(condition);
+    api.wait(&r, &cond, ctx.timeout())
         .await
         .map_err(|e| wait_error(e, None))?;
     Ok((false, outputs([])))
@@ -300,6 +312,7 @@ async fn check_declared(
     chart: &ChartPlan,
     rendered: &Rendered,
 ) -> Result<(), ActionError> {
+    // CRDs as JSON: the undeclared-field check walks their OpenAPI schemas as data.
     let mut live: Option<Vec<Value>> = None;
     for obj in &rendered.objects {
         let Some(r) = ObjectRef::of(obj) else {
@@ -335,11 +348,11 @@ async fn check_declared(
         let Some(schema) = crd.and_then(|c| undeclared::schema_of(c, version)) else {
             continue;
         };
-        let fields = undeclared::undeclared_fields(obj, schema);
+        let fields = undeclared::undeclared_fields(obj, &schema);
         if !fields.is_empty() {
             let crd_name = crd
-                .and_then(|c| c.pointer("/metadata/name"))
-                .and_then(Value::as_str)
+                .and_then(ObjectRef::of)
+                .map(|c| c.name)
                 .unwrap_or_default();
             return Err(ActionError::permanent(format!(
                 "{} {} renders {r} with {} that its CRD {crd_name} ({version}) does not declare: {}; nothing was installed",
@@ -402,25 +415,13 @@ pub async fn install_chart(
     .await?;
     let crds = ensure_objects(ctx, &chart.cluster, api.as_ref(), &rendered.crds, None).await?;
     for crd in &rendered.crds {
-        let group = crd
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let kind = crd
-            .pointer("/spec/names/kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        for v in crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if v["served"] == json!(true)
-                && let Some(name) = v["name"].as_str()
-            {
-                ensure_served(ctx, api.as_ref(), &format!("{group}/{name}"), kind, None).await?;
-            }
+        let Ok(serves) = ServedVersions::deserialize(crd) else {
+            continue;
+        };
+        let spec = &serves.spec;
+        for v in spec.versions.iter().filter(|v| v.served) {
+            let api_version = format!("{}/{}", spec.group, v.name);
+            ensure_served(ctx, api.as_ref(), &api_version, &spec.names.kind, None).await?;
         }
     }
     total.created += crds.created;
@@ -466,6 +467,33 @@ pub async fn install_chart(
         total.created += rendered.objects.len();
     }
     Ok(total)
+}
+
+/// What a rendered CRD serves: `spec.group`, `spec.names.kind` and each version's `name` and `served`
+/// (the fields of k8s-openapi's `CustomResourceDefinition` this reads, without requiring the rest of a CRD).
+#[derive(serde::Deserialize)]
+struct ServedVersions {
+    spec: ServedSpec,
+}
+
+#[derive(serde::Deserialize)]
+struct ServedSpec {
+    group: String,
+    names: ServedNames,
+    #[serde(default)]
+    versions: Vec<ServedVersion>,
+}
+
+#[derive(serde::Deserialize)]
+struct ServedNames {
+    kind: String,
+}
+
+#[derive(serde::Deserialize)]
+struct ServedVersion {
+    name: String,
+    #[serde(default)]
+    served: bool,
 }
 
 /// Whether every rendered object is in place on the cluster (see [`contains`]).
@@ -538,21 +566,23 @@ pub async fn chart_install(ctx: &StepCtx<'_>) -> ActionResult {
 pub async fn wait_all(
     ctx: &StepCtx<'_>,
     api: &dyn ClusterApi,
-    waits: &[(ObjectRef, Condition, Option<&str>)],
+    waits: &[(Wait, Option<&str>)],
 ) -> Result<(), ActionError> {
-    for (r, cond, hint) in waits {
-        ctx.progress(format!("waiting for {r}: {}", cond.description));
+    for (
+        Wait {
+            object: r,
+            condition,
+        },
+        hint,
+    ) in waits
+    {
+        ctx.progress(format!("waiting for {r}: {}", condition.description));
         ensure_served(ctx, api, &r.api_version, &r.kind, *hint).await?;
-        api.wait(r, cond, ctx.timeout())
+        api.wait(r, condition, ctx.timeout())
             .await
             .map_err(|e| wait_error(e, *hint))?;
     }
     Ok(())
-}
-
-/// Deployment `Available=True`.
-pub fn deployment(namespace: &str, name: &str) -> ObjectRef {
-    ObjectRef::new("apps/v1", "Deployment", Some(namespace), name)
 }
 
 #[cfg(test)]

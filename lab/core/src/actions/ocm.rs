@@ -2,12 +2,19 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use kube::config::Kubeconfig;
+use serde_json::json;
 
 use super::ActionError;
-use super::kube::{deployment, ensure_served, install_chart, wait_all, wait_error};
+use super::kube::{ensure_kind_served, install_chart, wait_all, wait_error};
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
+use crate::backend::api::Wait;
+use crate::backend::kinds::{
+    CertificateSigningRequest, ClusterManager, ClusterProfile, ConfigMap, Deployment,
+    HasConditions, Klusterlet, ManagedCluster, ManagedClusterAddOn, ManagedProxyConfiguration,
+    Namespace, Pod, Secret, ServiceAccount, ValidatingWebhookConfiguration, name_of,
+};
+use crate::backend::{Api, ClusterApi, Condition};
 use crate::topology::{Lab, Provider};
 
 const BOOTSTRAP_NS: &str = "open-cluster-management";
@@ -17,19 +24,10 @@ const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
 const BOOTSTRAP_TOKEN_SECONDS: i64 = 3600;
 const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 
-fn managed_cluster(name: &str) -> ObjectRef {
-    ObjectRef::new(
-        "cluster.open-cluster-management.io/v1",
-        "ManagedCluster",
-        None,
-        name,
-    )
-}
-
-fn joined(mc: &Value) -> bool {
-    mc["spec"]["hubAcceptsClient"] == json!(true)
-        && condition_status(mc, "ManagedClusterJoined") == Some("True")
-        && condition_status(mc, "ManagedClusterConditionAvailable") == Some("True")
+fn joined(mc: &ManagedCluster) -> bool {
+    mc.spec.hub_accepts_client
+        && mc.condition_true("ManagedClusterJoined")
+        && mc.condition_true("ManagedClusterConditionAvailable")
 }
 
 /// The hub Deployments the cluster-manager operator runs with the chart's values, webhooks included
@@ -52,28 +50,28 @@ const BINDING_WEBHOOK: &str =
 /// `ClusterManagerUpToDate`, `HubRegistrationDegraded=False`, `HubPlacementDegraded=False`. `Applied=True`
 /// alone comes before the webhooks exist (§1.5). `ValidFeatureGates=False` is caught by
 /// [`invalid_feature_gates`] instead.
-pub fn cluster_manager_ready(cm: &Value) -> bool {
-    use crate::backend::{condition, condition_status};
-    let generation = &cm["metadata"]["generation"];
-    let is = |kind: &str, status: &str| condition_status(cm, kind) == Some(status);
-    (generation.is_null() || cm["status"]["observedGeneration"] == *generation)
+pub fn cluster_manager_ready(cm: &ClusterManager) -> bool {
+    let observed = cm.status.as_ref().and_then(|s| s.observed_generation);
+    let is = |kind: &str, status: &str| cm.condition_status(kind) == Some(status);
+    cm.metadata.generation.is_none_or(|g| observed == Some(g))
         && is("Applied", "True")
-        && condition(cm, "Progressing")
-            .is_some_and(|c| c["status"] == "False" && c["reason"] == "ClusterManagerUpToDate")
+        && cm
+            .condition("Progressing")
+            .is_some_and(|c| c.status == "False" && c.reason == Some("ClusterManagerUpToDate"))
         && is("HubRegistrationDegraded", "False")
         && is("HubPlacementDegraded", "False")
 }
 
 /// The message of `ValidFeatureGates=False`: a gate the operator does not know (FACTS-OCM-ROUND2 §1.5).
 /// Waiting cannot fix it. An operator that does not set the condition is not held against the hub.
-pub fn invalid_feature_gates(cm: &Value) -> Option<String> {
-    crate::backend::condition(cm, "ValidFeatureGates")
-        .filter(|c| c["status"] == "False")
+pub fn invalid_feature_gates(cm: &ClusterManager) -> Option<String> {
+    cm.condition("ValidFeatureGates")
+        .filter(|c| c.status == "False")
         .map(|c| {
             format!(
                 "{}: {}",
-                c["reason"].as_str().unwrap_or_default(),
-                c["message"].as_str().unwrap_or_default()
+                c.reason.unwrap_or_default(),
+                c.message.unwrap_or_default()
             )
         })
 }
@@ -88,13 +86,7 @@ pub fn invalid_feature_gates(cm: &Value) -> Option<String> {
 pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
     let api = ctx.run.api(ctx.input("cluster")?).await?;
-    let cm_ref = ObjectRef::new(
-        "operator.open-cluster-management.io/v1",
-        "ClusterManager",
-        None,
-        "cluster-manager",
-    );
-    let cm_condition = Condition::new(
+    let cm_condition = Condition::<ClusterManager>::new(
         "observedGeneration current, Applied=True, Progressing=False (ClusterManagerUpToDate), \
          HubRegistrationDegraded=False, HubPlacementDegraded=False",
         |o| o.is_some_and(|cm| cluster_manager_ready(cm) || invalid_feature_gates(cm).is_some()),
@@ -102,13 +94,11 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let rollout_hint = "the cluster-manager operator reports its progress on ClusterManager \
                         cluster-manager: Progressing=True names the hub Deployments still rolling \
                         (`kubectl -n open-cluster-management-hub get deploy,pods`)";
-    wait_all(
-        ctx,
-        api.as_ref(),
-        &[(cm_ref.clone(), cm_condition, Some(rollout_hint))],
-    )
-    .await?;
-    if let Some(cm) = api.get(&cm_ref).await?
+    let cm = Wait::on(None, "cluster-manager", cm_condition);
+    wait_all(ctx, api.as_ref(), &[(cm, Some(rollout_hint))]).await?;
+    if let Some(cm) = Api::<ClusterManager>::all(api.as_ref())
+        .get("cluster-manager")
+        .await?
         && let Some(why) = invalid_feature_gates(&cm)
     {
         return Err(ActionError::permanent(format!(
@@ -116,46 +106,30 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
         ))
         .with_help("fix the gate names in the topology's `hub.featureGates`; waiting cannot help"));
     }
-    let mut waits: Vec<(ObjectRef, Condition, Option<&str>)> = HUB_DEPLOYMENTS
+    let mut waits: Vec<(Wait, Option<&str>)> = HUB_DEPLOYMENTS
         .iter()
         .map(|name| {
+            let available = Condition::<Deployment>::status_true("Available");
             (
-                deployment(HUB_NAMESPACE, name),
-                Condition::status_true("Available"),
+                Wait::on(Some(HUB_NAMESPACE), name, available),
                 Some(rollout_hint),
             )
         })
         .collect();
     waits.push((
-        ObjectRef::new(
-            "admissionregistration.k8s.io/v1",
-            "ValidatingWebhookConfiguration",
-            None,
-            BINDING_WEBHOOK,
-        ),
-        Condition::exists(),
+        Wait::on::<ValidatingWebhookConfiguration>(None, BINDING_WEBHOOK, Condition::exists()),
         Some("the cluster-manager operator registers the hub webhooks once every hub Deployment is ready"),
     ));
     waits.push((
-        ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA),
-        Condition::exists(),
+        Wait::on::<ServiceAccount>(Some(BOOTSTRAP_NS), BOOTSTRAP_SA, Condition::exists()),
         Some("the cluster-manager chart creates it with `createBootstrapSA: true`"),
     ));
     wait_all(ctx, api.as_ref(), &waits).await?;
-    ensure_served(
-        ctx,
-        api.as_ref(),
-        "cluster.open-cluster-management.io/v1",
-        "ManagedCluster",
-        None,
-    )
-    .await?;
+    ensure_kind_served::<ManagedCluster>(ctx, api.as_ref(), None).await?;
     if lab.hub.has_gate("ClusterProfile") {
-        ensure_served(
+        ensure_kind_served::<ClusterProfile>(
             ctx,
             api.as_ref(),
-            "multicluster.x-k8s.io/v1alpha1",
-            "ClusterProfile",
             Some("the cluster-manager operator installs the ClusterProfile CRD only with the hub gate `ClusterProfile`"),
         )
         .await?;
@@ -177,23 +151,12 @@ async fn hub_endpoint(
     hub: &dyn ClusterApi,
 ) -> Result<(String, Option<String>), ActionError> {
     let lab = &ctx.run.lab;
-    let info = hub
-        .get(&ObjectRef::new(
-            "v1",
-            "ConfigMap",
-            Some("kube-public"),
-            "cluster-info",
-        ))
-        .await?;
-    let from_info = info.and_then(|cm| {
-        let text = cm["data"]["kubeconfig"].as_str()?.to_owned();
-        let kc: Value = serde_saphyr::from_str(&text).ok()?;
-        let cluster = &kc["clusters"][0]["cluster"];
+    let from_info = cluster_info(hub).await?.and_then(|text| {
+        let kc = Kubeconfig::from_yaml(&text).ok()?;
+        let cluster = first_cluster(&kc)?;
         Some((
-            cluster["server"].as_str()?.to_owned(),
-            cluster["certificate-authority-data"]
-                .as_str()
-                .map(str::to_owned),
+            cluster.server.clone()?,
+            cluster.certificate_authority_data.clone(),
         ))
     });
     if matches!(lab.hub.cluster.provider, Provider::Existing { .. }) {
@@ -286,10 +249,23 @@ pub async fn check_join_endpoint(ctx: &StepCtx<'_>) -> Result<(), ActionError> {
 /// on the async threads.
 async fn hub_ca(ctx: &StepCtx<'_>) -> Option<String> {
     let path = ctx.run.state.kubeconfig(&ctx.run.lab.hub.cluster.name);
-    let kc: Value = serde_saphyr::from_str(&tokio::fs::read_to_string(path).await.ok()?).ok()?;
-    kc["clusters"][0]["cluster"]["certificate-authority-data"]
-        .as_str()
-        .map(str::to_owned)
+    let kc = Kubeconfig::from_yaml(&tokio::fs::read_to_string(path).await.ok()?).ok()?;
+    first_cluster(&kc)?.certificate_authority_data.clone()
+}
+
+/// The first cluster of a kubeconfig (kind's and kube-public/cluster-info's hold one).
+fn first_cluster(kc: &Kubeconfig) -> Option<&kube::config::Cluster> {
+    kc.clusters.first()?.cluster.as_ref()
+}
+
+/// The kubeconfig text kube-public/cluster-info publishes, if the cluster has one (kubeadm clusters do).
+async fn cluster_info(api: &dyn ClusterApi) -> Result<Option<String>, ActionError> {
+    let cm = Api::<ConfigMap>::namespaced(api, "kube-public")
+        .get("cluster-info")
+        .await?;
+    Ok(cm
+        .and_then(|cm| cm.data)
+        .and_then(|mut data| data.remove("kubeconfig")))
 }
 
 /// The server and CA (base64) of an existing hub's context in its kubeconfig: where the lab itself
@@ -351,18 +327,42 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionE
 
 /// The bootstrap kubeconfig a klusterlet registers with (OCM-FACTS §2.2 step 2). Holds the token.
 fn bootstrap_kubeconfig(server: &str, ca: Option<&str>, token: &str) -> String {
-    let mut cluster = json!({"server": server});
-    match ca {
-        Some(ca) => cluster["certificate-authority-data"] = json!(ca),
-        None => cluster["insecure-skip-tls-verify"] = json!(true),
-    }
-    let kc = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "hub", "cluster": cluster}],
-        "users": [{"name": "bootstrap", "user": {"token": token}}],
-        "contexts": [{"name": "bootstrap", "context": {"cluster": "hub", "user": "bootstrap", "namespace": "default"}}],
-        "current-context": "bootstrap",
-    });
+    use kube::config::{AuthInfo, Cluster, Context, NamedAuthInfo, NamedCluster, NamedContext};
+    let cluster = Cluster {
+        server: Some(server.to_owned()),
+        certificate_authority_data: ca.map(str::to_owned),
+        insecure_skip_tls_verify: ca.is_none().then_some(true),
+        ..Cluster::default()
+    };
+    let kc = Kubeconfig {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Config".to_owned()),
+        clusters: vec![NamedCluster {
+            name: "hub".to_owned(),
+            cluster: Some(cluster),
+            ..NamedCluster::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: "bootstrap".to_owned(),
+            auth_info: Some(AuthInfo {
+                token: Some(token.to_owned().into()),
+                ..AuthInfo::default()
+            }),
+            ..NamedAuthInfo::default()
+        }],
+        contexts: vec![NamedContext {
+            name: "bootstrap".to_owned(),
+            context: Some(Context {
+                cluster: "hub".to_owned(),
+                user: Some("bootstrap".to_owned()),
+                namespace: Some("default".to_owned()),
+                ..Context::default()
+            }),
+            ..NamedContext::default()
+        }],
+        current_context: Some("bootstrap".to_owned()),
+        ..Kubeconfig::default()
+    };
     serde_saphyr::to_string(&kc).expect("kubeconfigs serialize")
 }
 
@@ -370,15 +370,6 @@ fn bootstrap_kubeconfig(server: &str, ca: Option<&str>, token: &str) -> String {
 const AGENT_NS: &str = "open-cluster-management-agent";
 /// The Secret the registration agent reads its bootstrap kubeconfig from (FACTS-OCM-ROUND2 §2.3).
 const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
-
-fn klusterlet_ref() -> ObjectRef {
-    ObjectRef::new(
-        "operator.open-cluster-management.io/v1",
-        "Klusterlet",
-        None,
-        "klusterlet",
-    )
-}
 
 /// `ocm.klusterlet`: the klusterlet chart on its cluster, without a bootstrap kubeconfig, as soon as that
 /// cluster exists: the operator's image pull and rollout overlap the hub's. Then wait for what the operator
@@ -429,18 +420,17 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
         install_chart(ctx, chart, Some(extra)).await?
     };
     let hint = "the klusterlet operator (Deployment open-cluster-management/klusterlet) creates them from the Klusterlet; check its logs and the Klusterlet's conditions";
+    let agent = "klusterlet-registration-agent";
     wait_all(
         ctx,
         spoke.as_ref(),
         &[
             (
-                ObjectRef::new("v1", "Namespace", None, AGENT_NS),
-                Condition::exists(),
+                Wait::on::<Namespace>(None, AGENT_NS, Condition::exists()),
                 Some(hint),
             ),
             (
-                deployment(AGENT_NS, "klusterlet-registration-agent"),
-                Condition::exists(),
+                Wait::on::<Deployment>(Some(AGENT_NS), agent, Condition::exists()),
                 Some(hint),
             ),
         ],
@@ -459,8 +449,12 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let spoke = ctx.run.api(cluster).await?;
 
-    let mc = hub.get(&managed_cluster(name)).await?;
-    let klusterlet = spoke.get(&klusterlet_ref()).await.unwrap_or(None);
+    let managed_clusters = Api::<ManagedCluster>::all(hub.as_ref());
+    let mc = managed_clusters.get(name).await?;
+    let klusterlet = Api::<Klusterlet>::all(spoke.as_ref())
+        .get("klusterlet")
+        .await
+        .unwrap_or(None);
     if mc.as_ref().is_some_and(joined) && klusterlet.is_some() {
         return Ok((false, outputs([("managedCluster", json!(name))])));
     }
@@ -474,15 +468,16 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         let hint = format!(
             "`{cluster}` is adopted (`existing.adopt: true`), so the lab writes no bootstrap Secret there: its klusterlet must already be registered with the lab's hub as ManagedCluster {name}; check the Klusterlet's `clusterName` and its bootstrap-hub-kubeconfig on {cluster}"
         );
-        hub.wait(&managed_cluster(name), &Condition::exists(), ctx.timeout())
+        managed_clusters
+            .wait(name, &Condition::exists(), ctx.timeout())
             .await
             .map_err(|e| wait_error(e, Some(&hint)))?;
         return Ok((false, outputs([("managedCluster", json!(name))])));
     }
     check_hub_container(ctx, lab).await?;
     // A join must never start before the hub's bootstrap identity exists (OCM-FACTS §2.1).
-    let sa = ObjectRef::new("v1", "ServiceAccount", Some(BOOTSTRAP_NS), BOOTSTRAP_SA);
-    hub.wait(&sa, &Condition::exists(), ctx.timeout())
+    Api::<ServiceAccount>::namespaced(hub.as_ref(), BOOTSTRAP_NS)
+        .wait(BOOTSTRAP_SA, &Condition::exists(), ctx.timeout())
         .await
         .map_err(|e| {
             wait_error(
@@ -491,27 +486,37 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
             )
         })?;
     let (server, ca) = hub_endpoint(ctx, hub.as_ref()).await?;
-    let secret_ref = ObjectRef::new("v1", "Secret", Some(AGENT_NS), BOOTSTRAP_SECRET);
+    let secrets = Api::<Secret>::namespaced(spoke.as_ref(), AGENT_NS);
     // Every change of the Secret's data restarts the agent, which bootstraps again (FACTS-OCM-ROUND2 §2.5):
     // a Secret that already registered this cluster is left alone.
     let mut changed = false;
-    if mc.is_none() || spoke.get(&secret_ref).await?.is_none() {
+    if mc.is_none() || secrets.get(BOOTSTRAP_SECRET).await?.is_none() {
         ctx.progress(format!(
             "bootstrap token for {BOOTSTRAP_NS}/{BOOTSTRAP_SA}, hub at {server}"
         ));
         let token = hub
             .token_request(BOOTSTRAP_NS, BOOTSTRAP_SA, BOOTSTRAP_TOKEN_SECONDS)
             .await?;
-        use base64::Engine as _;
         let kubeconfig = bootstrap_kubeconfig(&server, ca.as_deref(), token.expose());
-        let secret = json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": BOOTSTRAP_SECRET, "namespace": AGENT_NS},
-            "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig)},
-        });
+        let secret = Secret {
+            metadata: crate::backend::kinds::ObjectMeta {
+                name: Some(BOOTSTRAP_SECRET.to_owned()),
+                namespace: Some(AGENT_NS.to_owned()),
+                ..Default::default()
+            },
+            type_: Some("Opaque".to_owned()),
+            data: Some(
+                [(
+                    "kubeconfig".to_owned(),
+                    k8s_openapi::ByteString(kubeconfig.into_bytes()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
         // The operator created the namespace (`ocm.klusterlet` waited for it); the object holds a token and is
         // never logged: errors name the object only.
-        spoke.apply(&secret).await.map_err(|e| {
+        secrets.apply(&secret).await.map_err(|e| {
             ActionError::from(e)
                 .context(format_args!("writing Secret {AGENT_NS}/{BOOTSTRAP_SECRET}"))
         })?;
@@ -521,7 +526,8 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
 
     ctx.progress(format!("waiting for ManagedCluster {name} on the hub"));
     let hint = "the klusterlet's registration agent creates it; check `kubectl -n open-cluster-management-agent logs deploy/klusterlet-registration-agent` on the spoke and the Klusterlet's conditions";
-    hub.wait(&managed_cluster(name), &Condition::exists(), ctx.timeout())
+    managed_clusters
+        .wait(name, &Condition::exists(), ctx.timeout())
         .await
         .map_err(|e| wait_error(e, Some(hint)))?;
     Ok((
@@ -548,54 +554,39 @@ async fn restart_waiting_agent(
     ctx: &StepCtx<'_>,
     spoke: &dyn ClusterApi,
 ) -> Result<(), ActionError> {
-    let pods = spoke
-        .list("v1", "Pod", Some(AGENT_NS), Some(REGISTRATION_AGENT_PODS))
-        .await?;
-    for pod in pods.iter().filter(|p| p["status"]["phase"] == "Pending") {
-        let Some(name) = pod["metadata"]["name"].as_str() else {
+    let pods = Api::<Pod>::namespaced(spoke, AGENT_NS);
+    for pod in pods.list(Some(REGISTRATION_AGENT_PODS)).await? {
+        let pending = pod.status.and_then(|s| s.phase).as_deref() == Some("Pending");
+        let Some(name) = pod.metadata.name.filter(|_| pending) else {
             continue;
         };
         ctx.progress(format!(
             "restarting pod {AGENT_NS}/{name}, which waited for the bootstrap Secret"
         ));
-        spoke
-            .delete(&ObjectRef::new("v1", "Pod", Some(AGENT_NS), name))
-            .await?;
+        pods.delete(&name).await?;
     }
     Ok(())
 }
 
 async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, ActionError> {
-    let Some(cm) = api
-        .get(&ObjectRef::new(
-            "v1",
-            "ConfigMap",
-            Some("kube-public"),
-            "cluster-info",
-        ))
-        .await?
-    else {
+    let Some(text) = cluster_info(api).await? else {
         return Ok(None);
     };
-    let Some(text) = cm["data"]["kubeconfig"].as_str() else {
-        return Ok(None);
-    };
-    let kc: Value = serde_saphyr::from_str(text).map_err(|e| {
+    let kc = Kubeconfig::from_yaml(&text).map_err(|e| {
         ActionError::permanent(format!("kube-public/cluster-info holds no kubeconfig: {e}"))
     })?;
-    Ok(kc["clusters"][0]["cluster"]["server"]
-        .as_str()
-        .map(str::to_owned))
+    Ok(first_cluster(&kc).and_then(|c| c.server.clone()))
 }
 
 /// Whether a CSR comes from the bootstrap identity of a registering agent (OCM-FACTS §2.3).
-fn from_bootstrap(csr: &Value) -> bool {
-    let user = csr["spec"]["username"].as_str().unwrap_or_default();
-    let groups: Vec<&str> = csr["spec"]["groups"]
-        .as_array()
-        .into_iter()
+fn from_bootstrap(csr: &CertificateSigningRequest) -> bool {
+    let user = csr.spec.username.as_deref().unwrap_or_default();
+    let groups: Vec<&str> = csr
+        .spec
+        .groups
+        .iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .map(String::as_str)
         .collect();
     let user_ok = user.starts_with("system:bootstrap:")
         || user == format!("system:serviceaccount:{BOOTSTRAP_NS}:{BOOTSTRAP_SA}");
@@ -610,12 +601,11 @@ fn from_bootstrap(csr: &Value) -> bool {
     user_ok && group_ok
 }
 
-fn decided(csr: &Value) -> bool {
-    csr["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Approved" || c["type"] == "Denied")
+fn decided(csr: &CertificateSigningRequest) -> bool {
+    let conditions = csr.conditions();
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Approved" || c.type_ == "Denied")
 }
 
 /// `ocm.accept`: approve the cluster's bootstrap CSRs through `/approval`, set `hubAcceptsClient`, wait for
@@ -623,7 +613,8 @@ fn decided(csr: &Value) -> bool {
 pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
     let name = ctx.input("managedCluster")?;
     let hub = ctx.run.api(&ctx.run.lab.hub.cluster.name).await?;
-    let r = managed_cluster(name);
+    let managed_clusters = Api::<ManagedCluster>::all(hub.as_ref());
+    let namespaces = Api::<Namespace>::all(hub.as_ref());
     let deadline = tokio::time::Instant::now() + ctx.timeout();
     let mut changed = false;
     // On an `existing:` hub the cluster namespace the hub makes when it accepts the cluster is the
@@ -634,36 +625,31 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
         ctx.run.lab.hub.cluster.provider,
         crate::topology::Provider::Existing { .. }
     );
-    let namespace = ObjectRef::new("v1", "Namespace", None, name);
     let mut record_namespace = false;
     loop {
-        let mc = hub.get(&r).await?.ok_or_else(|| {
+        let mc = managed_clusters.get(name).await?.ok_or_else(|| {
             ActionError::transient(format!("ManagedCluster {name} does not exist yet"))
         })?;
         if joined(&mc) {
             if record_namespace {
-                record_cluster_namespace(ctx, hub.as_ref(), &namespace).await?;
+                record_cluster_namespace(ctx, &namespaces, name).await?;
             }
             return Ok((changed, outputs([("managedCluster", json!(name))])));
         }
         let selector = format!("{CLUSTER_NAME_LABEL}={name}");
-        let csrs = hub
-            .list(
-                "certificates.k8s.io/v1",
-                "CertificateSigningRequest",
-                None,
-                Some(&selector),
-            )
+        let csrs = Api::<CertificateSigningRequest>::all(hub.as_ref())
+            .list(Some(&selector))
             .await?;
         for csr in csrs.iter().filter(|c| from_bootstrap(c) && !decided(c)) {
-            let csr_name = csr["metadata"]["name"].as_str().unwrap_or_default();
+            let csr_name = name_of(csr);
             ctx.progress(format!("approving CSR {csr_name}"));
             hub.approve_csr(csr_name, "ocm-lab Approve").await?;
             changed = true;
         }
-        if mc["spec"]["hubAcceptsClient"] != json!(true) {
-            record_namespace |= existing_hub && hub.get(&namespace).await?.is_none();
-            hub.merge_patch(&r, &json!({"spec": {"hubAcceptsClient": true}}))
+        if !mc.spec.hub_accepts_client {
+            record_namespace |= existing_hub && namespaces.get(name).await?.is_none();
+            managed_clusters
+                .merge_patch(name, &json!({"spec": {"hubAcceptsClient": true}}))
                 .await?;
             changed = true;
         }
@@ -671,21 +657,21 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
         if left.is_zero() {
             return Err(ActionError::permanent(format!(
                 "timed out waiting for ManagedCluster {name} to join; last seen: {}",
-                crate::backend::last_seen(&Some(mc))
+                crate::backend::last_seen(Some(&mc))
             ))
             .with_help("check the spoke's klusterlet agents and that its CSR was approved (`kubectl get csr` on the hub)"));
         }
         // The agent may file its CSR after the ManagedCluster: watch the ManagedCluster, and look for new CSRs
         // at least every few seconds (clusteradm accept re-lists every second).
         let slice = left.min(Duration::from_secs(5));
-        let cond = Condition::new(
+        let cond = Condition::<ManagedCluster>::new(
             "ManagedClusterJoined and ManagedClusterConditionAvailable True",
             |o| o.is_some_and(joined),
         );
-        match hub.wait(&r, &cond, slice).await {
+        match managed_clusters.wait(name, &cond, slice).await {
             Ok(_) => {
                 if record_namespace {
-                    record_cluster_namespace(ctx, hub.as_ref(), &namespace).await?;
+                    record_cluster_namespace(ctx, &namespaces, name).await?;
                 }
                 return Ok((true, outputs([("managedCluster", json!(name))])));
             }
@@ -698,15 +684,15 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
 /// Records the cluster namespace the hub made on the lab's accept (see [`accept`]) with its uid.
 async fn record_cluster_namespace(
     ctx: &StepCtx<'_>,
-    hub: &dyn crate::backend::ClusterApi,
-    namespace: &ObjectRef,
+    namespaces: &Api<'_, Namespace>,
+    name: &str,
 ) -> Result<(), ActionError> {
-    if let Some(ns) = hub.get(namespace).await?
-        && let Some(uid) = ns["metadata"]["uid"].as_str()
+    if let Some(ns) = namespaces.get(name).await?
+        && let Some(uid) = ns.metadata.uid
     {
         ctx.run
             .state
-            .own_namespace(&ctx.run.lab.hub.cluster.name, &namespace.name, uid)
+            .own_namespace(&ctx.run.lab.hub.cluster.name, name, &uid)
             .map_err(super::cluster::state_error)?;
     }
     Ok(())
@@ -727,25 +713,18 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 .as_ref()
                 .ok_or_else(|| ActionError::permanent("cluster-proxy is not enabled"))?;
             waits.push((
-                ObjectRef::new(
-                    "proxy.open-cluster-management.io/v1alpha1",
-                    "ManagedProxyConfiguration",
-                    None,
-                    "cluster-proxy",
-                ),
-                Condition::exists(),
+                Wait::on::<ManagedProxyConfiguration>(None, "cluster-proxy", Condition::exists()),
                 None,
             ));
-            waits.push((deployment(ns, "cluster-proxy-addon-manager"), Condition::status_true("Available"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing")));
+            waits.push((available(ns, "cluster-proxy-addon-manager"), Some("the addon manager exits when ManagedProxyConfiguration cluster-proxy is missing")));
             if cp.user_server {
+                let cert = "cluster-proxy-user-serving-cert";
                 waits.push((
-                    ObjectRef::new("v1", "Secret", Some(ns), "cluster-proxy-user-serving-cert"),
-                    Condition::exists(),
+                    Wait::on::<Secret>(Some(ns), cert, Condition::exists()),
                     Some("the controller creates it when the ManagedProxyConfiguration has `spec.userServer` (chart value userServer.enabled)"),
                 ));
                 waits.push((
-                    deployment(ns, "cluster-proxy-addon-user"),
-                    Condition::status_true("Available"),
+                    available(ns, "cluster-proxy-addon-user"),
                     Some("the user server stays Pending without its serving cert"),
                 ));
             }
@@ -756,24 +735,15 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 lab.addons.managed_serviceaccount.as_ref().ok_or_else(|| {
                     ActionError::permanent("managed-serviceaccount is not enabled")
                 })?;
-            waits.push((
-                deployment(ns, "managed-serviceaccount-addon-manager"),
-                Condition::status_true("Available"),
-                None,
-            ));
+            waits.push((available(ns, "managed-serviceaccount-addon-manager"), None));
             m.clusters.clone()
         }
         other => return Err(ActionError::permanent(format!("unknown addon `{other}`"))),
     };
     for c in &clusters {
+        let available = Condition::<ManagedClusterAddOn>::status_true("Available");
         waits.push((
-            ObjectRef::new(
-                "addon.open-cluster-management.io/v1alpha1",
-                "ManagedClusterAddOn",
-                Some(c),
-                addon,
-            ),
-            Condition::status_true("Available"),
+            Wait::on(Some(c), addon, available),
             Some(
                 "addon health is lease-based: the agent on the spoke must run and renew its lease",
             ),
@@ -783,20 +753,30 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
     Ok((false, outputs([("clusters", json!(clusters))])))
 }
 
+/// Deployment `namespace/name` `Available=True`.
+fn available(namespace: &str, name: &str) -> Wait {
+    Wait::on::<Deployment>(Some(namespace), name, Condition::status_true("Available"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A ClusterManager status as the v1.3.1 operator writes it (FACTS-OCM-ROUND2 §1.5).
-    fn cm(generation: i64, observed: i64, conditions: &[(&str, &str, &str)]) -> Value {
-        let conditions: Vec<Value> = conditions
+    fn cm(generation: i64, observed: i64, conditions: &[(&str, &str, &str)]) -> ClusterManager {
+        let conditions: Vec<serde_json::Value> = conditions
             .iter()
-            .map(|(t, s, r)| json!({"type": t, "status": s, "reason": r}))
+            .map(|(t, s, r)| {
+                json!({"type": t, "status": s, "reason": r, "message": "",
+                       "lastTransitionTime": "2026-01-01T00:00:00Z"})
+            })
             .collect();
-        json!({
+        serde_json::from_value(json!({
             "metadata": {"name": "cluster-manager", "generation": generation},
+            "spec": {},
             "status": {"observedGeneration": observed, "conditions": conditions},
-        })
+        }))
+        .unwrap()
     }
 
     const READY: &[(&str, &str, &str)] = &[
@@ -836,6 +816,32 @@ mod tests {
         let mut other_reason = READY.to_vec();
         other_reason[1] = ("Progressing", "False", "SomethingElse");
         assert!(!cluster_manager_ready(&cm(1, 1, &other_reason)));
+    }
+
+    #[test]
+    fn the_bootstrap_kubeconfig_points_at_the_hub_with_the_token() {
+        let text = bootstrap_kubeconfig("https://hub:6443", Some("Q0E="), "t0k");
+        let kc = Kubeconfig::from_yaml(&text).unwrap();
+        assert_eq!(kc.current_context.as_deref(), Some("bootstrap"));
+        let cluster = first_cluster(&kc).unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://hub:6443"));
+        assert_eq!(cluster.certificate_authority_data.as_deref(), Some("Q0E="));
+        assert_eq!(cluster.insecure_skip_tls_verify, None);
+        assert_eq!(kc.auth_infos[0].name, "bootstrap");
+        let raw: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(raw["users"][0]["user"]["token"], "t0k");
+        let context = kc.contexts[0].context.as_ref().unwrap();
+        assert_eq!(
+            (context.cluster.as_str(), context.user.as_deref()),
+            ("hub", Some("bootstrap"))
+        );
+        // Without a CA the agent is told to skip verification, as clusteradm's bootstrap config does.
+        let insecure =
+            Kubeconfig::from_yaml(&bootstrap_kubeconfig("https://hub:6443", None, "t")).unwrap();
+        assert_eq!(
+            first_cluster(&insecure).unwrap().insecure_skip_tls_verify,
+            Some(true)
+        );
     }
 
     #[test]

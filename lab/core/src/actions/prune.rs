@@ -14,13 +14,18 @@ use serde_json::{Value, json};
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ClusterApi, Condition, ObjectRef};
+use crate::backend::api::list_metadata_of;
+use crate::backend::kinds::{
+    Klusterlet, ManagedCluster, ManagedClusterAddOn, ManifestWork, Namespace, ObjectMeta,
+    Placement, Secret, has_owner, label,
+};
+use crate::backend::{Api, ClusterApi, Condition, ObjectRef};
 use crate::topology::{Cluster, LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 use crate::workflow::plan::keep_id;
 
-/// The kinds the lab's templates and actions apply with its label (apiVersion, kind). ManagedCluster is
-/// missing on purpose.
+/// The kinds the lab's templates and actions apply with its label (apiVersion, kind): a table pruning
+/// walks, whose entries a test checks against the kinds' types. ManagedCluster is missing on purpose.
 pub const LAB_KINDS: &[(&str, &str)] = &[
     ("about.k8s.io/v1alpha1", "ClusterProperty"),
     (
@@ -68,14 +73,8 @@ fn kinds_on<'a>(
 
 /// Helm's own release records carry the labels given with `--labels` too; with `HELM_DRIVER=configmap`
 /// they are ConfigMaps with the lab's label. They are Helm's to remove (`helm uninstall`), never prune's.
-fn is_helm_record(o: &Value) -> bool {
-    o["metadata"]["labels"]["owner"] == "helm"
-}
-
-fn has_owner(o: &Value) -> bool {
-    o["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|r| !r.is_empty())
+fn is_helm_record(meta: &ObjectMeta) -> bool {
+    label(meta, "owner") == Some("helm")
 }
 
 /// What pruning one kind on one cluster did: objects removed, or a warning.
@@ -96,10 +95,7 @@ async fn prune_kind(
         return Ok((removed, None));
     }
     let selector = format!("{LAB_LABEL}={}", ctx.run.lab.name);
-    let objects = match api
-        .list_metadata(api_version, kind, None, Some(&selector))
-        .await
-    {
+    let objects = match list_metadata_of(api, (api_version, kind), None, Some(&selector)).await {
         Ok(o) => o,
         // The lab may not list everything on a cluster someone else runs: what it cannot see it
         // cannot have applied there either, or it will show up once the lab may list it.
@@ -112,8 +108,8 @@ async fn prune_kind(
         Err(e) => return Err(e.into()),
     };
     for o in objects {
-        let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let ns = o["metadata"]["namespace"].as_str();
+        let name = o.name.as_deref().unwrap_or_default();
+        let ns = o.namespace.as_deref();
         // With a keep list (prune), the probe and what the plan renders stay; without one (`down` on an
         // existing cluster), every labelled object goes.
         let kept = keep.is_some_and(|keep| {
@@ -226,13 +222,9 @@ pub async fn remove_objects(ctx: &StepCtx<'_>) -> ActionResult {
         .iter()
         .any(|m| m.cluster == cluster.name);
     if hosts && lab_klusterlet(ctx, &cluster.name).await? {
-        let r = ObjectRef::new(
-            "v1",
-            "Secret",
-            Some("open-cluster-management-agent"),
-            "bootstrap-hub-kubeconfig",
-        );
-        if api.delete(&r).await? {
+        let secrets = Api::<Secret>::namespaced(api.as_ref(), "open-cluster-management-agent");
+        let r = secrets.object_ref("bootstrap-hub-kubeconfig");
+        if secrets.delete(&r.name).await? {
             removed.push(format!("{}: {r}", cluster.name));
         }
     }
@@ -257,21 +249,18 @@ pub async fn remove_registrations(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("removed", json!([]))])));
     }
     let api = ctx.run.api(&cluster.name).await?;
-    let (api_version, kind) = ("cluster.open-cluster-management.io/v1", "ManagedCluster");
+    let managed_clusters = Api::<ManagedCluster>::all(api.as_ref());
     let mut removed = Vec::new();
-    if api.served(api_version, kind).await? {
+    if managed_clusters.served().await? {
         let selector = format!("{LAB_LABEL}={}", lab.name);
-        for o in api
-            .list_metadata(api_version, kind, None, Some(&selector))
-            .await?
-        {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            if !joined_by_lab(ctx, name).await? {
+        for o in managed_clusters.list_metadata(Some(&selector)).await? {
+            let name = o.metadata.name.unwrap_or_default();
+            if !joined_by_lab(ctx, &name).await? {
                 continue;
             }
-            let r = ObjectRef::new(api_version, kind, None, name);
+            let r = managed_clusters.object_ref(&name);
             ctx.progress(format!("removing {r} from {}", cluster.name));
-            if api.delete(&r).await? {
+            if managed_clusters.delete(&name).await? {
                 removed.push(format!("{}: {r}", cluster.name));
             }
         }
@@ -325,25 +314,23 @@ pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
         }
         Err(e) => return Err(e.into()),
     };
-    let (av, ak) = (
-        "addon.open-cluster-management.io/v1alpha1",
-        "ManagedClusterAddOn",
-    );
-    if !hub.served(av, ak).await? {
+    if !Api::<ManagedClusterAddOn>::all(hub.as_ref())
+        .served()
+        .await?
+    {
         return none();
     }
-    let ours = |o: &Value| o["metadata"]["labels"][LAB_LABEL].as_str() == Some(lab.name.as_str());
+    let ours = |meta: &ObjectMeta| label(meta, LAB_LABEL) == Some(lab.name.as_str());
     let mut removed = Vec::new();
     if let Some(cp) = &lab.addons.cluster_proxy {
-        let r = ObjectRef::new(
-            "cluster.open-cluster-management.io/v1beta1",
-            "Placement",
-            Some(&cp.namespace),
-            &cp.placement,
-        );
-        if hub.served(&r.api_version, &r.kind).await?
-            && hub.get(&r).await?.is_some_and(|p| ours(&p))
-            && hub.delete(&r).await?
+        let placements = Api::<Placement>::namespaced(hub.as_ref(), &cp.namespace);
+        let r = placements.object_ref(&cp.placement);
+        if placements.served().await?
+            && placements
+                .get(&cp.placement)
+                .await?
+                .is_some_and(|p| ours(&p.metadata))
+            && placements.delete(&cp.placement).await?
         {
             removed.push(format!("{}: {r}", hub_cluster.name));
         }
@@ -351,13 +338,11 @@ pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
     let selector = format!("{LAB_LABEL}={}", lab.name);
     let mut waits = Vec::new();
     for spoke in &spokes {
-        for a in hub
-            .list_metadata(av, ak, Some(spoke), Some(&selector))
-            .await?
-        {
-            let name = a["metadata"]["name"].as_str().unwrap_or_default();
-            let r = ObjectRef::new(av, ak, Some(spoke), name);
-            if hub.delete(&r).await? {
+        let addons = Api::<ManagedClusterAddOn>::namespaced(hub.as_ref(), spoke);
+        for a in addons.list_metadata(Some(&selector)).await? {
+            let name = a.metadata.name.unwrap_or_default();
+            let r = addons.object_ref(&name);
+            if addons.delete(&name).await? {
                 removed.push(format!("{}: {r}", hub_cluster.name));
             }
         }
@@ -377,31 +362,27 @@ pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
             waits.push((spoke.clone(), addon));
         }
     }
-    let gone = || Condition::new("it is gone", |o| o.is_none());
-    let (wv, wk) = ("work.open-cluster-management.io/v1", "ManifestWork");
-    let works_served = hub.served(wv, wk).await?;
+    let works_served = Api::<ManifestWork>::all(hub.as_ref()).served().await?;
     for (spoke, addon) in waits {
         ctx.progress(format!(
             "waiting for the {addon} addon to leave {spoke} (its agent removed by the spoke's work agent)"
         ));
-        let r = ObjectRef::new(av, ak, Some(&spoke), addon);
-        hub.wait(&r, &gone(), ctx.timeout())
+        Api::<ManagedClusterAddOn>::namespaced(hub.as_ref(), &spoke)
+            .wait(addon, &Condition::gone("it is gone"), ctx.timeout())
             .await
             .map_err(|e| super::kube::wait_error(e, Some(ADDON_HINT)))?;
         if !works_served {
             continue;
         }
         let prefix = format!("addon-{addon}-");
-        for w in hub.list_metadata(wv, wk, Some(&spoke), None).await? {
-            let name = w["metadata"]["name"].as_str().unwrap_or_default();
+        let works = Api::<ManifestWork>::namespaced(hub.as_ref(), &spoke);
+        for w in works.list_metadata(None).await? {
+            let name = w.metadata.name.unwrap_or_default();
             if name.starts_with(&prefix) {
-                hub.wait(
-                    &ObjectRef::new(wv, wk, Some(&spoke), name),
-                    &gone(),
-                    ctx.timeout(),
-                )
-                .await
-                .map_err(|e| super::kube::wait_error(e, Some(ADDON_HINT)))?;
+                works
+                    .wait(&name, &Condition::gone("it is gone"), ctx.timeout())
+                    .await
+                    .map_err(|e| super::kube::wait_error(e, Some(ADDON_HINT)))?;
             }
         }
     }
@@ -432,16 +413,8 @@ async fn joined_by_lab(ctx: &StepCtx<'_>, name: &str) -> Result<bool, ActionErro
         return Ok(true);
     }
     let api = ctx.run.api(&m.cluster).await?;
-    let klusterlet = ObjectRef::new(
-        "operator.open-cluster-management.io/v1",
-        "Klusterlet",
-        None,
-        "klusterlet",
-    );
-    Ok(!api
-        .served(&klusterlet.api_version, &klusterlet.kind)
-        .await?
-        || api.get(&klusterlet).await?.is_none())
+    let klusterlets = Api::<Klusterlet>::all(api.as_ref());
+    Ok(!klusterlets.served().await? || klusterlets.get("klusterlet").await?.is_none())
 }
 
 /// Whether the klusterlet on lab cluster `cluster` is the lab's: always on a cluster that is not adopted
@@ -479,12 +452,13 @@ pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("removed", json!([]))])));
     };
     let api = ctx.run.api(&cluster.name).await?;
+    let all = Api::<Namespace>::all(api.as_ref());
     let mut removed = Vec::new();
     for (name, uid) in namespaces {
-        let r = ObjectRef::new("v1", "Namespace", None, name);
-        match api.get(&r).await? {
+        let r = all.object_ref(name);
+        match all.get(name).await? {
             // No uid: an operator namespace that came with the lab's own install of its chart.
-            Some(ns) if uid.is_empty() || ns["metadata"]["uid"].as_str() == Some(uid.as_str()) => {
+            Some(ns) if uid.is_empty() || ns.metadata.uid.as_deref() == Some(uid.as_str()) => {
                 ctx.progress(format!(
                     "removing namespace {name} from {} (created by this lab)",
                     cluster.name
@@ -514,13 +488,54 @@ pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
 mod tests {
     use super::*;
 
+    fn meta(labels: &[(&str, &str)]) -> ObjectMeta {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        ObjectMeta {
+            labels: Some(labels.collect()),
+            ..ObjectMeta::default()
+        }
+    }
+
     #[test]
     fn helm_release_records_are_recognised_whatever_the_driver_labelled() {
-        let record = json!({"kind": "ConfigMap", "metadata": {"name": "sh.helm.release.v1.cluster-manager.v1",
-            "labels": {"owner": "helm", "name": "cluster-manager", LAB_LABEL: "lab"}}});
+        let record = meta(&[
+            ("owner", "helm"),
+            ("name", "cluster-manager"),
+            (LAB_LABEL, "lab"),
+        ]);
         assert!(is_helm_record(&record));
-        let hosting = json!({"kind": "ConfigMap", "metadata": {"name": "local-registry-hosting",
-            "labels": {LAB_LABEL: "lab"}}});
+        let hosting = meta(&[(LAB_LABEL, "lab")]);
         assert!(!is_helm_record(&hosting));
+    }
+
+    /// The table names each kind as its type does, so a typo in it cannot hide a kind from pruning.
+    #[test]
+    fn the_lab_kinds_are_the_kinds_of_their_types() {
+        use crate::backend::kinds::{
+            ClusterProperty, ClusterRoleBinding, ConfigMap, ManagedClusterSet,
+            ManagedClusterSetBinding, ManagedServiceAccount, gvk,
+        };
+        let typed = [
+            gvk::<ClusterProperty>(),
+            gvk::<ManagedServiceAccount>(),
+            gvk::<ManagedClusterAddOn>(),
+            gvk::<ClusterRoleBinding>(),
+            gvk::<ManagedClusterSetBinding>(),
+            gvk::<Placement>(),
+            gvk::<ManagedClusterSet>(),
+            gvk::<Namespace>(),
+            gvk::<ConfigMap>(),
+        ];
+        let table: Vec<(String, String)> = LAB_KINDS
+            .iter()
+            .map(|(v, k)| ((*v).to_owned(), (*k).to_owned()))
+            .collect();
+        let types: Vec<(String, String)> = typed
+            .iter()
+            .map(|g| (g.api_version(), g.kind.clone()))
+            .collect();
+        assert_eq!(table, types);
     }
 }

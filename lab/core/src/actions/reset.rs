@@ -11,29 +11,29 @@
 //! On `existing:` clusters (someone else runs them) only objects that carry the lab's ownership label are
 //! removed: what someone made there without the lab is theirs, whatever its kind.
 
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::json;
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ClusterApi, ObjectRef};
+use crate::backend::kinds::{
+    ClusterProperty, Kind, ManagedClusterSet, ManagedClusterSetBinding, ManagedServiceAccount,
+    ManifestWork, Placement, has_owner, label, name_of,
+};
+use crate::backend::{Api, ClusterApi};
 use crate::topology::{LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 
 /// Sets the hub maintains itself (OCM-FACTS §2.2).
 const HUB_SETS: &[&str] = &["default", "global"];
 
-fn name(o: &Value) -> &str {
-    o["metadata"]["name"].as_str().unwrap_or_default()
+fn name<K: Kind>(o: &K) -> &str {
+    name_of(o)
 }
 
-fn managed_by_ocm(o: &Value) -> bool {
-    let labels = &o["metadata"]["labels"];
-    labels
-        .get("open-cluster-management.io/addon-name")
-        .is_some()
-        || o["metadata"]["ownerReferences"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty())
+fn managed_by_ocm<K: Kind>(o: &K) -> bool {
+    let meta = o.meta();
+    label(meta, "open-cluster-management.io/addon-name").is_some() || has_owner(meta)
 }
 
 /// One cluster to prune: its API, and on an `existing:` cluster the label selector an object must match
@@ -58,34 +58,29 @@ async fn target(
 }
 
 /// Deletes every listed object for which `keep` is false. Kinds the cluster does not serve hold nothing.
-async fn prune(
+async fn prune<K: Kind + DeserializeOwned + 'static>(
     ctx: &StepCtx<'_>,
     t: &Target,
-    (api_version, kind): (&str, &str),
     namespaces: &[Option<String>],
-    keep: impl Fn(Option<&str>, &Value) -> bool,
+    keep: impl Fn(Option<&str>, &K) -> bool,
 ) -> Result<Vec<String>, ActionError> {
     let api = t.api.as_ref();
     let mut removed = Vec::new();
-    if !api.served(api_version, kind).await? {
+    if !Api::<K>::all(api).served().await? {
         return Ok(removed);
     }
     for ns in namespaces {
-        for o in api
-            .list(api_version, kind, ns.as_deref(), t.only.as_deref())
-            .await?
-        {
+        let listed = Api::<K>::within(api, ns.as_deref());
+        for o in listed.list(t.only.as_deref()).await? {
             // Listing all namespaces (`None`) gives objects of many: each is deleted where it is.
-            let own_ns = o["metadata"]["namespace"]
-                .as_str()
-                .map(str::to_owned)
-                .or_else(|| ns.clone());
+            let own_ns = o.meta().namespace.clone().or_else(|| ns.clone());
             if keep(own_ns.as_deref(), &o) {
                 continue;
             }
-            let r = ObjectRef::new(api_version, kind, own_ns.as_deref(), name(&o));
+            let here = Api::<K>::within(api, own_ns.as_deref());
+            let r = here.object_ref(name(&o));
             ctx.progress(format!("removing {r}"));
-            if api.delete(&r).await? {
+            if here.delete(&r.name).await? {
                 removed.push(format!("{}: {r}", t.cluster));
             }
         }
@@ -122,15 +117,13 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         prune(
             ctx,
             &hub,
-            (
-                "cluster.open-cluster-management.io/v1beta2",
-                "ManagedClusterSetBinding",
-            ),
             // Bindings of the lab's sets in any namespace (a participant's binding in a namespace of
             // their own makes ClusterProfiles there too); bindings of other sets are not the lab's.
             &[None],
-            |ns, o| {
-                let set = o["spec"]["clusterSet"].as_str().unwrap_or_else(|| name(o));
+            |ns, o: &ManagedClusterSetBinding| {
+                let set = Some(o.spec.cluster_set.as_str())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| name(o));
                 !lab.cluster_sets.iter().any(|s| s.name == set)
                     || lab
                         .bindings
@@ -141,47 +134,28 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         .await?,
     );
     removed.extend(
-        prune(
-            ctx,
-            &hub,
-            ("cluster.open-cluster-management.io/v1beta1", "Placement"),
-            &lab_namespaces,
-            |ns, o| {
-                managed_by_ocm(o)
-                    || lab
-                        .addons
-                        .cluster_proxy
-                        .as_ref()
-                        .is_some_and(|p| Some(p.namespace.as_str()) == ns && p.placement == name(o))
-            },
-        )
+        prune(ctx, &hub, &lab_namespaces, |ns, o: &Placement| {
+            managed_by_ocm(o)
+                || lab
+                    .addons
+                    .cluster_proxy
+                    .as_ref()
+                    .is_some_and(|p| Some(p.namespace.as_str()) == ns && p.placement == name(o))
+        })
+        .await?,
+    );
+    removed.extend(
+        prune(ctx, &hub, &[None], |_, o: &ManagedClusterSet| {
+            HUB_SETS.contains(&name(o)) || lab.cluster_sets.iter().any(|s| s.name == name(o))
+        })
         .await?,
     );
     removed.extend(
         prune(
             ctx,
             &hub,
-            (
-                "cluster.open-cluster-management.io/v1beta2",
-                "ManagedClusterSet",
-            ),
-            &[None],
-            |_, o| {
-                HUB_SETS.contains(&name(o)) || lab.cluster_sets.iter().any(|s| s.name == name(o))
-            },
-        )
-        .await?,
-    );
-    removed.extend(
-        prune(
-            ctx,
-            &hub,
-            (
-                "authentication.open-cluster-management.io/v1beta1",
-                "ManagedServiceAccount",
-            ),
             &cluster_namespaces,
-            |ns, o| {
+            |ns, o: &ManagedServiceAccount| {
                 lab.service_accounts
                     .iter()
                     .any(|a| Some(a.cluster.as_str()) == ns && a.name == name(o))
@@ -190,25 +164,17 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
         .await?,
     );
     removed.extend(
-        prune(
-            ctx,
-            &hub,
-            ("work.open-cluster-management.io/v1", "ManifestWork"),
-            &cluster_namespaces,
-            |_, o| managed_by_ocm(o),
-        )
+        prune(ctx, &hub, &cluster_namespaces, |_, o: &ManifestWork| {
+            managed_by_ocm(o)
+        })
         .await?,
     );
     for s in &lab.spokes {
         let spoke = target(ctx, &s.cluster).await?;
         removed.extend(
-            prune(
-                ctx,
-                &spoke,
-                ("about.k8s.io/v1alpha1", "ClusterProperty"),
-                &[None],
-                |_, o| name(o) == PROBE_PROPERTY || s.properties.iter().any(|p| p.name == name(o)),
-            )
+            prune(ctx, &spoke, &[None], |_, o: &ClusterProperty| {
+                name(o) == PROBE_PROPERTY || s.properties.iter().any(|p| p.name == name(o))
+            })
             .await?,
         );
     }

@@ -6,13 +6,15 @@ use serde_json::{Value, json};
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
+use crate::backend::kinds::multicluster::ClusterPropertySpec;
+use crate::backend::kinds::{
+    ClusterProfile, ClusterProperty, HasConditions, Kind, ManagedCluster, ManagedClusterSetBinding,
+    Secret,
+};
+use crate::backend::{Api, ClusterApi, Condition, KubeError, WaitError};
 use crate::step::events::{Event, ResultStatus};
 use crate::topology::{Check, LAB_LABEL, Lab, Property};
 use crate::verify::{self, CheckResult, PROBE_PROPERTY, PropertyEvidence};
-
-const CLUSTER_PROPERTY: (&str, &str) = ("about.k8s.io/v1alpha1", "ClusterProperty");
-const CLUSTER_PROFILE: (&str, &str) = ("multicluster.x-k8s.io/v1alpha1", "ClusterProfile");
 
 /// The (spoke, namespace) pairs verification expects a ClusterProfile for: spokes that are members of a
 /// set bound in a verified namespace.
@@ -31,10 +33,6 @@ pub fn expected_profiles(lab: &Lab) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-fn profile_ref(ns: &str, spoke: &str) -> ObjectRef {
-    ObjectRef::new(CLUSTER_PROFILE.0, CLUSTER_PROFILE.1, Some(ns), spoke)
 }
 
 /// How often a check that waits looks at the whole chain again, to end at once when the diagnosis
@@ -85,7 +83,7 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     let budget = lab.verify.timeout.min(ctx.timeout());
     let pairs = expected_profiles(lab);
     let probe_value = format!("run-{}", ctx.run.run_id);
-    let hub_served = hub.served(CLUSTER_PROFILE.0, CLUSTER_PROFILE.1).await?;
+    let hub_served = Api::<ClusterProfile>::all(hub.as_ref()).served().await?;
     // Spokes in topology order, each with the namespaces it should have a profile in.
     let mut spokes: Vec<(&str, Vec<&str>)> = Vec::new();
     for s in &lab.spokes {
@@ -223,8 +221,11 @@ impl SpokeRun<'_, '_> {
             && let Some(value) = probe_value
         {
             let api = self.ctx.run.api(self.spoke).await?;
-            if api.served(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1).await? {
-                api.apply(&probe_object(&self.lab().name, value)).await?;
+            let properties = Api::<ClusterProperty>::all(api.as_ref());
+            if properties.served().await? {
+                properties
+                    .apply(&probe_object(&self.lab().name, value))
+                    .await?;
                 probed = true;
             }
         }
@@ -246,13 +247,9 @@ impl SpokeRun<'_, '_> {
         .await;
         if probed {
             let api = self.ctx.run.api(self.spoke).await?;
-            api.delete(&ObjectRef::new(
-                CLUSTER_PROPERTY.0,
-                CLUSTER_PROPERTY.1,
-                None,
-                PROBE_PROPERTY,
-            ))
-            .await?;
+            Api::<ClusterProperty>::all(api.as_ref())
+                .delete(PROBE_PROPERTY)
+                .await?;
         }
         checked?;
         Ok((results, probed))
@@ -305,8 +302,9 @@ impl SpokeRun<'_, '_> {
                 .permanent()
             })
         };
+        let profiles = Api::<ClusterProfile>::namespaced(hub, ns);
         let profile = if self.hub_served {
-            hub.get(&profile_ref(ns, spoke)).await?
+            profiles.get(spoke).await?
         } else {
             None
         };
@@ -316,14 +314,9 @@ impl SpokeRun<'_, '_> {
                 None => {
                     // cluster-proxy requeues every minute while its serving cert is missing (OCM-FACTS §6.1): wait.
                     let profile = match &profile {
-                        Some(_) => wait_quietly(
-                            hub,
-                            &profile_ref(ns, spoke),
-                            has_provider(),
-                            self.deadline,
-                        )
-                        .await?
-                        .or(profile.clone()),
+                        Some(_) => wait_quietly(&profiles, spoke, has_provider(), self.deadline)
+                            .await?
+                            .or(profile.clone()),
                         None => None,
                     };
                     let proxy_ns = self
@@ -338,7 +331,7 @@ impl SpokeRun<'_, '_> {
             self.emit_push(results, r);
         }
         let profile = if self.hub_served && profile.is_some() {
-            hub.get(&profile_ref(ns, spoke)).await?.or(profile)
+            profiles.get(spoke).await?.or(profile)
         } else {
             profile
         };
@@ -361,14 +354,12 @@ impl SpokeRun<'_, '_> {
                 let r = match blocked(Check::Credentials) {
                     Some(r) => r,
                     None => {
-                        let secret =
-                            ObjectRef::new("v1", "Secret", Some(ns), &format!("{spoke}-{sa}"));
-                        let token = Condition::new("a Secret with a token", |o| {
-                            o.is_some_and(|s| {
-                                s["data"]["token"].as_str().is_some_and(|t| !t.is_empty())
-                            })
+                        let secrets = Api::<Secret>::namespaced(hub, ns);
+                        let token = Condition::<Secret>::new("a Secret with a token", |o| {
+                            o.and_then(verify::token).is_some_and(|t| !t.is_empty())
                         });
-                        let found = wait_quietly(hub, &secret, token, self.deadline).await?;
+                        let name = format!("{spoke}-{sa}");
+                        let found = wait_quietly(&secrets, &name, token, self.deadline).await?;
                         verify::credential(spoke, ns, sa, found.as_ref())
                     }
                 };
@@ -379,18 +370,19 @@ impl SpokeRun<'_, '_> {
             let r = match blocked(Check::Conditions) {
                 Some(r) => r,
                 None => {
-                    let healthy = Condition::new("ControlPlaneHealthy and Joined True", |o| {
-                        o.is_some_and(|p| {
-                            condition_status(p, "ControlPlaneHealthy") == Some("True")
-                                && condition_status(p, "Joined") == Some("True")
-                        })
-                    });
+                    let healthy = Condition::<ClusterProfile>::new(
+                        "ControlPlaneHealthy and Joined True",
+                        |o| {
+                            o.is_some_and(|p| {
+                                p.condition_true("ControlPlaneHealthy")
+                                    && p.condition_true("Joined")
+                            })
+                        },
+                    );
                     let profile = match &profile {
-                        Some(_) => {
-                            wait_quietly(hub, &profile_ref(ns, spoke), healthy, self.deadline)
-                                .await?
-                                .or(profile.clone())
-                        }
+                        Some(_) => wait_quietly(&profiles, spoke, healthy, self.deadline)
+                            .await?
+                            .or(profile.clone()),
                         None => None,
                     };
                     verify::conditions(
@@ -470,7 +462,8 @@ impl SpokeRun<'_, '_> {
             }
         };
         let want = expected.to_vec();
-        let cond = Condition::new(
+        let profiles = Api::<ClusterProfile>::namespaced(hub, ns);
+        let cond = Condition::<ClusterProfile>::new(
             format!(
                 "{} in status.properties",
                 crate::text::count(want.len(), "property", "properties")
@@ -479,8 +472,8 @@ impl SpokeRun<'_, '_> {
         );
         loop {
             if self.hub_served
-                && hub
-                    .get(&profile_ref(ns, spoke))
+                && profiles
+                    .get(spoke)
                     .await?
                     .is_some_and(|p| verify::has_properties(&p, expected))
             {
@@ -496,7 +489,7 @@ impl SpokeRun<'_, '_> {
                 Err(e) => return Err(e),
             }
             let slice = RECHECK.min(self.deadline.saturating_duration_since(now));
-            match hub.wait(&profile_ref(ns, spoke), &cond, slice).await {
+            match profiles.wait(spoke, &cond, slice).await {
                 Ok(_) => return Ok(pass()),
                 Err(crate::backend::WaitError::Timeout { .. }) => {}
                 // A wait that failed at once must not make this loop spin.
@@ -516,27 +509,19 @@ impl SpokeRun<'_, '_> {
     ) -> Result<CheckResult, ActionError> {
         let (hub, spoke) = (self.hub, self.spoke);
         let spoke_api = self.ctx.run.api(spoke).await?;
-        let spoke_served = spoke_api
-            .served(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1)
-            .await?;
+        let properties = Api::<ClusterProperty>::all(spoke_api.as_ref());
+        let spoke_served = properties.served().await?;
         let spoke_props = if spoke_served {
-            spoke_api
-                .list(CLUSTER_PROPERTY.0, CLUSTER_PROPERTY.1, None, None)
-                .await?
+            properties.list(None).await?
         } else {
             Vec::new()
         };
-        let mc = hub
-            .get(&ObjectRef::new(
-                "cluster.open-cluster-management.io/v1",
-                "ManagedCluster",
-                None,
-                spoke,
-            ))
-            .await?;
+        let mc = Api::<ManagedCluster>::all(hub).get(spoke).await?;
         let (bound, binding_exists) = binding_state(hub, self.lab(), spoke, ns).await?;
         let profile = if self.hub_served {
-            hub.get(&profile_ref(ns, spoke)).await?
+            Api::<ClusterProfile>::namespaced(hub, ns)
+                .get(spoke)
+                .await?
         } else {
             None
         };
@@ -555,39 +540,47 @@ impl SpokeRun<'_, '_> {
     }
 }
 
-fn probe_object(lab: &str, value: &str) -> Value {
-    json!({
-        "apiVersion": CLUSTER_PROPERTY.0, "kind": CLUSTER_PROPERTY.1,
-        "metadata": {"name": PROBE_PROPERTY, "labels": {LAB_LABEL: lab}},
-        "spec": {"value": value},
-    })
+fn probe_object(lab: &str, value: &str) -> ClusterProperty {
+    let spec = ClusterPropertySpec {
+        value: value.to_owned(),
+    };
+    let mut probe = ClusterProperty::new(PROBE_PROPERTY, spec);
+    probe.metadata.labels = Some([(LAB_LABEL.to_owned(), lab.to_owned())].into());
+    probe
 }
 
-fn has_provider() -> Condition {
+fn has_provider() -> Condition<ClusterProfile> {
     Condition::new("an open-cluster-management access provider", |o| {
-        o.is_some_and(|p| {
-            p["status"]["accessProviders"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|e| e["name"] == verify::PROVIDER))
-        })
+        o.and_then(|p: &ClusterProfile| p.status.as_ref())
+            .is_some_and(|s| s.access_provider(verify::PROVIDER).is_some())
     })
 }
 
 /// Waits until `cond` or the deadline, returning what it last saw instead of failing: the evaluation says
 /// what is wrong.
-async fn wait_quietly(
-    api: &dyn ClusterApi,
-    r: &ObjectRef,
-    cond: Condition,
+async fn wait_quietly<K: Kind + serde::de::DeserializeOwned + 'static>(
+    api: &Api<'_, K>,
+    name: &str,
+    cond: Condition<K>,
     deadline: tokio::time::Instant,
-) -> Result<Option<Value>, ActionError> {
+) -> Result<Option<K>, ActionError> {
     let left = deadline
         .saturating_duration_since(tokio::time::Instant::now())
         .max(Duration::from_millis(1));
-    match api.wait(r, &cond, left).await {
-        Ok(v) => Ok(Some(v)),
-        Err(crate::backend::WaitError::Timeout { last, .. }) => Ok(last),
-        Err(crate::backend::WaitError::Backend(e)) => Err(e.into()),
+    match api.wait(name, &cond, left).await {
+        Ok(v) => Ok(v),
+        Err(WaitError::Timeout { last, object, .. }) => {
+            let last = last.map(serde_json::from_value).transpose();
+            last.map_err(|e| {
+                let object = object.to_string();
+                KubeError::Decode {
+                    object,
+                    detail: e.to_string(),
+                }
+                .into()
+            })
+        }
+        Err(WaitError::Backend(e)) => Err(e.into()),
     }
 }
 
@@ -599,31 +592,26 @@ async fn binding_state(
     spoke: &str,
     ns: &str,
 ) -> Result<(bool, bool), ActionError> {
-    let api = "cluster.open-cluster-management.io/v1beta2";
-    if !hub.served(api, "ManagedClusterSetBinding").await? {
+    let api = Api::<ManagedClusterSetBinding>::namespaced(hub, ns);
+    if !api.served().await? {
         return Ok((false, false));
     }
-    let bindings = hub
-        .list(api, "ManagedClusterSetBinding", Some(ns), None)
-        .await?;
+    let bindings = api.list(None).await?;
     let sets_of_spoke: Vec<&str> = lab
         .cluster_sets
         .iter()
         .filter(|s| s.members.iter().any(|m| m == spoke))
         .map(|s| s.name.as_str())
         .collect();
-    let for_spoke: Vec<&Value> = bindings
+    let for_spoke: Vec<&ManagedClusterSetBinding> = bindings
         .iter()
         .filter(|b| {
-            b["spec"]["clusterSet"]
-                .as_str()
-                .is_some_and(|s| sets_of_spoke.contains(&s) || s == "global")
+            let set = b.spec.cluster_set.as_str();
+            sets_of_spoke.contains(&set) || set == "global"
         })
         .collect();
     Ok((
-        for_spoke
-            .iter()
-            .any(|b| condition_status(b, "Bound") == Some("True")),
+        for_spoke.iter().any(|b| b.condition_true("Bound")),
         !for_spoke.is_empty(),
     ))
 }
@@ -682,7 +670,7 @@ impl SpokeRun<'_, '_> {
     async fn reachable(
         &self,
         ns: &str,
-        profile: Option<&Value>,
+        profile: Option<&ClusterProfile>,
     ) -> Result<CheckResult, ActionError> {
         use base64::Engine as _;
         let (hub, spoke) = (self.hub, self.spoke);
@@ -691,9 +679,9 @@ impl SpokeRun<'_, '_> {
             CheckResult::failed(Check::Reachable, spoke, ns, hop, detail, next)
         };
         let provider = profile
-            .and_then(|p| p["status"]["accessProviders"].as_array())
-            .and_then(|a| a.iter().find(|e| e["name"] == verify::PROVIDER))
-            .map(|e| &e["cluster"]);
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.access_provider(verify::PROVIDER))
+            .map(|e| &e.cluster);
         let Some(provider) = provider else {
             return Ok(fail(
                 verify::Hop::NoAccessProvider,
@@ -701,7 +689,7 @@ impl SpokeRun<'_, '_> {
                 None,
             ));
         };
-        let server = provider["server"].as_str().unwrap_or_default();
+        let server = provider.server.as_deref().unwrap_or_default();
         // https://cluster-proxy-addon-user.<namespace>:9092/<spoke>
         let Some((service, namespace, port, prefix)) = parse_user_server(server) else {
             return Ok(fail(
@@ -710,8 +698,9 @@ impl SpokeRun<'_, '_> {
                 None,
             ));
         };
-        let ca = provider["certificate-authority-data"]
-            .as_str()
+        let ca = provider
+            .certificate_authority_data
+            .as_deref()
             .and_then(|d| {
                 base64::engine::general_purpose::STANDARD
                     .decode(d.trim())
@@ -725,21 +714,16 @@ impl SpokeRun<'_, '_> {
         let msa = account.map_or("<msa>", |a| a.name.as_str());
         let secret = match account {
             Some(a) => {
-                hub.get(&ObjectRef::new(
-                    "v1",
-                    "Secret",
-                    Some(ns),
-                    &format!("{spoke}-{}", a.name),
-                ))
-                .await?
+                Api::<Secret>::namespaced(hub, ns)
+                    .get(&format!("{spoke}-{}", a.name))
+                    .await?
             }
             None => None,
         };
         let token = secret
             .as_ref()
-            .and_then(|s| s["data"]["token"].as_str())
-            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
-            .and_then(|t| String::from_utf8(t).ok())
+            .and_then(verify::token)
+            .and_then(|t| String::from_utf8(t.to_vec()).ok())
             .filter(|t| !t.is_empty())
             .map(crate::backend::Secret::new);
         let Some(token) = token else {

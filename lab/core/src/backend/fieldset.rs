@@ -169,12 +169,18 @@ pub fn subtract(owned: &Value, taken: &Value) -> Value {
 }
 
 /// The set a manager's `Apply` entry in `metadata.managedFields` records, if it has one.
-pub fn applied_by<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
-    obj["metadata"]["managedFields"]
-        .as_array()?
-        .iter()
-        .find(|e| e["manager"] == manager && e["operation"] == "Apply")
-        .map(|e| &e["fieldsV1"])
+pub fn applied_by(obj: &Value, manager: &str) -> Option<Value> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde::Deserialize as _;
+    #[derive(serde::Deserialize)]
+    struct Object {
+        metadata: ObjectMeta,
+    }
+    let entries = Object::deserialize(obj).ok()?.metadata.managed_fields?;
+    let entry = entries.into_iter().find(|e| {
+        e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Apply")
+    })?;
+    Some(entry.fields_v1.map_or(Value::Null, |f| f.0))
 }
 
 /// Whether `live` holds fields that `manager` applied earlier and `config` no longer sets: applying
@@ -183,6 +189,7 @@ pub fn owns_more(live: &Value, config: &Value, manager: &str) -> bool {
     let Some(owned) = applied_by(live, manager) else {
         return false;
     };
+    let owned = &owned;
     match config.get("stringData").and_then(Value::as_object) {
         // The API server keeps a Secret's `stringData` as `data`: read the configuration that way too.
         Some(sd) if config["kind"] == "Secret" => {

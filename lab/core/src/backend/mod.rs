@@ -12,14 +12,19 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use api::Api;
+use kinds::HasConditions;
+
 use crate::charts::ChartPlan;
 use crate::topology::Cluster;
+pub mod api;
 pub mod chart_cache;
 pub mod docker;
 pub mod fieldset;
 pub mod helm;
 mod helm_error;
 pub mod kind;
+pub mod kinds;
 pub mod kube;
 pub mod tools;
 pub mod undeclared;
@@ -424,15 +429,43 @@ impl ObjectRef {
 
     /// The reference of an object's own `apiVersion`, `kind` and metadata.
     pub fn of(obj: &Value) -> Option<Self> {
-        Some(ObjectRef {
-            api_version: obj.get("apiVersion")?.as_str()?.to_owned(),
-            kind: obj.get("kind")?.as_str()?.to_owned(),
-            namespace: obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            name: obj.pointer("/metadata/name")?.as_str()?.to_owned(),
-        })
+        /// `apiVersion`, `kind` and the identifying metadata, borrowed from the object.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Head<'a> {
+            api_version: &'a str,
+            kind: &'a str,
+            #[serde(borrow)]
+            metadata: Meta<'a>,
+        }
+        #[derive(Deserialize)]
+        struct Meta<'a> {
+            name: &'a str,
+            #[serde(default, borrow)]
+            namespace: Option<&'a str>,
+        }
+        let head = Head::deserialize(obj).ok()?;
+        Some(ObjectRef::new(
+            head.api_version,
+            head.kind,
+            head.metadata.namespace,
+            head.metadata.name,
+        ))
+    }
+
+    /// The reference of object `name` of kind `K` (in `namespace`, for a namespaced kind).
+    pub fn to<K: kinds::Kind>(namespace: Option<&str>, name: &str) -> Self {
+        ObjectRef {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+
+    /// Whether this refers to an object of kind `K`.
+    pub fn is<K: kinds::Kind>(&self) -> bool {
+        self.api_version == K::api_version(&()) && self.kind == K::kind(&())
     }
 
     pub fn group(&self) -> &str {
@@ -450,26 +483,36 @@ impl fmt::Display for ObjectRef {
 }
 
 /// A predicate on an object's current state (`None`: it does not exist).
-pub type Check = Arc<dyn Fn(Option<&Value>) -> bool + Send + Sync>;
+pub type Check<K = Value> = Arc<dyn Fn(Option<&K>) -> bool + Send + Sync>;
 
-/// A condition to wait for, evaluated on every change of the watched object.
-#[derive(Clone)]
-pub struct Condition {
+/// A condition to wait for, evaluated on every change of the watched object: kube-runtime's
+/// `wait::Condition<K>` with a description. `K` is the kind (`Condition<Deployment>`); [`ClusterApi::wait`]
+/// takes the JSON form [`Condition::on_json`] makes of it.
+pub struct Condition<K = Value> {
     /// Shown when the wait times out: "condition Bound=True".
     pub description: String,
-    pub check: Check,
+    pub check: Check<K>,
 }
 
-impl fmt::Debug for Condition {
+impl<K> Clone for Condition<K> {
+    fn clone(&self) -> Self {
+        Condition {
+            description: self.description.clone(),
+            check: self.check.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Condition<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.description)
     }
 }
 
-impl Condition {
+impl<K> Condition<K> {
     pub fn new(
         description: impl Into<String>,
-        check: impl Fn(Option<&Value>) -> bool + Send + Sync + 'static,
+        check: impl Fn(Option<&K>) -> bool + Send + Sync + 'static,
     ) -> Self {
         Condition {
             description: description.into(),
@@ -477,36 +520,47 @@ impl Condition {
         }
     }
 
-    /// `status.conditions[type=T].status == "True"`.
-    pub fn status_true(kind: &str) -> Self {
-        let k = kind.to_owned();
-        Condition::new(format!("condition {kind}=True"), move |o| {
-            o.is_some_and(|o| condition_status(o, &k) == Some("True"))
-        })
-    }
-
     pub fn exists() -> Self {
         Condition::new("it exists", |o| o.is_some())
     }
+
+    /// The object is gone (deleted, its finalizers done).
+    pub fn gone(description: &str) -> Self {
+        Condition::new(description, |o| o.is_none())
+    }
 }
 
-/// Condition `kind` in `status.conditions`.
-pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
+impl<K: HasConditions> Condition<K> {
+    /// `status.conditions[type=T].status == "True"`.
+    pub fn status_true(kind: &str) -> Self {
+        let k = kind.to_owned();
+        Condition::new(format!("condition {kind}=True"), move |o: Option<&K>| {
+            o.is_some_and(|o| o.condition_true(&k))
+        })
+    }
 }
 
-/// The `status` of condition `kind` in `status.conditions`.
-pub fn condition_status<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
-    condition(obj, kind).and_then(|c| c["status"].as_str())
+impl<K: serde::de::DeserializeOwned + 'static> Condition<K> {
+    /// The same condition on the object's JSON, as [`ClusterApi::wait`] takes it. An object that does not
+    /// read as a `K` does not satisfy it (the wait's timeout then shows what it was).
+    pub fn on_json(&self) -> Condition<Value> {
+        let check = self.check.clone();
+        Condition::new(self.description.clone(), move |o: Option<&Value>| match o {
+            None => check(None),
+            Some(v) => K::deserialize(v).is_ok_and(|k| check(Some(&k))),
+        })
+    }
+}
+
+/// The `status` of condition `kind` in an object's `status.conditions`.
+pub fn condition_status<'a, K: HasConditions>(obj: &'a K, kind: &str) -> Option<&'a str> {
+    obj.condition_status(kind)
 }
 
 /// Why a wait ended without its condition.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WaitError {
-    #[error("timed out after {} waiting for {object}: {condition}; last seen: {}", humantime::format_duration(*.after), last_seen(.last))]
+    #[error("timed out after {} waiting for {object}: {condition}; last seen: {}", humantime::format_duration(*.after), last_seen(.last.as_ref()))]
     Timeout {
         object: ObjectRef,
         condition: String,
@@ -529,16 +583,10 @@ impl WaitError {
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let name = last
             .as_ref()
-            .and_then(|c| c.pointer("/metadata/name"))
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("*.{group}"), str::to_owned);
+            .and_then(ObjectRef::of)
+            .map_or_else(|| format!("*.{group}"), |r| r.name);
         WaitError::Timeout {
-            object: ObjectRef::new(
-                "apiextensions.k8s.io/v1",
-                "CustomResourceDefinition",
-                None,
-                &name,
-            ),
+            object: ObjectRef::to::<kinds::CustomResourceDefinition>(None, &name),
             condition: format!(
                 "a CRD serving {kind} in {api_version} with condition Established=True"
             ),
@@ -549,28 +597,25 @@ impl WaitError {
 }
 
 /// A short description of the last state a wait saw: its conditions, or that it did not exist.
-pub fn last_seen(last: &Option<Value>) -> String {
-    match last {
-        None => "it does not exist".to_owned(),
-        Some(o) => match o.pointer("/status/conditions").and_then(Value::as_array) {
-            Some(cs) if !cs.is_empty() => cs
-                .iter()
-                .map(|c| {
-                    let mut s = format!(
-                        "{}={}",
-                        c["type"].as_str().unwrap_or("?"),
-                        c["status"].as_str().unwrap_or("?")
-                    );
-                    if let Some(r) = c["reason"].as_str() {
-                        s.push_str(&format!(" ({r})"));
-                    }
-                    s
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-            _ => "it exists, without status conditions".to_owned(),
-        },
+pub fn last_seen<K: HasConditions>(last: Option<&K>) -> String {
+    let Some(o) = last else {
+        return "it does not exist".to_owned();
+    };
+    let conditions = o.conditions();
+    if conditions.is_empty() {
+        return "it exists, without status conditions".to_owned();
     }
+    let shown: Vec<String> = conditions
+        .iter()
+        .map(|c| {
+            let status = if c.status.is_empty() { "?" } else { c.status };
+            match c.reason.filter(|r| !r.is_empty()) {
+                Some(r) => format!("{}={status} ({r})", c.type_),
+                None => format!("{}={status}", c.type_),
+            }
+        })
+        .collect();
+    shown.join(", ")
 }
 
 /// What an apply changed.

@@ -10,6 +10,7 @@
 //! `properties` and neither declares that key nor allows more (`additionalProperties`,
 //! `x-kubernetes-preserve-unknown-fields: true`). An object schema without `properties` is not judged.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The paths (`.spec.proxyAgent.additionalValues`) of the fields of `obj` that `schema` (a CRD
@@ -52,19 +53,58 @@ fn walk(v: &Value, schema: &Value, path: &str, top: bool, out: &mut Vec<String>)
     }
 }
 
+/// The parts of a CRD this module reads: k8s-openapi's `CustomResourceDefinitionSpec` `group`,
+/// `names.kind` and each version's `name` and `schema.openAPIV3Schema`, without requiring the rest.
+#[derive(Deserialize)]
+struct Crd<S> {
+    spec: S,
+}
+
+/// What a CRD defines.
+#[derive(Deserialize)]
+struct CrdKind<'a> {
+    group: &'a str,
+    #[serde(borrow)]
+    names: CrdNames<'a>,
+}
+
+/// What a CRD's versions hold.
+#[derive(Deserialize)]
+struct CrdVersions<'a> {
+    #[serde(default, borrow)]
+    versions: Vec<CrdVersion<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CrdNames<'a> {
+    kind: &'a str,
+}
+
+#[derive(Deserialize)]
+struct CrdVersion<'a> {
+    name: &'a str,
+    #[serde(default)]
+    schema: Option<CrdValidation>,
+}
+
+/// A version's schema stays JSON: [`undeclared_fields`] walks it as the data it is.
+#[derive(Deserialize)]
+struct CrdValidation {
+    #[serde(rename = "openAPIV3Schema", default)]
+    open_api_v3_schema: Option<Value>,
+}
+
 /// The `openAPIV3Schema` of `crd` for `version`, if it has one.
-pub fn schema_of<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
-    crd.pointer("/spec/versions")?
-        .as_array()?
-        .iter()
-        .find(|v| v["name"] == version)?
-        .pointer("/schema/openAPIV3Schema")
+pub fn schema_of(crd: &Value, version: &str) -> Option<Value> {
+    let crd = Crd::<CrdVersions<'_>>::deserialize(crd).ok()?;
+    let v = crd.spec.versions.into_iter().find(|v| v.name == version)?;
+    v.schema?.open_api_v3_schema
 }
 
 /// Whether `crd` defines `kind` in `group`.
 pub fn defines(crd: &Value, group: &str, kind: &str) -> bool {
-    crd.pointer("/spec/group").and_then(Value::as_str) == Some(group)
-        && crd.pointer("/spec/names/kind").and_then(Value::as_str) == Some(kind)
+    Crd::<CrdKind<'_>>::deserialize(crd)
+        .is_ok_and(|c| c.spec.group == group && c.spec.names.kind == kind)
 }
 
 #[cfg(test)]

@@ -8,10 +8,11 @@ pub mod consumer;
 pub mod report;
 
 use base64::Engine as _;
-use serde::Serialize;
-use serde_json::Value;
+use serde::{Deserialize as _, Serialize};
 
-use crate::backend::condition_status;
+use crate::backend::kinds::{
+    ClusterProfile, ClusterProperty, HasConditions, ManagedCluster, Secret, label, name_of,
+};
 use crate::topology::{Check, Property};
 
 /// The probe property's name: a dotted name (a `/` is rejected by the API server, OCM-FACTS §10).
@@ -162,34 +163,27 @@ pub struct PropertyEvidence<'a> {
     /// Whether the ClusterProperty kind is served on the spoke.
     pub spoke_crd_served: bool,
     /// The spoke's ClusterProperty objects.
-    pub spoke_properties: &'a [Value],
-    pub managed_cluster: Option<&'a Value>,
+    pub spoke_properties: &'a [ClusterProperty],
+    pub managed_cluster: Option<&'a ManagedCluster>,
     /// Whether the ClusterProfile kind is served on the hub.
     pub hub_crd_served: bool,
     /// Whether a Bound binding for a set holding the cluster exists in the namespace.
     pub bound: bool,
     /// Whether any binding for a set holding the cluster exists in the namespace (Bound or not yet).
     pub binding_exists: bool,
-    pub profile: Option<&'a Value>,
+    pub profile: Option<&'a ClusterProfile>,
 }
 
 /// The `name → value` pairs a ClusterProfile lists in `status.properties`.
-pub fn profile_properties(profile: &Value) -> Vec<(String, String)> {
-    profile["status"]["properties"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            Some((
-                p["name"].as_str()?.to_owned(),
-                p["value"].as_str()?.to_owned(),
-            ))
-        })
+pub fn profile_properties(profile: &ClusterProfile) -> Vec<(String, String)> {
+    let properties = profile.status.iter().flat_map(|s| &s.properties);
+    properties
+        .map(|p| (p.name.clone(), p.value.clone()))
         .collect()
 }
 
 /// Whether a profile lists every expected property with its value.
-pub fn has_properties(profile: &Value, expected: &[Property]) -> bool {
+pub fn has_properties(profile: &ClusterProfile, expected: &[Property]) -> bool {
     let have = profile_properties(profile);
     expected
         .iter()
@@ -199,9 +193,9 @@ pub fn has_properties(profile: &Value, expected: &[Property]) -> bool {
 /// Whether a ManagedCluster (or a ClusterProfile, which copies its conditions) shows that the registration
 /// agent stopped renewing its lease: Available/ControlPlaneHealthy Unknown with reason
 /// `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.1, §5.3).
-pub fn agent_stopped(obj: &Value, condition: &str) -> bool {
-    crate::backend::condition(obj, condition).is_some_and(|c| {
-        c["status"] == "Unknown" && c["reason"] == "ManagedClusterLeaseUpdateStopped"
+pub fn agent_stopped<K: HasConditions>(obj: &K, condition: &str) -> bool {
+    obj.condition(condition).is_some_and(|c| {
+        c.status == "Unknown" && c.reason == Some("ManagedClusterLeaseUpdateStopped")
     })
 }
 
@@ -268,15 +262,10 @@ pub fn diagnose_properties(
     let in_profile = profile_properties(profile);
     let claims: Vec<(String, String)> = ev
         .managed_cluster
-        .and_then(|mc| mc["status"]["clusterClaims"].as_array())
+        .and_then(|mc| mc.status.as_ref())
         .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            Some((
-                c["name"].as_str()?.to_owned(),
-                c["value"].as_str()?.to_owned(),
-            ))
-        })
+        .flat_map(|s| &s.cluster_claims)
+        .map(|c| (c.name.clone(), c.value.clone()))
         .collect();
     for p in expected {
         if in_profile
@@ -294,11 +283,8 @@ pub fn diagnose_properties(
             )
             .permanent();
         }
-        let on_spoke = ev
-            .spoke_properties
-            .iter()
-            .find(|o| o["metadata"]["name"] == p.name.as_str());
-        let Some(on_spoke) = on_spoke.filter(|o| o["spec"]["value"] == p.value.as_str()) else {
+        let on_spoke = ev.spoke_properties.iter().find(|o| name_of(*o) == p.name);
+        let Some(on_spoke) = on_spoke.filter(|o| o.spec.value == p.value) else {
             return fail(
                 Hop::PropertyMissingOnSpoke,
                 format!("{what} is not on the spoke"),
@@ -307,7 +293,7 @@ pub fn diagnose_properties(
         };
         let joined = ev
             .managed_cluster
-            .is_some_and(|mc| condition_status(mc, "ManagedClusterJoined") == Some("True"));
+            .is_some_and(|mc| mc.condition_true("ManagedClusterJoined"));
         if !joined {
             return fail(
                 Hop::NotJoined,
@@ -317,10 +303,7 @@ pub fn diagnose_properties(
                 ),
             );
         }
-        if on_spoke["metadata"]["labels"]
-            .get("open-cluster-management.io/spoke-only")
-            .is_some()
-        {
+        if label(&on_spoke.metadata, SPOKE_ONLY).is_some() {
             return fail(
                 Hop::SpokeOnly,
                 format!(
@@ -339,17 +322,16 @@ pub fn diagnose_properties(
                 "check the hub's registration-controller (ClusterProfileStatusController)".into(),
             );
         }
-        let too_long = ev.spoke_properties.iter().find(|o| {
-            o["spec"]["value"]
-                .as_str()
-                .is_some_and(|v| v.chars().count() > 1024)
-        });
+        let too_long = ev
+            .spoke_properties
+            .iter()
+            .find(|o| o.spec.value.chars().count() > 1024);
         if let Some(long) = too_long {
             return fail(
                 Hop::ClaimsBlocked,
                 format!(
                     "{what}: ClusterProperty `{}` has a value over 1024 characters, so the hub rejects every claim update of `{spoke}`",
-                    long["metadata"]["name"].as_str().unwrap_or("?")
+                    Some(name_of(long)).filter(|n| !n.is_empty()).unwrap_or("?")
                 ),
                 "shorten or delete that ClusterProperty".into(),
             )
@@ -358,12 +340,8 @@ pub fn diagnose_properties(
         let custom: Vec<&str> = ev
             .spoke_properties
             .iter()
-            .filter(|o| {
-                o["metadata"]["labels"]
-                    .get("open-cluster-management.io/spoke-only")
-                    .is_none()
-            })
-            .filter_map(|o| o["metadata"]["name"].as_str())
+            .filter(|o| label(&o.metadata, SPOKE_ONLY).is_none())
+            .filter_map(|o| o.metadata.name.as_deref())
             .collect();
         if custom.len() > 20 {
             let mut sorted = custom.clone();
@@ -417,6 +395,10 @@ pub fn diagnose_properties(
     }
 }
 
+/// The label that keeps a ClusterProperty on its spoke (ocm v1.3.1
+/// `pkg/registration/spoke/managedcluster/claim_reconcile.go`).
+const SPOKE_ONLY: &str = "open-cluster-management.io/spoke-only";
+
 fn truncate(v: &str) -> String {
     if v.chars().count() > 40 {
         format!("{}…", v.chars().take(40).collect::<String>())
@@ -429,7 +411,7 @@ fn truncate(v: &str) -> String {
 pub fn access_provider(
     spoke: &str,
     namespace: &str,
-    profile: Option<&Value>,
+    profile: Option<&ClusterProfile>,
     proxy_namespace: &str,
 ) -> CheckResult {
     let mut r = CheckResult {
@@ -448,28 +430,27 @@ pub fn access_provider(
         r.detail = format!("ClusterProfile {namespace}/{spoke} does not exist");
         return r;
     };
-    let provider = profile["status"]["accessProviders"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == PROVIDER);
+    let provider = profile
+        .status
+        .as_ref()
+        .and_then(|s| s.access_provider(PROVIDER));
     let Some(provider) = provider else {
         r.hop = Some(Hop::NoAccessProvider);
         r.detail = format!("no `{PROVIDER}` access provider");
         r.next = Some("cluster-proxy fills it when its addon manager runs with the ClusterProfile gate (the chart value for that chart version) and Secret cluster-proxy-user-serving-cert exists".into());
         return r;
     };
-    let cluster = &provider["cluster"];
+    let cluster = &provider.cluster;
     let expected = format!("https://cluster-proxy-addon-user.{proxy_namespace}:9092/{spoke}");
     let mut problems = Vec::new();
-    if cluster["server"] != expected.as_str() {
-        problems.push(format!(
-            "server is {}, expected {expected}",
-            cluster["server"]
-        ));
+    if cluster.server.as_deref() != Some(expected.as_str()) {
+        // As JSON: a quoted string, or `null` when there is none.
+        let server = serde_json::to_string(&cluster.server).unwrap_or_default();
+        problems.push(format!("server is {server}, expected {expected}"));
     }
-    match cluster["certificate-authority-data"]
-        .as_str()
+    match cluster
+        .certificate_authority_data
+        .as_deref()
         .map(ca_certificates)
     {
         Some(Ok(n)) if n > 0 => {}
@@ -477,16 +458,17 @@ pub fn access_provider(
         Some(Err(e)) => problems.push(format!("certificate-authority-data does not parse: {e}")),
         None => problems.push("no certificate-authority-data".into()),
     }
-    let ext = cluster["extensions"]
-        .as_array()
-        .into_iter()
+    let ext = cluster
+        .extensions
+        .iter()
         .flatten()
-        .find(|e| e["name"] == EXEC_EXTENSION);
+        .find(|e| e.name == EXEC_EXTENSION)
+        .map(|e| ExecExtension::deserialize(&e.extension).unwrap_or_default());
     match ext {
-        Some(e) if e["extension"]["clusterName"] == spoke => {}
+        Some(e) if e.cluster_name.as_deref() == Some(spoke) => {}
         Some(e) => problems.push(format!(
             "{EXEC_EXTENSION} extension names cluster {}",
-            e["extension"]["clusterName"]
+            serde_json::to_string(&e.cluster_name).unwrap_or_default()
         )),
         None => problems.push(format!("no {EXEC_EXTENSION} extension")),
     }
@@ -500,6 +482,15 @@ pub fn access_provider(
             Some("check the cluster-proxy version and its chart values (`ocm-lab plan`)".into());
     }
     r
+}
+
+/// The exec extension's payload: which cluster the plugin is for (cluster-inventory-api v0.1.2
+/// `pkg/credentials/config.go` reads `clusterName` from it).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecExtension {
+    #[serde(default)]
+    cluster_name: Option<String>,
 }
 
 /// Counts the PEM certificates in base64 `certificate-authority-data`.
@@ -520,12 +511,9 @@ pub fn ca_certificates(data: &str) -> Result<usize, String> {
 }
 
 /// The credentials check: Secret `<spoke>-<msa>` with a non-empty token (OCM-FACTS §7).
-pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Value>) -> CheckResult {
+pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Secret>) -> CheckResult {
     let name = format!("{spoke}-{msa}");
-    let token_len = secret
-        .and_then(|s| s["data"]["token"].as_str())
-        .map(|t| t.len())
-        .unwrap_or(0);
+    let token_len = secret.map_or(0, |s| token(s).map_or(0, <[u8]>::len));
     let ok = token_len > 0;
     CheckResult {
         check: Check::Credentials,
@@ -551,13 +539,13 @@ pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Value
 pub fn conditions(
     spoke: &str,
     namespace: &str,
-    profile: Option<&Value>,
+    profile: Option<&ClusterProfile>,
     hub_context: &str,
     spoke_context: &str,
 ) -> CheckResult {
     let mut bad = Vec::new();
     for c in ["ControlPlaneHealthy", "Joined"] {
-        let s = profile.and_then(|p| condition_status(p, c));
+        let s = profile.and_then(|p| p.condition_status(c));
         if s != Some("True") {
             bad.push(format!("{c}={}", s.unwrap_or("missing")));
         }
@@ -603,9 +591,16 @@ pub fn conditions(
     }
 }
 
+/// The `token` key of a Secret's data (decoded), if it has one.
+pub fn token(secret: &Secret) -> Option<&[u8]> {
+    let data = secret.data.as_ref()?;
+    data.get("token").map(|t| t.0.as_slice())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::kinds::multicluster::ClusterPropertySpec;
     use serde_json::json;
 
     fn expected() -> Vec<Property> {
@@ -616,9 +611,9 @@ mod tests {
     }
 
     fn evidence<'a>(
-        spoke_properties: &'a [Value],
-        mc: &'a Value,
-        profile: &'a Value,
+        spoke_properties: &'a [ClusterProperty],
+        mc: &'a ManagedCluster,
+        profile: &'a ClusterProfile,
     ) -> PropertyEvidence<'a> {
         PropertyEvidence {
             spoke_context: "kind-cluster2",
@@ -633,18 +628,33 @@ mod tests {
         }
     }
 
-    fn managed_cluster(available: (&str, &str)) -> Value {
-        json!({"status": {"conditions": [
-            {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined"},
-            {"type": "ManagedClusterConditionAvailable", "status": available.0, "reason": available.1},
-        ]}})
+    const AT: &str = "2026-01-01T00:00:00Z";
+
+    fn managed_cluster(available: (&str, &str)) -> ManagedCluster {
+        serde_json::from_value(json!({"metadata": {"name": "cluster2"}, "spec": {}, "status": {"conditions": [
+            {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined", "lastTransitionTime": AT},
+            {"type": "ManagedClusterConditionAvailable", "status": available.0, "reason": available.1, "lastTransitionTime": AT},
+        ]}}))
+        .unwrap()
+    }
+
+    fn region() -> [ClusterProperty; 1] {
+        let spec = ClusterPropertySpec {
+            value: "eu-west-1".into(),
+        };
+        [ClusterProperty::new("region", spec)]
+    }
+
+    fn empty_profile() -> ClusterProfile {
+        serde_json::from_value(json!({"metadata": {"name": "cluster2"}, "spec": {}, "status": {}}))
+            .unwrap()
     }
 
     #[test]
     fn a_binding_not_bound_yet_is_waited_for_but_no_binding_at_all_is_permanent() {
-        let props = [json!({"metadata": {"name": "region"}, "spec": {"value": "eu-west-1"}})];
+        let props = region();
         let mc = managed_cluster(("True", "ManagedClusterAvailable"));
-        let profile = json!({"status": {}});
+        let profile = empty_profile();
         let mut ev = evidence(&props, &mc, &profile);
         ev.bound = false;
         let r = diagnose_properties("cluster2", "ns", &expected(), &ev);
@@ -660,8 +670,8 @@ mod tests {
 
     #[test]
     fn an_expired_agent_lease_is_named_instead_of_a_gate() {
-        let props = [json!({"metadata": {"name": "region"}, "spec": {"value": "eu-west-1"}})];
-        let profile = json!({"status": {}});
+        let props = region();
+        let profile = empty_profile();
         let running = managed_cluster(("True", "ManagedClusterAvailable"));
         let r = diagnose_properties(
             "cluster2",

@@ -138,6 +138,10 @@ pub enum KubeError {
         "the object has no apiVersion, kind or metadata.name: server-side apply needs all three"
     )]
     NoIdentity,
+    /// An object the server returned does not read as the lab's type of its kind (a field of another type
+    /// than the kind's API declares): a server or CRD version the lab does not know.
+    #[error("{object} does not read as its kind's type: {detail}")]
+    Decode { object: String, detail: String },
     #[error("invalid apiVersion/kind `{api_version}`/`{kind}`")]
     BadKind { api_version: String, kind: String },
     /// Discovery does not know the kind (kubectl's wording; OCM-FACTS §9.3).
