@@ -601,7 +601,7 @@ pub struct ExerciseStartArgs {
     #[command(flatten)]
     pub dir: ExercisesDir,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]
@@ -621,7 +621,7 @@ pub struct ExerciseCheckArgs {
     #[command(flatten)]
     pub dir: ExercisesDir,
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     /// Output format: `verify`'s progress for people, or one JSON object per event per line (the last one
@@ -634,7 +634,7 @@ pub struct ExerciseCheckArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ExerciseStopArgs {
     #[command(flatten)]
-    pub lab: LabArgs,
+    pub lab: PlanArgsOnLab,
     #[command(flatten)]
     pub sim: SimArgs,
     #[command(flatten)]

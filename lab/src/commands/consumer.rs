@@ -267,7 +267,12 @@ pub fn run(args: &crate::cli::ConsumerArgs) -> Result<(), crate::error::Error> {
     let kit = Kit {
         lab: lab_name,
         simulated,
-        objects: objects(&args.namespace, &args.service_account, &provider_file),
+        objects: objects(
+            &args.namespace,
+            &args.service_account,
+            &provider_file,
+            &Default::default(),
+        ),
         pod_spec: pod_spec(&args.service_account, &image),
         namespace: args.namespace.clone(),
         profiles,

@@ -132,7 +132,7 @@ struct Started<'a> {
 fn start(a: &ExerciseStartArgs) -> Result<(), Error> {
     let all = exercise::load_all(a.dir.exercises.as_deref())?;
     let ex = exercise::find(&all, &a.name)?;
-    let t = target(&a.lab, a.sim)?;
+    let t = target(&(&a.lab).into(), a.sim)?;
     // Rendered first: an exercise this lab cannot run fails before anything is touched.
     ex.steps(&t.lab)?;
     let running = with_lab(&t, "exercise start", async |ctx| {
@@ -162,7 +162,7 @@ fn start(a: &ExerciseStartArgs) -> Result<(), Error> {
 }
 
 fn stop(a: &ExerciseStopArgs) -> Result<(), Error> {
-    let t = target(&a.lab, a.sim)?;
+    let t = target(&(&a.lab).into(), a.sim)?;
     let healed = with_lab(&t, "exercise stop", async |ctx| ex_run::stop(ctx).await)?
         .ok_or(ex_run::RunError::NotRunning)?;
     document(a.output.output, &healed, || {
@@ -208,7 +208,7 @@ struct Checked<'a> {
 }
 
 fn check(a: &ExerciseCheckArgs) -> Result<(), Error> {
-    let mut t = target(&a.lab, a.sim)?;
+    let mut t = target(&(&a.lab).into(), a.sim)?;
     t.run.verify_timeout = Some(a.timeout);
     let (running, mut record) = ex_run::running(&t.state)?.ok_or(ex_run::RunError::NotRunning)?;
     let all = exercise::load_all(a.dir.exercises.as_deref())?;

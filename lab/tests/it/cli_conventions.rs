@@ -241,15 +241,15 @@ fn every_command_takes_exactly_the_options_it_uses() {
     let table: &[(&str, &str)] = &[
         (
             "up",
-            "bundle checks chart-patches concurrency junit no-download node-image output simulate timing topology workflows",
+            "bundle checks chart-patches concurrency consumer-image junit no-download node-image output simulate timing topology workflows",
         ),
         (
             "reset",
-            "bundle checks chart-patches concurrency junit no-download node-image output simulate timing topology workflows",
+            "bundle checks chart-patches concurrency consumer-image junit no-download node-image output simulate timing topology workflows",
         ),
         (
             "verify",
-            "checks chart-patches concurrency junit output simulate timing topology workflows",
+            "checks chart-patches concurrency consumer-image junit output simulate timing topology workflows",
         ),
         (
             "down",
@@ -282,6 +282,19 @@ fn every_command_takes_exactly_the_options_it_uses() {
         (
             "bundle save",
             "chart-patches node-image out topology workflows",
+        ),
+        ("exercise list", "exercises output"),
+        (
+            "exercise start",
+            "chart-patches exercises output simulate topology workflows",
+        ),
+        (
+            "exercise check",
+            "chart-patches exercises hint output simulate timeout topology workflows",
+        ),
+        (
+            "exercise stop",
+            "chart-patches output simulate topology workflows",
         ),
         ("completions", ""),
         ("__post-render", "chart chart-patches chart-version"),
@@ -1065,7 +1078,7 @@ fn the_docs_and_help_state_what_the_checks_check() {
     let lab = crate::common::lab("workshop");
     let need_mib = lab.clusters().count() as u64 * ocm_lab::commands::doctor::MIB_PER_CLUSTER;
     let gib = format!("{} GiB", need_mib as f64 / 1024.0);
-    let page = std::fs::read_to_string(root().join("examples/workshop-exercises.md")).unwrap();
+    let page = std::fs::read_to_string(root().join("docs/workshop-session.md")).unwrap();
     assert!(page.contains(&gib), "the page should ask for {gib}");
     assert!(page.contains("kubectl cannot reach"), "{page}");
     let help = ocm_lab(&["up", "--help"]).stdout;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::ActionError;
+use crate::backend::api::Api;
 use crate::backend::{ClusterApi, Condition, ObjectRef, WaitError};
 use crate::step::StepCtx;
 use crate::topology::Check;
@@ -63,22 +64,19 @@ pub(super) async fn check(
         for obj in kit::check_objects(&lab.name, ns, &msa) {
             hub.apply(&obj).await?;
         }
-        let pod = kit::check_pod(&lab.name, ns, &msa_image, &client_image);
-        hub.apply(&serde_json::to_value(&pod).expect("Pods serialize"))
+        let pods = Api::<Pod>::namespaced(hub, ns);
+        pods.apply(&kit::check_pod(&lab.name, ns, &msa_image, &client_image))
             .await?;
-        let ended = Condition::new("the consumer Pod ended", |o| {
-            o.and_then(|v| serde_json::from_value::<Pod>(v.clone()).ok())
-                .is_some_and(|p| kit::pod_done(&p))
-        });
-        let r = ObjectRef::new("v1", "Pod", Some(ns), CHECK_SA);
-        let (seen, finished) = match hub.wait(&r, &ended, left(deadline)).await {
-            Ok(v) => (Some(v), true),
-            Err(WaitError::Timeout { last, .. }) => (last, false),
+        let ended =
+            Condition::<Pod>::new("the consumer Pod ended", |p| p.is_some_and(kit::pod_done));
+        let (seen, finished) = match pods.wait(CHECK_SA, &ended, left(deadline)).await {
+            Ok(p) => (p, true),
+            Err(WaitError::Timeout { last, .. }) => {
+                (last.and_then(|v| serde_json::from_value(v).ok()), false)
+            }
             Err(WaitError::Backend(e)) => return Err(ActionError::from(e)),
         };
-        let pod: Pod = seen
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
+        let pod = seen.unwrap_or_default();
         let hub_context = lab.hub.cluster.context.as_str();
         Ok(kit::evaluate(ns, spokes, &msa, &pod, finished, hub_context))
     }
@@ -117,13 +115,9 @@ pub(super) async fn remove(
             }
         }
     }
-    let pod = ObjectRef::new("v1", "Pod", Some(ns), CHECK_SA);
-    match hub
-        .wait(
-            &pod,
-            &Condition::new("it is gone", |o| o.is_none()),
-            left(deadline),
-        )
+    let gone = Condition::<Pod>::new("it is gone", |o| o.is_none());
+    match Api::<Pod>::namespaced(hub, ns)
+        .wait(CHECK_SA, &gone, left(deadline))
         .await
     {
         Ok(_) => Ok(removed),

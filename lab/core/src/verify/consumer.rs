@@ -13,6 +13,7 @@
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 pub use ocm_lab_consumer::Hop as ConsumerHop;
 pub use ocm_lab_consumer::report::{Failure, PodReport, PodSpoke};
@@ -152,21 +153,30 @@ pub fn provider_file(msa: &str) -> Value {
 /// The objects to apply for ServiceAccount `sa` in `namespace`: the ServiceAccount, a Role and RoleBinding to
 /// read ClusterProfiles, one with `get` on Secrets for `cp-creds` (its `Secrets(namespace).Get`; the plugin's
 /// README asks for "list secrets", the code only gets), and the provider file's ConfigMap.
-pub fn objects(namespace: &str, sa: &str, provider_file: &Value) -> Vec<Value> {
+pub fn objects(
+    namespace: &str,
+    sa: &str,
+    provider_file: &Value,
+    labels: &BTreeMap<String, String>,
+) -> Vec<Value> {
+    let metadata = |name: &str| match labels.is_empty() {
+        true => json!({"name": name, "namespace": namespace}),
+        false => json!({"name": name, "namespace": namespace, "labels": labels}),
+    };
     let role = |name: String, rule: Value| {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-               "metadata": {"name": name, "namespace": namespace}, "rules": [rule]})
+               "metadata": metadata(&name), "rules": [rule]})
     };
     let binding = |name: String| {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": name, "namespace": namespace},
+               "metadata": metadata(&name),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]})
     };
     let profiles = format!("{sa}-clusterprofiles");
     let creds = cp_creds_role(sa);
     vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": namespace}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(sa)}),
         role(
             profiles.clone(),
             json!({"apiGroups": ["multicluster.x-k8s.io"], "resources": ["clusterprofiles"],
@@ -179,7 +189,7 @@ pub fn objects(namespace: &str, sa: &str, provider_file: &Value) -> Vec<Value> {
         ),
         binding(creds),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": format!("{sa}-provider-file"), "namespace": namespace},
+               "metadata": metadata(&format!("{sa}-provider-file")),
                "data": {PROVIDER_FILE: serde_json::to_string_pretty(provider_file).expect("JSON values serialize")}}),
     ]
 }
@@ -216,7 +226,7 @@ pub fn pod_spec(sa: &str, image: &str) -> Value {
 }
 
 /// The labels on everything the check creates: the lab's (what `reset` and `down` remove) and its own.
-pub fn check_labels(lab: &str) -> std::collections::BTreeMap<String, String> {
+pub fn check_labels(lab: &str) -> BTreeMap<String, String> {
     [
         (crate::topology::LAB_LABEL.to_owned(), lab.to_owned()),
         (CHECK_LABEL.to_owned(), Check::Consumer.as_str().to_owned()),
@@ -226,12 +236,7 @@ pub fn check_labels(lab: &str) -> std::collections::BTreeMap<String, String> {
 
 /// The check's objects in `namespace`: the kit of [`objects`] for ServiceAccount [`CHECK_SA`], labelled.
 pub fn check_objects(lab: &str, namespace: &str, msa: &str) -> Vec<Value> {
-    let labels = serde_json::to_value(check_labels(lab)).expect("labels serialize");
-    let mut objs = objects(namespace, CHECK_SA, &provider_file(msa));
-    for o in &mut objs {
-        o["metadata"]["labels"] = labels.clone();
-    }
-    objs
+    objects(namespace, CHECK_SA, &provider_file(msa), &check_labels(lab))
 }
 
 /// The check's Pod in `namespace`: [`pod_spec`] with `client_image` running the consumer once
