@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use kube::config::Kubeconfig;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ActionError;
@@ -233,16 +234,28 @@ pub(super) fn state_error(e: crate::state::StateError) -> ActionError {
     }
 }
 
+/// The inputs of `docker.network`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkInputs {
+    /// The network's name (default: kind's).
+    pub name: Option<String>,
+}
+
+/// The inputs of `registry.local`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryInputs {
+    /// The network the registry joins (default: kind's).
+    pub network: Option<String>,
+}
+
 /// `docker.network`: the shared kind network (`kind`, or `KIND_EXPERIMENTAL_DOCKER_NETWORK`), created once
 /// before parallel creates race for it.
 pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
+    let inputs: NetworkInputs = ctx.inputs()?;
     let fallback = crate::backend::docker::kind_network();
-    let name = ctx
-        .step
-        .with
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or(&fallback);
+    let name = inputs.name.as_deref().unwrap_or(&fallback);
     let docker = &ctx.run.backends.docker;
     let created = docker.ensure_network(name).await?;
     if created {
@@ -303,13 +316,9 @@ pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
     let Some(local) = &ctx.run.lab.registry.local else {
         return Ok((false, outputs([])));
     };
+    let inputs: RegistryInputs = ctx.inputs()?;
     let fallback = crate::backend::docker::kind_network();
-    let network = ctx
-        .step
-        .with
-        .get("network")
-        .and_then(Value::as_str)
-        .unwrap_or(&fallback);
+    let network = inputs.network.as_deref().unwrap_or(&fallback);
     let spec = crate::backend::RegistryContainer {
         name: local.container.clone(),
         image: ctx.run.local_image(&local.image).to_owned(),
@@ -412,7 +421,8 @@ fn node_image_unchanged(
 /// node containers' IDs once the lab saw its own create succeed, and withdrawn when the create fails. A
 /// cluster whose node-like containers are not all ones the lab confirmed is someone else's.
 pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
-    let name = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let name = inputs.cluster.as_str();
     let cluster = ctx
         .run
         .lab
@@ -512,7 +522,8 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
 /// alone" and the step succeeds, so the rest of the teardown goes on. Reads a damaged record
 /// leniently (see [`crate::state::StateDir::owned_lenient`]).
 pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
-    let name = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let name = inputs.cluster.as_str();
     delete_owned(ctx, name).await
 }
 

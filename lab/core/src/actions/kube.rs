@@ -1,5 +1,6 @@
 //! Applying objects and charts, and waiting on objects.
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ActionError;
@@ -213,9 +214,53 @@ fn context(e: KubeError, r: &ObjectRef) -> ActionError {
     ActionError::from(e).context(format_args!("failed to apply {r}"))
 }
 
+/// The inputs of `chart.install`. The planner renders the chart from them into the step's plan.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    dead_code,
+    reason = "the planner renders the chart from these inputs; the type is their check"
+)]
+pub struct ChartInputs {
+    pub cluster: String,
+    /// A chart name of the version catalog.
+    pub chart: String,
+    /// The release namespace.
+    pub namespace: String,
+}
+
+/// The inputs of `manifest.apply`. The planner renders the template into the step's objects.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestInputs {
+    pub cluster: String,
+    /// A template under `workflows/manifests/`.
+    #[expect(
+        dead_code,
+        reason = "the planner renders the template into the step's objects; the type is its check"
+    )]
+    pub template: String,
+}
+
+/// The inputs of `kube.wait`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WaitInputs {
+    pub cluster: String,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// Empty or absent: a cluster-scoped object.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The condition type that must be `True`.
+    pub condition: String,
+}
+
 /// `manifest.apply`: the objects the plan rendered for this step.
 pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: ManifestInputs = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let api = ctx.run.api(cluster).await?;
     let objects = &ctx.step.objects;
     let hint = objects.iter().any(|o| o["kind"] == "ClusterProperty").then_some(
@@ -235,20 +280,11 @@ fn apply_outputs(o: &ApplyOutcome) -> super::Outputs {
 
 /// `kube.wait`: one object, one condition.
 pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
-    let api = ctx.run.api(ctx.input("cluster")?).await?;
-    let namespace = ctx
-        .step
-        .with
-        .get("namespace")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    let r = ObjectRef::new(
-        ctx.input("apiVersion")?,
-        ctx.input("kind")?,
-        namespace,
-        ctx.input("name")?,
-    );
-    let condition = ctx.input("condition")?;
+    let inputs: WaitInputs = ctx.inputs()?;
+    let api = ctx.run.api(&inputs.cluster).await?;
+    let namespace = inputs.namespace.as_deref().filter(|s| !s.is_empty());
+    let r = ObjectRef::new(&inputs.api_version, &inputs.kind, namespace, &inputs.name);
+    let condition = inputs.condition.as_str();
     ensure_served(ctx, api.as_ref(), &r.api_version, &r.kind, None).await?;
     api.wait(&r, &Condition::status_true(condition), ctx.timeout())
         .await
@@ -486,7 +522,8 @@ async fn objects_in_place(api: &dyn ClusterApi, objects: &[Value]) -> Result<boo
 /// charts). Only releases labelled as this lab's are removed; a release of the same name that someone
 /// else installed is reported as not ours and left alone.
 pub async fn chart_uninstall(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let releases = crate::charts::releases_on(&ctx.run.lab, cluster);
     let target = helm_target(ctx, cluster)?;
     let mut removed = Vec::new();

@@ -16,6 +16,7 @@ pub use cluster::{clash_error, foreign_containers, foreign_look_alikes, user_kub
 pub use kube::contains;
 pub use ocm::is_loopback_url;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Registry, find};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::step::ActionError;
@@ -33,6 +34,19 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
             ctx.step.uses
         ))),
     }
+}
+
+/// The inputs of an action that takes none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoInputs {}
+
+/// The inputs of an action that acts on one lab cluster.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnCluster {
+    /// The lab cluster's name.
+    pub cluster: String,
 }
 
 /// Outputs from `(key, value)` pairs.

@@ -2,13 +2,14 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ActionError;
 use super::kube::{deployment, ensure_served, install_chart, wait_all, wait_error};
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
-use crate::topology::{Lab, Provider};
+use crate::topology::{Addon, Lab, Provider};
 
 const BOOTSTRAP_NS: &str = "open-cluster-management";
 /// The bootstrap identity the cluster-manager chart creates with `createBootstrapSA` (OCM-FACTS §2.1).
@@ -87,7 +88,8 @@ pub fn invalid_feature_gates(cm: &Value) -> Option<String> {
 /// served (OCM-FACTS §4.1: the operator installs it only then).
 pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let api = ctx.run.api(ctx.input("cluster")?).await?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let api = ctx.run.api(&inputs.cluster).await?;
     let cm_ref = ObjectRef::new(
         "operator.open-cluster-management.io/v1",
         "ClusterManager",
@@ -399,7 +401,8 @@ fn klusterlet_ref() -> ObjectRef {
 /// The simulated lab models the same: its klusterlet chart renders no Secret without the value, and its
 /// registration agent reports `BootstrapSecretMissing` until the Secret appears, then registers.
 pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: JoinInputs = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
         ActionError::permanent(format!(
             "step {} has no klusterlet chart in its plan",
@@ -454,8 +457,8 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
 /// written as the agent's bootstrap Secret; then wait for the ManagedCluster to appear on the hub.
 pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let name = ctx.input("managedCluster")?;
-    let cluster = ctx.input("cluster")?;
+    let inputs: JoinInputs = ctx.inputs()?;
+    let (name, cluster) = (inputs.managed_cluster.as_str(), inputs.cluster.as_str());
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let spoke = ctx.run.api(cluster).await?;
 
@@ -621,7 +624,8 @@ fn decided(csr: &Value) -> bool {
 /// `ocm.accept`: approve the cluster's bootstrap CSRs through `/approval`, set `hubAcceptsClient`, wait for
 /// Joined and Available. Already accepted is done (clusteradm accept is not idempotent: OCM-FACTS §9.4).
 pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
-    let name = ctx.input("managedCluster")?;
+    let inputs: AcceptInputs = ctx.inputs()?;
+    let name = inputs.managed_cluster.as_str();
     let hub = ctx.run.api(&ctx.run.lab.hub.cluster.name).await?;
     let r = managed_cluster(name);
     let deadline = tokio::time::Instant::now() + ctx.timeout();
@@ -712,15 +716,41 @@ async fn record_cluster_namespace(
     Ok(())
 }
 
+/// The inputs of `ocm.klusterlet` and `ocm.join`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JoinInputs {
+    /// The ManagedCluster's name.
+    pub managed_cluster: String,
+    /// The lab cluster its klusterlet runs on.
+    pub cluster: String,
+}
+
+/// The inputs of `ocm.accept`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AcceptInputs {
+    pub managed_cluster: String,
+}
+
+/// The inputs of `addon.ready`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddonInputs {
+    pub addon: Addon,
+    /// The addon's namespace on the hub.
+    pub namespace: String,
+}
+
 /// `addon.ready`: an addon's hub parts and every cluster's ManagedClusterAddOn are Available.
 pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let addon = ctx.input("addon")?;
-    let ns = ctx.input("namespace")?;
+    let inputs: AddonInputs = ctx.inputs()?;
+    let (addon, ns) = (inputs.addon, inputs.namespace.as_str());
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let mut waits = Vec::new();
     let clusters: Vec<String> = match addon {
-        "cluster-proxy" => {
+        Addon::ClusterProxy => {
             let cp = lab
                 .addons
                 .cluster_proxy
@@ -751,7 +781,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
             }
             cp.clusters.clone()
         }
-        "managed-serviceaccount" => {
+        Addon::ManagedServiceaccount => {
             let m =
                 lab.addons.managed_serviceaccount.as_ref().ok_or_else(|| {
                     ActionError::permanent("managed-serviceaccount is not enabled")
@@ -763,7 +793,6 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
             ));
             m.clusters.clone()
         }
-        other => return Err(ActionError::permanent(format!("unknown addon `{other}`"))),
     };
     for c in &clusters {
         waits.push((
@@ -771,7 +800,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
                 "addon.open-cluster-management.io/v1alpha1",
                 "ManagedClusterAddOn",
                 Some(c),
-                addon,
+                addon.as_str(),
             ),
             Condition::status_true("Available"),
             Some(

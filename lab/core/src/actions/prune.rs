@@ -8,8 +8,9 @@
 //! (their owner's controller manages them), Helm's release records, the verification probe, and Namespaces on `existing:`
 //! clusters (deleting a namespace takes everything in it, whoever made it).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ActionError;
@@ -116,20 +117,27 @@ async fn prune_kind(
     Ok((removed, None))
 }
 
+/// The inputs of `lab.prune`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneInputs {
+    /// Filled by the planner: per lab cluster, the `keep_id` of every object the plan applies there.
+    #[serde(default)]
+    pub keep: BTreeMap<String, BTreeSet<String>>,
+}
+
 /// Prunes every lab kind on one cluster, the kinds at once.
 async fn prune_cluster(
     ctx: &StepCtx<'_>,
     cluster: &Cluster,
 ) -> Result<Vec<KindOutcome>, ActionError> {
-    let keep: BTreeSet<&str> = ctx
-        .step
-        .with
-        .get("keep")
-        .and_then(|k| k.get(&cluster.name))
-        .and_then(Value::as_array)
+    let inputs: PruneInputs = ctx.inputs()?;
+    let keep: BTreeSet<&str> = inputs
+        .keep
+        .get(&cluster.name)
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .map(String::as_str)
         .collect();
     let existing = matches!(cluster.provider, Provider::Existing { .. });
     let api = ctx.run.api(&cluster.name).await?;
@@ -165,7 +173,8 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// The existing cluster a `down` step is about, refusing a kind cluster (its deletion takes everything).
 fn existing_cluster<'a>(ctx: &'a StepCtx<'_>) -> Result<&'a Cluster, ActionError> {
-    let name = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let name = inputs.cluster.as_str();
     let cluster = ctx.run.lab.cluster(name).ok_or_else(|| {
         ActionError::permanent(format!(
             "`{name}` is not a cluster of lab `{}`",

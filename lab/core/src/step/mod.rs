@@ -211,18 +211,16 @@ pub struct StepCtx<'a> {
 }
 
 impl StepCtx<'_> {
-    /// A string input (rendered `with:` value).
-    pub fn input(&self, name: &str) -> Result<&str, ActionError> {
-        self.step
-            .with
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ActionError::permanent(format!(
-                    "step {} has no string input `{name}`",
-                    self.step.id
-                ))
-            })
+    /// The step's rendered `with:` as the action's input type. The planner checked it against the same
+    /// type, so this fails only for a plan that did not come from the planner.
+    pub fn inputs<T: serde::de::DeserializeOwned>(&self) -> Result<T, ActionError> {
+        let with = Value::Object(self.step.with.clone().into_iter().collect());
+        serde_json::from_value(with).map_err(|e| {
+            ActionError::permanent(format!(
+                "step {} has inputs its action `{}` does not take: {e}",
+                self.step.id, self.step.uses
+            ))
+        })
     }
 
     /// Reports progress on this step.

@@ -219,6 +219,32 @@ pub struct Addons {
     pub managed_serviceaccount: Option<ManagedServiceaccount>,
 }
 
+/// An addon the lab installs, by its ClusterManagementAddOn name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Addon {
+    ClusterProxy,
+    ManagedServiceaccount,
+}
+
+impl Addon {
+    pub const ALL: [Addon; 2] = [Addon::ClusterProxy, Addon::ManagedServiceaccount];
+
+    /// Its ClusterManagementAddOn (and ManagedClusterAddOn) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Addon::ClusterProxy => "cluster-proxy",
+            Addon::ManagedServiceaccount => "managed-serviceaccount",
+        }
+    }
+}
+
+impl std::fmt::Display for Addon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterProxy {

@@ -50,7 +50,7 @@ pub struct Step {
     pub id: Spanned<String>,
     pub uses: Spanned<String>,
     #[serde(default)]
-    pub with: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
+    pub with: Option<Spanned<BTreeMap<String, Spanned<serde_json::Value>>>>,
     /// Step ids (`join`: every instance) or one instance (`create[{{ item.cluster }}]`).
     #[serde(default)]
     pub needs: Vec<Spanned<String>>,
@@ -268,7 +268,7 @@ fn check(w: &WorkflowFile, actions: &dyn Catalog, c: &mut Collector<'_>) {
         }
         ids.push(s.id.value.clone());
         let action = s.uses.value.as_str();
-        let Some(inputs) = actions.inputs(action) else {
+        let Some(inputs) = actions.action(action).map(|a| a.inputs) else {
             let issue = c.error(
                 Some(&s.uses.referenced),
                 format!("{field}.uses"),
@@ -285,10 +285,10 @@ fn check(w: &WorkflowFile, actions: &dyn Catalog, c: &mut Collector<'_>) {
             .as_ref()
             .map(|w| &w.referenced)
             .unwrap_or(&s.uses.referenced);
-        for key in with.into_iter().flat_map(|w| w.keys()) {
+        for (key, value) in with.into_iter().flatten() {
             if !inputs.iter().any(|i| i.name == key) {
                 let issue = c.error(
-                    Some(with_loc),
+                    Some(&value.referenced),
                     format!("{field}.with.{key}"),
                     format!("action `{action}` has no input `{key}`"),
                 );
