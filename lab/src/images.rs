@@ -222,11 +222,14 @@ pub fn list(lab: &Lab, plan: &Plan) -> Result<Vec<LabImage>, ImagesError> {
 }
 
 /// `ocm-lab images …`.
-pub fn command(c: &crate::cli::ImagesCommand) -> Result<(), crate::error::Error> {
+pub fn command(
+    c: &crate::cli::ImagesCommand,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use std::io::Write as _;
     match c {
         crate::cli::ImagesCommand::List(args) => {
-            let (loaded, sources, patches) = crate::commands::inputs(&args.lab)?;
+            let (loaded, sources, patches) = crate::commands::inputs(&args.lab, host)?;
             let plan = crate::workflow::plan::plan(
                 &loaded.lab,
                 &sources,

@@ -38,16 +38,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         return ExitCode::from(exit::INVALID_INPUT);
     }
     init_tracing(cli.verbose);
-    crate::topology::set_kubeconfig_flags(crate::topology::KubeconfigFlags {
-        kubeconfig: cli.kubeconfig.as_ref().map(|p| {
-            std::path::absolute(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string()
-        }),
-        context: cli.context.clone(),
-    });
-    match run(&cli) {
+    let host = commands::host(cli.kubeconfig.as_deref(), cli.context.clone());
+    match run(&cli, &host) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
             report(&e);
@@ -156,23 +148,24 @@ fn report(e: &Error) {
     let _ = writeln!(std::io::stderr(), "{}", render(e));
 }
 
-/// Runs the command the arguments name: each lives in its own file under `commands/`.
-fn run(cli: &Cli) -> Result<(), Error> {
+/// Runs the command the arguments name: each lives in its own file under `commands/`. `host` is what the
+/// command line and the environment say about this machine, built once in [`main`].
+fn run(cli: &Cli, host: &crate::topology::Host) -> Result<(), Error> {
     match &cli.command {
-        Command::Plan(args) => commands::plan::run(args),
-        Command::Topology(command) => commands::topology::run(command),
-        Command::Up(args) => commands::up::run(args),
-        Command::Verify(args) => commands::verify::run(args),
-        Command::Down(args) => commands::down::run(args),
-        Command::Status(args) => commands::status::run(args),
-        Command::Consumer(args) => commands::consumer::run(args),
-        Command::Diagnose(args) => commands::diagnose::run(args),
-        Command::Reset(args) => commands::reset::run(args),
-        Command::Doctor(args) => commands::doctor::run(args),
+        Command::Plan(args) => commands::plan::run(args, host),
+        Command::Topology(command) => commands::topology::run(command, host),
+        Command::Up(args) => commands::up::run(args, host),
+        Command::Verify(args) => commands::verify::run(args, host),
+        Command::Down(args) => commands::down::run(args, host),
+        Command::Status(args) => commands::status::run(args, host),
+        Command::Consumer(args) => commands::consumer::run(args, host),
+        Command::Diagnose(args) => commands::diagnose::run(args, host),
+        Command::Reset(args) => commands::reset::run(args, host),
+        Command::Doctor(args) => commands::doctor::run(args, host),
         Command::PostRender(args) => commands::postrender::run(args),
         Command::Completions { shell } => commands::completions::run(*shell),
-        Command::Ci(command) => commands::ci::run(command),
-        Command::Images(command) => crate::images::command(command),
-        Command::Bundle(command) => commands::bundle::run(command),
+        Command::Ci(command) => commands::ci::run(command, host),
+        Command::Images(command) => crate::images::command(command, host),
+        Command::Bundle(command) => commands::bundle::run(command, host),
     }
 }

@@ -31,10 +31,10 @@ use crate::images::LabImage;
 use crate::topology::Lab;
 
 /// `ocm-lab bundle …`.
-pub fn run(command: &BundleCommand) -> Result<(), Error> {
+pub fn run(command: &BundleCommand, host: &crate::topology::Host) -> Result<(), Error> {
     match command {
         BundleCommand::Save(args) => {
-            let (lab, images, charts) = lab_images(&args.lab)?;
+            let (lab, images, charts) = lab_images(&args.lab, host)?;
             let names: Vec<String> = images.iter().map(|i| i.image.clone()).collect();
             let rt = super::runner::runtime()?;
             let docker = rt.block_on(Docker::connect())?;
@@ -140,8 +140,11 @@ fn tool_files(lab: &Lab) -> Result<Vec<FileItem>, Error> {
 }
 
 /// The lab, the images it runs (`images list`) and the charts it installs, with the embedded or given workflows and patches.
-fn lab_images(args: &LabArgs) -> Result<(Lab, Vec<LabImage>, Vec<ChartPlan>), Error> {
-    let (loaded, sources, patches) = super::inputs(args)?;
+fn lab_images(
+    args: &LabArgs,
+    host: &crate::topology::Host,
+) -> Result<(Lab, Vec<LabImage>, Vec<ChartPlan>), Error> {
+    let (loaded, sources, patches) = super::inputs(args, host)?;
     let plan = crate::workflow::plan::plan(
         &loaded.lab,
         &sources,
@@ -200,8 +203,13 @@ pub fn mismatch(manifest: &Manifest, lab: &Lab, images: &[LabImage]) -> Option<S
 /// without pulling. The chart images go into the kind nodes in the `node-images` step ([`node_images`]).
 /// Returns the bundle's tools and the images Docker knows by their tag only ([`local_names`]), for the
 /// run to use. On the simulated lab no image is loaded into Docker. Without a bundle, nothing.
-pub fn preload(args: &LabArgs, simulate: bool, flag: Option<&Path>) -> Result<Preloaded, Error> {
-    let (lab, images, _) = lab_images(args)?;
+pub fn preload(
+    args: &LabArgs,
+    host: &crate::topology::Host,
+    simulate: bool,
+    flag: Option<&Path>,
+) -> Result<Preloaded, Error> {
+    let (lab, images, _) = lab_images(args, host)?;
     let Some(file) = flag.map(Path::to_path_buf).or(lab.bundle.clone()) else {
         return Ok(Preloaded::default());
     };

@@ -12,7 +12,6 @@ use std::io::Write as _;
 
 use serde::Serialize;
 
-use crate::actions::user_kubeconfig;
 use crate::cli::{CiCommand, CiContextsArgs, CiMatrixArgs, Output};
 use crate::commands::doctor::MIB_PER_CLUSTER;
 use crate::error::Error;
@@ -233,19 +232,19 @@ pub fn contexts(lab: &Lab) -> Contexts {
             .iter()
             .map(|s| s.cluster.context.clone())
             .collect(),
-        kubeconfig: user_kubeconfig().map(|p| p.display().to_string()),
+        kubeconfig: lab.host.user_kubeconfig().map(|p| p.display().to_string()),
     }
 }
 
 /// Runs `ocm-lab ci …`.
-pub fn run(command: &CiCommand) -> Result<(), Error> {
+pub fn run(command: &CiCommand, host: &crate::topology::Host) -> Result<(), Error> {
     match command {
-        CiCommand::Matrix(args) => run_matrix(args),
-        CiCommand::Contexts(args) => run_contexts(args),
+        CiCommand::Matrix(args) => run_matrix(args, host),
+        CiCommand::Contexts(args) => run_contexts(args, host),
     }
 }
 
-fn run_matrix(args: &CiMatrixArgs) -> Result<(), Error> {
+fn run_matrix(args: &CiMatrixArgs, host: &crate::topology::Host) -> Result<(), Error> {
     let names: Vec<String> = if args.topology.is_empty() {
         crate::embedded::TOPOLOGIES
             .iter()
@@ -256,7 +255,7 @@ fn run_matrix(args: &CiMatrixArgs) -> Result<(), Error> {
     };
     let mut topologies = Vec::new();
     for name in names {
-        let loaded = topology::load_arg(Some(&name))?;
+        let loaded = topology::load_arg(host, Some(&name))?;
         topologies.push((name, kind_clusters(&loaded.lab)));
     }
     let images: Vec<String> = if args.node_image.is_empty() {
@@ -351,8 +350,8 @@ fn human_matrix(m: &Matrix) -> String {
     out
 }
 
-fn run_contexts(args: &CiContextsArgs) -> Result<(), Error> {
-    let loaded = topology::load_arg(args.topology.as_deref())?;
+fn run_contexts(args: &CiContextsArgs, host: &crate::topology::Host) -> Result<(), Error> {
+    let loaded = topology::load_arg(host, args.topology.as_deref())?;
     let c = contexts(&loaded.lab);
     write_out(&match args.output {
         Output::Json => format!("{}\n", serde_json::to_string(&c).expect("serializes")),

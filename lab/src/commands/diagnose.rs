@@ -253,12 +253,15 @@ pub fn write_tarball(path: &Path, root: &str, files: &[(String, Vec<u8>)]) -> st
 }
 
 /// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
-pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
+pub fn run(
+    args: &crate::cli::DiagnoseArgs,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, open_backends, runtime};
     use crate::error::Error;
     use crate::step::events::Events;
     let run = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&run.lab)?;
+    let (loaded, _, patches) = super::inputs(&run.lab, host)?;
     let lab = loaded.lab;
     let state = crate::state::StateDir::for_run(&lab.name, run.simulate)?;
     let rt = runtime()?;

@@ -434,11 +434,14 @@ pub fn render(findings: &[Finding]) -> String {
 }
 
 /// `ocm-lab doctor`: every finding with what to do; exit 1 when something would stop `up`.
-pub fn run(args: &crate::cli::DoctorArgs) -> Result<(), crate::error::Error> {
+pub fn run(
+    args: &crate::cli::DoctorArgs,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, open_backends, runtime};
     let output = args.output.output;
     let args = crate::cli::RunArgs::from(args);
-    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    let (loaded, sources, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let state = StateDir::for_run(&loaded.lab.name, args.simulate)?;
     let rt = runtime()?;

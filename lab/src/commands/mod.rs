@@ -94,9 +94,33 @@ impl miette::Diagnostic for WarningsOnly<'_> {
     }
 }
 
+/// What the command line (`--kubeconfig`, `--context`) and the environment say about this machine: read
+/// once, here in the command layer, and passed to whatever needs it.
+pub fn host(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+) -> crate::topology::Host {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    crate::topology::Host {
+        kubeconfig: kubeconfig.map(|p| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        }),
+        context,
+        kubeconfig_env: var("KUBECONFIG"),
+        home: var("HOME"),
+        kind_network: crate::backend::docker::kind_network(),
+    }
+}
+
 /// Loads the topology, workflow sources and chart patches a command names.
-pub fn inputs(args: &LabArgs) -> Result<(Loaded, Sources, PatchSet), Error> {
-    let mut loaded = crate::topology::load_arg(args.topology.as_deref())?;
+pub fn inputs(
+    args: &LabArgs,
+    host: &crate::topology::Host,
+) -> Result<(Loaded, Sources, PatchSet), Error> {
+    let mut loaded = crate::topology::load_arg(host, args.topology.as_deref())?;
     if let Some(image) = &args.node_image {
         loaded.lab.versions.kind_node_image = image.clone();
     }

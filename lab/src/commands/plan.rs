@@ -384,10 +384,10 @@ fn short_image(image: &str) -> &str {
 }
 
 /// `ocm-lab plan`: renders a workflow against the topology and prints or writes it.
-pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
+pub fn run(args: &crate::cli::PlanArgs, host: &crate::topology::Host) -> Result<(), Error> {
     use super::{document, stdout};
     use crate::cli::Output;
-    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    let (loaded, sources, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let plan = crate::workflow::plan::plan(
         &loaded.lab,

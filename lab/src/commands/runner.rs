@@ -253,8 +253,9 @@ pub fn run_workflows(
     args: &RunArgs,
     output: StreamOutput,
     workflows: &[Workflow],
+    host: &crate::topology::Host,
 ) -> Result<(), Error> {
-    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    let (loaded, sources, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let mut lab = loaded.lab;
     if !args.checks.is_empty() {

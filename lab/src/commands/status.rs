@@ -419,13 +419,16 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
 }
 
 /// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
-pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
+pub fn run(
+    args: &crate::cli::StatusArgs,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, ensure_up, open_backends, runtime};
     use crate::error::Error;
     use crate::step::events::Events;
     let output = args.output.output;
     let args = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&args.lab)?;
+    let (loaded, _, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let lab = loaded.lab;
     // Read-only: a lab that is not up gets no state folder from a look at it.

@@ -6,17 +6,17 @@ use crate::embedded;
 use crate::error::Error;
 use crate::topology;
 
-pub fn run(command: &TopologyCommand) -> Result<(), Error> {
+pub fn run(command: &TopologyCommand, host: &topology::Host) -> Result<(), Error> {
     match command {
-        TopologyCommand::Check { topology, output } => check(topology, output.output),
+        TopologyCommand::Check { topology, output } => check(topology, output.output, host),
         TopologyCommand::Schema => stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&topology::json_schema()).expect("schemas serialize")
         )),
-        TopologyCommand::List { output } => list(output.output),
+        TopologyCommand::List { output } => list(output.output, host),
         TopologyCommand::Show { name } => match embedded::topology(name) {
             Some(text) => stdout(text),
-            None => Err(topology::load_arg(Some(name)).err().map_or_else(
+            None => Err(topology::load_arg(host, Some(name)).err().map_or_else(
                 || unreachable!("a missing embedded topology fails to load"),
                 Error::from,
             )),
@@ -25,8 +25,8 @@ pub fn run(command: &TopologyCommand) -> Result<(), Error> {
 }
 
 /// `topology check`: every problem with its location, or a one-line summary of the lab.
-fn check(topology: &str, output: crate::cli::Output) -> Result<(), Error> {
-    let loaded = topology::load_arg(Some(topology))?;
+fn check(topology: &str, output: crate::cli::Output, host: &topology::Host) -> Result<(), Error> {
+    let loaded = topology::load_arg(host, Some(topology))?;
     warn(&loaded);
     let lab = &loaded.lab;
     let checks: Vec<&str> = lab.verify.checks.iter().map(|c| c.as_str()).collect();
@@ -57,11 +57,11 @@ fn check(topology: &str, output: crate::cli::Output) -> Result<(), Error> {
 }
 
 /// `topology list`: the embedded topologies and their descriptions.
-fn list(output: crate::cli::Output) -> Result<(), Error> {
+fn list(output: crate::cli::Output, host: &topology::Host) -> Result<(), Error> {
     let list: Vec<serde_json::Value> = embedded::TOPOLOGIES
         .iter()
         .map(|(name, text)| {
-            let desc = topology::load_str(name, text)
+            let desc = topology::load_str(host, name, text)
                 .ok()
                 .and_then(|l| l.lab.description)
                 .unwrap_or_default();

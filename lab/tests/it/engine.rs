@@ -335,7 +335,11 @@ async fn a_lab_without_the_hub_gate_fails_verification_naming_it() {
         "featureGates: [ClusterProfile, ResourceCleanup]",
         "featureGates: [ResourceCleanup]",
     );
-    let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
+    let h = Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    );
     let (r, events) = h.run("up").await;
     assert!(!r.ok);
     let (step, err) = r.failed.unwrap();

@@ -624,7 +624,7 @@ mod simulated {
             "    - name: cluster1\n      existing: {kubeconfig: /nonexistent/c1.kubeconfig, context: their-c1}\n",
             1,
         );
-        let lab = match ocm_lab::topology::load_str("mixed.yaml", &text) {
+        let lab = match ocm_lab::topology::load_str(&crate::common::host(), "mixed.yaml", &text) {
             Ok(l) => l.lab,
             Err(e) => panic!("{}", ocm_lab::render(&e)),
         };

@@ -73,7 +73,7 @@ fn cluster_proxy_0_11_0_changes_only_the_cluster_proxy_image() {
         "      version: 0.10.0\n      clusterSet",
         "      version: 0.11.0\n      clusterSet",
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
         .expect("valid")
         .lab;
     let charts: BTreeSet<String> = images(&lab)

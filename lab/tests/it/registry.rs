@@ -13,7 +13,7 @@ fn with_registry(block: &str) -> String {
 }
 
 fn lab(text: &str) -> ocm_lab::topology::Lab {
-    match ocm_lab::topology::load_str("t.yaml", text) {
+    match ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", text) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     }
@@ -190,7 +190,7 @@ fn bad_mirrors_are_located_errors_that_say_what_to_write() {
     // Located: the rendered report points at the line of the bad value.
     let text =
         with_registry("spec:\n  registry:\n    mirrors:\n      quay.io: mirror:5000\n  hub:");
-    let err = ocm_lab::topology::load_str("lab.yaml", &text).unwrap_err();
+    let err = ocm_lab::topology::load_str(&crate::common::host(), "lab.yaml", &text).unwrap_err();
     let line = text
         .lines()
         .position(|l| l.contains("mirror:5000"))

@@ -135,7 +135,7 @@ fn steps_for_disabled_addons_are_skipped_and_needs_on_them_dropped() {
     let text = common::default_with("    managed-serviceaccount:\n      version: 0.10.0", "    managed-serviceaccount:\n      enabled: false\n      version: 0.10.0")
         .replace("  serviceAccounts:\n    - name: inventory-reader\n      clusters: [cluster1, cluster2]\n      syncToClusterProfile: true\n      clusterRole: view\n", "")
         .replace("checks: [properties, access-providers, reachable, credentials, conditions]", "checks: [properties, access-providers, conditions]");
-    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
         .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
         .lab;
     let plan = common::plan(&lab);

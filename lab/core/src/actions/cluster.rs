@@ -254,8 +254,10 @@ pub struct RegistryInputs {
 /// before parallel creates race for it.
 pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
     let inputs: NetworkInputs = ctx.inputs()?;
-    let fallback = crate::backend::docker::kind_network();
-    let name = inputs.name.as_deref().unwrap_or(&fallback);
+    let name = inputs
+        .name
+        .as_deref()
+        .unwrap_or(&ctx.run.lab.host.kind_network);
     let docker = &ctx.run.backends.docker;
     let created = docker.ensure_network(name).await?;
     if created {
@@ -317,8 +319,10 @@ pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([])));
     };
     let inputs: RegistryInputs = ctx.inputs()?;
-    let fallback = crate::backend::docker::kind_network();
-    let network = inputs.network.as_deref().unwrap_or(&fallback);
+    let network = inputs
+        .network
+        .as_deref()
+        .unwrap_or(&ctx.run.lab.host.kind_network);
     let spec = crate::backend::RegistryContainer {
         name: local.container.clone(),
         image: ctx.run.local_image(&local.image).to_owned(),
@@ -617,25 +621,13 @@ pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult 
     }
 }
 
-/// The user's kubeconfig file: the global `--kubeconfig` flag, else the first entry of `KUBECONFIG`, else
-/// `~/.kube/config`.
-pub fn user_kubeconfig() -> Option<PathBuf> {
-    if let Some(k) = crate::topology::kubeconfig_flags().kubeconfig {
-        return Some(PathBuf::from(k));
-    }
-    if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty()) {
-        return std::env::split_paths(&k).next();
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config"))
-}
-
 /// `kubeconfig.merge`: each kind cluster's own kubeconfig merged into the user's, once, at the end.
 pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
     if ctx.run.backends.simulated {
         // The simulated lab's kubeconfigs lead nowhere: never put them into the user's real kubeconfig.
         return Ok((false, outputs([("skipped", json!("simulated lab"))])));
     }
-    let Some(target) = user_kubeconfig() else {
+    let Some(target) = ctx.run.lab.host.user_kubeconfig() else {
         return Err(ActionError::permanent(
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
@@ -683,7 +675,7 @@ pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
     if ctx.run.backends.simulated || owned.contexts.is_empty() {
         return Ok((false, outputs([])));
     }
-    let Some(target) = user_kubeconfig().filter(|p| p.exists()) else {
+    let Some(target) = ctx.run.lab.host.user_kubeconfig().filter(|p| p.exists()) else {
         return Ok((false, outputs([])));
     };
     let changed = update_kubeconfig(&target, |kc| Ok(prune(kc, &owned.contexts))).await?;

@@ -12,7 +12,7 @@ mod registry;
 mod reset;
 pub mod verify;
 
-pub use cluster::{clash_error, foreign_containers, foreign_look_alikes, user_kubeconfig};
+pub use cluster::{clash_error, foreign_containers, foreign_look_alikes};
 pub use kube::contains;
 pub use ocm::is_loopback_url;
 pub use registry::{ACTIONS, ActionFn, ActionSpec, Registry, find};

@@ -47,6 +47,10 @@ pub struct Lab {
     /// folder; `up --bundle` replaces it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bundle: Option<std::path::PathBuf>,
+    /// What the command line and the environment said when the lab was loaded (not part of the lab's
+    /// description: never serialized).
+    #[serde(skip)]
+    pub host: super::Host,
 }
 
 /// Host port of the local registry, as in kind's local-registry guide (FACTS-HELM-KIND B3).

@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub use lab::*;
 pub use model::Check;
-pub use resolve::{KubeconfigFlags, default_kubeconfig, kubeconfig_flags, set_kubeconfig_flags};
+pub use resolve::Host;
 
 use crate::diag::{self, Collector, FileDiagnostics, Issue, suggest};
 use crate::embedded;
@@ -71,14 +71,14 @@ pub enum TopologyError {
 
 /// Loads a topology named on the command line: an existing file path, else an embedded topology's name.
 /// With no name, the embedded default.
-pub fn load_arg(arg: Option<&str>) -> Result<Loaded, TopologyError> {
+pub fn load_arg(host: &Host, arg: Option<&str>) -> Result<Loaded, TopologyError> {
     let name = arg.unwrap_or(DEFAULT);
     let path = Path::new(name);
     if path.exists() || name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml") {
-        return load_file(name);
+        return load_file(host, name);
     }
     match embedded::topology(name) {
-        Some(text) => load_str(&format!("embedded:{name}"), text),
+        Some(text) => load_str(host, &format!("embedded:{name}"), text),
         None => Err(TopologyError::UnknownEmbedded {
             name: name.to_owned(),
             known: embedded_names(),
@@ -87,7 +87,7 @@ pub fn load_arg(arg: Option<&str>) -> Result<Loaded, TopologyError> {
 }
 
 /// Reads a topology file: its size is checked first, and text that is not UTF-8 is a located diagnostic.
-fn load_file(name: &str) -> Result<Loaded, TopologyError> {
+fn load_file(host: &Host, name: &str) -> Result<Loaded, TopologyError> {
     let read_error = |cause: std::io::Error| {
         let help = match cause.kind() {
             std::io::ErrorKind::NotFound => format!(
@@ -114,7 +114,7 @@ fn load_file(name: &str) -> Result<Loaded, TopologyError> {
     }
     let bytes = std::fs::read(name).map_err(read_error)?;
     match String::from_utf8(bytes) {
-        Ok(text) => load_str(name, &text),
+        Ok(text) => load_str(host, name, &text),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             let bad = e.as_bytes()[valid];
@@ -155,7 +155,8 @@ fn embedded_names() -> String {
 }
 
 /// Parses, validates and resolves a topology. `origin` names the file in messages.
-pub fn load_str(origin: &str, text: &str) -> Result<Loaded, TopologyError> {
+/// `host` is what the command line and environment say (see [`Host`]).
+pub fn load_str(host: &Host, origin: &str, text: &str) -> Result<Loaded, TopologyError> {
     if text.len() as u64 > MAX_TOPOLOGY_BYTES {
         return Err(TopologyError::TooLarge {
             path: origin.to_owned(),
@@ -164,7 +165,7 @@ pub fn load_str(origin: &str, text: &str) -> Result<Loaded, TopologyError> {
     }
     let mut c = Collector::new(text);
     let lab = match parse(text, &mut c) {
-        Some(raw) => resolve::resolve(&raw, &mut c, origin),
+        Some(raw) => resolve::resolve(&raw, &mut c, origin, host),
         None => None,
     };
     match lab {

@@ -35,7 +35,12 @@ fn at<T>(s: &Spanned<T>) -> Option<&Location> {
     Some(&s.referenced)
 }
 
-pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) -> Option<Lab> {
+pub(super) fn resolve(
+    t: &model::Topology,
+    c: &mut Collector<'_>,
+    origin: &str,
+    host: &Host,
+) -> Option<Lab> {
     if t.api_version.value != model::API_VERSION {
         c.error(
             at(&t.api_version),
@@ -58,7 +63,7 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) 
     let timeouts = timeouts(c, &spec.timeouts);
 
     // Clusters.
-    let hub = hub(c, &spec.hub);
+    let hub = hub(c, &spec.hub, host);
     let mut seen = BTreeMap::<String, &str>::new();
     seen.insert(hub.cluster.name.clone(), "the hub");
     if spec.spokes.value.is_empty() {
@@ -74,7 +79,7 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) 
         .value
         .iter()
         .enumerate()
-        .map(|(i, s)| spoke(c, s, i, &spec.verify))
+        .map(|(i, s)| spoke(c, s, i, &spec.verify, host))
         .collect();
     for (i, s) in spec.spokes.value.iter().enumerate() {
         let field = format!("spec.spokes[{i}].name");
@@ -100,7 +105,7 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) 
         }
     }
 
-    context_flag(c, spec);
+    context_flag(c, spec, host);
 
     // ManagedClusters: the spokes, plus the hub itself as local-cluster.
     let mut managed: Vec<ManagedCluster> = spokes
@@ -160,6 +165,7 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) 
         timeouts,
         registry: registry(c, &spec.registry, &t.metadata.name.value),
         bundle: spec.bundle.as_ref().and_then(|b| bundle(c, b, origin)),
+        host: host.clone(),
     })
 }
 
@@ -350,7 +356,7 @@ fn unknown_version(
         ));
 }
 
-fn hub(c: &mut Collector<'_>, h: &model::Hub) -> Hub {
+fn hub(c: &mut Collector<'_>, h: &model::Hub, host: &Host) -> Hub {
     cluster_name(c, &h.name, "spec.hub.name");
     let mut gates = vec!["DefaultClusterSet".to_owned()];
     for (i, g) in h.feature_gates.iter().enumerate() {
@@ -376,6 +382,7 @@ fn hub(c: &mut Collector<'_>, h: &model::Hub) -> Hub {
             Role::Hub,
             h.existing.as_ref(),
             "spec.hub.existing",
+            host,
         ),
         feature_gates: gates,
         self_join: h.self_join,
@@ -388,6 +395,7 @@ fn cluster(
     role: Role,
     existing: Option<&model::Existing>,
     field: &str,
+    host: &Host,
 ) -> Cluster {
     match existing {
         None => Cluster {
@@ -421,8 +429,7 @@ fn cluster(
                 )
                 .help("the API server URL the other clusters' agents reach, e.g. `https://hub.example.com:6443`");
             }
-            let flags = kubeconfig_flags();
-            let context = match (&e.context, &flags.context) {
+            let context = match (&e.context, &host.context) {
                 (Some(ctx), _) => ctx.value.clone(),
                 (None, Some(flag)) => flag.clone(),
                 (None, None) => {
@@ -440,8 +447,8 @@ fn cluster(
                 role,
                 provider: Provider::Existing {
                     kubeconfig: match &e.kubeconfig {
-                        Some(k) => expand_home(&k.value),
-                        None => default_kubeconfig(),
+                        Some(k) => host.expand_home(&k.value),
+                        None => host.default_kubeconfig(),
                     },
                     context: context.clone(),
                 },
@@ -458,7 +465,7 @@ fn cluster(
 
 /// `--context` names the context of exactly one existing cluster: the one that leaves `context` out. A
 /// second such cluster would get the same context, and a flag no cluster takes would be silently ignored.
-fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec) {
+fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec, host: &Host) {
     let mut without: Vec<String> = Vec::new();
     if spec
         .hub
@@ -486,7 +493,7 @@ fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec) {
         .help("name the context of each existing cluster in the topology");
     }
     if without.is_empty()
-        && let Some(flag) = kubeconfig_flags().context
+        && let Some(flag) = &host.context
     {
         c.error(
             None,
@@ -542,44 +549,70 @@ fn https_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The global `--kubeconfig` and `--context` flags, as the command line gave them (kubectl's flags).
-#[derive(Debug, Clone, Default)]
-pub struct KubeconfigFlags {
-    /// `--kubeconfig`: the kubeconfig of every `existing:` cluster that names none, and the file `up`
-    /// merges the kind clusters' contexts into (instead of `$KUBECONFIG` / `~/.kube/config`).
+/// What the command line and the environment say about the machine a lab is driven from: kubectl's
+/// `--kubeconfig` and `--context` flags, `$KUBECONFIG`, `$HOME`, and the Docker network kind uses. The
+/// command layer builds it once and passes it to [`crate::topology::load_arg`]; the lab carries it
+/// ([`super::Lab::host`]), so nothing below the command layer reads flags or the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// `--kubeconfig` (absolute): the kubeconfig of every `existing:` cluster that names none, and the file
+    /// `up` merges the kind clusters' contexts into (instead of `$KUBECONFIG` / `~/.kube/config`).
     pub kubeconfig: Option<String>,
     /// `--context`: the context of the one `existing:` cluster that leaves `context` out.
     pub context: Option<String>,
+    /// `$KUBECONFIG` as it is (a list of paths), when set and not empty.
+    pub kubeconfig_env: Option<String>,
+    /// `$HOME`, for `~/` in paths and kubectl's `~/.kube/config`.
+    pub home: Option<String>,
+    /// The Docker network kind puts its nodes on (`kind`, or `KIND_EXPERIMENTAL_DOCKER_NETWORK`).
+    pub kind_network: String,
 }
 
-static FLAGS: std::sync::OnceLock<KubeconfigFlags> = std::sync::OnceLock::new();
-
-/// Sets the global flags once, before any topology is loaded (the CLI does, from its arguments).
-pub fn set_kubeconfig_flags(flags: KubeconfigFlags) {
-    let _ = FLAGS.set(flags);
-}
-
-/// The global flags (none set: kubectl's defaults).
-pub fn kubeconfig_flags() -> KubeconfigFlags {
-    FLAGS.get().cloned().unwrap_or_default()
-}
-
-/// kubectl's default: `--kubeconfig`, else `$KUBECONFIG` as it is (a list of paths, merged where the
-/// cluster is reached), else `~/.kube/config`.
-pub fn default_kubeconfig() -> String {
-    if let Some(k) = kubeconfig_flags().kubeconfig {
-        return expand_home(&k);
-    }
-    match std::env::var("KUBECONFIG") {
-        Ok(k) if !k.is_empty() => k,
-        _ => expand_home("~/.kube/config"),
+impl Default for Host {
+    /// No flags, no environment, kind's default network.
+    fn default() -> Self {
+        Host {
+            kubeconfig: None,
+            context: None,
+            kubeconfig_env: None,
+            home: None,
+            kind_network: "kind".to_owned(),
+        }
     }
 }
 
-fn expand_home(path: &str) -> String {
-    match (path.strip_prefix("~/"), std::env::var("HOME")) {
-        (Some(rest), Ok(home)) => format!("{home}/{rest}"),
-        _ => path.to_owned(),
+impl Host {
+    /// kubectl's default: `--kubeconfig`, else `$KUBECONFIG` as it is (a list of paths, merged where the
+    /// cluster is reached), else `~/.kube/config`.
+    pub fn default_kubeconfig(&self) -> String {
+        if let Some(k) = &self.kubeconfig {
+            return self.expand_home(k);
+        }
+        match &self.kubeconfig_env {
+            Some(k) => k.clone(),
+            None => self.expand_home("~/.kube/config"),
+        }
+    }
+
+    /// The user's kubeconfig file, the one `up` merges contexts into: `--kubeconfig`, else the first
+    /// entry of `$KUBECONFIG`, else `~/.kube/config`.
+    pub fn user_kubeconfig(&self) -> Option<std::path::PathBuf> {
+        if let Some(k) = &self.kubeconfig {
+            return Some(k.into());
+        }
+        if let Some(k) = &self.kubeconfig_env {
+            return std::env::split_paths(k).next();
+        }
+        self.home
+            .as_ref()
+            .map(|h| std::path::Path::new(h).join(".kube/config"))
+    }
+
+    fn expand_home(&self, path: &str) -> String {
+        match (path.strip_prefix("~/"), &self.home) {
+            (Some(rest), Some(home)) => format!("{home}/{rest}"),
+            _ => path.to_owned(),
+        }
     }
 }
 
@@ -597,7 +630,13 @@ fn gate(c: &mut Collector<'_>, g: &Spanned<String>, field: &str, known: &[&str],
     }
 }
 
-fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Verify) -> Spoke {
+fn spoke(
+    c: &mut Collector<'_>,
+    s: &model::Spoke,
+    i: usize,
+    verify: &model::Verify,
+    host: &Host,
+) -> Spoke {
     let base = format!("spec.spokes[{i}]");
     cluster_name(c, &s.name, &format!("{base}.name"));
     let mut labels = BTreeMap::new();
@@ -728,6 +767,7 @@ fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Veri
             Role::Spoke,
             s.existing.as_ref(),
             &format!("{base}.existing"),
+            host,
         ),
         labels,
         properties,

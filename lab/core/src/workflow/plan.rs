@@ -199,6 +199,7 @@ pub fn environment(sources: &Sources) -> Result<Environment<'static>, minijinja:
 struct Globals {
     lab: minijinja::Value,
     labels: minijinja::Value,
+    kind_network: String,
 }
 
 impl Globals {
@@ -206,6 +207,7 @@ impl Globals {
         Globals {
             lab: minijinja::Value::from(Serde(lab)),
             labels: minijinja::Value::from(Serde(BTreeMap::from([(LAB_LABEL, lab.name.as_str())]))),
+            kind_network: lab.host.kind_network.clone(),
         }
     }
 
@@ -215,7 +217,7 @@ impl Globals {
             item => item.map(Serde),
             labels => self.labels.clone(),
             clustersetLabel => CLUSTERSET_LABEL,
-            kindNetwork => crate::backend::docker::kind_network(),
+            kindNetwork => self.kind_network.clone(),
         }
     }
 }
