@@ -2,15 +2,14 @@
 //! return an exit code.
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use crate::cli::{Cli, Command};
 use crate::commands;
-use crate::error::{Error, exit};
+use crate::error::{Error, exit, render};
 
 /// Runs `ocm-lab` with these arguments (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -130,20 +129,6 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-/// Renders a diagnostic for the terminal (colour only on a terminal).
-pub fn render(diag: &dyn miette::Diagnostic) -> String {
-    let theme = if std::io::stderr().is_terminal() {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let mut out = String::new();
-    let _ = GraphicalReportHandler::new_themed(theme)
-        .with_width(110)
-        .render_report(&mut out, diag);
-    out
-}
-
 fn report(e: &Error) {
     let _ = writeln!(std::io::stderr(), "{}", render(e));
 }
@@ -165,7 +150,7 @@ fn run(cli: &Cli, host: &crate::topology::Host) -> Result<(), Error> {
         Command::PostRender(args) => commands::postrender::run(args),
         Command::Completions { shell } => commands::completions::run(*shell),
         Command::Ci(command) => commands::ci::run(command, host),
-        Command::Images(command) => crate::images::command(command, host),
+        Command::Images(command) => commands::images::run(command, host),
         Command::Bundle(command) => commands::bundle::run(command, host),
     }
 }

@@ -36,7 +36,7 @@ pub fn run(command: &BundleCommand, host: &crate::topology::Host) -> Result<(), 
         BundleCommand::Save(args) => {
             let (lab, images, charts) = lab_images(&args.lab, host)?;
             let names: Vec<String> = images.iter().map(|i| i.image.clone()).collect();
-            let rt = super::runner::runtime()?;
+            let rt = super::runtime()?;
             let docker = rt.block_on(Docker::connect())?;
             // A missing image stops the save before any chart or tool is fetched.
             for image in &names {
@@ -233,7 +233,7 @@ pub fn preload(
             .filter(|i| i.kind != crate::images::ImageKind::Chart)
             .map(|i| i.image.clone())
             .collect();
-        let rt = super::runner::runtime()?;
+        let rt = super::runtime()?;
         image_aliases = rt.block_on(async {
             let docker = Docker::connect().await?;
             docker

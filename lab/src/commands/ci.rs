@@ -13,7 +13,7 @@ use std::io::Write as _;
 use serde::Serialize;
 
 use crate::cli::{CiCommand, CiContextsArgs, CiMatrixArgs, Output};
-use crate::commands::doctor::MIB_PER_CLUSTER;
+use crate::commands::checks::MIB_PER_CLUSTER;
 use crate::error::Error;
 use crate::topology::{self, Lab, Provider, catalog};
 
@@ -181,38 +181,6 @@ pub fn matrix(topologies: &[(String, usize)], images: &[String], runner: Runner)
     }
 }
 
-/// Parses a memory size into MiB: a number of MiB (`7168`), or with a unit: `M`/`MiB`, `G`/`GiB`
-/// (binary, as Docker's `--memory 16g`), `MB`/`GB` (decimal, as GitHub states its runners' memory).
-/// Case does not matter; a space before the unit is allowed; `7.5GiB` works.
-pub fn parse_memory(text: &str) -> Result<u64, String> {
-    const EXAMPLES: &str =
-        "give MiB (`7168`) or a size with a unit: `16GB`, `16GiB`, `7G`, `7168MiB`";
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = (&t[..split], t[split..].trim());
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a memory size: {EXAMPLES}"))?;
-    let bytes_per_unit: f64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "m" | "mi" | "mib" => 1024.0 * 1024.0,
-        "g" | "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        _ => {
-            return Err(format!("`{text}` has an unknown unit `{unit}`: {EXAMPLES}"));
-        }
-    };
-    let mib = (value * bytes_per_unit / (1024.0 * 1024.0)).floor();
-    if !mib.is_finite() || mib < 1.0 {
-        return Err(format!(
-            "`{text}` is less than 1 MiB: give the runner's memory, e.g. `16GB` for GitHub's standard Linux runner"
-        ));
-    }
-    Ok(mib as u64)
-}
-
 /// The contexts `up` gives a lab's clusters, and the kubeconfig it writes the kind ones to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Contexts {
@@ -377,6 +345,7 @@ fn write_out(text: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::parse_memory;
 
     #[test]
     fn memory_sizes_parse_in_mib() {

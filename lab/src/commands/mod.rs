@@ -6,14 +6,17 @@
 //! command prints with: its inputs (topology, workflows, chart patches), warnings, and stdout.
 
 pub mod bundle;
+pub mod checks;
 pub mod ci;
 pub mod completions;
 pub mod consumer;
 pub mod diagnose;
 pub mod doctor;
 pub mod down;
+pub mod images;
 pub mod plan;
 pub mod postrender;
+pub mod purpose;
 pub mod reset;
 pub mod runner;
 pub mod status;
@@ -62,7 +65,7 @@ pub(crate) fn warn(loaded: &Loaded) {
     let _ = writeln!(
         std::io::stderr(),
         "{}",
-        crate::run::render(&WarningsOnly(&diags))
+        crate::error::render(&WarningsOnly(&diags))
     );
 }
 
@@ -136,4 +139,13 @@ pub fn inputs(
         Some(dir) => PatchSet::load_dir(dir)?,
     };
     Ok((loaded, sources, patches))
+}
+
+/// The runtime a command runs its async work on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
 }

@@ -186,7 +186,7 @@ async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to
         &ocm_lab::workflow::Sources::embedded(),
         &ocm_lab::patch::PatchSet::embedded().unwrap(),
     );
-    let f = ocm_lab::images::doctor_finding(&listed, &d).await;
+    let f = ocm_lab::commands::checks::doctor_finding(&listed, &d).await;
     assert_eq!(f.level, ocm_lab::commands::doctor::Level::Warn, "{f:?}");
     assert!(f.detail.starts_with("7 of 8 images"), "{}", f.detail);
     assert!(f.detail.contains("(1 present)"), "{}", f.detail);

@@ -249,7 +249,7 @@ async fn doctor_says_which_mirror_does_not_answer_and_what_to_do() {
     let lab = lab(&with_registry(&format!(
         "spec:\n  registry:\n    mirrors:\n      quay.io: http://127.0.0.1:{up}\n      docker.io: http://127.0.0.1:{closed}\n  hub:"
     )));
-    let findings = ocm_lab::images::mirror_findings(&lab).await;
+    let findings = ocm_lab::commands::checks::mirror_findings(&lab).await;
     assert_eq!(findings.len(), 2, "{findings:?}");
     assert_eq!(
         findings[0].level,

@@ -7,8 +7,8 @@ use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    ApplyOutcome, ClusterApi, Condition, HelmTarget, KubeError, ObjectRef, Rendered, WaitError,
-    fieldset, undeclared,
+    ApplyOutcome, ClusterApi, Condition, KubeError, ObjectRef, Rendered, WaitError, fieldset,
+    undeclared,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Provider;
@@ -162,7 +162,7 @@ async fn record_operator_namespaces(
             ctx.run
                 .state
                 .own_namespace(&chart.cluster, ns, "")
-                .map_err(super::cluster::state_error)?;
+                .map_err(super::state_error)?;
         }
     }
     Ok(())
@@ -207,7 +207,7 @@ async fn record_namespace(
     ctx.run
         .state
         .own_namespace(cluster, &r.name, &uid)
-        .map_err(super::cluster::state_error)
+        .map_err(super::state_error)
 }
 
 fn context(e: KubeError, r: &ObjectRef) -> ActionError {
@@ -290,42 +290,6 @@ pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
         .await
         .map_err(|e| wait_error(e, None))?;
     Ok((false, outputs([])))
-}
-
-/// Where helm talks to lab cluster `cluster`: the lab's own kubeconfig file for a kind cluster, the
-/// user's for an existing one, with the cluster's context.
-pub fn helm_target(ctx: &StepCtx<'_>, cluster: &str) -> Result<HelmTarget, ActionError> {
-    let c = ctx.run.lab.cluster(cluster).ok_or_else(|| {
-        ActionError::permanent(format!(
-            "`{cluster}` is not a cluster of lab `{}`",
-            ctx.run.lab.name
-        ))
-    })?;
-    Ok(match &c.provider {
-        Provider::Kind => HelmTarget {
-            cluster: cluster.to_owned(),
-            kubeconfig: ctx.run.state.kubeconfig(cluster),
-            context: c.context.clone(),
-            lab: ctx.run.lab.name.clone(),
-        },
-        Provider::Existing {
-            kubeconfig,
-            context,
-        } => HelmTarget {
-            cluster: cluster.to_owned(),
-            kubeconfig: ctx
-                .run
-                .state
-                .existing_kubeconfig(cluster, kubeconfig)
-                .map_err(|e| {
-                    ActionError::permanent(format!(
-                        "failed to read kubeconfig {kubeconfig} of cluster `{cluster}`: {e}"
-                    ))
-                })?,
-            context: context.clone(),
-            lab: ctx.run.lab.name.clone(),
-        },
-    })
 }
 
 /// Refuses a chart whose patched objects set fields their CRD does not declare, before anything reaches
@@ -462,7 +426,7 @@ pub async fn install_chart(
     total.created += crds.created;
     total.updated += crds.updated;
     total.unchanged += crds.unchanged;
-    let target = helm_target(ctx, &chart.cluster)?;
+    let target = super::helm_target(ctx, &chart.cluster)?;
     let existing = helm
         .release(&target, &chart.release, &chart.namespace)
         .await?;
@@ -525,7 +489,7 @@ pub async fn chart_uninstall(ctx: &StepCtx<'_>) -> ActionResult {
     let inputs: super::OnCluster = ctx.inputs()?;
     let cluster = inputs.cluster.as_str();
     let releases = crate::charts::releases_on(&ctx.run.lab, cluster);
-    let target = helm_target(ctx, cluster)?;
+    let target = super::helm_target(ctx, cluster)?;
     let mut removed = Vec::new();
     for (name, namespace) in releases.iter().rev() {
         if ctx

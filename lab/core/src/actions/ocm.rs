@@ -711,7 +711,7 @@ async fn record_cluster_namespace(
         ctx.run
             .state
             .own_namespace(&ctx.run.lab.hub.cluster.name, &namespace.name, uid)
-            .map_err(super::cluster::state_error)?;
+            .map_err(super::state_error)?;
     }
     Ok(())
 }

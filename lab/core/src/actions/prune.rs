@@ -445,7 +445,7 @@ async fn lab_klusterlet(ctx: &StepCtx<'_>, cluster: &str) -> Result<bool, Action
     if !c.adopt {
         return Ok(true);
     }
-    let target = super::kube::helm_target(ctx, cluster)?;
+    let target = super::helm_target(ctx, cluster)?;
     Ok(ctx
         .run
         .backends
@@ -461,11 +461,7 @@ async fn lab_klusterlet(ctx: &StepCtx<'_>, cluster: &str) -> Result<bool, Action
 /// never deleted.
 pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = existing_cluster(ctx)?;
-    let owned = ctx
-        .run
-        .state
-        .owned_lenient()
-        .map_err(super::cluster::state_error)?;
+    let owned = ctx.run.state.owned_lenient().map_err(super::state_error)?;
     let Some(namespaces) = owned.namespaces.get(&cluster.name) else {
         return Ok((false, outputs([("removed", json!([]))])));
     };
@@ -493,7 +489,7 @@ pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
         ctx.run
             .state
             .forget_namespace(&cluster.name, name)
-            .map_err(super::cluster::state_error)?;
+            .map_err(super::state_error)?;
     }
     if !removed.is_empty() {
         ctx.note(super::reset::removed_summary(&removed));

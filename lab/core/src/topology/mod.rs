@@ -5,15 +5,16 @@
 //! resolution (defaults from the version catalog, derived collections such as bindings and members).
 
 pub mod catalog;
+mod host;
 mod lab;
 pub mod model;
 mod resolve;
 
 use std::path::Path;
 
+pub use host::Host;
 pub use lab::*;
 pub use model::Check;
-pub use resolve::Host;
 
 use crate::diag::{self, Collector, FileDiagnostics, Issue, suggest};
 use crate::embedded;
