@@ -9,6 +9,7 @@ use super::ActionError;
 use super::kube::{deployment, ensure_served, install_chart, wait_all, wait_error};
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
+use crate::step::retry::Backoff;
 use crate::topology::{Addon, Lab, Provider};
 
 const BOOTSTRAP_NS: &str = "open-cluster-management";
@@ -640,6 +641,9 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
     );
     let namespace = ObjectRef::new("v1", "Namespace", None, name);
     let mut record_namespace = false;
+    // The agent may file its CSR after the ManagedCluster: watch the ManagedCluster, and look for new CSRs
+    // at least every few seconds (clusteradm accept re-lists every second).
+    let mut relook = Backoff::constant(Duration::from_secs(5)).until(deadline);
     loop {
         let mc = hub.get(&r).await?.ok_or_else(|| {
             ActionError::transient(format!("ManagedCluster {name} does not exist yet"))
@@ -671,17 +675,13 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
                 .await?;
             changed = true;
         }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
+        let Some(slice) = relook.pause_within() else {
             return Err(ActionError::permanent(format!(
                 "timed out waiting for ManagedCluster {name} to join; last seen: {}",
                 crate::backend::last_seen(&Some(mc))
             ))
             .with_help("check the spoke's klusterlet agents and that its CSR was approved (`kubectl get csr` on the hub)"));
-        }
-        // The agent may file its CSR after the ManagedCluster: watch the ManagedCluster, and look for new CSRs
-        // at least every few seconds (clusteradm accept re-lists every second).
-        let slice = left.min(Duration::from_secs(5));
+        };
         let cond = Condition::new(
             "ManagedClusterJoined and ManagedClusterConditionAvailable True",
             |o| o.is_some_and(joined),

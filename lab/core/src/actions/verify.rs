@@ -9,6 +9,7 @@ use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
 use crate::step::events::{Event, ResultStatus};
+use crate::step::retry::Backoff;
 use crate::topology::{Check, LAB_LABEL, Lab, Property};
 use crate::verify::{self, CheckResult, PROBE_PROPERTY, PropertyEvidence};
 
@@ -746,7 +747,7 @@ impl SpokeRun<'_, '_> {
         let expected = self.ctx.run.api(spoke).await?.version().await?;
         let path = format!("{prefix}/version");
         let first = tokio::time::Instant::now();
-        let mut backoff = REACH_BACKOFF.0;
+        let mut policy = Backoff::new(REACH_BACKOFF.0, REACH_BACKOFF.1).until(self.deadline);
         let mut attempts = 0u32;
         let (answer, latency) = loop {
             attempts += 1;
@@ -759,12 +760,10 @@ impl SpokeRun<'_, '_> {
                 Ok((status, _)) => matches!(status, 400 | 502..=504),
                 Err(e) => e.is_transient(),
             };
-            let now = tokio::time::Instant::now();
-            if !again || now + backoff > self.deadline {
-                break (answer, latency);
+            match again.then(|| policy.pause()).flatten() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => break (answer, latency),
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(REACH_BACKOFF.1);
         };
         let tried = if attempts > 1 {
             format!(

@@ -7,6 +7,7 @@
 
 mod error;
 pub mod events;
+pub mod retry;
 pub mod timing;
 
 pub use error::ActionError;
