@@ -334,6 +334,7 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         error: format!("the machine cannot finish the lab: {error}"),
         help: (!help.is_empty()).then_some(help),
         elapsed_ms: events.elapsed_ms(),
+        backend: None,
     });
     events.emit(Event::RunFinished {
         ok: false,

@@ -148,7 +148,11 @@ async fn cluster_status(
                 .unwrap_or_default();
             (
                 "kind",
-                Some(nodes.iter().any(|n| n.role == "control-plane" && n.running)),
+                Some(
+                    nodes
+                        .iter()
+                        .any(|n| n.role == crate::backend::NodeRole::ControlPlane && n.running),
+                ),
             )
         }
         Provider::Existing { .. } => ("existing", None),
@@ -183,13 +187,6 @@ async fn cluster_status(
 
 async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
     let mut out = Vec::new();
-    let mut addons: Vec<&str> = Vec::new();
-    if lab.addons.cluster_proxy.is_some() {
-        addons.push("cluster-proxy");
-    }
-    if lab.addons.managed_serviceaccount.is_some() {
-        addons.push("managed-serviceaccount");
-    }
     for m in &lab.managed_clusters {
         let mc = hub
             .get(&ObjectRef::new(
@@ -202,19 +199,8 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
             .ok()
             .flatten();
         let mut states = Vec::new();
-        for a in &addons {
-            let wanted = match *a {
-                "cluster-proxy" => lab
-                    .addons
-                    .cluster_proxy
-                    .as_ref()
-                    .is_some_and(|p| p.clusters.contains(&m.name)),
-                _ => lab
-                    .addons
-                    .managed_serviceaccount
-                    .as_ref()
-                    .is_some_and(|p| p.clusters.contains(&m.name)),
-            };
+        for a in crate::topology::Addon::ALL {
+            let wanted = lab.addons.clusters(a).is_some_and(|c| c.contains(&m.name));
             if !wanted {
                 continue;
             }
@@ -223,13 +209,13 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
                     "addon.open-cluster-management.io/v1alpha1",
                     "ManagedClusterAddOn",
                     Some(&m.name),
-                    a,
+                    a.as_str(),
                 ))
                 .await
                 .ok()
                 .flatten();
             states.push(AddonStatus {
-                name: (*a).to_owned(),
+                name: a.as_str().to_owned(),
                 available: mca
                     .as_ref()
                     .is_some_and(|o| condition_status(o, "Available") == Some("True")),

@@ -236,6 +236,13 @@ async fn a_permanent_failure_stops_the_run_and_names_the_step() {
     let (step, err) = r.failed.clone().unwrap();
     assert_eq!(step, "hub-manager");
     assert!(err.message.contains("chart not found"), "{}", err.message);
+    // The run's result and its event say which backend failed, and the typed error is kept.
+    assert_eq!(err.backend, Some(ocm_lab::backend::Backend::Helm));
+    assert!(
+        err.source_as::<ocm_lab::backend::HelmError>().is_some(),
+        "{err:?}"
+    );
+    assert!(events.iter().any(|e| matches!(&e.event, Event::StepFailed { step, backend: Some(ocm_lab::backend::Backend::Helm), .. } if step == "hub-manager")));
     // Not retried (permanent), and nothing that needs the hub started afterwards.
     assert!(
         !events

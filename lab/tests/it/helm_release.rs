@@ -302,7 +302,7 @@ async fn patches_through_the_post_renderer(version: &'static str) {
         .unwrap();
     assert_eq!(release.name, "cluster-proxy");
     assert_eq!(release.namespace, "open-cluster-management-addon");
-    assert_eq!(release.status, "deployed");
+    assert_eq!(release.status.as_str(), "deployed");
     assert_eq!(release.chart, "cluster-proxy-0.10.0");
     assert_eq!(release.values, values);
     let upgrade = s.calls().into_iter().find(|c| c[0] == "upgrade").unwrap();

@@ -7,8 +7,8 @@ use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    ApplyOutcome, ClusterApi, Condition, KubeError, ObjectRef, Rendered, WaitError, fieldset,
-    undeclared,
+    ApplyOutcome, ClusterApi, Condition, KubeError, ObjectRef, ReleaseStatus, Rendered, WaitError,
+    fieldset, undeclared,
 };
 use crate::charts::ChartPlan;
 use crate::topology::Provider;
@@ -432,7 +432,7 @@ pub async fn install_chart(
         .await?;
     let wanted_chart = format!("{}-{}", chart.chart.name(), chart.version);
     if let Some(rel) = &existing
-        && rel.status == "deployed"
+        && rel.status == ReleaseStatus::Deployed
         && rel.chart == wanted_chart
         && rel.values == values
         && objects_in_place(api.as_ref(), &rendered.objects).await?

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::ActionError;
 use super::kube::{deployment, ensure_served, install_chart, wait_all, wait_error};
 use super::{ActionResult, StepCtx, outputs};
-use crate::backend::{ClusterApi, Condition, ObjectRef, condition_status};
+use crate::backend::{ClusterApi, Condition, NodeRole, ObjectRef, condition_status};
 use crate::step::retry::Backoff;
 use crate::topology::{Addon, Lab, Provider};
 
@@ -343,7 +343,7 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionE
         .docker
         .node_containers(&lab.hub.cluster.name)
         .await?;
-    let cp = nodes.iter().find(|n| n.role == "control-plane");
+    let cp = nodes.iter().find(|n| n.role == NodeRole::ControlPlane);
     match cp {
         Some(n) if n.ip.is_some() => Ok(()),
         Some(n) => Err(ActionError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))

@@ -87,6 +87,9 @@ pub enum ChartCacheError {
 }
 
 impl Failure for ChartCacheError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::ChartCache
+    }
     fn transience(&self) -> Transience {
         match self {
             ChartCacheError::Fetch { .. } => Transience::Transient,

@@ -191,6 +191,9 @@ pub enum DockerError {
 }
 
 impl Failure for DockerError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Docker
+    }
     fn transience(&self) -> Transience {
         match self {
             DockerError::Daemon { status, .. } if *status >= 500 || *status == 409 => {
@@ -920,7 +923,7 @@ impl ContainerRuntime for Docker {
                     .map(|n| n.trim_start_matches('/').to_owned())
                     .unwrap_or_else(|| id.clone()),
                 id: c.id.unwrap_or(id),
-                role: labels.get(ROLE_LABEL).cloned().unwrap_or_default(),
+                role: labels.get(ROLE_LABEL).cloned().unwrap_or_default().into(),
                 running: c.state.and_then(|s| s.running).unwrap_or(false),
                 ip,
             });

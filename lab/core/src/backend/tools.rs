@@ -725,6 +725,9 @@ pub enum ToolError {
 }
 
 impl Failure for ToolError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Tools
+    }
     /// Only losing track of a running tool may pass; a missing, broken or unverifiable tool stays so.
     fn transience(&self) -> Transience {
         match self {

@@ -209,6 +209,7 @@ fn task_lost(step: &PlannedStep, ctx: &RunCtx, e: tokio::task::JoinError) -> Ste
         error: err.message.clone(),
         help: err.help.clone(),
         elapsed_ms: 0,
+        backend: None,
     });
     StepEnd::Failed(err)
 }
@@ -492,6 +493,7 @@ fn failed(
         error: err.message.clone(),
         help: err.help.clone(),
         elapsed_ms: start.elapsed().as_millis() as u64,
+        backend: err.backend,
     });
     StepEnd::Failed(err)
 }

@@ -183,6 +183,7 @@ impl Human {
                 error,
                 help,
                 elapsed_ms,
+                ..
             } => {
                 self.finish_bar(step);
                 self.line(format!(

@@ -146,7 +146,9 @@ impl RunCtx {
         let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
             return e;
         };
-        let control_plane = nodes.iter().find(|n| n.role == "control-plane");
+        let control_plane = nodes
+            .iter()
+            .find(|n| n.role == crate::backend::NodeRole::ControlPlane);
         let stopped_node = match control_plane {
             Some(n) if n.running => return e,
             Some(n) => Some(n.name.clone()),

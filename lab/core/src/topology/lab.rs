@@ -223,6 +223,19 @@ pub struct Addons {
     pub managed_serviceaccount: Option<ManagedServiceaccount>,
 }
 
+impl Addons {
+    /// The ManagedClusters `addon` reaches, or `None` when the lab does not enable it.
+    pub fn clusters(&self, addon: Addon) -> Option<&[String]> {
+        match addon {
+            Addon::ClusterProxy => self.cluster_proxy.as_ref().map(|a| a.clusters.as_slice()),
+            Addon::ManagedServiceaccount => self
+                .managed_serviceaccount
+                .as_ref()
+                .map(|a| a.clusters.as_slice()),
+        }
+    }
+}
+
 /// An addon the lab installs, by its ClusterManagementAddOn name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
