@@ -42,22 +42,7 @@ pub(super) fn resolve(
     origin: &str,
     host: &Host,
 ) -> Option<Lab> {
-    if t.api_version.value != model::API_VERSION {
-        c.error(
-            at(&t.api_version),
-            "apiVersion",
-            format!("unsupported apiVersion `{}`", t.api_version.value),
-        )
-        .help(format!("use `{}`", model::API_VERSION));
-    }
-    if t.kind.value != model::KIND {
-        c.error(
-            at(&t.kind),
-            "kind",
-            format!("unsupported kind `{}`", t.kind.value),
-        )
-        .help(format!("use `{}`", model::KIND));
-    }
+    header(c, t);
     dns_label(c, &t.metadata.name, "metadata.name", 63);
     let spec = &t.spec;
     let versions = versions(c, &spec.versions);
@@ -65,68 +50,10 @@ pub(super) fn resolve(
 
     // Clusters.
     let hub = hub(c, &spec.hub, host);
-    let mut seen = BTreeMap::<String, &str>::new();
-    seen.insert(hub.cluster.name.clone(), "the hub");
-    if spec.spokes.value.is_empty() {
-        c.error(
-            at(&spec.spokes),
-            "spec.spokes",
-            "a lab needs at least one spoke",
-        )
-        .help("add a spoke, for example `- name: cluster1`; `ocm-lab topology show minimal` has a small lab");
-    }
-    let spokes: Vec<Spoke> = spec
-        .spokes
-        .value
-        .iter()
-        .enumerate()
-        .map(|(i, s)| spoke(c, s, i, &spec.verify, host))
-        .collect();
-    for (i, s) in spec.spokes.value.iter().enumerate() {
-        let field = format!("spec.spokes[{i}].name");
-        if let Some(other) = seen.get(&s.name.value) {
-            c.error(
-                at(&s.name),
-                field,
-                format!(
-                    "duplicate cluster name `{}`: already used by {other}",
-                    s.name.value
-                ),
-            )
-            .help("every cluster of a lab needs its own name");
-        } else if s.name.value == LOCAL_CLUSTER && hub.self_join {
-            c.error(
-                at(&s.name),
-                field,
-                format!("`{LOCAL_CLUSTER}` is the name of the self-joined hub"),
-            )
-            .help("rename the spoke, or set `spec.hub.selfJoin: false`");
-        } else {
-            seen.insert(s.name.value.clone(), "another spoke");
-        }
-    }
-
+    let spokes = spokes(c, spec, &hub, host);
     context_flag(c, spec, host);
 
-    // ManagedClusters: the spokes, plus the hub itself as local-cluster.
-    let mut managed: Vec<ManagedCluster> = spokes
-        .iter()
-        .map(|s| ManagedCluster {
-            name: s.cluster.name.clone(),
-            cluster: s.cluster.name.clone(),
-            labels: s.labels.clone(),
-            exclusive_set: None,
-        })
-        .collect();
-    if hub.self_join {
-        managed.push(ManagedCluster {
-            name: LOCAL_CLUSTER.to_owned(),
-            cluster: hub.cluster.name.clone(),
-            // local-up.sh labels it so (OCM-FACTS §1 step 7).
-            labels: BTreeMap::from([(LOCAL_CLUSTER.to_owned(), "true".to_owned())]),
-            exclusive_set: None,
-        });
-    }
+    let mut managed = managed_clusters(&hub, &spokes);
 
     let cluster_sets = cluster_sets(c, &spec.cluster_sets, &mut managed);
     let bindings = bindings(c, spec, &cluster_sets);
@@ -168,6 +95,94 @@ pub(super) fn resolve(
         bundle: spec.bundle.as_ref().and_then(|b| bundle(c, b, origin)),
         host: host.clone(),
     })
+}
+
+/// The file's `apiVersion` and `kind`.
+fn header(c: &mut Collector<'_>, t: &model::Topology) {
+    if t.api_version.value != model::API_VERSION {
+        c.error(
+            at(&t.api_version),
+            "apiVersion",
+            format!("unsupported apiVersion `{}`", t.api_version.value),
+        )
+        .help(format!("use `{}`", model::API_VERSION));
+    }
+    if t.kind.value != model::KIND {
+        c.error(
+            at(&t.kind),
+            "kind",
+            format!("unsupported kind `{}`", t.kind.value),
+        )
+        .help(format!("use `{}`", model::KIND));
+    }
+}
+
+/// The spokes, each named unlike the hub and every other spoke.
+fn spokes(c: &mut Collector<'_>, spec: &model::TopologySpec, hub: &Hub, host: &Host) -> Vec<Spoke> {
+    let mut seen = BTreeMap::<String, &str>::new();
+    seen.insert(hub.cluster.name.clone(), "the hub");
+    if spec.spokes.value.is_empty() {
+        c.error(
+            at(&spec.spokes),
+            "spec.spokes",
+            "a lab needs at least one spoke",
+        )
+        .help("add a spoke, for example `- name: cluster1`; `ocm-lab topology show minimal` has a small lab");
+    }
+    let spokes: Vec<Spoke> = spec
+        .spokes
+        .value
+        .iter()
+        .enumerate()
+        .map(|(i, s)| spoke(c, s, i, &spec.verify, host))
+        .collect();
+    for (i, s) in spec.spokes.value.iter().enumerate() {
+        let field = format!("spec.spokes[{i}].name");
+        if let Some(other) = seen.get(&s.name.value) {
+            c.error(
+                at(&s.name),
+                field,
+                format!(
+                    "duplicate cluster name `{}`: already used by {other}",
+                    s.name.value
+                ),
+            )
+            .help("every cluster of a lab needs its own name");
+        } else if s.name.value == LOCAL_CLUSTER && hub.self_join {
+            c.error(
+                at(&s.name),
+                field,
+                format!("`{LOCAL_CLUSTER}` is the name of the self-joined hub"),
+            )
+            .help("rename the spoke, or set `spec.hub.selfJoin: false`");
+        } else {
+            seen.insert(s.name.value.clone(), "another spoke");
+        }
+    }
+    spokes
+}
+
+/// The ManagedClusters: the spokes, plus the hub itself as local-cluster when it joins itself.
+fn managed_clusters(hub: &Hub, spokes: &[Spoke]) -> Vec<ManagedCluster> {
+    let mut managed: Vec<ManagedCluster> = spokes
+        .iter()
+        .map(|s| ManagedCluster {
+            name: s.cluster.name.clone(),
+            cluster: s.cluster.name.clone(),
+            labels: s.labels.clone(),
+            exclusive_set: None,
+        })
+        .collect();
+    if hub.self_join {
+        managed.push(ManagedCluster {
+            name: LOCAL_CLUSTER.to_owned(),
+            cluster: hub.cluster.name.clone(),
+            // local-up.sh labels it so (OCM-FACTS §1 step 7).
+            labels: BTreeMap::from([(LOCAL_CLUSTER.to_owned(), "true".to_owned())]),
+            exclusive_set: None,
+        });
+    }
+    managed
 }
 
 /// `spec.bundle`: a path to a bundle file, relative to the topology file's folder (to the current folder
@@ -573,6 +588,26 @@ fn spoke(
 ) -> Spoke {
     let base = format!("spec.spokes[{i}]");
     cluster_name(c, &s.name, &format!("{base}.name"));
+    let labels = spoke_labels(c, s, &base);
+    let properties = spoke_properties(c, s, &base, verify);
+    let feature_gates = spoke_gates(c, s, &base);
+    Spoke {
+        cluster: cluster(
+            c,
+            &s.name.value,
+            Role::Spoke,
+            s.existing.as_ref(),
+            &format!("{base}.existing"),
+            host,
+        ),
+        labels,
+        properties,
+        feature_gates,
+    }
+}
+
+/// A spoke's labels, each a valid label, none the lab's own.
+fn spoke_labels(c: &mut Collector<'_>, s: &model::Spoke, base: &str) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
     for (k, v) in &s.labels {
         let field = format!("{base}.labels.{}", k.value);
@@ -601,7 +636,16 @@ fn spoke(
         }
         labels.insert(k.value.clone(), v.value.clone());
     }
+    labels
+}
 
+/// A spoke's properties: valid ClusterProperty names and values, no more than OCM syncs.
+fn spoke_properties(
+    c: &mut Collector<'_>,
+    s: &model::Spoke,
+    base: &str,
+    verify: &model::Verify,
+) -> Vec<Property> {
     let mut properties = Vec::new();
     for (k, v) in &s.properties {
         let field = format!("{base}.properties.{}", k.value);
@@ -675,8 +719,12 @@ fn spoke(
         )
         .help(help);
     }
+    properties
+}
 
-    let feature_gates = match &s.feature_gates {
+/// A spoke's registration feature gates (default: `ClusterProperty`).
+fn spoke_gates(c: &mut Collector<'_>, s: &model::Spoke, base: &str) -> Vec<String> {
+    match &s.feature_gates {
         None => vec!["ClusterProperty".to_owned()],
         Some(gs) => {
             for (j, g) in gs.iter().enumerate() {
@@ -693,19 +741,6 @@ fn spoke(
             }
             gs.iter().map(|g| g.value.clone()).collect()
         }
-    };
-    Spoke {
-        cluster: cluster(
-            c,
-            &s.name.value,
-            Role::Spoke,
-            s.existing.as_ref(),
-            &format!("{base}.existing"),
-            host,
-        ),
-        labels,
-        properties,
-        feature_gates,
     }
 }
 
