@@ -306,10 +306,10 @@ fn file_imports(
             for path in use_paths(rest) {
                 let mut full = base.clone();
                 full.extend(path);
-                if let Some(m) = resolve(modules, krate, &full) {
-                    if m != *from {
-                        found.insert(m);
-                    }
+                if let Some(m) = resolve(modules, krate, &full)
+                    && m != *from
+                {
+                    found.insert(m);
                 }
             }
         }

@@ -777,43 +777,7 @@ fn cluster_sets(
         let mut members = Vec::new();
         match &selector {
             Selector::Exclusive => {
-                if s.clusters.is_empty() {
-                    c.error(
-                        at(&s.name),
-                        format!("{base}.clusters"),
-                        format!("exclusive set `{}` has no clusters", s.name.value),
-                    )
-                    .help("list its members in `clusters`");
-                }
-                for (j, m) in s.clusters.iter().enumerate() {
-                    let field = format!("{base}.clusters[{j}]");
-                    let Some(mc) = managed.iter_mut().find(|mc| mc.name == m.value) else {
-                        let issue = c.error(
-                            at(m),
-                            field,
-                            format!("`{}` is not a spoke of this lab", m.value),
-                        );
-                        if let Some(s) = suggest(&m.value, names.iter().map(String::as_str)) {
-                            issue.help(format!("did you mean `{s}`?"));
-                        } else {
-                            issue.help(format!("spokes: {}", names.join(", ")));
-                        }
-                        continue;
-                    };
-                    if members.contains(&m.value) {
-                        c.error(at(m), field, format!("`{}` is listed twice", m.value));
-                        continue;
-                    }
-                    if let Some(other) = &mc.exclusive_set {
-                        c.error(at(m), field, format!("`{}` is already in exclusive set `{other}`", m.value))
-                            .help("a cluster carries one clusterset label, so it belongs to one exclusive set");
-                        continue;
-                    }
-                    mc.exclusive_set = Some(s.name.value.clone());
-                    mc.labels
-                        .insert(CLUSTERSET_LABEL.to_owned(), s.name.value.clone());
-                    members.push(m.value.clone());
-                }
+                members = exclusive_members(c, s, &base, managed, &names);
             }
             Selector::LabelSelector(_) => {
                 if let Some(first) = s.clusters.first() {
@@ -826,20 +790,7 @@ fn cluster_sets(
                 }
             }
         }
-        let mut bind_to = Vec::new();
-        for (j, ns) in s.bind_to.iter().enumerate() {
-            let field = format!("{base}.bindTo[{j}]");
-            dns_label(c, ns, &field, 63);
-            if bind_to.contains(&ns.value) {
-                c.warn(
-                    at(ns),
-                    field,
-                    format!("namespace `{}` is listed twice", ns.value),
-                );
-            } else {
-                bind_to.push(ns.value.clone());
-            }
-        }
+        let bind_to = bind_to(c, s, &base);
         out.push(ClusterSet {
             name: s.name.value.clone(),
             selector,
@@ -862,6 +813,79 @@ fn cluster_sets(
         }
     }
     out
+}
+
+/// The members an exclusive set lists, each a spoke of the lab in no other exclusive set: labelled
+/// with the set (in `managed`).
+fn exclusive_members(
+    c: &mut Collector<'_>,
+    s: &model::ClusterSet,
+    base: &str,
+    managed: &mut [ManagedCluster],
+    names: &[String],
+) -> Vec<String> {
+    let mut members = Vec::new();
+    if s.clusters.is_empty() {
+        c.error(
+            at(&s.name),
+            format!("{base}.clusters"),
+            format!("exclusive set `{}` has no clusters", s.name.value),
+        )
+        .help("list its members in `clusters`");
+    }
+    for (j, m) in s.clusters.iter().enumerate() {
+        let field = format!("{base}.clusters[{j}]");
+        let Some(mc) = managed.iter_mut().find(|mc| mc.name == m.value) else {
+            let issue = c.error(
+                at(m),
+                field,
+                format!("`{}` is not a spoke of this lab", m.value),
+            );
+            if let Some(s) = suggest(&m.value, names.iter().map(String::as_str)) {
+                issue.help(format!("did you mean `{s}`?"));
+            } else {
+                issue.help(format!("spokes: {}", names.join(", ")));
+            }
+            continue;
+        };
+        if members.contains(&m.value) {
+            c.error(at(m), field, format!("`{}` is listed twice", m.value));
+            continue;
+        }
+        if let Some(other) = &mc.exclusive_set {
+            c.error(
+                at(m),
+                field,
+                format!("`{}` is already in exclusive set `{other}`", m.value),
+            )
+            .help("a cluster carries one clusterset label, so it belongs to one exclusive set");
+            continue;
+        }
+        mc.exclusive_set = Some(s.name.value.clone());
+        mc.labels
+            .insert(CLUSTERSET_LABEL.to_owned(), s.name.value.clone());
+        members.push(m.value.clone());
+    }
+    members
+}
+
+/// The namespaces a set is bound to, each once.
+fn bind_to(c: &mut Collector<'_>, s: &model::ClusterSet, base: &str) -> Vec<String> {
+    let mut bind_to = Vec::new();
+    for (j, ns) in s.bind_to.iter().enumerate() {
+        let field = format!("{base}.bindTo[{j}]");
+        dns_label(c, ns, &field, 63);
+        if bind_to.contains(&ns.value) {
+            c.warn(
+                at(ns),
+                field,
+                format!("namespace `{}` is listed twice", ns.value),
+            );
+        } else {
+            bind_to.push(ns.value.clone());
+        }
+    }
+    bind_to
 }
 
 fn bindings(
