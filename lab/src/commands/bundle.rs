@@ -348,49 +348,77 @@ pub fn unpack(
                     );
                     continue;
                 }
-                let hex = item.digest.strip_prefix("sha256:").unwrap_or(&item.digest);
-                let dir = cache_root
-                    .join("tools/bundle")
-                    .join(hex.get(..16).unwrap_or(hex));
-                let dest = dir.join(name.as_str());
-                // Unpacked before (same digest, same folder): checked, not written again.
-                let current = dest
-                    .is_file()
-                    .then(|| chart_cache::sha256_file(&dest).ok())
-                    .flatten();
-                if current.as_deref() != Some(hex) {
-                    std::fs::create_dir_all(&dir)
-                        .map_err(io(format!("create {}", dir.display())))?;
-                    let mut part = tempfile::Builder::new()
-                        .prefix(&format!(".{name}.part"))
-                        .tempfile_in(&dir)
-                        .map_err(io(format!("create a file in {}", dir.display())))?;
-                    // Hashed as it is written: what lands is what was checked.
-                    let written =
-                        chart_cache::copy_hashing(&mut reader()?, &mut part.as_file_mut())
-                            .map_err(io(format!("write {}", dest.display())))?;
-                    if written != hex {
-                        return Err(refuse(format!(
-                            "{} ({}) has digest sha256:{written}, the manifest says {}: it was changed or damaged",
-                            item.path, item.name, item.digest
-                        ))
-                        .into());
-                    }
-                    #[cfg(unix)]
-                    std::fs::set_permissions(
-                        part.path(),
-                        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-                    )
-                    .map_err(io(format!("make {} executable", dest.display())))?;
-                    part.persist(&dest)
-                        .map_err(|e| io(format!("write {}", dest.display()))(e.error))?;
-                }
+                let dest = install_tool(file, offset, item, name, cache_root)?;
                 bundled.push((name, dest));
             }
             _ => {}
         }
     }
     Ok(bundled)
+}
+
+/// Writes a bundled tool into the cache under its digest, hashed as it is written (what lands is what
+/// was checked); one unpacked before (same digest, same folder) is checked, not written again.
+fn install_tool(
+    file: &Path,
+    offset: u64,
+    item: &bundle::Item,
+    name: ToolName,
+    cache_root: &Path,
+) -> Result<PathBuf, Error> {
+    let refuse = |why: String| DockerError::BundleRefused {
+        bundle: file.display().to_string(),
+        why,
+    };
+    let io = |what: String| {
+        move |e: std::io::Error| DockerError::Io {
+            what,
+            detail: e.to_string(),
+        }
+    };
+    let reader = || {
+        bundle::item_reader(file, offset, item.size).map_err(io(format!(
+            "read {} from {}",
+            item.path,
+            file.display()
+        )))
+    };
+    let hex = item.digest.strip_prefix("sha256:").unwrap_or(&item.digest);
+    let dir = cache_root
+        .join("tools/bundle")
+        .join(hex.get(..16).unwrap_or(hex));
+    let dest = dir.join(name.as_str());
+    // Unpacked before (same digest, same folder): checked, not written again.
+    let current = dest
+        .is_file()
+        .then(|| chart_cache::sha256_file(&dest).ok())
+        .flatten();
+    if current.as_deref() != Some(hex) {
+        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        let mut part = tempfile::Builder::new()
+            .prefix(&format!(".{name}.part"))
+            .tempfile_in(&dir)
+            .map_err(io(format!("create a file in {}", dir.display())))?;
+        // Hashed as it is written: what lands is what was checked.
+        let written = chart_cache::copy_hashing(&mut reader()?, &mut part.as_file_mut())
+            .map_err(io(format!("write {}", dest.display())))?;
+        if written != hex {
+            return Err(refuse(format!(
+                "{} ({}) has digest sha256:{written}, the manifest says {}: it was changed or damaged",
+                item.path, item.name, item.digest
+            ))
+            .into());
+        }
+        #[cfg(unix)]
+        std::fs::set_permissions(
+            part.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .map_err(io(format!("make {} executable", dest.display())))?;
+        part.persist(&dest)
+            .map_err(|e| io(format!("write {}", dest.display()))(e.error))?;
+    }
+    Ok(dest)
 }
 
 /// What the `node-images` step loads into each cluster: the chart images each lab cluster runs

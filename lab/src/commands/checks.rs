@@ -227,43 +227,7 @@ pub async fn check(
         Some(d) => d.info().await.ok(),
         None => None,
     };
-    if let (Some(d), Some(info)) = (
-        engine,
-        info.as_ref().filter(|i| i.remote || i.docker_desktop),
-    ) {
-        // The daemon's kernel is not this machine's: read its limits from inside a container of an image
-        // that is already there (nothing is pulled).
-        let keys = [
-            "fs/inotify/max_user_watches",
-            "fs/inotify/max_user_instances",
-        ];
-        let values = d
-            .read_sysctl_via_container(&lab.versions.kind_node_image, &keys)
-            .await
-            .unwrap_or_default();
-        let get = |k: &str| {
-            values
-                .iter()
-                .find(|(key, _)| key.ends_with(k))
-                .and_then(|(_, v)| v.trim().parse().ok())
-        };
-        let source = if info.docker_desktop {
-            "Docker Desktop's VM"
-        } else {
-            "the remote Docker host"
-        };
-        out.push(inotify(
-            get("max_user_watches"),
-            get("max_user_instances"),
-            source,
-        ));
-    } else {
-        out.push(inotify(
-            read_u64("/proc/sys/fs/inotify/max_user_watches"),
-            read_u64("/proc/sys/fs/inotify/max_user_instances"),
-            "this kernel",
-        ));
-    }
+    out.push(inotify_finding(lab, engine, info.as_ref()).await);
     out.push(memory(
         info.as_ref()
             .and_then(|i| i.mem_total)
@@ -290,6 +254,45 @@ pub async fn check(
         out.extend(clashes(lab, backends, state, &kind_clusters).await);
     }
     out
+}
+
+/// The inotify limits of the kernel the nodes run on: this machine's, or read from inside a container on a
+/// remote Docker host or Docker Desktop's VM.
+async fn inotify_finding(
+    lab: &Lab,
+    engine: Option<&crate::backend::docker::Docker>,
+    info: Option<&crate::backend::docker::EngineInfo>,
+) -> Finding {
+    if let (Some(d), Some(info)) = (engine, info.filter(|i| i.remote || i.docker_desktop)) {
+        // The daemon's kernel is not this machine's: read its limits from inside a container of an image
+        // that is already there (nothing is pulled).
+        let keys = [
+            "fs/inotify/max_user_watches",
+            "fs/inotify/max_user_instances",
+        ];
+        let values = d
+            .read_sysctl_via_container(&lab.versions.kind_node_image, &keys)
+            .await
+            .unwrap_or_default();
+        let get = |k: &str| {
+            values
+                .iter()
+                .find(|(key, _)| key.ends_with(k))
+                .and_then(|(_, v)| v.trim().parse().ok())
+        };
+        let source = if info.docker_desktop {
+            "Docker Desktop's VM"
+        } else {
+            "the remote Docker host"
+        };
+        inotify(get("max_user_watches"), get("max_user_instances"), source)
+    } else {
+        inotify(
+            read_u64("/proc/sys/fs/inotify/max_user_watches"),
+            read_u64("/proc/sys/fs/inotify/max_user_instances"),
+            "this kernel",
+        )
+    }
 }
 
 /// Containers that look like nodes of the lab's kind clusters and that the lab does not own, and a

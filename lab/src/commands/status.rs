@@ -315,6 +315,35 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             "kind"
         );
     }
+    render_managed(&mut out, s);
+    render_profiles(&mut out, s);
+    match (&s.last_verification, &s.last_verification_error) {
+        (_, Some(e)) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: UNREADABLE: {e} (run `{verify_cmd}` to record a new one)"
+            );
+        }
+        (Some(v), None) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: {} at {}",
+                if v.ok { "passed" } else { "FAILED" },
+                v.at
+            );
+        }
+        (None, None) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: none recorded (run `{verify_cmd}`)"
+            );
+        }
+    }
+    out
+}
+
+/// The ManagedClusters section of [`render_for`].
+fn render_managed(out: &mut String, s: &Status) {
     if !s.managed_clusters.is_empty() {
         let _ = writeln!(out, "\nManaged clusters:");
         for m in &s.managed_clusters {
@@ -351,6 +380,10 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             );
         }
     }
+}
+
+/// The ClusterProfiles section of [`render_for`].
+fn render_profiles(out: &mut String, s: &Status) {
     if !s.profiles.is_empty() {
         let _ = writeln!(out, "\nClusterProfiles:");
         for ns in &s.profiles {
@@ -379,29 +412,6 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             );
         }
     }
-    match (&s.last_verification, &s.last_verification_error) {
-        (_, Some(e)) => {
-            let _ = writeln!(
-                out,
-                "\nLast verification: UNREADABLE: {e} (run `{verify_cmd}` to record a new one)"
-            );
-        }
-        (Some(v), None) => {
-            let _ = writeln!(
-                out,
-                "\nLast verification: {} at {}",
-                if v.ok { "passed" } else { "FAILED" },
-                v.at
-            );
-        }
-        (None, None) => {
-            let _ = writeln!(
-                out,
-                "\nLast verification: none recorded (run `{verify_cmd}`)"
-            );
-        }
-    }
-    out
 }
 
 /// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
