@@ -961,102 +961,131 @@ fn addons(
     sets: &[ClusterSet],
     bindings: &[Binding],
 ) -> Addons {
-    let mut out = Addons::default();
-    if let Some(cp) = a.cluster_proxy.as_ref().filter(|cp| cp.enabled) {
-        let version = cp
-            .version
+    Addons {
+        cluster_proxy: a
+            .cluster_proxy
             .as_ref()
-            .map_or(catalog::DEFAULT_CLUSTER_PROXY, |v| v.value.as_str());
-        // An unknown version is one error. The default release stands in for it so that the checks that
-        // depend on the addon (verify checks, service accounts) do not report its absence as more errors;
-        // the lab is never returned with an error recorded.
-        let release = Some(catalog::cluster_proxy(version).unwrap_or_else(|known| {
-            unknown_version(
-                c,
-                cp.version.as_ref(),
-                "spec.addons.cluster-proxy.version",
-                "cluster-proxy chart",
-                version,
-                &known,
-            );
-            catalog::cluster_proxy(catalog::DEFAULT_CLUSTER_PROXY)
-                .expect("the default is in the catalog")
-        }));
-        let namespace = addon_namespace(
+            .filter(|cp| cp.enabled)
+            .and_then(|cp| cluster_proxy(c, cp, sets, bindings)),
+        managed_serviceaccount: a
+            .managed_serviceaccount
+            .as_ref()
+            .filter(|m| m.enabled)
+            .and_then(|m| managed_serviceaccount(c, m, sets)),
+    }
+}
+
+/// The enabled cluster-proxy addon: its release, namespace, set (bound where its Placement lives).
+fn cluster_proxy(
+    c: &mut Collector<'_>,
+    cp: &model::ClusterProxy,
+    sets: &[ClusterSet],
+    bindings: &[Binding],
+) -> Option<ClusterProxy> {
+    let version = cp
+        .version
+        .as_ref()
+        .map_or(catalog::DEFAULT_CLUSTER_PROXY, |v| v.value.as_str());
+    // An unknown version is one error. The default release stands in for it so that the checks that
+    // depend on the addon (verify checks, service accounts) do not report its absence as more errors;
+    // the lab is never returned with an error recorded.
+    let release = Some(catalog::cluster_proxy(version).unwrap_or_else(|known| {
+        unknown_version(
             c,
-            cp.namespace.as_ref(),
-            "spec.addons.cluster-proxy.namespace",
+            cp.version.as_ref(),
+            "spec.addons.cluster-proxy.version",
+            "cluster-proxy chart",
+            version,
+            &known,
         );
-        let clusters = addon_set(
-            c,
-            &cp.cluster_set,
+        catalog::cluster_proxy(catalog::DEFAULT_CLUSTER_PROXY)
+            .expect("the default is in the catalog")
+    }));
+    let namespace = addon_namespace(
+        c,
+        cp.namespace.as_ref(),
+        "spec.addons.cluster-proxy.namespace",
+    );
+    let clusters = addon_set(
+        c,
+        &cp.cluster_set,
+        "spec.addons.cluster-proxy.clusterSet",
+        sets,
+    );
+    // The addon's Placement lives in its namespace and can only select sets bound there.
+    if sets.iter().any(|s| s.name == cp.cluster_set.value)
+        && !bindings
+            .iter()
+            .any(|b| b.cluster_set == cp.cluster_set.value && b.namespace == namespace)
+    {
+        c.error(
+            at(&cp.cluster_set),
             "spec.addons.cluster-proxy.clusterSet",
-            sets,
-        );
-        // The addon's Placement lives in its namespace and can only select sets bound there.
-        if sets.iter().any(|s| s.name == cp.cluster_set.value)
-            && !bindings
-                .iter()
-                .any(|b| b.cluster_set == cp.cluster_set.value && b.namespace == namespace)
-        {
-            c.error(at(&cp.cluster_set), "spec.addons.cluster-proxy.clusterSet", format!("set `{}` is not bound in `{namespace}`, where the cluster-proxy Placement lives", cp.cluster_set.value))
-                .help(format!("add `{namespace}` to `bindTo` of set `{}`", cp.cluster_set.value));
-        }
-        if cp.access_provider && !cp.user_server {
-            c.warn(None, "spec.addons.cluster-proxy.userServer", "accessProvider is on but the user server is off: the provider's URL will lead nowhere")
-                .help("set `userServer: true` (the user server needs enableServiceProxy and userServer.enabled)");
-        }
-        if let Some(release) = release {
-            out.cluster_proxy = Some(ClusterProxy {
-                release: release.clone(),
-                placement: format!("cluster-proxy-{}", cp.cluster_set.value),
-                namespace,
-                cluster_set: cp.cluster_set.value.clone(),
-                clusters,
-                access_provider: cp.access_provider,
-                user_server: cp.user_server,
-            });
-        }
+            format!(
+                "set `{}` is not bound in `{namespace}`, where the cluster-proxy Placement lives",
+                cp.cluster_set.value
+            ),
+        )
+        .help(format!(
+            "add `{namespace}` to `bindTo` of set `{}`",
+            cp.cluster_set.value
+        ));
     }
-    if let Some(m) = a.managed_serviceaccount.as_ref().filter(|m| m.enabled) {
-        let version = m
-            .version
-            .as_ref()
-            .map_or(catalog::DEFAULT_MSA, |v| v.value.as_str());
-        // As for cluster-proxy: one error, and the default release stands in for the later checks.
-        let release = Some(catalog::msa(version).unwrap_or_else(|known| {
-            unknown_version(
-                c,
-                m.version.as_ref(),
-                "spec.addons.managed-serviceaccount.version",
-                "managed-serviceaccount chart",
-                version,
-                &known,
-            );
-            catalog::msa(catalog::DEFAULT_MSA).expect("the default is in the catalog")
-        }));
-        let namespace = addon_namespace(
-            c,
-            m.namespace.as_ref(),
-            "spec.addons.managed-serviceaccount.namespace",
-        );
-        let clusters = addon_set(
-            c,
-            &m.cluster_set,
-            "spec.addons.managed-serviceaccount.clusterSet",
-            sets,
-        );
-        if let Some(release) = release {
-            out.managed_serviceaccount = Some(ManagedServiceaccount {
-                release: release.clone(),
-                namespace,
-                cluster_set: m.cluster_set.value.clone(),
-                clusters,
-                credential_sync: m.credential_sync,
-            });
-        }
+    if cp.access_provider && !cp.user_server {
+        c.warn(None, "spec.addons.cluster-proxy.userServer", "accessProvider is on but the user server is off: the provider's URL will lead nowhere")
+            .help("set `userServer: true` (the user server needs enableServiceProxy and userServer.enabled)");
     }
-    out
+    release.map(|release| ClusterProxy {
+        release: release.clone(),
+        placement: format!("cluster-proxy-{}", cp.cluster_set.value),
+        namespace,
+        cluster_set: cp.cluster_set.value.clone(),
+        clusters,
+        access_provider: cp.access_provider,
+        user_server: cp.user_server,
+    })
+}
+
+/// The enabled managed-serviceaccount addon: its release, namespace and set.
+fn managed_serviceaccount(
+    c: &mut Collector<'_>,
+    m: &model::ManagedServiceaccount,
+    sets: &[ClusterSet],
+) -> Option<ManagedServiceaccount> {
+    let version = m
+        .version
+        .as_ref()
+        .map_or(catalog::DEFAULT_MSA, |v| v.value.as_str());
+    // As for cluster-proxy: one error, and the default release stands in for the later checks.
+    let release = Some(catalog::msa(version).unwrap_or_else(|known| {
+        unknown_version(
+            c,
+            m.version.as_ref(),
+            "spec.addons.managed-serviceaccount.version",
+            "managed-serviceaccount chart",
+            version,
+            &known,
+        );
+        catalog::msa(catalog::DEFAULT_MSA).expect("the default is in the catalog")
+    }));
+    let namespace = addon_namespace(
+        c,
+        m.namespace.as_ref(),
+        "spec.addons.managed-serviceaccount.namespace",
+    );
+    let clusters = addon_set(
+        c,
+        &m.cluster_set,
+        "spec.addons.managed-serviceaccount.clusterSet",
+        sets,
+    );
+    release.map(|release| ManagedServiceaccount {
+        release: release.clone(),
+        namespace,
+        cluster_set: m.cluster_set.value.clone(),
+        clusters,
+        credential_sync: m.credential_sync,
+    })
 }
 
 fn addon_namespace(c: &mut Collector<'_>, ns: Option<&Spanned<String>>, field: &str) -> String {
@@ -1161,34 +1190,7 @@ fn verify(
     managed: &[ManagedCluster],
 ) -> Verify {
     let v = &spec.verify;
-    let bound: Vec<&str> = bindings.iter().map(|b| b.namespace.as_str()).collect();
-    let namespaces: Vec<String> = match &v.namespaces {
-        None => sets
-            .iter()
-            .flat_map(|s| s.bind_to.iter().cloned())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        Some(ns) => {
-            for (i, n) in ns.iter().enumerate() {
-                if !bound.contains(&n.value.as_str()) {
-                    let issue = c.error(
-                        at(n),
-                        format!("spec.verify.namespaces[{i}]"),
-                        format!(
-                            "no set is bound in `{}`, so it holds no ClusterProfiles",
-                            n.value
-                        ),
-                    );
-                    match suggest(&n.value, bound.iter().copied()) {
-                        Some(s) => issue.help(format!("did you mean `{s}`?")),
-                        None => issue.help("add the namespace to a set's `bindTo`"),
-                    };
-                }
-            }
-            ns.iter().map(|n| n.value.clone()).collect()
-        }
-    };
+    let namespaces = verify_namespaces(c, v, sets, bindings);
     let proxy = addons.cluster_proxy.as_ref();
     let synced = accounts.iter().any(|a| a.sync_to_cluster_profile);
     let possible = |check: Check| -> Result<(), &'static str> {
@@ -1254,6 +1256,43 @@ fn verify(
             "spec.verify.timeout",
             Duration::from_secs(300),
         ),
+    }
+}
+
+/// The namespaces verification looks in: those given, each with a set bound there, else every bound one.
+fn verify_namespaces(
+    c: &mut Collector<'_>,
+    v: &model::Verify,
+    sets: &[ClusterSet],
+    bindings: &[Binding],
+) -> Vec<String> {
+    let bound: Vec<&str> = bindings.iter().map(|b| b.namespace.as_str()).collect();
+    match &v.namespaces {
+        None => sets
+            .iter()
+            .flat_map(|s| s.bind_to.iter().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        Some(ns) => {
+            for (i, n) in ns.iter().enumerate() {
+                if !bound.contains(&n.value.as_str()) {
+                    let issue = c.error(
+                        at(n),
+                        format!("spec.verify.namespaces[{i}]"),
+                        format!(
+                            "no set is bound in `{}`, so it holds no ClusterProfiles",
+                            n.value
+                        ),
+                    );
+                    match suggest(&n.value, bound.iter().copied()) {
+                        Some(s) => issue.help(format!("did you mean `{s}`?")),
+                        None => issue.help("add the namespace to a set's `bindTo`"),
+                    };
+                }
+            }
+            ns.iter().map(|n| n.value.clone()).collect()
+        }
     }
 }
 
