@@ -61,9 +61,10 @@ fn up_once(n: usize) -> Duration {
         path: dir.path().to_owned(),
     };
     let t0 = Instant::now();
-    let lab = ocm_lab::topology::load_str("bench.yaml", &text)
-        .expect("valid topology")
-        .lab;
+    let lab =
+        ocm_lab::topology::load_str(&ocm_lab::commands::host(None, None), "bench.yaml", &text)
+            .expect("valid topology")
+            .lab;
     let patches = PatchSet::embedded().expect("patches");
     let plan = ocm_lab::workflow::plan::plan(&lab, &Sources::embedded(), &Registry, &patches, "up")
         .expect("plan");

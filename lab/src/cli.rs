@@ -837,7 +837,7 @@ pub struct CiMatrixArgs {
     pub node_image: Vec<String>,
     /// The runner's memory: MiB (`7168`) or with a unit (`16GB`, `16GiB`, `7G`). GitHub's standard Linux
     /// runner has 16 GB in public repositories. Default: leave nothing out.
-    #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     pub runner_memory: Option<u64>,
     /// The runner's CPUs (GitHub's standard Linux runner has 4 in public repositories). Default: not
     /// checked.
@@ -845,7 +845,7 @@ pub struct CiMatrixArgs {
     pub runner_cpus: Option<u64>,
     /// The runner's free disk, as `--runner-memory` takes sizes (GitHub's standard Linux runner has
     /// 14 GB of SSD). Default: not checked.
-    #[arg(long, value_name = "SIZE", value_parser = crate::commands::ci::parse_memory)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     pub runner_disk: Option<u64>,
     /// Output format (JSON, on one line, is what `$GITHUB_OUTPUT` takes).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Json)]
@@ -860,4 +860,36 @@ pub struct CiContextsArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Json)]
     pub output: Output,
+}
+
+/// Parses a memory size into MiB: a number of MiB (`7168`), or with a unit: `M`/`MiB`, `G`/`GiB`
+/// (binary, as Docker's `--memory 16g`), `MB`/`GB` (decimal, as GitHub states its runners' memory).
+/// Case does not matter; a space before the unit is allowed; `7.5GiB` works.
+pub fn parse_memory(text: &str) -> Result<u64, String> {
+    const EXAMPLES: &str =
+        "give MiB (`7168`) or a size with a unit: `16GB`, `16GiB`, `7G`, `7168MiB`";
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim());
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a memory size: {EXAMPLES}"))?;
+    let bytes_per_unit: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "m" | "mi" | "mib" => 1024.0 * 1024.0,
+        "g" | "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        _ => {
+            return Err(format!("`{text}` has an unknown unit `{unit}`: {EXAMPLES}"));
+        }
+    };
+    let mib = (value * bytes_per_unit / (1024.0 * 1024.0)).floor();
+    if !mib.is_finite() || mib < 1.0 {
+        return Err(format!(
+            "`{text}` is less than 1 MiB: give the runner's memory, e.g. `16GB` for GitHub's standard Linux runner"
+        ));
+    }
+    Ok(mib as u64)
 }

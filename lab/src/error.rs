@@ -1,6 +1,8 @@
 //! The top-level error: every way a command can fail, each with what to do next and an exit code.
 
-use miette::Diagnostic;
+use std::io::IsTerminal;
+
+use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
 use crate::patch::PatchError;
 use crate::topology::TopologyError;
@@ -168,7 +170,7 @@ pub enum Error {
     /// `__post-render` (run by Helm) could not patch the manifests; Helm stops the install.
     #[error("ocm-lab post-renderer: {0}")]
     #[diagnostic(code(ocm_lab::post_render))]
-    PostRender(#[from] crate::commands::postrender::PostRenderError),
+    PostRender(#[from] PostRenderError),
     #[error(
         "cannot find the path of this ocm-lab binary, which helm runs as its post-renderer: {0}"
     )]
@@ -188,7 +190,7 @@ pub enum Error {
             "the image list renders the chart versions the catalog pins; check the versions in the topology (`ocm-lab plan`)"
         )
     )]
-    Images(#[from] crate::images::ImagesError),
+    Images(#[from] ImagesError),
     /// `bundle save` / `up --bundle`: the Docker side failed or the bundle was refused.
     #[error("{error}")]
     #[diagnostic(code(ocm_lab::bundle))]
@@ -295,4 +297,80 @@ impl Error {
             Error::BundleVersions { .. } => exit::INVALID_INPUT,
         }
     }
+}
+
+/// Why the post-renderer could not patch the manifests (Helm then stops the install). Messages never
+/// quote the manifests: they can hold Secrets.
+#[derive(Debug, thiserror::Error)]
+pub enum PostRenderError {
+    #[error("failed to read the manifests on stdin: {0}")]
+    Stdin(#[source] std::io::Error),
+    #[error("chart version `{version}` is not semver: {detail}")]
+    Version { version: String, detail: String },
+    #[error("the manifests Helm passed on stdin are not valid YAML{at}: {detail}", at = .location.map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default())]
+    Yaml {
+        location: Option<(u64, u64)>,
+        detail: String,
+    },
+    #[error("document {index} of the manifests Helm passed on stdin is not an object")]
+    NotAnObject { index: usize },
+    /// A patch no longer fits what the chart renders.
+    #[error(
+        "{detail}: chart {chart} {version} no longer renders what the patch was written for; fix or remove the patch (`--chart-patches`), or pick another chart version"
+    )]
+    Patch {
+        chart: String,
+        version: String,
+        detail: String,
+    },
+}
+
+/// Why the image list could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the version catalog does not know which images chart {chart} {version} runs")]
+pub struct ImagesError {
+    pub chart: String,
+    pub version: String,
+}
+
+/// Renders a diagnostic for the terminal (colour only on a terminal).
+pub fn render(diag: &dyn miette::Diagnostic) -> String {
+    let theme = if std::io::stderr().is_terminal() {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let mut out = String::new();
+    let _ = GraphicalReportHandler::new_themed(theme)
+        .with_width(110)
+        // A path, URL or image reference longer than a line stays whole, and so does a `command`: a
+        // line is only ever broken between words, never inside one or at its hyphens.
+        .with_break_words(false)
+        .with_word_splitter(textwrap::WordSplitter::NoHyphenation)
+        .with_word_separator(textwrap::WordSeparator::Custom(words_outside_backticks))
+        .render_report(&mut out, diag);
+    out
+}
+
+/// The words a line wraps between: split after each run of spaces, except inside `backticks`, so that a
+/// quoted command (`docker pull IMAGE`) is one word and stays on one line, ready to copy.
+fn words_outside_backticks(line: &str) -> Box<dyn Iterator<Item = textwrap::core::Word<'_>> + '_> {
+    let mut words = Vec::new();
+    let mut start = 0;
+    let mut in_code = false;
+    let mut after_space = false;
+    for (i, c) in line.char_indices() {
+        if after_space && c != ' ' {
+            words.push(textwrap::core::Word::from(&line[start..i]));
+            start = i;
+        }
+        after_space = c == ' ' && !in_code;
+        if c == '`' {
+            in_code = !in_code;
+        }
+    }
+    if start < line.len() {
+        words.push(textwrap::core::Word::from(&line[start..]));
+    }
+    Box::new(words.into_iter())
 }

@@ -51,13 +51,7 @@ pub struct LabImage {
     pub sources: Vec<String>,
 }
 
-/// Why the image list could not be made.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the version catalog does not know which images chart {chart} {version} runs")]
-pub struct ImagesError {
-    pub chart: String,
-    pub version: String,
-}
+pub use crate::error::ImagesError;
 
 /// Whether a string looks like an image reference (`registry/name:tag`, `name@sha256:…`), not a flag
 /// value such as `true` or a path.
@@ -221,38 +215,6 @@ pub fn list(lab: &Lab, plan: &Plan) -> Result<Vec<LabImage>, ImagesError> {
     Ok(out)
 }
 
-/// `ocm-lab images …`.
-pub fn command(c: &crate::cli::ImagesCommand) -> Result<(), crate::error::Error> {
-    use std::io::Write as _;
-    match c {
-        crate::cli::ImagesCommand::List(args) => {
-            let (loaded, sources, patches) = crate::commands::inputs(&args.lab)?;
-            let plan = crate::workflow::plan::plan(
-                &loaded.lab,
-                &sources,
-                &crate::actions::Registry,
-                &patches,
-                "up",
-            )?;
-            let images = list(&loaded.lab, &plan)?;
-            let text = match args.output.output {
-                crate::cli::Output::Human => render_list(&images),
-                crate::cli::Output::Json => format!(
-                    "{}\n",
-                    serde_json::to_string(&images).expect("image lists serialize")
-                ),
-                crate::cli::Output::Yaml => {
-                    serde_saphyr::to_string(&images).expect("image lists serialize to YAML")
-                }
-            };
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|()| out.flush())
-                .map_err(crate::error::Error::Stdout)
-        }
-    }
-}
-
 /// The lab's images as the doctor and preflight check them: listed from the plan of `up` with the
 /// workflows and chart patches the command was given, or why they could not be listed.
 pub fn for_doctor(
@@ -263,122 +225,6 @@ pub fn for_doctor(
     let plan = crate::workflow::plan::plan(lab, sources, &crate::actions::Registry, patches, "up")
         .map_err(|e| e.to_string())?;
     list(lab, &plan).map_err(|e| e.to_string())
-}
-
-/// Which of the lab's images (`listed`, from [`for_doctor`]) the local Docker engine already has, and
-/// which would have to be pulled: the doctor's `images` finding, a warning when any is missing.
-pub async fn doctor_finding(
-    listed: &Result<Vec<LabImage>, String>,
-    docker: &crate::backend::docker::Docker,
-) -> crate::commands::doctor::Finding {
-    use crate::commands::doctor::Finding;
-    let images = match listed {
-        Ok(images) => images,
-        Err(e) => {
-            return Finding::warn(
-                "images",
-                format!("could not list the lab's images: {e}"),
-                "`ocm-lab images list` shows the same error",
-            );
-        }
-    };
-    // The node image has its own finding (`image`): one finding per fact.
-    let images: Vec<LabImage> = images
-        .iter()
-        .filter(|i| i.kind != ImageKind::Node)
-        .cloned()
-        .collect();
-    let images = &images;
-    let (present, missing) = partition_present(docker, images).await;
-    let missing = match missing {
-        Ok(m) => m,
-        Err(e) => {
-            return Finding::warn(
-                "images",
-                format!("could not ask Docker which images it has: {e}"),
-                "`docker images` lists them",
-            );
-        }
-    };
-    if missing.is_empty() {
-        return Finding::ok(
-            "images",
-            format!(
-                "all {} images the lab runs in its clusters are in the local Docker engine",
-                images.len()
-            ),
-        );
-    }
-    Finding::warn(
-        "images",
-        format!(
-            "{} of {} images the lab runs in its clusters are not in the local Docker engine and would be pulled from their registries ({present} present): {}",
-            missing.len(),
-            images.len(),
-            missing.join(", ")
-        ),
-        "with network access, `docker pull` them (`ocm-lab images list` names them all); for a room without it, \
-         point the nodes at a mirror with `spec.registry.mirrors` in the topology",
-    )
-}
-
-/// Whether each mirror of `spec.registry.mirrors` answers the registry API (`GET <url>/v2/`: any HTTP
-/// answer, 200 or 401, is a registry that is there): one finding per mirror, a warning for one that does
-/// not answer, naming it and what to do. Without mirrors, nothing.
-pub async fn mirror_findings(lab: &Lab) -> Vec<crate::commands::doctor::Finding> {
-    use crate::commands::doctor::Finding;
-    let mut out = Vec::new();
-    for m in &lab.registry.mirrors {
-        let url = format!("{}/v2/", m.url);
-        let probe = url.clone();
-        let answer = tokio::task::spawn_blocking(move || {
-            let config = ureq::Agent::config_builder()
-                .timeout_global(Some(std::time::Duration::from_secs(5)))
-                .http_status_as_error(false)
-                .user_agent(concat!("ocm-lab/", env!("CARGO_PKG_VERSION")))
-                .build();
-            let agent = ureq::Agent::new_with_config(config);
-            agent
-                .get(&probe)
-                .call()
-                .map(|r| r.status().as_u16())
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
-        out.push(match answer {
-            Ok(status) => Finding::ok(
-                "mirror",
-                format!("{} mirror {} answers (HTTP {status} on /v2/)", m.host, m.url),
-            ),
-            Err(e) => Finding::warn(
-                "mirror",
-                format!("{} mirror {} does not answer: {e}", m.host, m.url),
-                format!(
-                    "start the mirror or correct its URL in spec.registry.mirrors; until it answers the nodes fall back to {} itself, which needs the network",
-                    m.host
-                ),
-            ),
-        });
-    }
-    out
-}
-
-/// How many of `images` Docker has, and the references it does not have.
-async fn partition_present(
-    docker: &crate::backend::docker::Docker,
-    images: &[LabImage],
-) -> (usize, Result<Vec<String>, crate::backend::DockerError>) {
-    let mut present = 0;
-    let mut missing = Vec::new();
-    for i in images {
-        match docker.image_present(&i.image).await {
-            Ok(true) => present += 1,
-            Ok(false) => missing.push(i.image.clone()),
-            Err(e) => return (present, Err(e)),
-        }
-    }
-    (present, Ok(missing))
 }
 
 /// The human form of `images list`: the short columns first and the image reference last, whole, so

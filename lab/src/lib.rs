@@ -16,4 +16,5 @@ pub mod images;
 mod run;
 pub mod simulate;
 
-pub use run::{main, render};
+pub use error::render;
+pub use run::main;

@@ -2,15 +2,14 @@
 //! return an exit code.
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use crate::cli::{Cli, Command};
 use crate::commands;
-use crate::error::{Error, exit};
+use crate::error::{Error, exit, render};
 
 /// Runs `ocm-lab` with these arguments (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -51,16 +50,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         return ExitCode::from(exit::INVALID_INPUT);
     }
     init_tracing(cli.verbose);
-    crate::topology::set_kubeconfig_flags(crate::topology::KubeconfigFlags {
-        kubeconfig: cli.kubeconfig.as_ref().map(|p| {
-            std::path::absolute(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string()
-        }),
-        context: cli.context.clone(),
-    });
-    match run(&cli) {
+    let host = commands::host(cli.kubeconfig.as_deref(), cli.context.clone());
+    match run(&cli, &host) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
             report(&e);
@@ -156,70 +147,29 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-/// Renders a diagnostic for the terminal (colour only on a terminal).
-pub fn render(diag: &dyn miette::Diagnostic) -> String {
-    let theme = if std::io::stderr().is_terminal() {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let mut out = String::new();
-    let _ = GraphicalReportHandler::new_themed(theme)
-        .with_width(110)
-        // A path, URL or image reference longer than a line stays whole, and so does a `command`: a
-        // line is only ever broken between words, never inside one or at its hyphens.
-        .with_break_words(false)
-        .with_word_splitter(textwrap::WordSplitter::NoHyphenation)
-        .with_word_separator(textwrap::WordSeparator::Custom(words_outside_backticks))
-        .render_report(&mut out, diag);
-    out
-}
-
-/// The words a line wraps between: split after each run of spaces, except inside `backticks`, so that a
-/// quoted command (`docker pull IMAGE`) is one word and stays on one line, ready to copy.
-fn words_outside_backticks(line: &str) -> Box<dyn Iterator<Item = textwrap::core::Word<'_>> + '_> {
-    let mut words = Vec::new();
-    let mut start = 0;
-    let mut in_code = false;
-    let mut after_space = false;
-    for (i, c) in line.char_indices() {
-        if after_space && c != ' ' {
-            words.push(textwrap::core::Word::from(&line[start..i]));
-            start = i;
-        }
-        after_space = c == ' ' && !in_code;
-        if c == '`' {
-            in_code = !in_code;
-        }
-    }
-    if start < line.len() {
-        words.push(textwrap::core::Word::from(&line[start..]));
-    }
-    Box::new(words.into_iter())
-}
-
 fn report(e: &Error) {
     let _ = writeln!(std::io::stderr(), "{}", render(e));
 }
 
-/// Runs the command the arguments name: each lives in its own file under `commands/`.
-fn run(cli: &Cli) -> Result<(), Error> {
+/// Runs the command the arguments name: each lives in its own file under `commands/`. `host` is what the
+/// command line and the environment say about this machine, built once in [`main`].
+fn run(cli: &Cli, host: &crate::topology::Host) -> Result<(), Error> {
     match &cli.command {
-        Command::Plan(args) => commands::plan::run(args),
-        Command::Topology(command) => commands::topology::run(command),
-        Command::Up(args) => commands::up::run(args),
-        Command::Verify(args) => commands::verify::run(args),
-        Command::Down(args) => commands::down::run(args),
-        Command::Status(args) => commands::status::run(args),
-        Command::Consumer(args) => commands::consumer::run(args),
-        Command::Diagnose(args) => commands::diagnose::run(args),
-        Command::Reset(args) => commands::reset::run(args),
-        Command::Doctor(args) => commands::doctor::run(args),
+        Command::Plan(args) => commands::plan::run(args, host),
+        Command::Topology(command) => commands::topology::run(command, host),
+        Command::Up(args) => commands::up::run(args, host),
+        Command::Verify(args) => commands::verify::run(args, host),
+        Command::Down(args) => commands::down::run(args, host),
+        Command::Status(args) => commands::status::run(args, host),
+        Command::Consumer(args) => commands::consumer::run(args, host),
+        Command::Diagnose(args) => commands::diagnose::run(args, host),
+        Command::Reset(args) => commands::reset::run(args, host),
+        Command::Doctor(args) => commands::doctor::run(args, host),
         Command::PostRender(args) => commands::postrender::run(args),
         Command::Completions { shell } => commands::completions::run(*shell),
-        Command::Ci(command) => commands::ci::run(command),
-        Command::Images(command) => crate::images::command(command),
-        Command::Bundle(command) => commands::bundle::run(command),
-        Command::Exercise(command) => commands::exercise::run(command),
+        Command::Ci(command) => commands::ci::run(command, host),
+        Command::Images(command) => commands::images::run(command, host),
+        Command::Bundle(command) => commands::bundle::run(command, host),
+        Command::Exercise(command) => commands::exercise::run(command, host),
     }
 }

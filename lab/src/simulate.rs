@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use crate::backend::Backends;
-use crate::commands::runner::Purpose;
+use crate::commands::purpose::Purpose;
 #[cfg(feature = "simulate")]
-use crate::commands::runner::Workflow;
+use crate::commands::purpose::Workflow;
 use crate::error::Error;
 use crate::state::StateDir;
 use crate::topology::Lab;

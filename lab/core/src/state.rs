@@ -77,6 +77,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
 impl StateDir {
     /// The parent of all labs' state folders.
     pub fn root() -> Result<PathBuf, StateError> {
+        // Read here, not passed in: the state folder is where every command (and the simulated lab, and
+        // the tests' child processes) must find the same labs, as XDG tools find theirs.
         if let Some(dir) = std::env::var_os("OCM_LAB_STATE_DIR") {
             return Ok(PathBuf::from(dir));
         }

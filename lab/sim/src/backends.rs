@@ -235,7 +235,8 @@ impl ContainerRuntime for SimDocker {
                             .labels
                             .get("io.x-k8s.kind.role")
                             .cloned()
-                            .unwrap_or_default(),
+                            .unwrap_or_default()
+                            .into(),
                         running: ct.running,
                         ip: ct.networks.get(KIND_NETWORK).cloned(),
                     })
@@ -607,7 +608,7 @@ fn as_release(r: &super::world::SimRelease) -> Release {
         name: r.name.clone(),
         namespace: r.namespace.clone(),
         revision: r.revision,
-        status: r.status.clone(),
+        status: r.status.as_str().into(),
         chart: r.chart.clone(),
         values: r.values.clone(),
     }

@@ -32,16 +32,16 @@ use crate::images::LabImage;
 use crate::topology::Lab;
 
 /// `ocm-lab bundle …`.
-pub fn run(command: &BundleCommand) -> Result<(), Error> {
+pub fn run(command: &BundleCommand, host: &crate::topology::Host) -> Result<(), Error> {
     match command {
         BundleCommand::Save(args) => {
             let file = args
                 .out
                 .as_ref()
                 .expect("clap requires --out (or refuses -o)");
-            let (lab, images, charts) = lab_images(&args.lab)?;
+            let (lab, images, charts) = lab_images(&args.lab, host)?;
             let names: Vec<String> = images.iter().map(|i| i.image.clone()).collect();
-            let rt = super::runner::runtime()?;
+            let rt = super::runtime()?;
             let docker = rt.block_on(Docker::connect())?;
             // Every image is checked first: all that are missing stop the save together, before any
             // chart or tool is fetched and before anything is written.
@@ -164,8 +164,11 @@ fn tool_files(lab: &Lab) -> Result<Vec<FileItem>, Error> {
 }
 
 /// The lab, the images it runs (`images list`) and the charts it installs, with the embedded or given workflows and patches.
-fn lab_images(args: &LabArgs) -> Result<(Lab, Vec<LabImage>, Vec<ChartPlan>), Error> {
-    let (loaded, sources, patches) = super::inputs(args)?;
+fn lab_images(
+    args: &LabArgs,
+    host: &crate::topology::Host,
+) -> Result<(Lab, Vec<LabImage>, Vec<ChartPlan>), Error> {
+    let (loaded, sources, patches) = super::inputs(args, host)?;
     let plan = crate::workflow::plan::plan(
         &loaded.lab,
         &sources,
@@ -224,8 +227,13 @@ pub fn mismatch(manifest: &Manifest, lab: &Lab, images: &[LabImage]) -> Option<S
 /// without pulling. The chart images go into the kind nodes in the `node-images` step ([`node_images`]).
 /// Returns the bundle's tools and the images Docker knows by their tag only ([`local_names`]), for the
 /// run to use. On the simulated lab no image is loaded into Docker. Without a bundle, nothing.
-pub fn preload(args: &LabArgs, simulate: bool, flag: Option<&Path>) -> Result<Preloaded, Error> {
-    let (lab, images, _) = lab_images(args)?;
+pub fn preload(
+    args: &LabArgs,
+    host: &crate::topology::Host,
+    simulate: bool,
+    flag: Option<&Path>,
+) -> Result<Preloaded, Error> {
+    let (lab, images, _) = lab_images(args, host)?;
     let Some(file) = flag.map(Path::to_path_buf).or(lab.bundle.clone()) else {
         return Ok(Preloaded::default());
     };
@@ -249,7 +257,7 @@ pub fn preload(args: &LabArgs, simulate: bool, flag: Option<&Path>) -> Result<Pr
             .filter(|i| i.kind != crate::images::ImageKind::Chart)
             .map(|i| i.image.clone())
             .collect();
-        let rt = super::runner::runtime()?;
+        let rt = super::runtime()?;
         image_aliases = rt.block_on(async {
             let docker = Docker::connect().await?;
             docker
@@ -364,49 +372,77 @@ pub fn unpack(
                     );
                     continue;
                 }
-                let hex = item.digest.strip_prefix("sha256:").unwrap_or(&item.digest);
-                let dir = cache_root
-                    .join("tools/bundle")
-                    .join(hex.get(..16).unwrap_or(hex));
-                let dest = dir.join(name.as_str());
-                // Unpacked before (same digest, same folder): checked, not written again.
-                let current = dest
-                    .is_file()
-                    .then(|| chart_cache::sha256_file(&dest).ok())
-                    .flatten();
-                if current.as_deref() != Some(hex) {
-                    std::fs::create_dir_all(&dir)
-                        .map_err(io(format!("create {}", dir.display())))?;
-                    let mut part = tempfile::Builder::new()
-                        .prefix(&format!(".{name}.part"))
-                        .tempfile_in(&dir)
-                        .map_err(io(format!("create a file in {}", dir.display())))?;
-                    // Hashed as it is written: what lands is what was checked.
-                    let written =
-                        chart_cache::copy_hashing(&mut reader()?, &mut part.as_file_mut())
-                            .map_err(io(format!("write {}", dest.display())))?;
-                    if written != hex {
-                        return Err(refuse(format!(
-                            "{} ({}) has digest sha256:{written}, the manifest says {}: it was changed or damaged",
-                            item.path, item.name, item.digest
-                        ))
-                        .into());
-                    }
-                    #[cfg(unix)]
-                    std::fs::set_permissions(
-                        part.path(),
-                        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-                    )
-                    .map_err(io(format!("make {} executable", dest.display())))?;
-                    part.persist(&dest)
-                        .map_err(|e| io(format!("write {}", dest.display()))(e.error))?;
-                }
+                let dest = install_tool(file, offset, item, name, cache_root)?;
                 bundled.push((name, dest));
             }
             _ => {}
         }
     }
     Ok(bundled)
+}
+
+/// Writes a bundled tool into the cache under its digest, hashed as it is written (what lands is what
+/// was checked); one unpacked before (same digest, same folder) is checked, not written again.
+fn install_tool(
+    file: &Path,
+    offset: u64,
+    item: &bundle::Item,
+    name: ToolName,
+    cache_root: &Path,
+) -> Result<PathBuf, Error> {
+    let refuse = |why: String| DockerError::BundleRefused {
+        bundle: file.display().to_string(),
+        why,
+    };
+    let io = |what: String| {
+        move |e: std::io::Error| DockerError::Io {
+            what,
+            detail: e.to_string(),
+        }
+    };
+    let reader = || {
+        bundle::item_reader(file, offset, item.size).map_err(io(format!(
+            "read {} from {}",
+            item.path,
+            file.display()
+        )))
+    };
+    let hex = item.digest.strip_prefix("sha256:").unwrap_or(&item.digest);
+    let dir = cache_root
+        .join("tools/bundle")
+        .join(hex.get(..16).unwrap_or(hex));
+    let dest = dir.join(name.as_str());
+    // Unpacked before (same digest, same folder): checked, not written again.
+    let current = dest
+        .is_file()
+        .then(|| chart_cache::sha256_file(&dest).ok())
+        .flatten();
+    if current.as_deref() != Some(hex) {
+        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        let mut part = tempfile::Builder::new()
+            .prefix(&format!(".{name}.part"))
+            .tempfile_in(&dir)
+            .map_err(io(format!("create a file in {}", dir.display())))?;
+        // Hashed as it is written: what lands is what was checked.
+        let written = chart_cache::copy_hashing(&mut reader()?, &mut part.as_file_mut())
+            .map_err(io(format!("write {}", dest.display())))?;
+        if written != hex {
+            return Err(refuse(format!(
+                "{} ({}) has digest sha256:{written}, the manifest says {}: it was changed or damaged",
+                item.path, item.name, item.digest
+            ))
+            .into());
+        }
+        #[cfg(unix)]
+        std::fs::set_permissions(
+            part.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .map_err(io(format!("make {} executable", dest.display())))?;
+        part.persist(&dest)
+            .map_err(|e| io(format!("write {}", dest.display()))(e.error))?;
+    }
+    Ok(dest)
 }
 
 /// What the `node-images` step loads into each cluster: the chart images each lab cluster runs

@@ -12,9 +12,8 @@ use std::io::Write as _;
 
 use serde::Serialize;
 
-use crate::actions::user_kubeconfig;
 use crate::cli::{CiCommand, CiContextsArgs, CiMatrixArgs, Output};
-use crate::commands::doctor::MIB_PER_CLUSTER;
+use crate::commands::checks::MIB_PER_CLUSTER;
 use crate::error::Error;
 use crate::topology::{self, Lab, Provider, catalog};
 
@@ -182,38 +181,6 @@ pub fn matrix(topologies: &[(String, usize)], images: &[String], runner: Runner)
     }
 }
 
-/// Parses a memory size into MiB: a number of MiB (`7168`), or with a unit: `M`/`MiB`, `G`/`GiB`
-/// (binary, as Docker's `--memory 16g`), `MB`/`GB` (decimal, as GitHub states its runners' memory).
-/// Case does not matter; a space before the unit is allowed; `7.5GiB` works.
-pub fn parse_memory(text: &str) -> Result<u64, String> {
-    const EXAMPLES: &str =
-        "give MiB (`7168`) or a size with a unit: `16GB`, `16GiB`, `7G`, `7168MiB`";
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = (&t[..split], t[split..].trim());
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a memory size: {EXAMPLES}"))?;
-    let bytes_per_unit: f64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "m" | "mi" | "mib" => 1024.0 * 1024.0,
-        "g" | "gi" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        _ => {
-            return Err(format!("`{text}` has an unknown unit `{unit}`: {EXAMPLES}"));
-        }
-    };
-    let mib = (value * bytes_per_unit / (1024.0 * 1024.0)).floor();
-    if !mib.is_finite() || mib < 1.0 {
-        return Err(format!(
-            "`{text}` is less than 1 MiB: give the runner's memory, e.g. `16GB` for GitHub's standard Linux runner"
-        ));
-    }
-    Ok(mib as u64)
-}
-
 /// The contexts `up` gives a lab's clusters, and the kubeconfig it writes the kind ones to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Contexts {
@@ -233,19 +200,19 @@ pub fn contexts(lab: &Lab) -> Contexts {
             .iter()
             .map(|s| s.cluster.context.clone())
             .collect(),
-        kubeconfig: user_kubeconfig().map(|p| p.display().to_string()),
+        kubeconfig: lab.host.user_kubeconfig().map(|p| p.display().to_string()),
     }
 }
 
 /// Runs `ocm-lab ci …`.
-pub fn run(command: &CiCommand) -> Result<(), Error> {
+pub fn run(command: &CiCommand, host: &crate::topology::Host) -> Result<(), Error> {
     match command {
-        CiCommand::Matrix(args) => run_matrix(args),
-        CiCommand::Contexts(args) => run_contexts(args),
+        CiCommand::Matrix(args) => run_matrix(args, host),
+        CiCommand::Contexts(args) => run_contexts(args, host),
     }
 }
 
-fn run_matrix(args: &CiMatrixArgs) -> Result<(), Error> {
+fn run_matrix(args: &CiMatrixArgs, host: &crate::topology::Host) -> Result<(), Error> {
     let names: Vec<String> = if args.topology.is_empty() {
         crate::embedded::TOPOLOGIES
             .iter()
@@ -256,7 +223,7 @@ fn run_matrix(args: &CiMatrixArgs) -> Result<(), Error> {
     };
     let mut topologies = Vec::new();
     for name in names {
-        let loaded = topology::load_arg(Some(&name))?;
+        let loaded = topology::load_arg(host, Some(&name))?;
         topologies.push((name, kind_clusters(&loaded.lab)));
     }
     let images: Vec<String> = if args.node_image.is_empty() {
@@ -351,8 +318,8 @@ fn human_matrix(m: &Matrix) -> String {
     out
 }
 
-fn run_contexts(args: &CiContextsArgs) -> Result<(), Error> {
-    let loaded = topology::load_arg(args.topology.as_deref())?;
+fn run_contexts(args: &CiContextsArgs, host: &crate::topology::Host) -> Result<(), Error> {
+    let loaded = topology::load_arg(host, args.topology.as_deref())?;
     let c = contexts(&loaded.lab);
     write_out(&match args.output {
         Output::Json => format!("{}\n", serde_json::to_string(&c).expect("serializes")),
@@ -378,6 +345,7 @@ fn write_out(text: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::parse_memory;
 
     #[test]
     fn memory_sizes_parse_in_mib() {

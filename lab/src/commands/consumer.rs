@@ -216,14 +216,17 @@ pub fn render_yaml(kit: &Kit) -> String {
 }
 
 /// `ocm-lab consumer`: read-only, so it takes no lock.
-pub fn run(args: &crate::cli::ConsumerArgs) -> Result<(), crate::error::Error> {
+pub fn run(
+    args: &crate::cli::ConsumerArgs,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, ensure_up, open_backends, runtime};
     use crate::cli::Output;
     use crate::error::Error;
     use crate::step::events::Events;
     let output = args.output.output;
     let run_args = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&run_args.lab)?;
+    let (loaded, _, patches) = super::inputs(&run_args.lab, host)?;
     super::warn(&loaded);
     let lab = loaded.lab;
     let (msa, image) =

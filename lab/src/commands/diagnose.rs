@@ -262,12 +262,15 @@ fn default_name(lab: &str, simulated: bool) -> String {
 }
 
 /// `ocm-lab diagnose`: read-only, so it takes no lock (it is most useful while something hangs).
-pub fn run(args: &crate::cli::DiagnoseArgs) -> Result<(), crate::error::Error> {
+pub fn run(
+    args: &crate::cli::DiagnoseArgs,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, open_backends, runtime};
     use crate::error::Error;
     use crate::step::events::Events;
     let run = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&run.lab)?;
+    let (loaded, _, patches) = super::inputs(&run.lab, host)?;
     let lab = loaded.lab;
     let state = crate::state::StateDir::for_run(&lab.name, run.simulate)?;
     let rt = runtime()?;

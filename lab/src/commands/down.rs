@@ -7,6 +7,6 @@ use super::runner::{Workflow, run_workflows};
 use crate::cli::{DownArgs, RunArgs};
 use crate::error::Error;
 
-pub fn run(args: &DownArgs) -> Result<(), Error> {
-    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Down])
+pub fn run(args: &DownArgs, host: &crate::topology::Host) -> Result<(), Error> {
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Down], host)
 }

@@ -18,15 +18,15 @@ use crate::exercise::{self, Exercise};
 use crate::state::StateDir;
 use crate::step::RunCtx;
 use crate::step::events::Events;
-use crate::topology::Lab;
+use crate::topology::{Host, Lab};
 use crate::verify::report::LastVerification;
 
-pub fn run(command: &ExerciseCommand) -> Result<(), Error> {
+pub fn run(command: &ExerciseCommand, host: &Host) -> Result<(), Error> {
     match command {
         ExerciseCommand::List(a) => list(a),
-        ExerciseCommand::Start(a) => start(a),
-        ExerciseCommand::Check(a) => check(a),
-        ExerciseCommand::Stop(a) => stop(a),
+        ExerciseCommand::Start(a) => start(a, host),
+        ExerciseCommand::Check(a) => check(a, host),
+        ExerciseCommand::Stop(a) => stop(a, host),
     }
 }
 
@@ -72,8 +72,8 @@ struct Target {
     patches: crate::patch::PatchSet,
 }
 
-fn target(lab_args: &LabArgs, sim: SimArgs) -> Result<Target, Error> {
-    let (loaded, _, patches) = super::inputs(lab_args)?;
+fn target(lab_args: &LabArgs, host: &Host, sim: SimArgs) -> Result<Target, Error> {
+    let (loaded, _, patches) = super::inputs(lab_args, host)?;
     super::warn(&loaded);
     let run = RunArgs::from((lab_args, sim));
     let lab = loaded.lab;
@@ -129,10 +129,10 @@ struct Started<'a> {
     simulated: bool,
 }
 
-fn start(a: &ExerciseStartArgs) -> Result<(), Error> {
+fn start(a: &ExerciseStartArgs, host: &Host) -> Result<(), Error> {
     let all = exercise::load_all(a.dir.exercises.as_deref())?;
     let ex = exercise::find(&all, &a.name)?;
-    let t = target(&(&a.lab).into(), a.sim)?;
+    let t = target(&(&a.lab).into(), host, a.sim)?;
     // Rendered first: an exercise this lab cannot run fails before anything is touched.
     ex.steps(&t.lab)?;
     let running = with_lab(&t, "exercise start", async |ctx| {
@@ -161,8 +161,8 @@ fn start(a: &ExerciseStartArgs) -> Result<(), Error> {
     })
 }
 
-fn stop(a: &ExerciseStopArgs) -> Result<(), Error> {
-    let t = target(&(&a.lab).into(), a.sim)?;
+fn stop(a: &ExerciseStopArgs, host: &Host) -> Result<(), Error> {
+    let t = target(&(&a.lab).into(), host, a.sim)?;
     let healed = with_lab(&t, "exercise stop", async |ctx| ex_run::stop(ctx).await)?
         .ok_or(ex_run::RunError::NotRunning)?;
     document(a.output.output, &healed, || {
@@ -175,8 +175,12 @@ fn stop(a: &ExerciseStopArgs) -> Result<(), Error> {
 
 /// Heals the running exercise, if any, before `reset` (whose own steps restore only what the topology
 /// declares, and keep what the participants labelled).
-pub fn heal_before_reset(lab_args: &LabArgs, sim: SimArgs) -> Result<Option<Running>, Error> {
-    let (loaded, _, patches) = super::inputs(lab_args)?;
+pub fn heal_before_reset(
+    lab_args: &LabArgs,
+    host: &Host,
+    sim: SimArgs,
+) -> Result<Option<Running>, Error> {
+    let (loaded, _, patches) = super::inputs(lab_args, host)?;
     let run = RunArgs::from((lab_args, sim));
     let state = StateDir::for_run(&loaded.lab.name, run.simulate)?;
     if ex_run::running(&state)?.is_none() {
@@ -207,8 +211,8 @@ struct Checked<'a> {
     hints: usize,
 }
 
-fn check(a: &ExerciseCheckArgs) -> Result<(), Error> {
-    let mut t = target(&(&a.lab).into(), a.sim)?;
+fn check(a: &ExerciseCheckArgs, host: &Host) -> Result<(), Error> {
+    let mut t = target(&(&a.lab).into(), host, a.sim)?;
     t.run.verify_timeout = Some(a.timeout);
     let (running, mut record) = ex_run::running(&t.state)?.ok_or(ex_run::RunError::NotRunning)?;
     let all = exercise::load_all(a.dir.exercises.as_deref())?;
@@ -218,7 +222,7 @@ fn check(a: &ExerciseCheckArgs) -> Result<(), Error> {
             .map(|r| r.run))
     };
     let before = last(&t.state)?;
-    let verified = runner::run_workflows(&t.run, a.output, &[Workflow::Verify]);
+    let verified = runner::run_workflows(&t.run, a.output, &[Workflow::Verify], host);
     let report = t.state.last_verification_report::<LastVerification>()?;
     let results = match report {
         Some(r) if Some(&r.run) != before.as_ref() => r.results,

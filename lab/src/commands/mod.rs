@@ -6,6 +6,7 @@
 //! command prints with: its inputs (topology, workflows, chart patches), warnings, and stdout.
 
 pub mod bundle;
+pub mod checks;
 pub mod ci;
 pub mod completions;
 pub mod consumer;
@@ -13,8 +14,10 @@ pub mod diagnose;
 pub mod doctor;
 pub mod down;
 pub mod exercise;
+pub mod images;
 pub mod plan;
 pub mod postrender;
+pub mod purpose;
 pub mod reset;
 pub mod runner;
 pub mod status;
@@ -63,7 +66,7 @@ pub(crate) fn warn(loaded: &Loaded) {
     let _ = writeln!(
         std::io::stderr(),
         "{}",
-        crate::run::render(&WarningsOnly(&diags))
+        crate::error::render(&WarningsOnly(&diags))
     );
 }
 
@@ -95,9 +98,33 @@ impl miette::Diagnostic for WarningsOnly<'_> {
     }
 }
 
+/// What the command line (`--kubeconfig`, `--context`) and the environment say about this machine: read
+/// once, here in the command layer, and passed to whatever needs it.
+pub fn host(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+) -> crate::topology::Host {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    crate::topology::Host {
+        kubeconfig: kubeconfig.map(|p| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        }),
+        context,
+        kubeconfig_env: var("KUBECONFIG"),
+        home: var("HOME"),
+        kind_network: crate::backend::docker::kind_network(),
+    }
+}
+
 /// Loads the topology, workflow sources and chart patches a command names.
-pub fn inputs(args: &LabArgs) -> Result<(Loaded, Sources, PatchSet), Error> {
-    let mut loaded = crate::topology::load_arg(args.topology.as_deref())?;
+pub fn inputs(
+    args: &LabArgs,
+    host: &crate::topology::Host,
+) -> Result<(Loaded, Sources, PatchSet), Error> {
+    let mut loaded = crate::topology::load_arg(host, args.topology.as_deref())?;
     if let Some(image) = &args.node_image {
         loaded.lab.versions.kind_node_image = image.clone();
     }
@@ -113,4 +140,13 @@ pub fn inputs(args: &LabArgs) -> Result<(Loaded, Sources, PatchSet), Error> {
         Some(dir) => PatchSet::load_dir(dir)?,
     };
     Ok((loaded, sources, patches))
+}
+
+/// The runtime a command runs its async work on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)
 }

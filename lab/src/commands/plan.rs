@@ -214,35 +214,8 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
             v["manifests"] = json!(path);
         }
         if let Some(c) = &s.chart {
-            let values = format!("clusters/{}/values/{}.yaml", c.cluster, c.release);
-            files.insert(values.clone(), to_yaml(&c.values));
-            let mut entry = json!({
-                "step": s.id, "cluster": c.cluster, "release": c.release, "namespace": c.namespace,
-                "repo": c.repo, "chart": c.chart, "version": c.version, "valuesFile": values,
-                "patches": c.patches, "runtimeValues": c.runtime_values,
-            });
-            if c.release == "klusterlet" {
-                let template = format!("clusters/{}/bootstrap-kubeconfig.template.yaml", c.cluster);
-                files.insert(template.clone(), charts::bootstrap_kubeconfig_template(lab));
-                entry["bootstrapKubeconfigTemplate"] = json!(template);
-            }
-            let key = (c.cluster.clone(), c.release.clone());
-            match renders.get(&key) {
-                Some(Ok(text)) => {
-                    let path = format!("charts/{}/{}.yaml", c.cluster, c.release);
-                    files.insert(path.clone(), text.clone());
-                    entry["rendered"] = json!(path);
-                }
-                Some(Err(why)) => missing.push(json!({
-                    "chart": c.chart.name(), "version": c.version, "cluster": c.cluster,
-                    "release": c.release, "why": why,
-                })),
-                None => missing.push(json!({
-                    "chart": c.chart.name(), "version": c.version, "cluster": c.cluster,
-                    "release": c.release, "why": "not rendered",
-                })),
-            }
-            v["values"] = json!(values);
+            let entry = chart_files(lab, &s.id, c, renders, &mut files, &mut missing);
+            v["values"] = entry["valuesFile"].clone();
             chart_index.push(entry);
         }
         steps.push(v);
@@ -271,6 +244,47 @@ pub fn write(lab: &Lab, plan: &Plan, dir: &Path, renders: &ChartRenders) -> Resu
         std::fs::write(&p, text).map_err(err)?;
     }
     Ok(files.len())
+}
+
+/// The files of one chart a step installs (its values, a klusterlet's bootstrap kubeconfig template, what
+/// it renders when it was rendered), and its entry in `charts.yaml`; a chart not rendered goes to `missing`.
+fn chart_files(
+    lab: &Lab,
+    step: &str,
+    c: &crate::charts::ChartPlan,
+    renders: &ChartRenders,
+    files: &mut BTreeMap<String, String>,
+    missing: &mut Vec<Value>,
+) -> Value {
+    let values = format!("clusters/{}/values/{}.yaml", c.cluster, c.release);
+    files.insert(values.clone(), to_yaml(&c.values));
+    let mut entry = json!({
+        "step": step, "cluster": c.cluster, "release": c.release, "namespace": c.namespace,
+        "repo": c.repo, "chart": c.chart, "version": c.version, "valuesFile": values,
+        "patches": c.patches, "runtimeValues": c.runtime_values,
+    });
+    if c.release == "klusterlet" {
+        let template = format!("clusters/{}/bootstrap-kubeconfig.template.yaml", c.cluster);
+        files.insert(template.clone(), charts::bootstrap_kubeconfig_template(lab));
+        entry["bootstrapKubeconfigTemplate"] = json!(template);
+    }
+    let key = (c.cluster.clone(), c.release.clone());
+    match renders.get(&key) {
+        Some(Ok(text)) => {
+            let path = format!("charts/{}/{}.yaml", c.cluster, c.release);
+            files.insert(path.clone(), text.clone());
+            entry["rendered"] = json!(path);
+        }
+        Some(Err(why)) => missing.push(json!({
+            "chart": c.chart.name(), "version": c.version, "cluster": c.cluster,
+            "release": c.release, "why": why,
+        })),
+        None => missing.push(json!({
+            "chart": c.chart.name(), "version": c.version, "cluster": c.cluster,
+            "release": c.release, "why": "not rendered",
+        })),
+    }
+    entry
 }
 
 fn to_yaml(v: &Value) -> String {
@@ -381,10 +395,10 @@ fn short_image(image: &str) -> &str {
 }
 
 /// `ocm-lab plan`: renders a workflow against the topology and prints or writes it.
-pub fn run(args: &crate::cli::PlanArgs) -> Result<(), Error> {
+pub fn run(args: &crate::cli::PlanArgs, host: &crate::topology::Host) -> Result<(), Error> {
     use super::{document, stdout};
     use crate::cli::Output;
-    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    let (loaded, sources, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let plan = crate::workflow::plan::plan(
         &loaded.lab,

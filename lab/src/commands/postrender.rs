@@ -26,31 +26,7 @@ use crate::patch::PatchSet;
 /// The hidden subcommand's name.
 pub use crate::backend::helm::POST_RENDER_SUBCOMMAND as SUBCOMMAND;
 
-/// Why the post-renderer could not patch the manifests (Helm then stops the install). Messages never
-/// quote the manifests: they can hold Secrets.
-#[derive(Debug, thiserror::Error)]
-pub enum PostRenderError {
-    #[error("failed to read the manifests on stdin: {0}")]
-    Stdin(#[source] std::io::Error),
-    #[error("chart version `{version}` is not semver: {detail}")]
-    Version { version: String, detail: String },
-    #[error("the manifests Helm passed on stdin are not valid YAML{at}: {detail}", at = .location.map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default())]
-    Yaml {
-        location: Option<(u64, u64)>,
-        detail: String,
-    },
-    #[error("document {index} of the manifests Helm passed on stdin is not an object")]
-    NotAnObject { index: usize },
-    /// A patch no longer fits what the chart renders.
-    #[error(
-        "{detail}: chart {chart} {version} no longer renders what the patch was written for; fix or remove the patch (`--chart-patches`), or pick another chart version"
-    )]
-    Patch {
-        chart: String,
-        version: String,
-        detail: String,
-    },
-}
+pub use crate::error::PostRenderError;
 
 /// Reads manifests on stdin, writes the patched manifests on stdout.
 pub fn run(args: &PostRenderArgs) -> Result<(), Error> {

@@ -8,15 +8,16 @@ use super::runner::{Workflow, run_workflows};
 use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
-pub fn run(args: &UpArgs) -> Result<(), Error> {
+pub fn run(args: &UpArgs, host: &crate::topology::Host) -> Result<(), Error> {
     let mut run = RunArgs::from(args);
-    let preloaded = super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
+    let preloaded =
+        super::bundle::preload(&args.lab, host, args.sim.simulate, args.bundle.as_deref())?;
     run.bundled_tools = preloaded.tools;
     run.image_aliases = preloaded.image_aliases;
     // A running exercise is healed first, exactly as `exercise stop` heals it: what it changed need not be
     // anything the topology declares (a label a participant's `up` would keep).
-    if let Some(healed) = super::exercise::heal_before_reset(&args.lab, args.sim)? {
+    if let Some(healed) = super::exercise::heal_before_reset(&args.lab, host, args.sim)? {
         tracing::info!("healed exercise `{}` before the reset", healed.name);
     }
-    run_workflows(&run, args.output, &[Workflow::Reset, Workflow::Up])
+    run_workflows(&run, args.output, &[Workflow::Reset, Workflow::Up], host)
 }

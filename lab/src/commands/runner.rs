@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::doctor;
+use super::checks as doctor;
+pub use super::purpose::{Purpose, Workflow};
+pub use super::runtime;
 use crate::backend::Backends;
 use crate::cli::{RunArgs, StreamOutput};
 use crate::engine::{self, RunOptions, report};
@@ -20,55 +22,6 @@ use crate::step::events::Events;
 use crate::topology::Lab;
 use crate::topology::Provider;
 use crate::workflow::Plan;
-
-/// A workflow a command runs: one file of `workflows/` (embedded, or from `--workflows`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Workflow {
-    Up,
-    Verify,
-    Down,
-    Reset,
-}
-
-impl Workflow {
-    /// The workflow's name: its file in `workflows/`, and the command that runs it alone.
-    pub fn name(self) -> &'static str {
-        match self {
-            Workflow::Up => "up",
-            Workflow::Verify => "verify",
-            Workflow::Down => "down",
-            Workflow::Reset => "reset",
-        }
-    }
-
-    /// Whether it may download kind and helm: `up`, and `reset` (which ends with an `up`, so its preflight
-    /// judges the same tools).
-    fn may_download(self) -> bool {
-        matches!(self, Workflow::Up | Workflow::Reset)
-    }
-
-    /// Whether it needs a lab that is up (and says so, with what to run, when there is none).
-    fn needs_lab(self) -> bool {
-        matches!(self, Workflow::Verify | Workflow::Reset)
-    }
-
-    /// Whether the doctor's checks run first on a real lab: a lab never starts half-way on a machine that
-    /// cannot finish it, and a reset that could not finish its `up` does not start deleting either.
-    fn preflight(self) -> bool {
-        matches!(self, Workflow::Up | Workflow::Reset)
-    }
-}
-
-/// What backends are opened for: which tools may be downloaded, and how a damaged simulated world is met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// To run a workflow.
-    Run(Workflow),
-    /// For `doctor`: a missing tool is judged as `up` would (downloaded, unless `--no-download`).
-    Doctor,
-    /// To look at the lab (`status`, `diagnose`): nothing is downloaded.
-    Look,
-}
 
 /// The backends a command runs against, and the simulated world to save afterwards.
 pub struct Opened {
@@ -116,15 +69,6 @@ impl Opened {
         )));
         findings
     }
-}
-
-/// The runtime a command runs its async work on.
-pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)
 }
 
 /// Sets up the backends. Only `up` and `reset` may download tools; read-only commands never do. A piece
@@ -275,8 +219,9 @@ pub fn run_workflows(
     args: &RunArgs,
     output: StreamOutput,
     workflows: &[Workflow],
+    host: &crate::topology::Host,
 ) -> Result<(), Error> {
-    let (loaded, sources, patches) = super::inputs(&args.lab)?;
+    let (loaded, sources, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let mut lab = loaded.lab;
     if !args.checks.is_empty() {
@@ -421,6 +366,7 @@ async fn preflight_events(lab: &Lab, plan: &Plan, findings: &[doctor::Finding]) 
         error: format!("the machine cannot finish the lab: {error}"),
         help: (!help.is_empty()).then_some(help),
         elapsed_ms: events.elapsed_ms(),
+        backend: None,
     });
     events.emit(Event::RunFinished {
         ok: false,

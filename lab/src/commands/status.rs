@@ -149,7 +149,11 @@ async fn cluster_status(
                 .unwrap_or_default();
             (
                 "kind",
-                Some(nodes.iter().any(|n| n.role == "control-plane" && n.running)),
+                Some(
+                    nodes
+                        .iter()
+                        .any(|n| n.role == crate::backend::NodeRole::ControlPlane && n.running),
+                ),
             )
         }
         Provider::Existing { .. } => ("existing", None),
@@ -184,13 +188,6 @@ async fn cluster_status(
 
 async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
     let mut out = Vec::new();
-    let mut addons: Vec<&str> = Vec::new();
-    if lab.addons.cluster_proxy.is_some() {
-        addons.push("cluster-proxy");
-    }
-    if lab.addons.managed_serviceaccount.is_some() {
-        addons.push("managed-serviceaccount");
-    }
     for m in &lab.managed_clusters {
         let mc = Api::<ManagedCluster>::all(hub)
             .get(&m.name)
@@ -198,29 +195,18 @@ async fn managed(lab: &Lab, hub: &dyn ClusterApi) -> Vec<ManagedClusterStatus> {
             .ok()
             .flatten();
         let mut states = Vec::new();
-        for a in &addons {
-            let wanted = match *a {
-                "cluster-proxy" => lab
-                    .addons
-                    .cluster_proxy
-                    .as_ref()
-                    .is_some_and(|p| p.clusters.contains(&m.name)),
-                _ => lab
-                    .addons
-                    .managed_serviceaccount
-                    .as_ref()
-                    .is_some_and(|p| p.clusters.contains(&m.name)),
-            };
+        for a in crate::topology::Addon::ALL {
+            let wanted = lab.addons.clusters(a).is_some_and(|c| c.contains(&m.name));
             if !wanted {
                 continue;
             }
             let mca = Api::<ManagedClusterAddOn>::namespaced(hub, &m.name)
-                .get(a)
+                .get(a.as_str())
                 .await
                 .ok()
                 .flatten();
             states.push(AddonStatus {
-                name: (*a).to_owned(),
+                name: a.as_str().to_owned(),
                 available: mca.as_ref().is_some_and(|o| o.condition_true("Available")),
             });
         }
@@ -310,6 +296,35 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             "kind"
         );
     }
+    render_managed(&mut out, s);
+    render_profiles(&mut out, s);
+    match (&s.last_verification, &s.last_verification_error) {
+        (_, Some(e)) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: UNREADABLE: {e} (run `{verify_cmd}` to record a new one)"
+            );
+        }
+        (Some(v), None) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: {} at {}",
+                if v.ok { "passed" } else { "FAILED" },
+                v.at
+            );
+        }
+        (None, None) => {
+            let _ = writeln!(
+                out,
+                "\nLast verification: none recorded (run `{verify_cmd}`)"
+            );
+        }
+    }
+    out
+}
+
+/// The ManagedClusters section of [`render_for`].
+fn render_managed(out: &mut String, s: &Status) {
     if !s.managed_clusters.is_empty() {
         let _ = writeln!(out, "\nManaged clusters:");
         for m in &s.managed_clusters {
@@ -346,6 +361,10 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             );
         }
     }
+}
+
+/// The ClusterProfiles section of [`render_for`].
+fn render_profiles(out: &mut String, s: &Status) {
     if !s.profiles.is_empty() {
         let _ = writeln!(out, "\nClusterProfiles:");
         for ns in &s.profiles {
@@ -374,39 +393,19 @@ pub fn render_for(s: &Status, verify_cmd: &str) -> String {
             );
         }
     }
-    match (&s.last_verification, &s.last_verification_error) {
-        (_, Some(e)) => {
-            let _ = writeln!(
-                out,
-                "\nLast verification: UNREADABLE: {e} (run `{verify_cmd}` to record a new one)"
-            );
-        }
-        (Some(v), None) => {
-            let _ = writeln!(
-                out,
-                "\nLast verification: {} at {}",
-                if v.ok { "passed" } else { "FAILED" },
-                v.at
-            );
-        }
-        (None, None) => {
-            let _ = writeln!(
-                out,
-                "\nLast verification: none recorded (run `{verify_cmd}`)"
-            );
-        }
-    }
-    out
 }
 
 /// `ocm-lab status`: read-only, so it takes no lock. Exit 1 when something is unhealthy.
-pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
+pub fn run(
+    args: &crate::cli::StatusArgs,
+    host: &crate::topology::Host,
+) -> Result<(), crate::error::Error> {
     use super::runner::{Purpose, ensure_up, open_backends, runtime};
     use crate::error::Error;
     use crate::step::events::Events;
     let output = args.output.output;
     let args = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&args.lab)?;
+    let (loaded, _, patches) = super::inputs(&args.lab, host)?;
     super::warn(&loaded);
     let lab = loaded.lab;
     // Read-only: a lab that is not up gets no state folder from a look at it.

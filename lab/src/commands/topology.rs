@@ -6,7 +6,7 @@ use crate::embedded;
 use crate::error::Error;
 use crate::topology;
 
-pub fn run(command: &TopologyCommand) -> Result<(), Error> {
+pub fn run(command: &TopologyCommand, host: &topology::Host) -> Result<(), Error> {
     match command {
         TopologyCommand::Check {
             topology,
@@ -18,12 +18,13 @@ pub fn run(command: &TopologyCommand) -> Result<(), Error> {
                 .or(topology_flag.as_deref())
                 .expect("clap requires FILE|NAME or -t"),
             output.output,
+            host,
         ),
         TopologyCommand::Schema => stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&topology::json_schema()).expect("schemas serialize")
         )),
-        TopologyCommand::List { output } => list(output.output),
+        TopologyCommand::List { output } => list(output.output, host),
         TopologyCommand::Show {
             name,
             topology_flag,
@@ -32,16 +33,16 @@ pub fn run(command: &TopologyCommand) -> Result<(), Error> {
                 .as_deref()
                 .or(topology_flag.as_deref())
                 .unwrap_or("default");
-            show(name)
+            show(name, host)
         }
     }
 }
 
 /// `topology show`: an embedded topology's text.
-fn show(name: &str) -> Result<(), Error> {
+fn show(name: &str, host: &topology::Host) -> Result<(), Error> {
     match embedded::topology(name) {
         Some(text) => stdout(text),
-        None => Err(topology::load_arg(Some(name)).err().map_or_else(
+        None => Err(topology::load_arg(host, Some(name)).err().map_or_else(
             || unreachable!("a missing embedded topology fails to load"),
             Error::from,
         )),
@@ -49,8 +50,8 @@ fn show(name: &str) -> Result<(), Error> {
 }
 
 /// `topology check`: every problem with its location, or a one-line summary of the lab.
-fn check(topology: &str, output: crate::cli::Output) -> Result<(), Error> {
-    let loaded = topology::load_arg(Some(topology))?;
+fn check(topology: &str, output: crate::cli::Output, host: &topology::Host) -> Result<(), Error> {
+    let loaded = topology::load_arg(host, Some(topology))?;
     warn(&loaded);
     let lab = &loaded.lab;
     let checks: Vec<&str> = lab.verify.checks.iter().map(|c| c.as_str()).collect();
@@ -81,15 +82,15 @@ fn check(topology: &str, output: crate::cli::Output) -> Result<(), Error> {
 }
 
 /// `topology list`: the embedded topologies and their descriptions.
-fn list(output: crate::cli::Output) -> Result<(), Error> {
+fn list(output: crate::cli::Output, host: &topology::Host) -> Result<(), Error> {
     let list: Vec<serde_json::Value> = embedded::TOPOLOGIES
         .iter()
         .map(|(name, text)| {
-            let desc = topology::load_str(name, text)
+            let desc = topology::load_str(host, name, text)
                 .ok()
                 .and_then(|l| l.lab.description)
                 .unwrap_or_default();
-            let lab = topology::load_str(name, text)
+            let lab = topology::load_str(host, name, text)
                 .map(|l| l.lab.name)
                 .unwrap_or_default();
             serde_json::json!({"name": name, "lab": lab, "description": desc})

@@ -9,10 +9,11 @@ use super::runner::{Workflow, run_workflows};
 use crate::cli::{RunArgs, UpArgs};
 use crate::error::Error;
 
-pub fn run(args: &UpArgs) -> Result<(), Error> {
+pub fn run(args: &UpArgs, host: &crate::topology::Host) -> Result<(), Error> {
     let mut run = RunArgs::from(args);
-    let preloaded = super::bundle::preload(&args.lab, args.sim.simulate, args.bundle.as_deref())?;
+    let preloaded =
+        super::bundle::preload(&args.lab, host, args.sim.simulate, args.bundle.as_deref())?;
     run.bundled_tools = preloaded.tools;
     run.image_aliases = preloaded.image_aliases;
-    run_workflows(&run, args.output, &[Workflow::Up])
+    run_workflows(&run, args.output, &[Workflow::Up], host)
 }

@@ -6,6 +6,6 @@ use super::runner::{Workflow, run_workflows};
 use crate::cli::{RunArgs, VerifyArgs};
 use crate::error::Error;
 
-pub fn run(args: &VerifyArgs) -> Result<(), Error> {
-    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Verify])
+pub fn run(args: &VerifyArgs, host: &crate::topology::Host) -> Result<(), Error> {
+    run_workflows(&RunArgs::from(args), args.output, &[Workflow::Verify], host)
 }

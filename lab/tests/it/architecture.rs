@@ -169,3 +169,324 @@ fn only_the_simulate_wiring_knows_the_simulated_lab() {
         "the core depends on the simulated lab"
     );
 }
+
+/// One product file as a module: its crate (`core` or `lab`) and its module path (`["actions", "kube"]`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Module {
+    krate: &'static str,
+    path: Vec<String>,
+}
+
+/// Every product file by its module, and its text with comments and test modules left out.
+fn product_modules() -> std::collections::BTreeMap<Module, (PathBuf, String)> {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = std::collections::BTreeMap::new();
+    for (krate, src) in [("core", lab.join("core/src")), ("lab", lab.join("src"))] {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let rel = file.strip_prefix(&src).unwrap().with_extension("");
+            let mut path: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_str().unwrap().to_owned())
+                .collect();
+            if matches!(path.last().map(String::as_str), Some("mod" | "lib")) {
+                path.pop();
+            }
+            if path == ["main"] {
+                continue;
+            }
+            let text = code_of(&std::fs::read_to_string(&file).unwrap());
+            out.insert(Module { krate, path }, (file, text));
+        }
+    }
+    out
+}
+
+/// The code of a file: line comments removed, up to its `#[cfg(test)]` module, as one line.
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let code = match line.find("//") {
+            // `//` in a string (`https://`) is not a comment: keep the line when a quote precedes it.
+            Some(i) if !line[..i].contains('"') => &line[..i],
+            _ => line,
+        };
+        out.push_str(code);
+        out.push(' ');
+    }
+    out
+}
+
+/// The paths a use tree names, from the text just after a prefix such as `crate::`: `a::b`,
+/// `a::{b, c::d}`, `{a, b::{c}}`.
+fn use_paths(rest: &str) -> Vec<Vec<String>> {
+    fn tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+        let mut path = prefix.to_vec();
+        let mut i = 0;
+        let b = s.as_bytes();
+        loop {
+            while i < b.len() && b[i] == b' ' {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b'{' {
+                i += 1;
+                loop {
+                    i += tree(&s[i..], &path, out);
+                    while i < b.len() && b[i] == b' ' {
+                        i += 1;
+                    }
+                    match b.get(i) {
+                        Some(b',') => i += 1,
+                        Some(b'}') => return i + 1,
+                        _ => return i,
+                    }
+                    while i < b.len() && b[i] == b' ' {
+                        i += 1;
+                    }
+                    if b.get(i) == Some(&b'}') {
+                        return i + 1;
+                    }
+                }
+            }
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            if i > start {
+                path.push(s[start..i].to_owned());
+            }
+            if s[i..].starts_with("::") {
+                i += 2;
+                continue;
+            }
+            if path.len() > prefix.len() {
+                out.push(path);
+            }
+            return i;
+        }
+    }
+    let mut out = Vec::new();
+    tree(rest, &[], &mut out);
+    out
+}
+
+/// The files a product file imports, through `crate::`, `super::`, `self::` and `ocm_lab_core::` paths.
+/// A path to an item a module file re-exports from a child (`pub use child::{Item}`) leads to the child.
+fn file_imports(
+    modules: &std::collections::BTreeMap<Module, (PathBuf, String)>,
+    from: &Module,
+) -> BTreeSet<Module> {
+    let text = &modules[from].1;
+    let mut found = BTreeSet::new();
+    for prefix in ["crate::", "super::", "self::", "ocm_lab_core::"] {
+        for (i, _) in text.match_indices(prefix) {
+            let before = text[..i].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let (krate, mut base) = match prefix {
+                "crate::" => (from.krate, Vec::new()),
+                "ocm_lab_core::" => ("core", Vec::new()),
+                "self::" => (from.krate, from.path.clone()),
+                _ => {
+                    let mut p = from.path.clone();
+                    p.pop();
+                    (from.krate, p)
+                }
+            };
+            let mut rest = &text[i + prefix.len()..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            for path in use_paths(rest) {
+                let mut full = base.clone();
+                full.extend(path);
+                if let Some(m) = resolve(modules, krate, &full)
+                    && m != *from
+                {
+                    found.insert(m);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The file a path leads to: the longest module prefix, then through a re-export to a child.
+fn resolve(
+    modules: &std::collections::BTreeMap<Module, (PathBuf, String)>,
+    krate: &'static str,
+    full: &[String],
+) -> Option<Module> {
+    // `lab` re-exports the whole core (`pub use ocm_lab_core::*`): a path it does not define is the core's.
+    let krate = match full.first() {
+        Some(first)
+            if krate == "lab"
+                && !modules.contains_key(&Module {
+                    krate,
+                    path: vec![first.clone()],
+                }) =>
+        {
+            "core"
+        }
+        _ => krate,
+    };
+    let n = (0..=full.len()).rev().find(|n| {
+        modules.contains_key(&Module {
+            krate,
+            path: full[..*n].to_vec(),
+        })
+    })?;
+    let module = Module {
+        krate,
+        path: full[..n].to_vec(),
+    };
+    let Some(item) = full.get(n) else {
+        return Some(module);
+    };
+    // `pub use child::{…, Item, …}` in the module file: the item lives in the child.
+    let text = &modules[&module].1;
+    for (i, _) in text.match_indices("pub use ") {
+        for path in use_paths(&text[i + "pub use ".len()..]) {
+            if path.last() == Some(item) && path.len() > 1 {
+                let mut child = module.path.clone();
+                child.push(path[0].clone());
+                let child = Module { krate, path: child };
+                if modules.contains_key(&child) {
+                    return Some(child);
+                }
+            }
+        }
+    }
+    Some(module)
+}
+
+/// The circles of a graph: its strongly connected components of more than one node (Tarjan).
+fn circles(graph: &std::collections::BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
+    struct Walk<'a> {
+        graph: &'a std::collections::BTreeMap<Module, BTreeSet<Module>>,
+        index: std::collections::HashMap<&'a Module, (usize, usize)>,
+        stack: Vec<&'a Module>,
+        on_stack: BTreeSet<&'a Module>,
+        out: Vec<Vec<Module>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, v: &'a Module) {
+            let n = self.index.len();
+            self.index.insert(v, (n, n));
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.graph.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let low = self.index[w].1.min(self.index[v].1);
+                    self.index.get_mut(v).unwrap().1 = low;
+                } else if self.on_stack.contains(w) {
+                    let low = self.index[w].0.min(self.index[v].1);
+                    self.index.get_mut(v).unwrap().1 = low;
+                }
+            }
+            if self.index[v].0 == self.index[v].1 {
+                let mut scc = Vec::new();
+                loop {
+                    let w = self.stack.pop().unwrap();
+                    self.on_stack.remove(w);
+                    scc.push(w.clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                if scc.len() > 1 {
+                    scc.sort();
+                    self.out.push(scc);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: Default::default(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !walk.index.contains_key(v) {
+            walk.visit(v);
+        }
+    }
+    walk.out
+}
+
+fn module_name(m: &Module) -> String {
+    let root = if m.krate == "core" { "core" } else { "lab" };
+    format!("{root}:{}", m.path.join("/"))
+}
+
+/// No two files of the product import each other, directly or around a circle: every `use crate::…`,
+/// `super::…` and `ocm_lab_core::…` path is an arrow from one file to another.
+#[test]
+fn no_circle_between_product_files() {
+    let modules = product_modules();
+    let graph: std::collections::BTreeMap<Module, BTreeSet<Module>> = modules
+        .keys()
+        .map(|m| (m.clone(), file_imports(&modules, m)))
+        .collect();
+    let found = circles(&graph);
+    assert!(
+        found.is_empty(),
+        "files that import each other, around a circle:\n{}",
+        found
+            .iter()
+            .map(|c| {
+                let names: Vec<String> = c.iter().map(module_name).collect();
+                let arrows: Vec<String> = c
+                    .iter()
+                    .flat_map(|a| {
+                        graph[a]
+                            .iter()
+                            .filter(|b| c.contains(b))
+                            .map(move |b| format!("{} -> {}", module_name(a), module_name(b)))
+                    })
+                    .collect();
+                format!("{{{}}}\n    {}", names.join(", "), arrows.join("\n    "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn use_paths_reads_trees_and_circles_are_found() {
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        use_paths("engine::{Outputs, RunCtx};"),
+        [s(&["engine", "Outputs"]), s(&["engine", "RunCtx"])]
+    );
+    assert_eq!(
+        use_paths("{a::b, c::{d, e::f}} ;"),
+        [s(&["a", "b"]), s(&["c", "d"]), s(&["c", "e", "f"])]
+    );
+    assert_eq!(
+        use_paths("backend::docker::kind_network()"),
+        [s(&["backend", "docker", "kind_network"])]
+    );
+    let m = |p: &str| Module {
+        krate: "core",
+        path: vec![p.to_owned()],
+    };
+    let graph = [
+        (m("a"), BTreeSet::from([m("b")])),
+        (m("b"), BTreeSet::from([m("c")])),
+        (m("c"), BTreeSet::from([m("a")])),
+        (m("d"), BTreeSet::from([m("a")])),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(circles(&graph), [vec![m("a"), m("b"), m("c")]]);
+}

@@ -24,7 +24,9 @@ pub(crate) fn minimal_images() -> Vec<String> {
 
 /// Writes a bundle naming `images` (each entry a few bytes) recording `node_image` as the lab's.
 pub(crate) fn write_bundle(path: &std::path::Path, images: &[String], node_image: &str) {
-    let lab = ocm_lab::topology::load_arg(Some("minimal")).unwrap().lab;
+    let lab = ocm_lab::topology::load_arg(&crate::common::host(), Some("minimal"))
+        .unwrap()
+        .lab;
     let mut items = Vec::new();
     let mut entries = Vec::new();
     for (n, image) in images.iter().enumerate() {
@@ -69,7 +71,7 @@ fn says(stderr: &str, needle: &str) -> bool {
 }
 
 pub(crate) fn node_image() -> String {
-    ocm_lab::topology::load_arg(Some("minimal"))
+    ocm_lab::topology::load_arg(&crate::common::host(), Some("minimal"))
         .unwrap()
         .lab
         .versions

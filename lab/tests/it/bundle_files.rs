@@ -199,7 +199,9 @@ fn entry(name: &str, kind: &str, path: &str, data: &[u8], extra: Value) -> Entry
 /// A bundle for `-t minimal`: its images (a few bytes each), the klusterlet chart and both tools.
 /// `tamper_chart` changes the chart's bytes after its digest was taken.
 fn write_bundle(path: &Path, tamper_chart: bool) -> (String, String) {
-    let lab = ocm_lab::topology::load_arg(Some("minimal")).unwrap().lab;
+    let lab = ocm_lab::topology::load_arg(&crate::common::host(), Some("minimal"))
+        .unwrap()
+        .lab;
     let repo = ocm_lab::topology::catalog::OCM_HELM_REPO;
     let version = lab.versions.ocm.version.to_owned();
     let mut entries: Vec<Entry> = minimal_images()
@@ -379,7 +381,9 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
     std::fs::create_dir_all(&unpacked).unwrap();
     executable(&unpacked.join("kind"), KIND);
     executable(&unpacked.join("helm"), "#!/bin/sh\nprintf 'v3.99.7'\n");
-    let lab = ocm_lab::topology::load_arg(Some("minimal")).unwrap().lab;
+    let lab = ocm_lab::topology::load_arg(&crate::common::host(), Some("minimal"))
+        .unwrap()
+        .lab;
     let mut args = RunArgs {
         lab: LabArgs {
             topology: Some("minimal".into()),

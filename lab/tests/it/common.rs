@@ -57,8 +57,13 @@ pub struct Output {
 }
 
 /// Loads an embedded or file topology, panicking with the rendered diagnostics on failure.
+/// What the command layer builds from the flags and this process's environment, with no flags given.
+pub fn host() -> ocm_lab::topology::Host {
+    ocm_lab::commands::host(None, None)
+}
+
 pub fn lab(name: &str) -> ocm_lab::topology::Lab {
-    match ocm_lab::topology::load_arg(Some(name)) {
+    match ocm_lab::topology::load_arg(&crate::common::host(), Some(name)) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     }
@@ -66,7 +71,7 @@ pub fn lab(name: &str) -> ocm_lab::topology::Lab {
 
 /// The errors a topology text produces, as `field: message` lines.
 pub fn topology_errors(text: &str) -> Vec<String> {
-    match ocm_lab::topology::load_str("test.yaml", text) {
+    match ocm_lab::topology::load_str(&crate::common::host(), "test.yaml", text) {
         Ok(_) => Vec::new(),
         Err(ocm_lab::topology::TopologyError::Invalid(d)) => d
             .errors()

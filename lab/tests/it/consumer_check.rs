@@ -20,7 +20,11 @@ fn harness() -> Harness {
         "checks: [properties, access-providers, reachable, credentials, conditions]",
         "checks: [properties, access-providers, reachable, credentials, conditions, consumer]\n    consumerImage: ocm-lab-consumer:test",
     );
-    Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab)
+    Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    )
 }
 
 async fn up(h: &Harness) {
@@ -236,7 +240,7 @@ fn the_check_needs_a_consumer_image_and_with_one_is_a_default_check() {
         "checks: [properties, access-providers, reachable, credentials, conditions]",
         "checks: [properties, consumer]",
     );
-    let err = ocm_lab::topology::load_str("t.yaml", &listed).unwrap_err();
+    let err = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &listed).unwrap_err();
     let text = ocm_lab::render(&err);
     assert!(
         text.contains(
@@ -248,7 +252,7 @@ fn the_check_needs_a_consumer_image_and_with_one_is_a_default_check() {
         "checks: [properties, access-providers, reachable, credentials, conditions]",
         "consumerImage: ocm-lab-consumer:dev",
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &defaults)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &defaults)
         .unwrap()
         .lab;
     assert!(
@@ -260,7 +264,9 @@ fn the_check_needs_a_consumer_image_and_with_one_is_a_default_check() {
         "    checks: [properties, access-providers, reachable, credentials, conditions]\n",
         "",
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &without).unwrap().lab;
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &without)
+        .unwrap()
+        .lab;
     assert!(
         !lab.verify.checks.contains(&Check::Consumer),
         "{:?}",

@@ -45,7 +45,7 @@ fn workshop(edits: &[(&str, &str)]) -> Lab {
         assert!(text.contains(from), "workshop topology lacks {from:?}");
         text = text.replacen(from, to, 1);
     }
-    match ocm_lab::topology::load_str("workshop.yaml", &text) {
+    match ocm_lab::topology::load_str(&crate::common::host(), "workshop.yaml", &text) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     }
@@ -273,7 +273,9 @@ async fn a_field_dropped_from_an_applied_object_disappears() {
                 "checks: [properties, access-providers, conditions]",
                 1,
             );
-    h.lab = ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab;
+    h.lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+        .unwrap()
+        .lab;
     let (res, _) = h.run("up").await;
     assert!(res.ok, "{}", failure(&res));
     let msa: Value = hub.get(&account).await.unwrap().unwrap();
@@ -293,7 +295,7 @@ fn mixed_lab() -> Harness {
         "    - name: cluster1\n      existing: {kubeconfig: /nonexistent/c1.kubeconfig, context: their-c1}\n",
         1,
     );
-    let lab = match ocm_lab::topology::load_str("mixed.yaml", &text) {
+    let lab = match ocm_lab::topology::load_str(&crate::common::host(), "mixed.yaml", &text) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     };
@@ -476,7 +478,7 @@ fn default_without_cluster2() -> Lab {
     let text =
         format!("{}{}", &text[..start], &text[end..]).replace("[cluster1, cluster2]", "[cluster1]");
     assert!(!text.contains("cluster2"), "{text}");
-    match ocm_lab::topology::load_str("default.yaml", &text) {
+    match ocm_lab::topology::load_str(&crate::common::host(), "default.yaml", &text) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     }

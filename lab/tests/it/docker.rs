@@ -655,7 +655,7 @@ async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_cluster
     let text = format!(
         "apiVersion: ocm-lab.open-cluster-management.io/v1alpha1\nkind: Topology\nmetadata: {{name: {tag}}}\nspec:\n  hub: {{name: {hub}, featureGates: [ClusterProfile]}}\n  spokes: [{{name: {spoke}}}]\n  clusterSets: [{{name: s, clusters: [{spoke}], bindTo: [inventory]}}]\n"
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
         .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
         .lab;
     let dir = tempfile::tempdir().unwrap();

@@ -236,6 +236,13 @@ async fn a_permanent_failure_stops_the_run_and_names_the_step() {
     let (step, err) = r.failed.clone().unwrap();
     assert_eq!(step, "hub-manager");
     assert!(err.message.contains("chart not found"), "{}", err.message);
+    // The run's result and its event say which backend failed, and the typed error is kept.
+    assert_eq!(err.backend, Some(ocm_lab::backend::Backend::Helm));
+    assert!(
+        err.source_as::<ocm_lab::backend::HelmError>().is_some(),
+        "{err:?}"
+    );
+    assert!(events.iter().any(|e| matches!(&e.event, Event::StepFailed { step, backend: Some(ocm_lab::backend::Backend::Helm), .. } if step == "hub-manager")));
     // Not retried (permanent), and nothing that needs the hub started afterwards.
     assert!(
         !events
@@ -335,7 +342,11 @@ async fn a_lab_without_the_hub_gate_fails_verification_naming_it() {
         "featureGates: [ClusterProfile, ResourceCleanup]",
         "featureGates: [ResourceCleanup]",
     );
-    let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
+    let h = Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    );
     let (r, events) = h.run("up").await;
     assert!(!r.ok);
     let (step, err) = r.failed.unwrap();

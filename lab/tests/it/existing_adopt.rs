@@ -10,7 +10,7 @@ use crate::engine::{Harness, failure};
 use crate::existing_lifecycle::{Shape, api, topology};
 
 fn load(text: &str) -> ocm_lab::topology::Lab {
-    match ocm_lab::topology::load_str("t.yaml", text) {
+    match ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", text) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     }

@@ -57,7 +57,11 @@ pub fn topology(shape: Shape) -> String {
 
 /// A harness over `shape`'s lab whose existing clusters are in the simulated world, as someone else's.
 pub fn harness(shape: Shape) -> Harness {
-    let lab = match ocm_lab::topology::load_str("existing.yaml", &topology(shape)) {
+    let lab = match ocm_lab::topology::load_str(
+        &crate::common::host(),
+        "existing.yaml",
+        &topology(shape),
+    ) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     };

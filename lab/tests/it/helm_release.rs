@@ -302,7 +302,7 @@ async fn patches_through_the_post_renderer(version: &'static str) {
         .unwrap();
     assert_eq!(release.name, "cluster-proxy");
     assert_eq!(release.namespace, "open-cluster-management-addon");
-    assert_eq!(release.status, "deployed");
+    assert_eq!(release.status.as_str(), "deployed");
     assert_eq!(release.chart, "cluster-proxy-0.10.0");
     assert_eq!(release.values, values);
     let upgrade = s.calls().into_iter().find(|c| c[0] == "upgrade").unwrap();
@@ -624,7 +624,7 @@ mod simulated {
             "    - name: cluster1\n      existing: {kubeconfig: /nonexistent/c1.kubeconfig, context: their-c1}\n",
             1,
         );
-        let lab = match ocm_lab::topology::load_str("mixed.yaml", &text) {
+        let lab = match ocm_lab::topology::load_str(&crate::common::host(), "mixed.yaml", &text) {
             Ok(l) => l.lab,
             Err(e) => panic!("{}", ocm_lab::render(&e)),
         };

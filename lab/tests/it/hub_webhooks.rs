@@ -174,6 +174,12 @@ async fn a_permanent_error_is_not_retried() {
     );
     assert_eq!(attempts(&events, &id), 1);
     assert!(backoffs(&events, &id).is_empty());
+    // The Kubernetes API's answer is kept as its typed error, not only as text.
+    assert_eq!(err.backend, Some(ocm_lab::backend::Backend::Kube));
+    assert!(
+        err.source_as::<ocm_lab::backend::KubeError>().is_some(),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -73,7 +73,7 @@ fn cluster_proxy_0_11_0_changes_only_the_cluster_proxy_image() {
         "      version: 0.10.0\n      clusterSet",
         "      version: 0.11.0\n      clusterSet",
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
         .expect("valid")
         .lab;
     let charts: BTreeSet<String> = images(&lab)
@@ -206,7 +206,7 @@ async fn doctor_counts_the_images_the_local_docker_engine_lacks_and_says_what_to
         &ocm_lab::workflow::Sources::embedded(),
         &ocm_lab::patch::PatchSet::embedded().unwrap(),
     );
-    let f = ocm_lab::images::doctor_finding(&listed, &d).await;
+    let f = ocm_lab::commands::checks::doctor_finding(&listed, &d).await;
     assert_eq!(f.level, ocm_lab::commands::doctor::Level::Warn, "{f:?}");
     assert!(f.detail.starts_with("7 of 7 images"), "{}", f.detail);
     assert!(f.detail.contains("(0 present)"), "{}", f.detail);

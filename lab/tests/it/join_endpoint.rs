@@ -56,7 +56,7 @@ fn a_join_endpoint_that_is_not_an_https_url_is_an_error_at_its_line() {
             .position(|l| l.contains("joinEndpoint"))
             .unwrap()
             + 1;
-        let e = ocm_lab::topology::load_str("t.yaml", &text).unwrap_err();
+        let e = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text).unwrap_err();
         let rendered = ocm_lab::render(&e);
         assert!(
             rendered.contains(&format!("t.yaml:{line}:")),
@@ -83,7 +83,11 @@ fn a_join_endpoint_that_is_not_an_https_url_is_an_error_at_its_line() {
 
 #[test]
 fn the_plan_shows_the_join_endpoint_in_the_bootstrap_kubeconfig() {
-    let lab = |text: &str| ocm_lab::topology::load_str("t.yaml", text).unwrap().lab;
+    let lab = |text: &str| {
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", text)
+            .unwrap()
+            .lab
+    };
     let explicit = lab(&with_hub_existing(
         "existing: {context: their-hub, joinEndpoint: \"https://hub.example.com:6443/\"}",
     ));
@@ -129,7 +133,9 @@ async fn bootstrap_server(h: &Harness, spoke: &str) -> String {
 }
 
 fn harness(text: &str, endpoint: &str) -> Harness {
-    let lab = ocm_lab::topology::load_str("t.yaml", text).unwrap().lab;
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", text)
+        .unwrap()
+        .lab;
     let h = Harness::new(lab);
     h.sim.with_world(|w| {
         w.add_foreign_cluster("hub");
@@ -187,7 +193,7 @@ fn loopback_hub(dir: &std::path::Path, server: &str, cluster_info: bool) -> Harn
         "existing: {{kubeconfig: {}, context: their-hub}}",
         kubeconfig.display()
     ));
-    let lab = ocm_lab::topology::load_str("t.yaml", &lab_text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &lab_text)
         .unwrap()
         .lab;
     let h = Harness::new(lab);

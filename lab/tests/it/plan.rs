@@ -285,7 +285,9 @@ fn cluster_proxy_0_11_0_uses_its_renamed_gate_key_and_no_patch() {
         "    cluster-proxy:\n      version: 0.10.0",
         "    cluster-proxy:\n      version: 0.11.0",
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab;
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+        .unwrap()
+        .lab;
     let plan = common::plan(&lab);
     let cp = plan
         .charts()

@@ -79,7 +79,9 @@ impl StandIn {
 /// Puts a verified chart file (and its recorded digest) into the chart cache under `cache` for each chart
 /// the default topology installs: what the cache holds after an online `plan`, `up` or `up --bundle`.
 fn prefill_chart_cache(cache: &Path) {
-    let lab = ocm_lab::topology::load_arg(None).unwrap().lab;
+    let lab = ocm_lab::topology::load_arg(&crate::common::host(), None)
+        .unwrap()
+        .lab;
     let repo = ocm_lab::topology::catalog::OCM_HELM_REPO;
     let mut charts = vec![
         ("cluster-manager", lab.versions.ocm.version.to_owned()),

@@ -13,7 +13,7 @@ fn with_registry(block: &str) -> String {
 }
 
 fn lab(text: &str) -> ocm_lab::topology::Lab {
-    match ocm_lab::topology::load_str("t.yaml", text) {
+    match ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", text) {
         Ok(l) => l.lab,
         Err(e) => panic!("{}", ocm_lab::render(&e)),
     }
@@ -190,7 +190,7 @@ fn bad_mirrors_are_located_errors_that_say_what_to_write() {
     // Located: the rendered report points at the line of the bad value.
     let text =
         with_registry("spec:\n  registry:\n    mirrors:\n      quay.io: mirror:5000\n  hub:");
-    let err = ocm_lab::topology::load_str("lab.yaml", &text).unwrap_err();
+    let err = ocm_lab::topology::load_str(&crate::common::host(), "lab.yaml", &text).unwrap_err();
     let line = text
         .lines()
         .position(|l| l.contains("mirror:5000"))
@@ -249,7 +249,7 @@ async fn doctor_says_which_mirror_does_not_answer_and_what_to_do() {
     let lab = lab(&with_registry(&format!(
         "spec:\n  registry:\n    mirrors:\n      quay.io: http://127.0.0.1:{up}\n      docker.io: http://127.0.0.1:{closed}\n  hub:"
     )));
-    let findings = ocm_lab::images::mirror_findings(&lab).await;
+    let findings = ocm_lab::commands::checks::mirror_findings(&lab).await;
     assert_eq!(findings.len(), 2, "{findings:?}");
     assert_eq!(
         findings[0].level,

@@ -397,7 +397,7 @@ async fn kind_clusters_are_containers_on_the_kind_network() {
     let nodes = s.b.docker.node_containers("hub").await.unwrap();
     assert_eq!(nodes.len(), 1);
     assert_eq!(nodes[0].name, "hub-control-plane");
-    assert_eq!(nodes[0].role, "control-plane");
+    assert_eq!(nodes[0].role.as_str(), "control-plane");
     assert!(nodes[0].running);
     assert!(nodes[0].ip.as_deref().unwrap().starts_with("172.18.0."));
 

@@ -133,6 +133,7 @@ fn unknown_enum_values_get_a_suggestion() {
     let errors = topology_errors(&default_with("checks: [properties,", "checks: [propertes,"));
     assert_eq!(errors.len(), 1, "{errors:?}");
     let r = ocm_lab::topology::load_str(
+        &crate::common::host(),
         "t.yaml",
         &default_with("checks: [properties,", "checks: [propertes,"),
     )
@@ -165,7 +166,7 @@ fn a_set_member_that_is_not_a_spoke_is_rejected_with_a_suggestion() {
         "spec.clusterSets[0].clusters[1]",
         "`clustr2` is not a spoke of this lab",
     );
-    let err = ocm_lab::topology::load_str("t.yaml", &text).unwrap_err();
+    let err = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text).unwrap_err();
     assert!(ocm_lab::render(&err).contains("did you mean `cluster2`?"));
 }
 
@@ -285,7 +286,7 @@ fn unknown_chart_versions_are_errors_naming_the_known_ones() {
         "spec.addons.cluster-proxy.version",
         "not in the version catalog",
     );
-    let err = ocm_lab::topology::load_str("t.yaml", &text).unwrap_err();
+    let err = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text).unwrap_err();
     assert!(ocm_lab::render(&err).contains("known versions: 0.10.0, 0.11.0"));
 }
 
@@ -330,7 +331,7 @@ fn a_missing_hub_gate_is_a_warning_not_an_error() {
         "featureGates: [ClusterProfile, ResourceCleanup]",
         "featureGates: [ResourceCleanup]",
     );
-    let loaded = ocm_lab::topology::load_str("t.yaml", &text).unwrap();
+    let loaded = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text).unwrap();
     assert!(
         loaded
             .warnings
@@ -356,7 +357,9 @@ fn existing_clusters_use_their_kubeconfig_context() {
         "    name: hub\n",
         "    name: hub\n    existing: {kubeconfig: /tmp/kc, context: prod-hub}\n",
     );
-    let lab = ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab;
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+        .unwrap()
+        .lab;
     assert_eq!(lab.hub.cluster.context, "prod-hub");
     assert_eq!(lab.hub.cluster.internal_endpoint, None);
     assert_eq!(lab.spokes[0].cluster.context, "kind-cluster1");

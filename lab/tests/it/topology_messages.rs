@@ -196,7 +196,7 @@ fn unquoted_numbers_and_booleans_in_properties_are_taken_as_written() {
         ("\"4\"", "4"),
     ] {
         let text = minimal_with("region: local", &format!("gpus: {written}"));
-        let loaded = ocm_lab::topology::load_str("t.yaml", &text)
+        let loaded = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
             .unwrap_or_else(|e| panic!("{written}: {}", ocm_lab::render(&e)));
         let p = &loaded.lab.spokes[0].properties[0];
         assert_eq!((p.name.as_str(), p.value.as_str()), ("gpus", value));

@@ -187,7 +187,7 @@ async fn properties_on_a_spoke_without_its_gate_fail_naming_the_gate() {
         "    - name: cluster2\n      featureGates: [ClusterClaim]\n",
     )
     .replace("timeout: 5m", "timeout: 5m\n  timeouts: {join: 2m}");
-    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
         .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
         .lab;
     let h = Harness::new(lab);
@@ -211,7 +211,11 @@ async fn a_gate_value_the_chart_version_ignores_is_caught_before_install() {
         "    cluster-proxy:\n      version: 0.10.0",
         "    cluster-proxy:\n      version: 0.11.0",
     );
-    let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
+    let h = Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    );
     let mut plan = common::plan_workflow(&h.lab, "up");
     // The mistake of the argocd guide (OCM-FACTS §9.8): 0.11.0 given the 0.10.0 key.
     let step = std::sync::Arc::make_mut(

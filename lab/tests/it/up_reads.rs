@@ -20,7 +20,7 @@ const MUTATING: &[&str] = &[
 fn topology(n: usize) -> ocm_lab::topology::Lab {
     let text =
         ocm_lab_testkit::fleet_topology(&format!("reads-{n}"), n, |i| format!("region: r-{i}"));
-    ocm_lab::topology::load_str("reads.yaml", &text)
+    ocm_lab::topology::load_str(&crate::common::host(), "reads.yaml", &text)
         .expect("valid topology")
         .lab
 }

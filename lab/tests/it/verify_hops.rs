@@ -97,7 +97,11 @@ async fn hop_hub_gate_off() {
         "featureGates: [ClusterProfile, ResourceCleanup]",
         "featureGates: [ResourceCleanup]",
     );
-    let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
+    let h = Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    );
     let (r, _) = h.run("up").await;
     assert_eq!(r.failed.as_ref().map(|f| f.0.as_str()), Some("verify"));
     let results = saved_results(&h);
@@ -157,7 +161,11 @@ async fn hop_spoke_gate_off() {
         "    - name: cluster2\n      featureGates: [ClusterClaim]\n",
     )
     .replace("timeout: 5m", "timeout: 5m\n  timeouts: {join: 2m}");
-    let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
+    let h = Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    );
     let (r, _) = h.run("up").await;
     assert_eq!(
         r.failed.as_ref().map(|f| f.0.as_str()),

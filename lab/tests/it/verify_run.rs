@@ -64,7 +64,11 @@ async fn with_the_hub_gate_off_verify_fails_at_once_saying_it_is_permanent() {
         "featureGates: [ClusterProfile, ResourceCleanup]",
         "featureGates: [ResourceCleanup]",
     );
-    let h = Harness::new(ocm_lab::topology::load_str("t.yaml", &text).unwrap().lab);
+    let h = Harness::new(
+        ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
+            .unwrap()
+            .lab,
+    );
     assert_eq!(h.lab.verify.timeout, Duration::from_secs(300));
     let (r, _) = h.run("up").await;
     assert_eq!(r.failed.as_ref().map(|f| f.0.as_str()), Some("verify"));

@@ -135,7 +135,7 @@ fn steps_for_disabled_addons_are_skipped_and_needs_on_them_dropped() {
     let text = common::default_with("    managed-serviceaccount:\n      version: 0.10.0", "    managed-serviceaccount:\n      enabled: false\n      version: 0.10.0")
         .replace("  serviceAccounts:\n    - name: inventory-reader\n      clusters: [cluster1, cluster2]\n      syncToClusterProfile: true\n      clusterRole: view\n", "")
         .replace("checks: [properties, access-providers, reachable, credentials, conditions]", "checks: [properties, access-providers, conditions]");
-    let lab = ocm_lab::topology::load_str("t.yaml", &text)
+    let lab = ocm_lab::topology::load_str(&crate::common::host(), "t.yaml", &text)
         .unwrap_or_else(|e| panic!("{}", ocm_lab::render(&e)))
         .lab;
     let plan = common::plan(&lab);
@@ -152,4 +152,46 @@ fn steps_for_disabled_addons_are_skipped_and_needs_on_them_dropped() {
             .iter()
             .any(|n| n.starts_with("msa"))
     );
+}
+
+/// A `with:` input that is misspelt, or of the wrong type, fails `ocm-lab plan --workflows DIR` before
+/// anything runs: exit 2, the file, line and column of the input, and what the action takes.
+#[test]
+fn misspelt_or_mistyped_inputs_fail_plan_with_their_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("verify.yaml");
+    let file_name = file.display().to_string();
+    for (with, line_col, says) in [
+        (
+            "{prob: \"false\"}",
+            ":5:49",
+            "action `verify.lab` has no input `prob`",
+        ),
+        (
+            "{probe: maybe}",
+            ":5:50",
+            "input `probe` of action `verify.lab`: `maybe` is not true or false",
+        ),
+        (
+            "{checks: \"properties,reachabel\"}",
+            ":5:51",
+            "unknown check `reachabel`",
+        ),
+    ] {
+        std::fs::write(
+            &file,
+            format!("{HEADER}  - {{id: verify, uses: verify.lab, with: {with}}}\n")
+                .replace("{name: up}", "{name: verify}"),
+        )
+        .unwrap();
+        let dir = dir.path().to_str().unwrap();
+        let out = common::ocm_lab(&["plan", "--workflows", dir, "--workflow", "verify"]);
+        assert_eq!(out.code, 2, "{with}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{file_name}{line_col}")),
+            "{with}: {}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(says), "{with}: {}", out.stderr);
+    }
 }

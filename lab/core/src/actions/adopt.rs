@@ -70,7 +70,7 @@ pub async fn foreign_ocm(
     let lab = &ctx.run.lab;
     let api = ctx.run.api(&cluster.name).await?;
     let helm = &ctx.run.backends.helm;
-    let target = super::kube::helm_target(ctx, &cluster.name)?;
+    let target = super::helm_target(ctx, &cluster.name)?;
     let mut what = Vec::new();
     let mut lacks = Vec::new();
     let mut ours = std::collections::BTreeSet::new();
@@ -216,7 +216,7 @@ pub async fn leave_release(
         return Ok(false);
     }
     let helm = &ctx.run.backends.helm;
-    let target = super::kube::helm_target(ctx, cluster)?;
+    let target = super::helm_target(ctx, cluster)?;
     if helm.release_of_lab(&target, release, namespace).await? {
         return Ok(false);
     }

@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use kube::config::{Kubeconfig, NamedContext};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::json;
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
@@ -36,7 +37,7 @@ pub async fn preflight(ctx: &StepCtx<'_>) -> ActionResult {
     ctx.progress(format!("Docker {docker}"));
     // A container that looks like a node of one of our clusters and that this lab cannot prove it
     // created is someone else's: never adopt it, never let kind trip over it.
-    let owned = ctx.run.state.owned().map_err(state_error)?;
+    let owned = ctx.run.state.owned().map_err(super::state_error)?;
     let clashes = foreign_containers(
         &*ctx.run.backends.docker,
         &ctx.run.state,
@@ -106,7 +107,7 @@ pub(super) fn ownership(
                 ctx.run
                     .state
                     .confirm_cluster(cluster, &ids)
-                    .map_err(state_error)?;
+                    .map_err(super::state_error)?;
                 Ok(Some(true))
             }
             None => Ok(Some(false)),
@@ -224,31 +225,40 @@ fn unproven_fix(ctx: &StepCtx<'_>, cluster: &str) -> String {
     }
 }
 
-pub(super) fn state_error(e: crate::state::StateError) -> ActionError {
-    let help = miette::Diagnostic::help(&e).map(|h| h.to_string());
-    let err = ActionError::permanent(e.to_string());
-    match help {
-        Some(h) => err.with_help(h),
-        None => err,
-    }
+/// The inputs of `docker.network`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkInputs {
+    /// The network's name (default: kind's).
+    pub name: Option<String>,
+}
+
+/// The inputs of `registry.local`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryInputs {
+    /// The network the registry joins (default: kind's).
+    pub network: Option<String>,
 }
 
 /// `docker.network`: the shared kind network (`kind`, or `KIND_EXPERIMENTAL_DOCKER_NETWORK`), created once
 /// before parallel creates race for it.
 pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
-    let fallback = crate::backend::docker::kind_network();
-    let name = ctx
-        .step
-        .with
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or(&fallback);
+    let inputs: NetworkInputs = ctx.inputs()?;
+    let name = inputs
+        .name
+        .as_deref()
+        .unwrap_or(&ctx.run.lab.host.kind_network);
     let docker = &ctx.run.backends.docker;
     let created = docker.ensure_network(name).await?;
     if created {
         // Recorded at once, so that `down` may remove it: only a network this lab created is ever removed.
         match docker.network_id(name).await? {
-            Some(id) => ctx.run.state.own_network(name, &id).map_err(state_error)?,
+            Some(id) => ctx
+                .run
+                .state
+                .own_network(name, &id)
+                .map_err(super::state_error)?,
             None => tracing::warn!(
                 network = name,
                 "created, but gone before its ID could be recorded"
@@ -265,7 +275,7 @@ pub async fn network(ctx: &StepCtx<'_>) -> ActionResult {
 /// IDs), each removed once no container, running or stopped, is attached to it. A network of that name
 /// with another ID is someone else's and is left alone; one still in use stays recorded for a later `down`.
 pub async fn remove_networks(ctx: &StepCtx<'_>) -> ActionResult {
-    let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
+    let owned = ctx.run.state.owned_lenient().map_err(super::state_error)?;
     let docker = &ctx.run.backends.docker;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     for (name, id) in &owned.networks {
@@ -274,10 +284,17 @@ pub async fn remove_networks(ctx: &StepCtx<'_>) -> ActionResult {
                 ctx.note(format!(
                     "removed Docker network {name} (created by this lab)"
                 ));
-                ctx.run.state.forget_network(name).map_err(state_error)?;
+                ctx.run
+                    .state
+                    .forget_network(name)
+                    .map_err(super::state_error)?;
                 removed.push(name.clone());
             }
-            NetworkRemoval::Gone => ctx.run.state.forget_network(name).map_err(state_error)?,
+            NetworkRemoval::Gone => ctx
+                .run
+                .state
+                .forget_network(name)
+                .map_err(super::state_error)?,
             NetworkRemoval::InUse(users) => {
                 let by = match users.len() {
                     0 => "a container".to_owned(),
@@ -303,13 +320,11 @@ pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
     let Some(local) = &ctx.run.lab.registry.local else {
         return Ok((false, outputs([])));
     };
-    let fallback = crate::backend::docker::kind_network();
-    let network = ctx
-        .step
-        .with
-        .get("network")
-        .and_then(Value::as_str)
-        .unwrap_or(&fallback);
+    let inputs: RegistryInputs = ctx.inputs()?;
+    let network = inputs
+        .network
+        .as_deref()
+        .unwrap_or(&ctx.run.lab.host.kind_network);
     let spec = crate::backend::RegistryContainer {
         name: local.container.clone(),
         image: ctx.run.local_image(&local.image).to_owned(),
@@ -329,12 +344,12 @@ pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
     };
     ctx.progress(format!("local registry {} ({})", spec.name, spec.image));
     let (id, created) = ctx.run.backends.docker.ensure_registry(&spec).await?;
-    let owned = ctx.run.state.owned().map_err(state_error)?;
+    let owned = ctx.run.state.owned().map_err(super::state_error)?;
     if owned.registries.get(&spec.name) != Some(&id) {
         ctx.run
             .state
             .confirm_registry(&spec.name, &id)
-            .map_err(state_error)?;
+            .map_err(super::state_error)?;
     }
     Ok((
         created,
@@ -355,7 +370,7 @@ pub async fn local_registry(ctx: &StepCtx<'_>) -> ActionResult {
 /// (by the recorded ID, so a same-named container of someone else is never touched), whatever the
 /// topology says now.
 pub async fn remove_local_registries(ctx: &StepCtx<'_>) -> ActionResult {
-    let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
+    let owned = ctx.run.state.owned_lenient().map_err(super::state_error)?;
     let mut removed = 0;
     for (name, id) in &owned.registries {
         ctx.progress(format!("removing local registry {name}"));
@@ -365,7 +380,10 @@ pub async fn remove_local_registries(ctx: &StepCtx<'_>) -> ActionResult {
             .docker
             .remove_containers(std::slice::from_ref(id))
             .await?;
-        ctx.run.state.remove_registry(name).map_err(state_error)?;
+        ctx.run
+            .state
+            .remove_registry(name)
+            .map_err(super::state_error)?;
     }
     Ok((removed > 0, outputs([("removed", json!(removed))])))
 }
@@ -412,7 +430,8 @@ fn node_image_unchanged(
 /// node containers' IDs once the lab saw its own create succeed, and withdrawn when the create fails. A
 /// cluster whose node-like containers are not all ones the lab confirmed is someone else's.
 pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
-    let name = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let name = inputs.cluster.as_str();
     let cluster = ctx
         .run
         .lab
@@ -429,7 +448,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
         let verdict = if looks.is_empty() {
             None
         } else {
-            let owned = ctx.run.state.owned().map_err(state_error)?;
+            let owned = ctx.run.state.owned().map_err(super::state_error)?;
             ownership(ctx, &owned, name, &looks)?.map(|ours| (ours, owned))
         };
         match verdict {
@@ -458,7 +477,10 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                         &ctx.run.state,
                     ),
                 };
-                ctx.run.state.intend_cluster(name).map_err(state_error)?;
+                ctx.run
+                    .state
+                    .intend_cluster(name)
+                    .map_err(super::state_error)?;
                 if let Err(e) = ctx.run.backends.kind.create(&req).await {
                     // kind removes what a failed create made (unless it was killed): the name was never ours.
                     if let Err(w) = ctx.run.state.withdraw_cluster(name) {
@@ -480,7 +502,7 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
                 ctx.run
                     .state
                     .confirm_cluster(name, &made)
-                    .map_err(state_error)?;
+                    .map_err(super::state_error)?;
                 ctx.run.forget(name).await;
                 changed = true;
             }
@@ -512,7 +534,8 @@ pub async fn create(ctx: &StepCtx<'_>) -> ActionResult {
 /// alone" and the step succeeds, so the rest of the teardown goes on. Reads a damaged record
 /// leniently (see [`crate::state::StateDir::owned_lenient`]).
 pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
-    let name = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let name = inputs.cluster.as_str();
     delete_owned(ctx, name).await
 }
 
@@ -520,7 +543,7 @@ pub async fn delete(ctx: &StepCtx<'_>) -> ActionResult {
 /// cluster the topology no longer declares (`lab.departed`, `cluster.delete-departed`).
 pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult {
     let state = &ctx.run.state;
-    let owned = state.owned_lenient().map_err(state_error)?;
+    let owned = state.owned_lenient().map_err(super::state_error)?;
     let docker = &ctx.run.backends.docker;
     let looks = docker.look_alikes(name).await?;
     let ids: Vec<String> = looks.iter().map(|l| l.id.clone()).collect();
@@ -532,9 +555,12 @@ pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult 
             })?;
         }
         // Read again: a proof by the engine ([`ownership`]) may have confirmed it since.
-        let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
+        let owned = ctx.run.state.owned_lenient().map_err(super::state_error)?;
         if owned.clusters.contains_key(name) || owned.intended.contains(name) {
-            ctx.run.state.remove_cluster(name).map_err(state_error)?;
+            ctx.run
+                .state
+                .remove_cluster(name)
+                .map_err(super::state_error)?;
         }
         Ok(())
     };
@@ -573,7 +599,7 @@ pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult 
             if let Some(context) = ctx.run.lab.cluster(name).map(|c| c.context.clone()) {
                 state
                     .update_contexts(|cs| cs.retain(|c| *c != context))
-                    .map_err(state_error)?;
+                    .map_err(super::state_error)?;
             }
             Ok((
                 false,
@@ -606,25 +632,13 @@ pub(super) async fn delete_owned(ctx: &StepCtx<'_>, name: &str) -> ActionResult 
     }
 }
 
-/// The user's kubeconfig file: the global `--kubeconfig` flag, else the first entry of `KUBECONFIG`, else
-/// `~/.kube/config`.
-pub fn user_kubeconfig() -> Option<PathBuf> {
-    if let Some(k) = crate::topology::kubeconfig_flags().kubeconfig {
-        return Some(PathBuf::from(k));
-    }
-    if let Some(k) = std::env::var_os("KUBECONFIG").filter(|k| !k.is_empty()) {
-        return std::env::split_paths(&k).next();
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config"))
-}
-
 /// `kubeconfig.merge`: each kind cluster's own kubeconfig merged into the user's, once, at the end.
 pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
     if ctx.run.backends.simulated {
         // The simulated lab's kubeconfigs lead nowhere: never put them into the user's real kubeconfig.
         return Ok((false, outputs([("skipped", json!("simulated lab"))])));
     }
-    let Some(target) = user_kubeconfig() else {
+    let Some(target) = ctx.run.lab.host.user_kubeconfig() else {
         return Err(ActionError::permanent(
             "cannot find the user's kubeconfig: neither KUBECONFIG nor HOME is set",
         ));
@@ -656,7 +670,7 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
                 }
             }
         })
-        .map_err(state_error)?;
+        .map_err(super::state_error)?;
     Ok((
         changed,
         outputs([
@@ -668,18 +682,18 @@ pub async fn merge_kubeconfigs(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// `kubeconfig.prune`: removes the contexts this lab wrote, and their clusters and users.
 pub async fn prune_kubeconfig(ctx: &StepCtx<'_>) -> ActionResult {
-    let owned = ctx.run.state.owned_lenient().map_err(state_error)?;
+    let owned = ctx.run.state.owned_lenient().map_err(super::state_error)?;
     if ctx.run.backends.simulated || owned.contexts.is_empty() {
         return Ok((false, outputs([])));
     }
-    let Some(target) = user_kubeconfig().filter(|p| p.exists()) else {
+    let Some(target) = ctx.run.lab.host.user_kubeconfig().filter(|p| p.exists()) else {
         return Ok((false, outputs([])));
     };
     let changed = update_kubeconfig(&target, |kc| Ok(prune(kc, &owned.contexts))).await?;
     ctx.run
         .state
         .update_contexts(Vec::clear)
-        .map_err(state_error)?;
+        .map_err(super::state_error)?;
     Ok((changed, outputs([])))
 }
 
@@ -880,7 +894,7 @@ mod tests {
             "current-context": format!("kind-{name}")}))
     }
 
-    fn kubeconfig(v: Value) -> Kubeconfig {
+    fn kubeconfig(v: serde_json::Value) -> Kubeconfig {
         serde_json::from_value(v).unwrap()
     }
 

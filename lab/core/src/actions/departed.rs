@@ -28,7 +28,8 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use super::cluster::{delete_owned, state_error};
+use super::cluster::delete_owned;
+use super::state_error;
 use super::{ActionError, ActionResult, StepCtx, outputs};
 use crate::backend::kinds::{HasConditions, ManagedCluster, ManagedClusterAddOn, name_of};
 use crate::backend::{Api, Condition};

@@ -38,7 +38,8 @@ use crate::step::ActionError;
 
 /// `node.images`: loads (bundle) or pre-pulls (no bundle) the images `cluster` runs into its nodes.
 pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let supply = &ctx.run.node_images;
     let want = supply.per_cluster.get(cluster).cloned().unwrap_or_default();
     if want.is_empty() {

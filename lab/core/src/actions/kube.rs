@@ -1,6 +1,6 @@
 //! Applying objects and charts, and waiting on objects.
 
-use serde::Deserialize as _;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ActionError;
@@ -9,7 +9,7 @@ use crate::backend::api::Wait;
 use crate::backend::kinds::{ClusterProperty, Kind, Namespace};
 use crate::backend::kube::FIELD_MANAGER;
 use crate::backend::{
-    Api, ApplyOutcome, ClusterApi, Condition, HelmTarget, KubeError, ObjectRef, Rendered,
+    Api, ApplyOutcome, ClusterApi, Condition, KubeError, ObjectRef, ReleaseStatus, Rendered,
     WaitError, fieldset, undeclared,
 };
 use crate::charts::ChartPlan;
@@ -170,7 +170,7 @@ async fn record_operator_namespaces(
             ctx.run
                 .state
                 .own_namespace(&chart.cluster, ns, "")
-                .map_err(super::cluster::state_error)?;
+                .map_err(super::state_error)?;
         }
     }
     Ok(())
@@ -215,16 +215,60 @@ async fn record_namespace(
     ctx.run
         .state
         .own_namespace(cluster, &r.name, &uid)
-        .map_err(super::cluster::state_error)
+        .map_err(super::state_error)
 }
 
 fn context(e: KubeError, r: &ObjectRef) -> ActionError {
     ActionError::from(e).context(format_args!("failed to apply {r}"))
 }
 
+/// The inputs of `chart.install`. The planner renders the chart from them into the step's plan.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    dead_code,
+    reason = "the planner renders the chart from these inputs; the type is their check"
+)]
+pub struct ChartInputs {
+    pub cluster: String,
+    /// A chart name of the version catalog.
+    pub chart: String,
+    /// The release namespace.
+    pub namespace: String,
+}
+
+/// The inputs of `manifest.apply`. The planner renders the template into the step's objects.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestInputs {
+    pub cluster: String,
+    /// A template under `workflows/manifests/`.
+    #[expect(
+        dead_code,
+        reason = "the planner renders the template into the step's objects; the type is its check"
+    )]
+    pub template: String,
+}
+
+/// The inputs of `kube.wait`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WaitInputs {
+    pub cluster: String,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// Empty or absent: a cluster-scoped object.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The condition type that must be `True`.
+    pub condition: String,
+}
+
 /// `manifest.apply`: the objects the plan rendered for this step.
 pub async fn manifest_apply(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: ManifestInputs = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let api = ctx.run.api(cluster).await?;
     let objects = &ctx.step.objects;
     let properties = |o: &Value| ObjectRef::of(o).is_some_and(|r| r.is::<ClusterProperty>());
@@ -245,20 +289,11 @@ fn apply_outputs(o: &ApplyOutcome) -> super::Outputs {
 
 /// `kube.wait`: one object, one condition.
 pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
-    let api = ctx.run.api(ctx.input("cluster")?).await?;
-    let namespace = ctx
-        .step
-        .with
-        .get("namespace")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    let r = ObjectRef::new(
-        ctx.input("apiVersion")?,
-        ctx.input("kind")?,
-        namespace,
-        ctx.input("name")?,
-    );
-    let condition = ctx.input("condition")?;
+    let inputs: WaitInputs = ctx.inputs()?;
+    let api = ctx.run.api(&inputs.cluster).await?;
+    let namespace = inputs.namespace.as_deref().filter(|s| !s.is_empty());
+    let r = ObjectRef::new(&inputs.api_version, &inputs.kind, namespace, &inputs.name);
+    let condition = inputs.condition.as_str();
     ensure_served(ctx, api.as_ref(), &r.api_version, &r.kind, None).await?;
     // The kind is the step's input, known only at run time: its conditions are read from the JSON.
     let cond = Condition::<Value>::status_true(condition);
@@ -266,42 +301,6 @@ pub async fn wait(ctx: &StepCtx<'_>) -> ActionResult {
         .await
         .map_err(|e| wait_error(e, None))?;
     Ok((false, outputs([])))
-}
-
-/// Where helm talks to lab cluster `cluster`: the lab's own kubeconfig file for a kind cluster, the
-/// user's for an existing one, with the cluster's context.
-pub fn helm_target(ctx: &StepCtx<'_>, cluster: &str) -> Result<HelmTarget, ActionError> {
-    let c = ctx.run.lab.cluster(cluster).ok_or_else(|| {
-        ActionError::permanent(format!(
-            "`{cluster}` is not a cluster of lab `{}`",
-            ctx.run.lab.name
-        ))
-    })?;
-    Ok(match &c.provider {
-        Provider::Kind => HelmTarget {
-            cluster: cluster.to_owned(),
-            kubeconfig: ctx.run.state.kubeconfig(cluster),
-            context: c.context.clone(),
-            lab: ctx.run.lab.name.clone(),
-        },
-        Provider::Existing {
-            kubeconfig,
-            context,
-        } => HelmTarget {
-            cluster: cluster.to_owned(),
-            kubeconfig: ctx
-                .run
-                .state
-                .existing_kubeconfig(cluster, kubeconfig)
-                .map_err(|e| {
-                    ActionError::permanent(format!(
-                        "failed to read kubeconfig {kubeconfig} of cluster `{cluster}`: {e}"
-                    ))
-                })?,
-            context: context.clone(),
-            lab: ctx.run.lab.name.clone(),
-        },
-    })
 }
 
 /// Refuses a chart whose patched objects set fields their CRD does not declare, before anything reaches
@@ -427,13 +426,13 @@ pub async fn install_chart(
     total.created += crds.created;
     total.updated += crds.updated;
     total.unchanged += crds.unchanged;
-    let target = helm_target(ctx, &chart.cluster)?;
+    let target = super::helm_target(ctx, &chart.cluster)?;
     let existing = helm
         .release(&target, &chart.release, &chart.namespace)
         .await?;
     let wanted_chart = format!("{}-{}", chart.chart.name(), chart.version);
     if let Some(rel) = &existing
-        && rel.status == "deployed"
+        && rel.status == ReleaseStatus::Deployed
         && rel.chart == wanted_chart
         && rel.values == values
         && objects_in_place(api.as_ref(), &rendered.objects).await?
@@ -514,9 +513,10 @@ async fn objects_in_place(api: &dyn ClusterApi, objects: &[Value]) -> Result<boo
 /// charts). Only releases labelled as this lab's are removed; a release of the same name that someone
 /// else installed is reported as not ours and left alone.
 pub async fn chart_uninstall(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let releases = crate::charts::releases_on(&ctx.run.lab, cluster);
-    let target = helm_target(ctx, cluster)?;
+    let target = super::helm_target(ctx, cluster)?;
     let mut removed = Vec::new();
     for (name, namespace) in releases.iter().rev() {
         if ctx

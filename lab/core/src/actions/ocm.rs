@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use kube::config::Kubeconfig;
+use serde::Deserialize;
 use serde_json::json;
 
 use super::ActionError;
@@ -14,8 +15,9 @@ use crate::backend::kinds::{
     HasConditions, Klusterlet, ManagedCluster, ManagedClusterAddOn, ManagedProxyConfiguration,
     Namespace, Pod, Secret, ServiceAccount, ValidatingWebhookConfiguration, name_of,
 };
-use crate::backend::{Api, ClusterApi, Condition};
-use crate::topology::{Lab, Provider};
+use crate::backend::{Api, ClusterApi, Condition, NodeRole};
+use crate::step::retry::Backoff;
+use crate::topology::{Addon, Lab, Provider};
 
 const BOOTSTRAP_NS: &str = "open-cluster-management";
 /// The bootstrap identity the cluster-manager chart creates with `createBootstrapSA` (OCM-FACTS §2.1).
@@ -85,7 +87,8 @@ pub fn invalid_feature_gates(cm: &ClusterManager) -> Option<String> {
 /// served (OCM-FACTS §4.1: the operator installs it only then).
 pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let api = ctx.run.api(ctx.input("cluster")?).await?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let api = ctx.run.api(&inputs.cluster).await?;
     let cm_condition = Condition::<ClusterManager>::new(
         "observedGeneration current, Applied=True, Progressing=False (ClusterManagerUpToDate), \
          HubRegistrationDegraded=False, HubPlacementDegraded=False",
@@ -316,7 +319,7 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionE
         .docker
         .node_containers(&lab.hub.cluster.name)
         .await?;
-    let cp = nodes.iter().find(|n| n.role == "control-plane");
+    let cp = nodes.iter().find(|n| n.role == NodeRole::ControlPlane);
     match cp {
         Some(n) if n.ip.is_some() => Ok(()),
         Some(n) => Err(ActionError::permanent(format!("the hub's node container {} has no address on the `kind` network", n.name))
@@ -390,7 +393,8 @@ const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
 /// The simulated lab models the same: its klusterlet chart renders no Secret without the value, and its
 /// registration agent reports `BootstrapSecretMissing` until the Secret appears, then registers.
 pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
-    let cluster = ctx.input("cluster")?;
+    let inputs: JoinInputs = ctx.inputs()?;
+    let cluster = inputs.cluster.as_str();
     let chart = ctx.step.chart.as_ref().ok_or_else(|| {
         ActionError::permanent(format!(
             "step {} has no klusterlet chart in its plan",
@@ -444,8 +448,8 @@ pub async fn klusterlet(ctx: &StepCtx<'_>) -> ActionResult {
 /// written as the agent's bootstrap Secret; then wait for the ManagedCluster to appear on the hub.
 pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let name = ctx.input("managedCluster")?;
-    let cluster = ctx.input("cluster")?;
+    let inputs: JoinInputs = ctx.inputs()?;
+    let (name, cluster) = (inputs.managed_cluster.as_str(), inputs.cluster.as_str());
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let spoke = ctx.run.api(cluster).await?;
 
@@ -611,7 +615,8 @@ fn decided(csr: &CertificateSigningRequest) -> bool {
 /// `ocm.accept`: approve the cluster's bootstrap CSRs through `/approval`, set `hubAcceptsClient`, wait for
 /// Joined and Available. Already accepted is done (clusteradm accept is not idempotent: OCM-FACTS §9.4).
 pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
-    let name = ctx.input("managedCluster")?;
+    let inputs: AcceptInputs = ctx.inputs()?;
+    let name = inputs.managed_cluster.as_str();
     let hub = ctx.run.api(&ctx.run.lab.hub.cluster.name).await?;
     let managed_clusters = Api::<ManagedCluster>::all(hub.as_ref());
     let namespaces = Api::<Namespace>::all(hub.as_ref());
@@ -626,6 +631,9 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
         crate::topology::Provider::Existing { .. }
     );
     let mut record_namespace = false;
+    // The agent may file its CSR after the ManagedCluster: watch the ManagedCluster, and look for new CSRs
+    // at least every few seconds (clusteradm accept re-lists every second).
+    let mut relook = Backoff::constant(Duration::from_secs(5)).until(deadline);
     loop {
         let mc = managed_clusters.get(name).await?.ok_or_else(|| {
             ActionError::transient(format!("ManagedCluster {name} does not exist yet"))
@@ -653,17 +661,13 @@ pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
                 .await?;
             changed = true;
         }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
+        let Some(slice) = relook.pause_within() else {
             return Err(ActionError::permanent(format!(
                 "timed out waiting for ManagedCluster {name} to join; last seen: {}",
                 crate::backend::last_seen(Some(&mc))
             ))
             .with_help("check the spoke's klusterlet agents and that its CSR was approved (`kubectl get csr` on the hub)"));
-        }
-        // The agent may file its CSR after the ManagedCluster: watch the ManagedCluster, and look for new CSRs
-        // at least every few seconds (clusteradm accept re-lists every second).
-        let slice = left.min(Duration::from_secs(5));
+        };
         let cond = Condition::<ManagedCluster>::new(
             "ManagedClusterJoined and ManagedClusterConditionAvailable True",
             |o| o.is_some_and(joined),
@@ -693,20 +697,46 @@ async fn record_cluster_namespace(
         ctx.run
             .state
             .own_namespace(&ctx.run.lab.hub.cluster.name, name, &uid)
-            .map_err(super::cluster::state_error)?;
+            .map_err(super::state_error)?;
     }
     Ok(())
+}
+
+/// The inputs of `ocm.klusterlet` and `ocm.join`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JoinInputs {
+    /// The ManagedCluster's name.
+    pub managed_cluster: String,
+    /// The lab cluster its klusterlet runs on.
+    pub cluster: String,
+}
+
+/// The inputs of `ocm.accept`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AcceptInputs {
+    pub managed_cluster: String,
+}
+
+/// The inputs of `addon.ready`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddonInputs {
+    pub addon: Addon,
+    /// The addon's namespace on the hub.
+    pub namespace: String,
 }
 
 /// `addon.ready`: an addon's hub parts and every cluster's ManagedClusterAddOn are Available.
 pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let addon = ctx.input("addon")?;
-    let ns = ctx.input("namespace")?;
+    let inputs: AddonInputs = ctx.inputs()?;
+    let (addon, ns) = (inputs.addon, inputs.namespace.as_str());
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let mut waits = Vec::new();
     let clusters: Vec<String> = match addon {
-        "cluster-proxy" => {
+        Addon::ClusterProxy => {
             let cp = lab
                 .addons
                 .cluster_proxy
@@ -730,7 +760,7 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
             }
             cp.clusters.clone()
         }
-        "managed-serviceaccount" => {
+        Addon::ManagedServiceaccount => {
             let m =
                 lab.addons.managed_serviceaccount.as_ref().ok_or_else(|| {
                     ActionError::permanent("managed-serviceaccount is not enabled")
@@ -738,12 +768,11 @@ pub async fn addon_ready(ctx: &StepCtx<'_>) -> ActionResult {
             waits.push((available(ns, "managed-serviceaccount-addon-manager"), None));
             m.clusters.clone()
         }
-        other => return Err(ActionError::permanent(format!("unknown addon `{other}`"))),
     };
     for c in &clusters {
         let available = Condition::<ManagedClusterAddOn>::status_true("Available");
         waits.push((
-            Wait::on(Some(c), addon, available),
+            Wait::on(Some(c), addon.as_str(), available),
             Some(
                 "addon health is lease-based: the agent on the spoke must run and renew its lease",
             ),

@@ -8,9 +8,10 @@
 //! (their owner's controller manages them), Helm's release records, the verification probe, and Namespaces on `existing:`
 //! clusters (deleting a namespace takes everything in it, whoever made it).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::json;
 
 use super::ActionError;
 use super::{ActionResult, StepCtx, outputs};
@@ -132,20 +133,27 @@ async fn prune_kind(
     Ok((removed, None))
 }
 
+/// The inputs of `lab.prune`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneInputs {
+    /// Filled by the planner: per lab cluster, the `keep_id` of every object the plan applies there.
+    #[serde(default)]
+    pub keep: BTreeMap<String, BTreeSet<String>>,
+}
+
 /// Prunes every lab kind on one cluster, the kinds at once.
 async fn prune_cluster(
     ctx: &StepCtx<'_>,
     cluster: &Cluster,
 ) -> Result<Vec<KindOutcome>, ActionError> {
-    let keep: BTreeSet<&str> = ctx
-        .step
-        .with
-        .get("keep")
-        .and_then(|k| k.get(&cluster.name))
-        .and_then(Value::as_array)
+    let inputs: PruneInputs = ctx.inputs()?;
+    let keep: BTreeSet<&str> = inputs
+        .keep
+        .get(&cluster.name)
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .map(String::as_str)
         .collect();
     let existing = matches!(cluster.provider, Provider::Existing { .. });
     let api = ctx.run.api(&cluster.name).await?;
@@ -180,7 +188,8 @@ pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// The existing cluster a `down` step is about, refusing a kind cluster (its deletion takes everything).
 fn existing_cluster<'a>(ctx: &'a StepCtx<'_>) -> Result<&'a Cluster, ActionError> {
-    let name = ctx.input("cluster")?;
+    let inputs: super::OnCluster = ctx.inputs()?;
+    let name = inputs.cluster.as_str();
     let cluster = ctx.run.lab.cluster(name).ok_or_else(|| {
         ActionError::permanent(format!(
             "`{name}` is not a cluster of lab `{}`",
@@ -427,7 +436,7 @@ async fn lab_klusterlet(ctx: &StepCtx<'_>, cluster: &str) -> Result<bool, Action
     if !c.adopt {
         return Ok(true);
     }
-    let target = super::kube::helm_target(ctx, cluster)?;
+    let target = super::helm_target(ctx, cluster)?;
     Ok(ctx
         .run
         .backends
@@ -443,11 +452,7 @@ async fn lab_klusterlet(ctx: &StepCtx<'_>, cluster: &str) -> Result<bool, Action
 /// never deleted.
 pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
     let cluster = existing_cluster(ctx)?;
-    let owned = ctx
-        .run
-        .state
-        .owned_lenient()
-        .map_err(super::cluster::state_error)?;
+    let owned = ctx.run.state.owned_lenient().map_err(super::state_error)?;
     let Some(namespaces) = owned.namespaces.get(&cluster.name) else {
         return Ok((false, outputs([("removed", json!([]))])));
     };
@@ -476,7 +481,7 @@ pub async fn remove_namespaces(ctx: &StepCtx<'_>) -> ActionResult {
         ctx.run
             .state
             .forget_namespace(&cluster.name, name)
-            .map_err(super::cluster::state_error)?;
+            .map_err(super::state_error)?;
     }
     if !removed.is_empty() {
         ctx.note(super::reset::removed_summary(&removed));

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ActionError;
@@ -13,6 +14,7 @@ use crate::backend::kinds::{
 };
 use crate::backend::{Api, ClusterApi, Condition, KubeError, WaitError};
 use crate::step::events::{Event, ResultStatus};
+use crate::step::retry::Backoff;
 use crate::topology::{Check, LAB_LABEL, Lab, Property};
 use crate::verify::{self, CheckResult, PROBE_PROPERTY, PropertyEvidence};
 
@@ -52,6 +54,50 @@ struct SpokeRun<'a, 'c> {
     deadline: tokio::time::Instant,
 }
 
+/// The inputs of `verify.lab`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyInputs {
+    /// The checks to run, as a list or a comma-separated text (absent or empty: the topology's).
+    #[serde(default, deserialize_with = "checks")]
+    pub checks: Option<Vec<Check>>,
+    /// Whether to write a probe ClusterProperty unique to the run (default true).
+    #[serde(default, deserialize_with = "crate::workflow::catalog::flag")]
+    pub probe: Option<bool>,
+}
+
+/// Checks written as a YAML list or as the comma-separated text a template renders.
+fn checks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Check>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Checks {
+        List(Vec<Check>),
+        Text(String),
+    }
+    let text = match Option::<Checks>::deserialize(d)? {
+        None => return Ok(None),
+        Some(Checks::List(l)) => return Ok(Some(l)),
+        Some(Checks::Text(t)) => t,
+    };
+    text.split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            Check::ALL
+                .into_iter()
+                .find(|k| k.as_str() == c)
+                .ok_or_else(|| {
+                    let all: Vec<&str> = Check::ALL.iter().map(|k| k.as_str()).collect();
+                    serde::de::Error::custom(format!(
+                        "unknown check `{c}`; checks: {}",
+                        all.join(", ")
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// Runs the lab's checks. With input `probe: "false"` no probe property is written (`up` uses that: its own
 /// ClusterProperty objects were just written, and a second `up` must change nothing).
 ///
@@ -60,25 +106,12 @@ struct SpokeRun<'a, 'c> {
 /// diagnosis cannot change by waiting (`CheckResult::permanent`) ends at once.
 pub async fn run(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
-    let probe = ctx
-        .step
-        .with
-        .get("probe")
-        .and_then(Value::as_str)
-        .is_none_or(|p| p != "false");
-    let checks: Vec<Check> = match ctx
-        .step
-        .with
-        .get("checks")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        Some(list) => list
-            .split(',')
-            .filter_map(|c| Check::ALL.into_iter().find(|k| k.as_str() == c.trim()))
-            .collect(),
-        None => lab.verify.checks.clone(),
-    };
+    let inputs: VerifyInputs = ctx.inputs()?;
+    let probe = inputs.probe.unwrap_or(true);
+    let checks: Vec<Check> = inputs
+        .checks
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| lab.verify.checks.clone());
     let hub = ctx.run.api(&lab.hub.cluster.name).await?;
     let budget = lab.verify.timeout.min(ctx.timeout());
     let pairs = expected_profiles(lab);
@@ -736,7 +769,7 @@ impl SpokeRun<'_, '_> {
         let expected = self.ctx.run.api(spoke).await?.version().await?;
         let path = format!("{prefix}/version");
         let first = tokio::time::Instant::now();
-        let mut backoff = REACH_BACKOFF.0;
+        let mut policy = Backoff::new(REACH_BACKOFF.0, REACH_BACKOFF.1).until(self.deadline);
         let mut attempts = 0u32;
         let (answer, latency) = loop {
             attempts += 1;
@@ -749,12 +782,10 @@ impl SpokeRun<'_, '_> {
                 Ok((status, _)) => matches!(status, 400 | 502..=504),
                 Err(e) => e.is_transient(),
             };
-            let now = tokio::time::Instant::now();
-            if !again || now + backoff > self.deadline {
-                break (answer, latency);
+            match again.then(|| policy.pause()).flatten() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => break (answer, latency),
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(REACH_BACKOFF.1);
         };
         let tried = if attempts > 1 {
             format!(

@@ -87,6 +87,9 @@ pub enum ChartCacheError {
 }
 
 impl Failure for ChartCacheError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::ChartCache
+    }
     fn transience(&self) -> Transience {
         match self {
             ChartCacheError::Fetch { .. } => Transience::Transient,
@@ -139,6 +142,7 @@ impl ChartCache {
     /// `<cache root>/charts`, the cache root as for the tools (`tools::cache_root_from_env`), with the
     /// mirror `OCM_LAB_CHARTS_BASE_URL` when set.
     pub fn from_env() -> Option<Self> {
+        // The adapter's configuration, as for the tools: an offline room points it at its own mirror.
         let mirror = std::env::var("OCM_LAB_CHARTS_BASE_URL")
             .ok()
             .filter(|v| !v.is_empty());

@@ -191,6 +191,9 @@ pub enum DockerError {
 }
 
 impl Failure for DockerError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Docker
+    }
     fn transience(&self) -> Transience {
         match self {
             DockerError::Daemon { status, .. } if *status >= 500 || *status == 409 => {
@@ -324,6 +327,7 @@ impl Docker {
     ///
     /// The network for node addresses is `KIND_EXPERIMENTAL_DOCKER_NETWORK` or `kind`.
     pub async fn connect() -> Result<Docker> {
+        // The adapter reads the environment the docker CLI reads, so it reaches the daemon `docker` does.
         let from_env = std::env::var("DOCKER_HOST")
             .ok()
             .filter(|h| !h.trim().is_empty());
@@ -919,7 +923,7 @@ impl ContainerRuntime for Docker {
                     .map(|n| n.trim_start_matches('/').to_owned())
                     .unwrap_or_else(|| id.clone()),
                 id: c.id.unwrap_or(id),
-                role: labels.get(ROLE_LABEL).cloned().unwrap_or_default(),
+                role: labels.get(ROLE_LABEL).cloned().unwrap_or_default().into(),
                 running: c.state.and_then(|s| s.running).unwrap_or(false),
                 ip,
             });
@@ -1234,12 +1238,16 @@ fn is_pool_overlap(e: &BollardError) -> bool {
 /// honours it, kind@v0.32.0 `provider.go`), else `kind`. The one place the lab decides this name: the
 /// planner gives it to workflows as `kindNetwork`, and the Docker backend reports addresses on it.
 pub fn kind_network() -> String {
+    // Read where kind reads it, so the adapter and kind agree; the command layer passes the same name to
+    // the planner and the actions (`topology::Host::kind_network`).
     std::env::var(NETWORK_ENV)
         .ok()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| DEFAULT_NETWORK.to_owned())
 }
 
+/// Whether the docker CLI's variable `name` is set: the adapter explains a failed connection in the terms
+/// of the docker CLI's own environment.
 fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
@@ -1341,6 +1349,7 @@ fn reach_help(host: &str) -> String {
 /// Sockets of the usual non-default setups: rootless Docker, Docker Desktop (Linux, macOS), Colima,
 /// OrbStack, and the default one.
 fn candidate_sockets() -> Vec<PathBuf> {
+    // Where those setups put their sockets depends on the user's environment, as it does for `docker`.
     let mut v = Vec::new();
     if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR") {
         v.push(Path::new(&run).join("docker.sock"));
@@ -1359,6 +1368,7 @@ fn candidate_sockets() -> Vec<PathBuf> {
 /// The docker CLI's current context when it is not `default`: `DOCKER_CONTEXT`, else `currentContext`
 /// in `$DOCKER_CONFIG/config.json` (default `~/.docker/config.json`).
 fn cli_context() -> Option<String> {
+    // The docker CLI's own configuration, read as the CLI reads it, to name its context in a help.
     let ctx = match std::env::var("DOCKER_CONTEXT") {
         Ok(c) if !c.is_empty() => c,
         _ => {

@@ -677,7 +677,7 @@ impl ChartRenderer for Helm {
             name: l.name,
             namespace: l.namespace,
             revision: l.revision.parse().unwrap_or(0),
-            status: l.status,
+            status: l.status.into(),
             chart: l.chart,
             values,
         }))

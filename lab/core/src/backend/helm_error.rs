@@ -66,6 +66,9 @@ impl From<ToolError> for HelmError {
 }
 
 impl Failure for HelmError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Helm
+    }
     fn transience(&self) -> Transience {
         match self {
             HelmError::Tool(e) => e.transience(),

@@ -103,6 +103,9 @@ impl From<ToolError> for KindError {
 }
 
 impl Failure for KindError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Kind
+    }
     fn transience(&self) -> Transience {
         match self {
             KindError::Tool(e) => e.transience(),

@@ -44,12 +44,48 @@ pub enum Transience {
 /// `ToolError`) whose variants carry the facts (status code, object, container, exit status, stderr);
 /// actions turn them into their own error at the action boundary.
 pub trait Failure: std::error::Error {
+    /// The outside system that failed.
+    fn backend(&self) -> Backend;
     /// Whether a retry with backoff may succeed.
     fn transience(&self) -> Transience;
     /// What the user should do, when we know.
     fn help(&self) -> Option<String>;
     fn is_transient(&self) -> bool {
         self.transience() == Transience::Transient
+    }
+}
+
+/// The outside systems the lab drives, each behind its adapter: which one a [`Failure`] is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    Docker,
+    Kind,
+    Helm,
+    /// The Kubernetes API of a lab cluster.
+    Kube,
+    /// Finding or downloading kind and helm.
+    Tools,
+    /// The chart cache (chart downloads).
+    ChartCache,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Docker => "docker",
+            Backend::Kind => "kind",
+            Backend::Helm => "helm",
+            Backend::Kube => "kube",
+            Backend::Tools => "tools",
+            Backend::ChartCache => "chart-cache",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -285,13 +321,55 @@ pub fn is_kind_node_name(cluster: &str, name: &str) -> bool {
     }
 }
 
+/// The role of a kind node container, as its label `io.x-k8s.kind.role` says (kind v0.32.0
+/// `pkg/cluster/internal/providers/docker/constants.go`, `nodeRoleLabelKey`; values from
+/// `pkg/cluster/constants/constants.go`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum NodeRole {
+    ControlPlane,
+    Worker,
+    ExternalLoadBalancer,
+    /// A value kind does not write (or no label), kept as it is.
+    Other(String),
+}
+
+impl From<String> for NodeRole {
+    fn from(label: String) -> Self {
+        match label.as_str() {
+            "control-plane" => NodeRole::ControlPlane,
+            "worker" => NodeRole::Worker,
+            "external-load-balancer" => NodeRole::ExternalLoadBalancer,
+            _ => NodeRole::Other(label),
+        }
+    }
+}
+
+impl NodeRole {
+    /// As kind writes it in the label.
+    pub fn as_str(&self) -> &str {
+        match self {
+            NodeRole::ControlPlane => "control-plane",
+            NodeRole::Worker => "worker",
+            NodeRole::ExternalLoadBalancer => "external-load-balancer",
+            NodeRole::Other(s) => s,
+        }
+    }
+}
+
+impl From<NodeRole> for String {
+    fn from(role: NodeRole) -> Self {
+        role.as_str().to_owned()
+    }
+}
+
 /// A kind node container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeContainer {
     pub id: String,
     pub name: String,
-    /// `control-plane` or `worker` (label `io.x-k8s.kind.role`).
-    pub role: String,
+    /// Its role (label `io.x-k8s.kind.role`).
+    pub role: NodeRole,
     pub running: bool,
     /// Address on the `kind` network.
     pub ip: Option<String>,
@@ -338,14 +416,81 @@ pub struct HelmTarget {
     pub lab: String,
 }
 
+/// The status of a Helm release (helm v3 `pkg/release/status.go`: `unknown`, `deployed`, `uninstalled`,
+/// `superseded`, `failed`, `uninstalling`, `pending-install`, `pending-upgrade`, `pending-rollback`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum ReleaseStatus {
+    Deployed,
+    Failed,
+    Superseded,
+    Uninstalled,
+    Uninstalling,
+    PendingInstall,
+    PendingUpgrade,
+    PendingRollback,
+    /// `unknown`, or a status a later Helm adds, kept as it is.
+    Other(String),
+}
+
+impl ReleaseStatus {
+    const NAMES: [(&'static str, ReleaseStatus); 8] = [
+        ("deployed", ReleaseStatus::Deployed),
+        ("failed", ReleaseStatus::Failed),
+        ("superseded", ReleaseStatus::Superseded),
+        ("uninstalled", ReleaseStatus::Uninstalled),
+        ("uninstalling", ReleaseStatus::Uninstalling),
+        ("pending-install", ReleaseStatus::PendingInstall),
+        ("pending-upgrade", ReleaseStatus::PendingUpgrade),
+        ("pending-rollback", ReleaseStatus::PendingRollback),
+    ];
+
+    /// As Helm writes it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ReleaseStatus::Other(s) => s,
+            known => Self::NAMES
+                .iter()
+                .find(|(_, s)| s == known)
+                .map_or("unknown", |(n, _)| n),
+        }
+    }
+}
+
+impl From<String> for ReleaseStatus {
+    fn from(s: String) -> Self {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map_or(ReleaseStatus::Other(s), |(_, st)| st.clone())
+    }
+}
+
+impl From<&str> for ReleaseStatus {
+    fn from(s: &str) -> Self {
+        s.to_owned().into()
+    }
+}
+
+impl From<ReleaseStatus> for String {
+    fn from(s: ReleaseStatus) -> Self {
+        s.as_str().to_owned()
+    }
+}
+
+impl std::fmt::Display for ReleaseStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A Helm release as Helm stores it: `helm list` plus the values it was installed with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Release {
     pub name: String,
     pub namespace: String,
     pub revision: u64,
-    /// `deployed`, `failed`, `pending-install`, …
-    pub status: String,
+    pub status: ReleaseStatus,
     /// `<chart>-<version>`, as `helm list` prints it.
     pub chart: String,
     /// The user-supplied values (`helm get values`).

@@ -474,6 +474,8 @@ impl ToolsConfig {
     pub fn from_env(downloads: Downloads) -> Result<Self, ToolError> {
         let root = cache_root_from_env().ok_or(ToolError::NoCacheDir)?;
         let mut cfg = ToolsConfig::new(downloads, root.join("tools"));
+        // The adapter's configuration: each binary may be overridden from the environment (documented
+        // per tool), as every subprocess adapter allows.
         let non_empty = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
         cfg.kind_override = non_empty(ToolName::Kind.env_var());
         cfg.helm_override = non_empty(ToolName::Helm.env_var());
@@ -503,6 +505,7 @@ impl ToolsConfig {
     fn search_path(&self) -> Option<OsString> {
         self.search_path
             .clone()
+            // Tools are found as a shell finds them.
             .or_else(|| std::env::var_os("PATH"))
     }
 
@@ -516,6 +519,7 @@ impl ToolsConfig {
 
 /// The cache root: `$OCM_LAB_CACHE_DIR`, else `$XDG_CACHE_HOME/ocm-lab`, else `~/.cache/ocm-lab`.
 pub fn cache_root_from_env() -> Option<PathBuf> {
+    // The XDG cache convention is defined by the environment; tests and CI point it elsewhere.
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = var("OCM_LAB_CACHE_DIR") {
         return Some(PathBuf::from(dir));
@@ -721,6 +725,9 @@ pub enum ToolError {
 }
 
 impl Failure for ToolError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Tools
+    }
     /// Only losing track of a running tool may pass; a missing, broken or unverifiable tool stays so.
     fn transience(&self) -> Transience {
         match self {

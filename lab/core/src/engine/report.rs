@@ -145,21 +145,7 @@ impl Human {
                 step,
                 uses,
                 attempt,
-            } => {
-                let bar = self.multi.add(ProgressBar::new_spinner());
-                bar.set_style(
-                    ProgressStyle::with_template("  {spinner} {prefix} {wide_msg} {elapsed}")
-                        .expect("valid template"),
-                );
-                bar.set_prefix(step.clone());
-                bar.set_message(if *attempt > 1 {
-                    format!("{uses} (attempt {attempt})")
-                } else {
-                    uses.clone()
-                });
-                bar.enable_steady_tick(Duration::from_millis(120));
-                self.bars.insert(step.clone(), bar);
-            }
+            } => self.step_started(step, uses, *attempt),
             Event::StepProgress { step, message } => {
                 if let Some(b) = self.bars.get(step) {
                     b.set_message(message.clone());
@@ -188,28 +174,13 @@ impl Human {
                 step,
                 outcome,
                 elapsed_ms,
-            } => {
-                self.finish_bar(step);
-                let notes = self.notes.remove(step).unwrap_or_default();
-                let what = if notes.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", notes.join("; "))
-                };
-                // Unchanged steps are counted in the summary line, not listed, unless they
-                // have something to say (a network kept because it is in use).
-                if *outcome == Outcome::Changed {
-                    self.changed += 1;
-                }
-                if *outcome == Outcome::Changed || !notes.is_empty() {
-                    self.line(format!("  ✓ {step}{what} {}", fmt_ms(*elapsed_ms)));
-                }
-            }
+            } => self.step_finished(step, *outcome, *elapsed_ms),
             Event::StepFailed {
                 step,
                 error,
                 help,
                 elapsed_ms,
+                ..
             } => {
                 self.finish_bar(step);
                 self.line(format!(
@@ -248,16 +219,57 @@ impl Human {
                     (false, Some(f), _) => format!("FAILED at {f}"),
                     (false, None, false) => "FAILED".to_owned(),
                 };
-                let sim = if self.simulated {
-                    " (SIMULATED lab)"
-                } else {
-                    ""
-                };
-                self.line(format!(
-                    "{verdict} in {}: {changed} changed, {unchanged} unchanged{sim}",
-                    fmt_ms(*elapsed_ms),
-                ));
+                self.run_finished(&verdict, *elapsed_ms, *changed, *unchanged);
             }
+        }
+    }
+
+    /// The run's summary line.
+    fn run_finished(&mut self, verdict: &str, elapsed_ms: u64, changed: usize, unchanged: usize) {
+        let sim = if self.simulated {
+            " (SIMULATED lab)"
+        } else {
+            ""
+        };
+        self.line(format!(
+            "{verdict} in {}: {changed} changed, {unchanged} unchanged{sim}",
+            fmt_ms(elapsed_ms),
+        ));
+    }
+
+    /// A step's spinner, with its action (and attempt, on a retry).
+    fn step_started(&mut self, step: &str, uses: &str, attempt: u32) {
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("  {spinner} {prefix} {wide_msg} {elapsed}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(step.to_owned());
+        bar.set_message(if attempt > 1 {
+            format!("{uses} (attempt {attempt})")
+        } else {
+            uses.to_owned()
+        });
+        bar.enable_steady_tick(Duration::from_millis(120));
+        self.bars.insert(step.to_owned(), bar);
+    }
+
+    /// A finished step's line: listed when it changed something or has notes.
+    fn step_finished(&mut self, step: &str, outcome: Outcome, elapsed_ms: u64) {
+        self.finish_bar(step);
+        let notes = self.notes.remove(step).unwrap_or_default();
+        let what = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", notes.join("; "))
+        };
+        // Unchanged steps are counted in the summary line, not listed, unless they
+        // have something to say (a network kept because it is in use).
+        if outcome == Outcome::Changed {
+            self.changed += 1;
+        }
+        if outcome == Outcome::Changed || !notes.is_empty() {
+            self.line(format!("  ✓ {step}{what} {}", fmt_ms(elapsed_ms)));
         }
     }
 

@@ -69,6 +69,9 @@ pub enum Event {
         error: String,
         help: Option<String>,
         elapsed_ms: u64,
+        /// The backend whose failure ended the step, when it was one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        backend: Option<crate::backend::Backend>,
     },
     StepCancelled {
         step: String,

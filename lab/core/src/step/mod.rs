@@ -7,6 +7,7 @@
 
 mod error;
 pub mod events;
+pub mod retry;
 pub mod timing;
 
 pub use error::ActionError;
@@ -145,7 +146,9 @@ impl RunCtx {
         let Ok(nodes) = self.backends.docker.node_containers(cluster).await else {
             return e;
         };
-        let control_plane = nodes.iter().find(|n| n.role == "control-plane");
+        let control_plane = nodes
+            .iter()
+            .find(|n| n.role == crate::backend::NodeRole::ControlPlane);
         let stopped_node = match control_plane {
             Some(n) if n.running => return e,
             Some(n) => Some(n.name.clone()),
@@ -211,18 +214,16 @@ pub struct StepCtx<'a> {
 }
 
 impl StepCtx<'_> {
-    /// A string input (rendered `with:` value).
-    pub fn input(&self, name: &str) -> Result<&str, ActionError> {
-        self.step
-            .with
-            .get(name)
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ActionError::permanent(format!(
-                    "step {} has no string input `{name}`",
-                    self.step.id
-                ))
-            })
+    /// The step's rendered `with:` as the action's input type. The planner checked it against the same
+    /// type, so this fails only for a plan that did not come from the planner.
+    pub fn inputs<T: serde::de::DeserializeOwned>(&self) -> Result<T, ActionError> {
+        let with = Value::Object(self.step.with.clone().into_iter().collect());
+        serde_json::from_value(with).map_err(|e| {
+            ActionError::permanent(format!(
+                "step {} has inputs its action `{}` does not take: {e}",
+                self.step.id, self.step.uses
+            ))
+        })
     }
 
     /// Reports progress on this step.

@@ -47,6 +47,10 @@ pub struct Lab {
     /// folder; `up --bundle` replaces it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bundle: Option<std::path::PathBuf>,
+    /// What the command line and the environment said when the lab was loaded (not part of the lab's
+    /// description: never serialized).
+    #[serde(skip)]
+    pub host: super::Host,
 }
 
 /// Host port of the local registry, as in kind's local-registry guide (FACTS-HELM-KIND B3).
@@ -217,6 +221,45 @@ pub struct Binding {
 pub struct Addons {
     pub cluster_proxy: Option<ClusterProxy>,
     pub managed_serviceaccount: Option<ManagedServiceaccount>,
+}
+
+impl Addons {
+    /// The ManagedClusters `addon` reaches, or `None` when the lab does not enable it.
+    pub fn clusters(&self, addon: Addon) -> Option<&[String]> {
+        match addon {
+            Addon::ClusterProxy => self.cluster_proxy.as_ref().map(|a| a.clusters.as_slice()),
+            Addon::ManagedServiceaccount => self
+                .managed_serviceaccount
+                .as_ref()
+                .map(|a| a.clusters.as_slice()),
+        }
+    }
+}
+
+/// An addon the lab installs, by its ClusterManagementAddOn name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Addon {
+    ClusterProxy,
+    ManagedServiceaccount,
+}
+
+impl Addon {
+    pub const ALL: [Addon; 2] = [Addon::ClusterProxy, Addon::ManagedServiceaccount];
+
+    /// Its ClusterManagementAddOn (and ManagedClusterAddOn) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Addon::ClusterProxy => "cluster-proxy",
+            Addon::ManagedServiceaccount => "managed-serviceaccount",
+        }
+    }
+}
+
+impl std::fmt::Display for Addon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

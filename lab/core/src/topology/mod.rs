@@ -5,15 +5,16 @@
 //! resolution (defaults from the version catalog, derived collections such as bindings and members).
 
 pub mod catalog;
+mod host;
 mod lab;
 pub mod model;
 mod resolve;
 
 use std::path::Path;
 
+pub use host::Host;
 pub use lab::*;
 pub use model::Check;
-pub use resolve::{KubeconfigFlags, default_kubeconfig, kubeconfig_flags, set_kubeconfig_flags};
 
 use crate::diag::{self, Collector, FileDiagnostics, Issue, suggest};
 use crate::embedded;
@@ -82,14 +83,14 @@ pub enum TopologyError {
 
 /// Loads a topology named on the command line: an existing file path, else an embedded topology's name.
 /// With no name, the embedded default.
-pub fn load_arg(arg: Option<&str>) -> Result<Loaded, TopologyError> {
+pub fn load_arg(host: &Host, arg: Option<&str>) -> Result<Loaded, TopologyError> {
     let name = arg.unwrap_or(DEFAULT);
     let path = Path::new(name);
     if path.exists() || name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml") {
-        return load_file(name);
+        return load_file(host, name);
     }
     match embedded::topology(name) {
-        Some(text) => load_str(&format!("embedded:{name}"), text),
+        Some(text) => load_str(host, &format!("embedded:{name}"), text),
         None => Err(TopologyError::UnknownEmbedded {
             name: name.to_owned(),
             known: embedded_names(),
@@ -98,7 +99,7 @@ pub fn load_arg(arg: Option<&str>) -> Result<Loaded, TopologyError> {
 }
 
 /// Reads a topology file: its size is checked first, and text that is not UTF-8 is a located diagnostic.
-fn load_file(name: &str) -> Result<Loaded, TopologyError> {
+fn load_file(host: &Host, name: &str) -> Result<Loaded, TopologyError> {
     let read_error = |cause: std::io::Error| {
         let help = match cause.kind() {
             std::io::ErrorKind::NotFound => format!(
@@ -125,7 +126,7 @@ fn load_file(name: &str) -> Result<Loaded, TopologyError> {
     }
     let bytes = std::fs::read(name).map_err(read_error)?;
     match String::from_utf8(bytes) {
-        Ok(text) => load_str(name, &text),
+        Ok(text) => load_str(host, name, &text),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             let bad = e.as_bytes()[valid];
@@ -166,7 +167,8 @@ fn embedded_names() -> String {
 }
 
 /// Parses, validates and resolves a topology. `origin` names the file in messages.
-pub fn load_str(origin: &str, text: &str) -> Result<Loaded, TopologyError> {
+/// `host` is what the command line and environment say (see [`Host`]).
+pub fn load_str(host: &Host, origin: &str, text: &str) -> Result<Loaded, TopologyError> {
     if text.len() as u64 > MAX_TOPOLOGY_BYTES {
         return Err(TopologyError::TooLarge {
             path: origin.to_owned(),
@@ -176,12 +178,12 @@ pub fn load_str(origin: &str, text: &str) -> Result<Loaded, TopologyError> {
     let mut c = Collector::new(text);
     let raw = parse(text, &mut c);
     let lab = match &raw {
-        Some(raw) => resolve::resolve(raw, &mut c, origin),
+        Some(raw) => resolve::resolve(raw, &mut c, origin, host),
         None => None,
     };
     if let (Some(raw), Some(_)) = (&raw, &lab)
         && !c.has_errors()
-        && let Some(flag) = resolve::unused_context_flag(&raw.spec)
+        && let Some(flag) = resolve::unused_context_flag(&raw.spec, host)
     {
         return Err(TopologyError::ContextFlagUnused {
             flag,

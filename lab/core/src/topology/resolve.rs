@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_saphyr::{Location, Spanned};
 
 use super::catalog;
+use super::host::Host;
 use super::lab::*;
 use super::model::{self, Check, Selector};
 use crate::diag::{Collector, suggest};
@@ -35,92 +36,24 @@ fn at<T>(s: &Spanned<T>) -> Option<&Location> {
     Some(&s.referenced)
 }
 
-pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) -> Option<Lab> {
-    if t.api_version.value != model::API_VERSION {
-        c.error(
-            at(&t.api_version),
-            "apiVersion",
-            format!("unsupported apiVersion `{}`", t.api_version.value),
-        )
-        .help(format!("use `{}`", model::API_VERSION));
-    }
-    if t.kind.value != model::KIND {
-        c.error(
-            at(&t.kind),
-            "kind",
-            format!("unsupported kind `{}`", t.kind.value),
-        )
-        .help(format!("use `{}`", model::KIND));
-    }
+pub(super) fn resolve(
+    t: &model::Topology,
+    c: &mut Collector<'_>,
+    origin: &str,
+    host: &Host,
+) -> Option<Lab> {
+    header(c, t);
     dns_label(c, &t.metadata.name, "metadata.name", 63);
     let spec = &t.spec;
     let versions = versions(c, &spec.versions);
     let timeouts = timeouts(c, &spec.timeouts);
 
     // Clusters.
-    let hub = hub(c, &spec.hub);
-    let mut seen = BTreeMap::<String, &str>::new();
-    seen.insert(hub.cluster.name.clone(), "the hub");
-    if spec.spokes.value.is_empty() {
-        c.error(
-            at(&spec.spokes),
-            "spec.spokes",
-            "a lab needs at least one spoke",
-        )
-        .help("add a spoke, for example `- name: cluster1`; `ocm-lab topology show minimal` has a small lab");
-    }
-    let spokes: Vec<Spoke> = spec
-        .spokes
-        .value
-        .iter()
-        .enumerate()
-        .map(|(i, s)| spoke(c, s, i, &spec.verify))
-        .collect();
-    for (i, s) in spec.spokes.value.iter().enumerate() {
-        let field = format!("spec.spokes[{i}].name");
-        if let Some(other) = seen.get(&s.name.value) {
-            c.error(
-                at(&s.name),
-                field,
-                format!(
-                    "duplicate cluster name `{}`: already used by {other}",
-                    s.name.value
-                ),
-            )
-            .help("every cluster of a lab needs its own name");
-        } else if s.name.value == LOCAL_CLUSTER && hub.self_join {
-            c.error(
-                at(&s.name),
-                field,
-                format!("`{LOCAL_CLUSTER}` is the name of the self-joined hub"),
-            )
-            .help("rename the spoke, or set `spec.hub.selfJoin: false`");
-        } else {
-            seen.insert(s.name.value.clone(), "another spoke");
-        }
-    }
-
+    let hub = hub(c, &spec.hub, host);
+    let spokes = spokes(c, spec, &hub, host);
     context_flag(c, spec);
 
-    // ManagedClusters: the spokes, plus the hub itself as local-cluster.
-    let mut managed: Vec<ManagedCluster> = spokes
-        .iter()
-        .map(|s| ManagedCluster {
-            name: s.cluster.name.clone(),
-            cluster: s.cluster.name.clone(),
-            labels: s.labels.clone(),
-            exclusive_set: None,
-        })
-        .collect();
-    if hub.self_join {
-        managed.push(ManagedCluster {
-            name: LOCAL_CLUSTER.to_owned(),
-            cluster: hub.cluster.name.clone(),
-            // local-up.sh labels it so (OCM-FACTS §1 step 7).
-            labels: BTreeMap::from([(LOCAL_CLUSTER.to_owned(), "true".to_owned())]),
-            exclusive_set: None,
-        });
-    }
+    let mut managed = managed_clusters(&hub, &spokes);
 
     let cluster_sets = cluster_sets(c, &spec.cluster_sets, &mut managed);
     let bindings = bindings(c, spec, &cluster_sets);
@@ -160,7 +93,96 @@ pub(super) fn resolve(t: &model::Topology, c: &mut Collector<'_>, origin: &str) 
         timeouts,
         registry: registry(c, &spec.registry, &t.metadata.name.value),
         bundle: spec.bundle.as_ref().and_then(|b| bundle(c, b, origin)),
+        host: host.clone(),
     })
+}
+
+/// The file's `apiVersion` and `kind`.
+fn header(c: &mut Collector<'_>, t: &model::Topology) {
+    if t.api_version.value != model::API_VERSION {
+        c.error(
+            at(&t.api_version),
+            "apiVersion",
+            format!("unsupported apiVersion `{}`", t.api_version.value),
+        )
+        .help(format!("use `{}`", model::API_VERSION));
+    }
+    if t.kind.value != model::KIND {
+        c.error(
+            at(&t.kind),
+            "kind",
+            format!("unsupported kind `{}`", t.kind.value),
+        )
+        .help(format!("use `{}`", model::KIND));
+    }
+}
+
+/// The spokes, each named unlike the hub and every other spoke.
+fn spokes(c: &mut Collector<'_>, spec: &model::TopologySpec, hub: &Hub, host: &Host) -> Vec<Spoke> {
+    let mut seen = BTreeMap::<String, &str>::new();
+    seen.insert(hub.cluster.name.clone(), "the hub");
+    if spec.spokes.value.is_empty() {
+        c.error(
+            at(&spec.spokes),
+            "spec.spokes",
+            "a lab needs at least one spoke",
+        )
+        .help("add a spoke, for example `- name: cluster1`; `ocm-lab topology show minimal` has a small lab");
+    }
+    let spokes: Vec<Spoke> = spec
+        .spokes
+        .value
+        .iter()
+        .enumerate()
+        .map(|(i, s)| spoke(c, s, i, &spec.verify, host))
+        .collect();
+    for (i, s) in spec.spokes.value.iter().enumerate() {
+        let field = format!("spec.spokes[{i}].name");
+        if let Some(other) = seen.get(&s.name.value) {
+            c.error(
+                at(&s.name),
+                field,
+                format!(
+                    "duplicate cluster name `{}`: already used by {other}",
+                    s.name.value
+                ),
+            )
+            .help("every cluster of a lab needs its own name");
+        } else if s.name.value == LOCAL_CLUSTER && hub.self_join {
+            c.error(
+                at(&s.name),
+                field,
+                format!("`{LOCAL_CLUSTER}` is the name of the self-joined hub"),
+            )
+            .help("rename the spoke, or set `spec.hub.selfJoin: false`");
+        } else {
+            seen.insert(s.name.value.clone(), "another spoke");
+        }
+    }
+    spokes
+}
+
+/// The ManagedClusters: the spokes, plus the hub itself as local-cluster when it joins itself.
+fn managed_clusters(hub: &Hub, spokes: &[Spoke]) -> Vec<ManagedCluster> {
+    let mut managed: Vec<ManagedCluster> = spokes
+        .iter()
+        .map(|s| ManagedCluster {
+            name: s.cluster.name.clone(),
+            cluster: s.cluster.name.clone(),
+            labels: s.labels.clone(),
+            exclusive_set: None,
+        })
+        .collect();
+    if hub.self_join {
+        managed.push(ManagedCluster {
+            name: LOCAL_CLUSTER.to_owned(),
+            cluster: hub.cluster.name.clone(),
+            // local-up.sh labels it so (OCM-FACTS §1 step 7).
+            labels: BTreeMap::from([(LOCAL_CLUSTER.to_owned(), "true".to_owned())]),
+            exclusive_set: None,
+        });
+    }
+    managed
 }
 
 /// `spec.bundle`: a path to a bundle file, relative to the topology file's folder (to the current folder
@@ -350,7 +372,7 @@ fn unknown_version(
         ));
 }
 
-fn hub(c: &mut Collector<'_>, h: &model::Hub) -> Hub {
+fn hub(c: &mut Collector<'_>, h: &model::Hub, host: &Host) -> Hub {
     cluster_name(c, &h.name, "spec.hub.name");
     let mut gates = vec!["DefaultClusterSet".to_owned()];
     for (i, g) in h.feature_gates.iter().enumerate() {
@@ -376,6 +398,7 @@ fn hub(c: &mut Collector<'_>, h: &model::Hub) -> Hub {
             Role::Hub,
             h.existing.as_ref(),
             "spec.hub.existing",
+            host,
         ),
         feature_gates: gates,
         self_join: h.self_join,
@@ -388,6 +411,7 @@ fn cluster(
     role: Role,
     existing: Option<&model::Existing>,
     field: &str,
+    host: &Host,
 ) -> Cluster {
     match existing {
         None => Cluster {
@@ -421,8 +445,7 @@ fn cluster(
                 )
                 .help("the API server URL the other clusters' agents reach, e.g. `https://hub.example.com:6443`");
             }
-            let flags = kubeconfig_flags();
-            let context = match (&e.context, &flags.context) {
+            let context = match (&e.context, &host.context) {
                 (Some(ctx), _) => ctx.value.clone(),
                 (None, Some(flag)) => flag.clone(),
                 (None, None) => {
@@ -440,8 +463,8 @@ fn cluster(
                 role,
                 provider: Provider::Existing {
                     kubeconfig: match &e.kubeconfig {
-                        Some(k) => expand_home(&k.value),
-                        None => default_kubeconfig(),
+                        Some(k) => host.expand_home(&k.value),
+                        None => host.default_kubeconfig(),
                     },
                     context: context.clone(),
                 },
@@ -489,7 +512,7 @@ fn context_flag(c: &mut Collector<'_>, spec: &model::TopologySpec) {
 
 /// The global `--context` when no cluster of the topology takes it (none is `existing:` without a
 /// `context:`): a problem of the command line, not of the file, so it is not one of the file's issues.
-pub(crate) fn unused_context_flag(spec: &model::TopologySpec) -> Option<String> {
+pub(crate) fn unused_context_flag(spec: &model::TopologySpec, host: &Host) -> Option<String> {
     let takes_it = |e: Option<&model::Existing>| e.is_some_and(|e| e.context.is_none());
     let any = takes_it(spec.hub.existing.as_ref())
         || spec
@@ -497,11 +520,7 @@ pub(crate) fn unused_context_flag(spec: &model::TopologySpec) -> Option<String> 
             .value
             .iter()
             .any(|s| takes_it(s.existing.as_ref()));
-    if any {
-        None
-    } else {
-        kubeconfig_flags().context
-    }
+    if any { None } else { host.context.clone() }
 }
 
 /// Why `url` is not an absolute https URL with a host.
@@ -549,47 +568,6 @@ fn https_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The global `--kubeconfig` and `--context` flags, as the command line gave them (kubectl's flags).
-#[derive(Debug, Clone, Default)]
-pub struct KubeconfigFlags {
-    /// `--kubeconfig`: the kubeconfig of every `existing:` cluster that names none, and the file `up`
-    /// merges the kind clusters' contexts into (instead of `$KUBECONFIG` / `~/.kube/config`).
-    pub kubeconfig: Option<String>,
-    /// `--context`: the context of the one `existing:` cluster that leaves `context` out.
-    pub context: Option<String>,
-}
-
-static FLAGS: std::sync::OnceLock<KubeconfigFlags> = std::sync::OnceLock::new();
-
-/// Sets the global flags once, before any topology is loaded (the CLI does, from its arguments).
-pub fn set_kubeconfig_flags(flags: KubeconfigFlags) {
-    let _ = FLAGS.set(flags);
-}
-
-/// The global flags (none set: kubectl's defaults).
-pub fn kubeconfig_flags() -> KubeconfigFlags {
-    FLAGS.get().cloned().unwrap_or_default()
-}
-
-/// kubectl's default: `--kubeconfig`, else `$KUBECONFIG` as it is (a list of paths, merged where the
-/// cluster is reached), else `~/.kube/config`.
-pub fn default_kubeconfig() -> String {
-    if let Some(k) = kubeconfig_flags().kubeconfig {
-        return expand_home(&k);
-    }
-    match std::env::var("KUBECONFIG") {
-        Ok(k) if !k.is_empty() => k,
-        _ => expand_home("~/.kube/config"),
-    }
-}
-
-fn expand_home(path: &str) -> String {
-    match (path.strip_prefix("~/"), std::env::var("HOME")) {
-        (Some(rest), Ok(home)) => format!("{home}/{rest}"),
-        _ => path.to_owned(),
-    }
-}
-
 fn gate(c: &mut Collector<'_>, g: &Spanned<String>, field: &str, known: &[&str], what: &str) {
     if !known.contains(&g.value.as_str()) {
         let issue = c.warn(
@@ -604,9 +582,35 @@ fn gate(c: &mut Collector<'_>, g: &Spanned<String>, field: &str, known: &[&str],
     }
 }
 
-fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Verify) -> Spoke {
+fn spoke(
+    c: &mut Collector<'_>,
+    s: &model::Spoke,
+    i: usize,
+    verify: &model::Verify,
+    host: &Host,
+) -> Spoke {
     let base = format!("spec.spokes[{i}]");
     cluster_name(c, &s.name, &format!("{base}.name"));
+    let labels = spoke_labels(c, s, &base);
+    let properties = spoke_properties(c, s, &base, verify);
+    let feature_gates = spoke_gates(c, s, &base);
+    Spoke {
+        cluster: cluster(
+            c,
+            &s.name.value,
+            Role::Spoke,
+            s.existing.as_ref(),
+            &format!("{base}.existing"),
+            host,
+        ),
+        labels,
+        properties,
+        feature_gates,
+    }
+}
+
+/// A spoke's labels, each a valid label, none the lab's own.
+fn spoke_labels(c: &mut Collector<'_>, s: &model::Spoke, base: &str) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
     for (k, v) in &s.labels {
         let field = format!("{base}.labels.{}", k.value);
@@ -635,7 +639,16 @@ fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Veri
         }
         labels.insert(k.value.clone(), v.value.clone());
     }
+    labels
+}
 
+/// A spoke's properties: valid ClusterProperty names and values, no more than OCM syncs.
+fn spoke_properties(
+    c: &mut Collector<'_>,
+    s: &model::Spoke,
+    base: &str,
+    verify: &model::Verify,
+) -> Vec<Property> {
     let mut properties = Vec::new();
     for (k, v) in &s.properties {
         let field = format!("{base}.properties.{}", k.value);
@@ -709,8 +722,12 @@ fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Veri
         )
         .help(help);
     }
+    properties
+}
 
-    let feature_gates = match &s.feature_gates {
+/// A spoke's registration feature gates (default: `ClusterProperty`).
+fn spoke_gates(c: &mut Collector<'_>, s: &model::Spoke, base: &str) -> Vec<String> {
+    match &s.feature_gates {
         None => vec!["ClusterProperty".to_owned()],
         Some(gs) => {
             for (j, g) in gs.iter().enumerate() {
@@ -727,18 +744,6 @@ fn spoke(c: &mut Collector<'_>, s: &model::Spoke, i: usize, verify: &model::Veri
             }
             gs.iter().map(|g| g.value.clone()).collect()
         }
-    };
-    Spoke {
-        cluster: cluster(
-            c,
-            &s.name.value,
-            Role::Spoke,
-            s.existing.as_ref(),
-            &format!("{base}.existing"),
-        ),
-        labels,
-        properties,
-        feature_gates,
     }
 }
 
@@ -775,43 +780,7 @@ fn cluster_sets(
         let mut members = Vec::new();
         match &selector {
             Selector::Exclusive => {
-                if s.clusters.is_empty() {
-                    c.error(
-                        at(&s.name),
-                        format!("{base}.clusters"),
-                        format!("exclusive set `{}` has no clusters", s.name.value),
-                    )
-                    .help("list its members in `clusters`");
-                }
-                for (j, m) in s.clusters.iter().enumerate() {
-                    let field = format!("{base}.clusters[{j}]");
-                    let Some(mc) = managed.iter_mut().find(|mc| mc.name == m.value) else {
-                        let issue = c.error(
-                            at(m),
-                            field,
-                            format!("`{}` is not a spoke of this lab", m.value),
-                        );
-                        if let Some(s) = suggest(&m.value, names.iter().map(String::as_str)) {
-                            issue.help(format!("did you mean `{s}`?"));
-                        } else {
-                            issue.help(format!("spokes: {}", names.join(", ")));
-                        }
-                        continue;
-                    };
-                    if members.contains(&m.value) {
-                        c.error(at(m), field, format!("`{}` is listed twice", m.value));
-                        continue;
-                    }
-                    if let Some(other) = &mc.exclusive_set {
-                        c.error(at(m), field, format!("`{}` is already in exclusive set `{other}`", m.value))
-                            .help("a cluster carries one clusterset label, so it belongs to one exclusive set");
-                        continue;
-                    }
-                    mc.exclusive_set = Some(s.name.value.clone());
-                    mc.labels
-                        .insert(CLUSTERSET_LABEL.to_owned(), s.name.value.clone());
-                    members.push(m.value.clone());
-                }
+                members = exclusive_members(c, s, &base, managed, &names);
             }
             Selector::LabelSelector(_) => {
                 if let Some(first) = s.clusters.first() {
@@ -824,20 +793,7 @@ fn cluster_sets(
                 }
             }
         }
-        let mut bind_to = Vec::new();
-        for (j, ns) in s.bind_to.iter().enumerate() {
-            let field = format!("{base}.bindTo[{j}]");
-            dns_label(c, ns, &field, 63);
-            if bind_to.contains(&ns.value) {
-                c.warn(
-                    at(ns),
-                    field,
-                    format!("namespace `{}` is listed twice", ns.value),
-                );
-            } else {
-                bind_to.push(ns.value.clone());
-            }
-        }
+        let bind_to = bind_to(c, s, &base);
         out.push(ClusterSet {
             name: s.name.value.clone(),
             selector,
@@ -860,6 +816,79 @@ fn cluster_sets(
         }
     }
     out
+}
+
+/// The members an exclusive set lists, each a spoke of the lab in no other exclusive set: labelled
+/// with the set (in `managed`).
+fn exclusive_members(
+    c: &mut Collector<'_>,
+    s: &model::ClusterSet,
+    base: &str,
+    managed: &mut [ManagedCluster],
+    names: &[String],
+) -> Vec<String> {
+    let mut members = Vec::new();
+    if s.clusters.is_empty() {
+        c.error(
+            at(&s.name),
+            format!("{base}.clusters"),
+            format!("exclusive set `{}` has no clusters", s.name.value),
+        )
+        .help("list its members in `clusters`");
+    }
+    for (j, m) in s.clusters.iter().enumerate() {
+        let field = format!("{base}.clusters[{j}]");
+        let Some(mc) = managed.iter_mut().find(|mc| mc.name == m.value) else {
+            let issue = c.error(
+                at(m),
+                field,
+                format!("`{}` is not a spoke of this lab", m.value),
+            );
+            if let Some(s) = suggest(&m.value, names.iter().map(String::as_str)) {
+                issue.help(format!("did you mean `{s}`?"));
+            } else {
+                issue.help(format!("spokes: {}", names.join(", ")));
+            }
+            continue;
+        };
+        if members.contains(&m.value) {
+            c.error(at(m), field, format!("`{}` is listed twice", m.value));
+            continue;
+        }
+        if let Some(other) = &mc.exclusive_set {
+            c.error(
+                at(m),
+                field,
+                format!("`{}` is already in exclusive set `{other}`", m.value),
+            )
+            .help("a cluster carries one clusterset label, so it belongs to one exclusive set");
+            continue;
+        }
+        mc.exclusive_set = Some(s.name.value.clone());
+        mc.labels
+            .insert(CLUSTERSET_LABEL.to_owned(), s.name.value.clone());
+        members.push(m.value.clone());
+    }
+    members
+}
+
+/// The namespaces a set is bound to, each once.
+fn bind_to(c: &mut Collector<'_>, s: &model::ClusterSet, base: &str) -> Vec<String> {
+    let mut bind_to = Vec::new();
+    for (j, ns) in s.bind_to.iter().enumerate() {
+        let field = format!("{base}.bindTo[{j}]");
+        dns_label(c, ns, &field, 63);
+        if bind_to.contains(&ns.value) {
+            c.warn(
+                at(ns),
+                field,
+                format!("namespace `{}` is listed twice", ns.value),
+            );
+        } else {
+            bind_to.push(ns.value.clone());
+        }
+    }
+    bind_to
 }
 
 fn bindings(
@@ -935,102 +964,131 @@ fn addons(
     sets: &[ClusterSet],
     bindings: &[Binding],
 ) -> Addons {
-    let mut out = Addons::default();
-    if let Some(cp) = a.cluster_proxy.as_ref().filter(|cp| cp.enabled) {
-        let version = cp
-            .version
+    Addons {
+        cluster_proxy: a
+            .cluster_proxy
             .as_ref()
-            .map_or(catalog::DEFAULT_CLUSTER_PROXY, |v| v.value.as_str());
-        // An unknown version is one error. The default release stands in for it so that the checks that
-        // depend on the addon (verify checks, service accounts) do not report its absence as more errors;
-        // the lab is never returned with an error recorded.
-        let release = Some(catalog::cluster_proxy(version).unwrap_or_else(|known| {
-            unknown_version(
-                c,
-                cp.version.as_ref(),
-                "spec.addons.cluster-proxy.version",
-                "cluster-proxy chart",
-                version,
-                &known,
-            );
-            catalog::cluster_proxy(catalog::DEFAULT_CLUSTER_PROXY)
-                .expect("the default is in the catalog")
-        }));
-        let namespace = addon_namespace(
+            .filter(|cp| cp.enabled)
+            .and_then(|cp| cluster_proxy(c, cp, sets, bindings)),
+        managed_serviceaccount: a
+            .managed_serviceaccount
+            .as_ref()
+            .filter(|m| m.enabled)
+            .and_then(|m| managed_serviceaccount(c, m, sets)),
+    }
+}
+
+/// The enabled cluster-proxy addon: its release, namespace, set (bound where its Placement lives).
+fn cluster_proxy(
+    c: &mut Collector<'_>,
+    cp: &model::ClusterProxy,
+    sets: &[ClusterSet],
+    bindings: &[Binding],
+) -> Option<ClusterProxy> {
+    let version = cp
+        .version
+        .as_ref()
+        .map_or(catalog::DEFAULT_CLUSTER_PROXY, |v| v.value.as_str());
+    // An unknown version is one error. The default release stands in for it so that the checks that
+    // depend on the addon (verify checks, service accounts) do not report its absence as more errors;
+    // the lab is never returned with an error recorded.
+    let release = Some(catalog::cluster_proxy(version).unwrap_or_else(|known| {
+        unknown_version(
             c,
-            cp.namespace.as_ref(),
-            "spec.addons.cluster-proxy.namespace",
+            cp.version.as_ref(),
+            "spec.addons.cluster-proxy.version",
+            "cluster-proxy chart",
+            version,
+            &known,
         );
-        let clusters = addon_set(
-            c,
-            &cp.cluster_set,
+        catalog::cluster_proxy(catalog::DEFAULT_CLUSTER_PROXY)
+            .expect("the default is in the catalog")
+    }));
+    let namespace = addon_namespace(
+        c,
+        cp.namespace.as_ref(),
+        "spec.addons.cluster-proxy.namespace",
+    );
+    let clusters = addon_set(
+        c,
+        &cp.cluster_set,
+        "spec.addons.cluster-proxy.clusterSet",
+        sets,
+    );
+    // The addon's Placement lives in its namespace and can only select sets bound there.
+    if sets.iter().any(|s| s.name == cp.cluster_set.value)
+        && !bindings
+            .iter()
+            .any(|b| b.cluster_set == cp.cluster_set.value && b.namespace == namespace)
+    {
+        c.error(
+            at(&cp.cluster_set),
             "spec.addons.cluster-proxy.clusterSet",
-            sets,
-        );
-        // The addon's Placement lives in its namespace and can only select sets bound there.
-        if sets.iter().any(|s| s.name == cp.cluster_set.value)
-            && !bindings
-                .iter()
-                .any(|b| b.cluster_set == cp.cluster_set.value && b.namespace == namespace)
-        {
-            c.error(at(&cp.cluster_set), "spec.addons.cluster-proxy.clusterSet", format!("set `{}` is not bound in `{namespace}`, where the cluster-proxy Placement lives", cp.cluster_set.value))
-                .help(format!("add `{namespace}` to `bindTo` of set `{}`", cp.cluster_set.value));
-        }
-        if cp.access_provider && !cp.user_server {
-            c.warn(None, "spec.addons.cluster-proxy.userServer", "accessProvider is on but the user server is off: the provider's URL will lead nowhere")
-                .help("set `userServer: true` (the user server needs enableServiceProxy and userServer.enabled)");
-        }
-        if let Some(release) = release {
-            out.cluster_proxy = Some(ClusterProxy {
-                release: release.clone(),
-                placement: format!("cluster-proxy-{}", cp.cluster_set.value),
-                namespace,
-                cluster_set: cp.cluster_set.value.clone(),
-                clusters,
-                access_provider: cp.access_provider,
-                user_server: cp.user_server,
-            });
-        }
+            format!(
+                "set `{}` is not bound in `{namespace}`, where the cluster-proxy Placement lives",
+                cp.cluster_set.value
+            ),
+        )
+        .help(format!(
+            "add `{namespace}` to `bindTo` of set `{}`",
+            cp.cluster_set.value
+        ));
     }
-    if let Some(m) = a.managed_serviceaccount.as_ref().filter(|m| m.enabled) {
-        let version = m
-            .version
-            .as_ref()
-            .map_or(catalog::DEFAULT_MSA, |v| v.value.as_str());
-        // As for cluster-proxy: one error, and the default release stands in for the later checks.
-        let release = Some(catalog::msa(version).unwrap_or_else(|known| {
-            unknown_version(
-                c,
-                m.version.as_ref(),
-                "spec.addons.managed-serviceaccount.version",
-                "managed-serviceaccount chart",
-                version,
-                &known,
-            );
-            catalog::msa(catalog::DEFAULT_MSA).expect("the default is in the catalog")
-        }));
-        let namespace = addon_namespace(
-            c,
-            m.namespace.as_ref(),
-            "spec.addons.managed-serviceaccount.namespace",
-        );
-        let clusters = addon_set(
-            c,
-            &m.cluster_set,
-            "spec.addons.managed-serviceaccount.clusterSet",
-            sets,
-        );
-        if let Some(release) = release {
-            out.managed_serviceaccount = Some(ManagedServiceaccount {
-                release: release.clone(),
-                namespace,
-                cluster_set: m.cluster_set.value.clone(),
-                clusters,
-                credential_sync: m.credential_sync,
-            });
-        }
+    if cp.access_provider && !cp.user_server {
+        c.warn(None, "spec.addons.cluster-proxy.userServer", "accessProvider is on but the user server is off: the provider's URL will lead nowhere")
+            .help("set `userServer: true` (the user server needs enableServiceProxy and userServer.enabled)");
     }
-    out
+    release.map(|release| ClusterProxy {
+        release: release.clone(),
+        placement: format!("cluster-proxy-{}", cp.cluster_set.value),
+        namespace,
+        cluster_set: cp.cluster_set.value.clone(),
+        clusters,
+        access_provider: cp.access_provider,
+        user_server: cp.user_server,
+    })
+}
+
+/// The enabled managed-serviceaccount addon: its release, namespace and set.
+fn managed_serviceaccount(
+    c: &mut Collector<'_>,
+    m: &model::ManagedServiceaccount,
+    sets: &[ClusterSet],
+) -> Option<ManagedServiceaccount> {
+    let version = m
+        .version
+        .as_ref()
+        .map_or(catalog::DEFAULT_MSA, |v| v.value.as_str());
+    // As for cluster-proxy: one error, and the default release stands in for the later checks.
+    let release = Some(catalog::msa(version).unwrap_or_else(|known| {
+        unknown_version(
+            c,
+            m.version.as_ref(),
+            "spec.addons.managed-serviceaccount.version",
+            "managed-serviceaccount chart",
+            version,
+            &known,
+        );
+        catalog::msa(catalog::DEFAULT_MSA).expect("the default is in the catalog")
+    }));
+    let namespace = addon_namespace(
+        c,
+        m.namespace.as_ref(),
+        "spec.addons.managed-serviceaccount.namespace",
+    );
+    let clusters = addon_set(
+        c,
+        &m.cluster_set,
+        "spec.addons.managed-serviceaccount.clusterSet",
+        sets,
+    );
+    release.map(|release| ManagedServiceaccount {
+        release: release.clone(),
+        namespace,
+        cluster_set: m.cluster_set.value.clone(),
+        clusters,
+        credential_sync: m.credential_sync,
+    })
 }
 
 fn addon_namespace(c: &mut Collector<'_>, ns: Option<&Spanned<String>>, field: &str) -> String {
@@ -1135,34 +1193,7 @@ fn verify(
     managed: &[ManagedCluster],
 ) -> Verify {
     let v = &spec.verify;
-    let bound: Vec<&str> = bindings.iter().map(|b| b.namespace.as_str()).collect();
-    let namespaces: Vec<String> = match &v.namespaces {
-        None => sets
-            .iter()
-            .flat_map(|s| s.bind_to.iter().cloned())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        Some(ns) => {
-            for (i, n) in ns.iter().enumerate() {
-                if !bound.contains(&n.value.as_str()) {
-                    let issue = c.error(
-                        at(n),
-                        format!("spec.verify.namespaces[{i}]"),
-                        format!(
-                            "no set is bound in `{}`, so it holds no ClusterProfiles",
-                            n.value
-                        ),
-                    );
-                    match suggest(&n.value, bound.iter().copied()) {
-                        Some(s) => issue.help(format!("did you mean `{s}`?")),
-                        None => issue.help("add the namespace to a set's `bindTo`"),
-                    };
-                }
-            }
-            ns.iter().map(|n| n.value.clone()).collect()
-        }
-    };
+    let namespaces = verify_namespaces(c, v, sets, bindings);
     let proxy = addons.cluster_proxy.as_ref();
     let synced = accounts.iter().any(|a| a.sync_to_cluster_profile);
     let consumer_image = v.consumer_image.as_ref().map(|i| i.value.clone());
@@ -1243,6 +1274,43 @@ fn verify(
             Duration::from_secs(300),
         ),
         consumer_image,
+    }
+}
+
+/// The namespaces verification looks in: those given, each with a set bound there, else every bound one.
+fn verify_namespaces(
+    c: &mut Collector<'_>,
+    v: &model::Verify,
+    sets: &[ClusterSet],
+    bindings: &[Binding],
+) -> Vec<String> {
+    let bound: Vec<&str> = bindings.iter().map(|b| b.namespace.as_str()).collect();
+    match &v.namespaces {
+        None => sets
+            .iter()
+            .flat_map(|s| s.bind_to.iter().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        Some(ns) => {
+            for (i, n) in ns.iter().enumerate() {
+                if !bound.contains(&n.value.as_str()) {
+                    let issue = c.error(
+                        at(n),
+                        format!("spec.verify.namespaces[{i}]"),
+                        format!(
+                            "no set is bound in `{}`, so it holds no ClusterProfiles",
+                            n.value
+                        ),
+                    );
+                    match suggest(&n.value, bound.iter().copied()) {
+                        Some(s) => issue.help(format!("did you mean `{s}`?")),
+                        None => issue.help("add the namespace to a set's `bindTo`"),
+                    };
+                }
+            }
+            ns.iter().map(|n| n.value.clone()).collect()
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use serde_saphyr::Location;
 
 use super::Catalog;
+use super::catalog::{ActionInfo, Renders};
 use super::spec::{self, Sources, Step, WorkflowError};
 use crate::charts::{self, ChartPlan};
 use crate::diag::{Collector, FileDiagnostics, suggest};
@@ -198,6 +199,7 @@ pub fn environment(sources: &Sources) -> Result<Environment<'static>, minijinja:
 struct Globals {
     lab: minijinja::Value,
     labels: minijinja::Value,
+    kind_network: String,
 }
 
 impl Globals {
@@ -205,6 +207,7 @@ impl Globals {
         Globals {
             lab: minijinja::Value::from(Serde(lab)),
             labels: minijinja::Value::from(Serde(BTreeMap::from([(LAB_LABEL, lab.name.as_str())]))),
+            kind_network: lab.host.kind_network.clone(),
         }
     }
 
@@ -214,12 +217,31 @@ impl Globals {
             item => item.map(Serde),
             labels => self.labels.clone(),
             clustersetLabel => CLUSTERSET_LABEL,
-            kindNetwork => crate::backend::docker::kind_network(),
+            kindNetwork => self.kind_network.clone(),
         }
     }
 }
 
-/// Renders workflow `name` for `lab`.
+/// What planning one workflow file works with: the lab, the templates, the chart patches and the actions.
+struct Planner<'a> {
+    lab: &'a Lab,
+    env: Environment<'static>,
+    patches: &'a PatchSet,
+    actions: &'a dyn Catalog,
+    globals: Globals,
+}
+
+/// The instances of a workflow's steps, before their needs are resolved.
+#[derive(Default)]
+struct Expanded {
+    steps: Vec<PlannedStep>,
+    /// Per step: every item id of its collection (before `if`), to tell a skipped need from a wrong one.
+    items: HashMap<String, Option<BTreeSet<String>>>,
+    /// Per instance: its rendered needs, with where each is written.
+    needs: Vec<Vec<(String, Location)>>,
+}
+
+/// Renders workflow `name` for `lab`: a pure function of its arguments.
 pub fn plan(
     lab: &Lab,
     sources: &Sources,
@@ -241,125 +263,71 @@ pub fn plan(
             c.issues,
         )))
     })?;
+    let planner = Planner {
+        lab,
+        env,
+        patches,
+        actions,
+        globals: Globals::new(lab),
+    };
     let mut c = Collector::new(&text);
-    let globals = Globals::new(lab);
-    let mut out: Vec<PlannedStep> = Vec::new();
-    // Per step: every item id of its collection (before `if`), to tell a skipped need from a wrong one.
-    let mut all_items: HashMap<String, Option<BTreeSet<String>>> = HashMap::new();
-    let mut raw_needs: Vec<Vec<(String, Location)>> = Vec::new();
-
+    let mut expanded = Expanded::default();
     for step in &wf.steps {
-        let items: Vec<Option<Item>> = match &step.foreach {
-            Some(f) => collection(lab, &f.value).into_iter().map(Some).collect(),
-            None => vec![None],
-        };
-        all_items.insert(
-            step.id.value.clone(),
-            step.foreach
-                .as_ref()
-                .map(|_| items.iter().flatten().map(|i| i.id.clone()).collect()),
-        );
-        for item in items {
-            let ctx = globals.context(item.as_ref().map(|i| &i.value));
-            let field = |f: &str| format!("steps.{}.{f}", step.id.value);
-            if let Some(cond) = &step.if_ {
-                match env
-                    .render_str(&cond.value, &ctx)
-                    .map(|s| s.trim().to_owned())
-                {
-                    Ok(s) if s == "true" || s == "True" => {}
-                    Ok(s) if s == "false" || s == "False" || s.is_empty() => continue,
-                    Ok(s) => {
-                        c.error(
-                            Some(&cond.referenced),
-                            field("if"),
-                            format!("`if` rendered to `{s}`, not true or false"),
-                        );
-                        continue;
-                    }
-                    Err(e) => {
-                        c.error(Some(&cond.referenced), field("if"), render_msg(&e));
-                        continue;
-                    }
-                }
-            }
-            if let Some(planned) = instance(lab, &env, &ctx, step, item.as_ref(), patches, &mut c) {
-                let needs = step
-                    .needs
-                    .iter()
-                    .filter_map(|n| match env.render_str(&n.value, &ctx) {
-                        Ok(s) => Some((s, n.referenced)),
-                        Err(e) => {
-                            c.error(Some(&n.referenced), field("needs"), render_msg(&e));
-                            None
-                        }
-                    })
-                    .collect();
-                raw_needs.push(needs);
-                out.push(planned);
-            }
-        }
+        planner.expand(step, &mut expanded, &mut c);
     }
+    let Expanded {
+        mut steps,
+        items,
+        needs,
+    } = expanded;
+    fill_keep(&mut steps, actions);
+    resolve_needs(&mut steps, &items, needs, &mut c);
+    if c.has_errors() {
+        return Err(WorkflowError::Invalid(Box::new(FileDiagnostics::new(
+            &file, &text, c.issues,
+        ))));
+    }
+    let steps = order(steps).map_err(|cycle| cycle_error(&wf, &file, &text, &cycle))?;
+    Ok(Plan {
+        workflow: wf.metadata.name.value.clone(),
+        lab: lab.name.clone(),
+        steps,
+    })
+}
 
-    fill_keep(&mut out);
-    // Resolve needs now that every instance is known.
-    let present: BTreeSet<String> = out.iter().map(|s| s.id.clone()).collect();
-    for (s, needs) in out.iter_mut().zip(raw_needs) {
+/// The error of needs that form a cycle, located at the first step in it.
+fn cycle_error(wf: &spec::WorkflowFile, file: &str, text: &str, cycle: &[String]) -> WorkflowError {
+    let mut c = Collector::new(text);
+    let loc = wf
+        .steps
+        .iter()
+        .find(|s| {
+            cycle
+                .first()
+                .is_some_and(|id| id.split('[').next() == Some(s.id.value.as_str()))
+        })
+        .map(|s| s.id.referenced);
+    c.error(
+        loc.as_ref(),
+        "steps",
+        format!("the steps' needs form a cycle: {}", cycle.join(" → ")),
+    )
+    .help("remove one of these needs");
+    WorkflowError::Invalid(Box::new(FileDiagnostics::new(file, text, c.issues)))
+}
+
+/// Resolves each instance's rendered needs to instance ids, now that every instance is known.
+fn resolve_needs(
+    steps: &mut [PlannedStep],
+    items: &HashMap<String, Option<BTreeSet<String>>>,
+    needs: Vec<Vec<(String, Location)>>,
+    c: &mut Collector<'_>,
+) {
+    let present: BTreeSet<String> = steps.iter().map(|s| s.id.clone()).collect();
+    for (s, needs) in steps.iter_mut().zip(needs) {
         for (need, loc) in needs {
-            let (base, item) = match need.split_once('[') {
-                Some((b, rest)) => (b.to_owned(), Some(rest.trim_end_matches(']').to_owned())),
-                None => (need.clone(), None),
-            };
-            let Some(items) = all_items.get(&base) else {
-                let issue = c.error(
-                    Some(&loc),
-                    format!("steps.{}.needs", s.step),
-                    format!("`{need}` names no step"),
-                );
-                if let Some(sug) = suggest(&base, all_items.keys().map(String::as_str)) {
-                    issue.help(format!("did you mean `{sug}`?"));
-                }
-                continue;
-            };
-            match (item, items) {
-                (None, None) => s.needs.extend(present.contains(&base).then_some(base)),
-                (None, Some(_)) => {
-                    // Every item of `base`: a range of the sorted ids, not a scan of all of them.
-                    let prefix = format!("{base}[");
-                    s.needs.extend(
-                        present
-                            .range(prefix.clone()..)
-                            .take_while(|id| id.starts_with(&prefix))
-                            .cloned(),
-                    );
-                }
-                (Some(it), Some(all)) if all.contains(&it) => {
-                    let id = format!("{base}[{it}]");
-                    // An item skipped by `if` has nothing to wait for.
-                    s.needs.extend(present.contains(&id).then_some(id));
-                }
-                (Some(it), Some(all)) => {
-                    c.error(
-                        Some(&loc),
-                        format!("steps.{}.needs", s.step),
-                        format!("`{need}`: step `{base}` has no item `{it}`"),
-                    )
-                    .help(format!(
-                        "its items: {}",
-                        all.iter()
-                            .map(String::as_str)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
-                (Some(_), None) => {
-                    c.error(
-                        Some(&loc),
-                        format!("steps.{}.needs", s.step),
-                        format!("`{need}`: step `{base}` has no `foreach`, so it has no items"),
-                    );
-                }
-            }
+            let found = resolve_need(&need, items, &present, &s.step, &loc, c);
+            s.needs.extend(found);
         }
         if s.needs.contains(&s.id) {
             c.error(
@@ -373,35 +341,73 @@ pub fn plan(
         // Most instances need one or two others: without this, each keeps the capacity its growth left.
         s.needs.shrink_to_fit();
     }
-    if c.has_errors() {
-        return Err(WorkflowError::Invalid(Box::new(FileDiagnostics::new(
-            &file, &text, c.issues,
-        ))));
+}
+
+/// The instance ids one rendered need names (none for an item skipped by `if`), or an error in `c`.
+fn resolve_need(
+    need: &str,
+    items: &HashMap<String, Option<BTreeSet<String>>>,
+    present: &BTreeSet<String>,
+    step: &str,
+    loc: &Location,
+    c: &mut Collector<'_>,
+) -> Vec<String> {
+    let field = format!("steps.{step}.needs");
+    let (base, item) = match need.split_once('[') {
+        Some((b, rest)) => (b.to_owned(), Some(rest.trim_end_matches(']').to_owned())),
+        None => (need.to_owned(), None),
+    };
+    let Some(all) = items.get(&base) else {
+        let issue = c.error(Some(loc), field, format!("`{need}` names no step"));
+        if let Some(sug) = suggest(&base, items.keys().map(String::as_str)) {
+            issue.help(format!("did you mean `{sug}`?"));
+        }
+        return Vec::new();
+    };
+    match (item, all) {
+        (None, None) => present
+            .contains(&base)
+            .then_some(base)
+            .into_iter()
+            .collect(),
+        (None, Some(_)) => {
+            // Every item of `base`: a range of the sorted ids, not a scan of all of them.
+            let prefix = format!("{base}[");
+            present
+                .range(prefix.clone()..)
+                .take_while(|id| id.starts_with(&prefix))
+                .cloned()
+                .collect()
+        }
+        (Some(it), Some(all)) if all.contains(&it) => {
+            let id = format!("{base}[{it}]");
+            // An item skipped by `if` has nothing to wait for.
+            present.contains(&id).then_some(id).into_iter().collect()
+        }
+        (Some(it), Some(all)) => {
+            c.error(
+                Some(loc),
+                field,
+                format!("`{need}`: step `{base}` has no item `{it}`"),
+            )
+            .help(format!(
+                "its items: {}",
+                all.iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            Vec::new()
+        }
+        (Some(_), None) => {
+            c.error(
+                Some(loc),
+                field,
+                format!("`{need}`: step `{base}` has no `foreach`, so it has no items"),
+            );
+            Vec::new()
+        }
     }
-    let steps = order(out).map_err(|cycle| {
-        let mut c = Collector::new(&text);
-        let loc = wf
-            .steps
-            .iter()
-            .find(|s| {
-                cycle
-                    .first()
-                    .is_some_and(|id| id.split('[').next() == Some(s.id.value.as_str()))
-            })
-            .map(|s| s.id.referenced);
-        c.error(
-            loc.as_ref(),
-            "steps",
-            format!("the steps' needs form a cycle: {}", cycle.join(" → ")),
-        )
-        .help("remove one of these needs");
-        WorkflowError::Invalid(Box::new(FileDiagnostics::new(&file, &text, c.issues)))
-    })?;
-    Ok(Plan {
-        workflow: wf.metadata.name.value.clone(),
-        lab: lab.name.clone(),
-        steps,
-    })
 }
 
 /// How the planner names an object in `lab.prune`'s `keep` input: `Kind/namespace/name` (namespace
@@ -416,9 +422,9 @@ pub fn keep_id_of(obj: &Value) -> String {
     keep_id(s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
 }
 
-/// Gives each `lab.prune` step the objects the plan applies, per cluster (its `keep` input): the rendered
-/// manifests, and the release namespace of each chart (created with the lab's label).
-fn fill_keep(steps: &mut [PlannedStep]) {
+/// Gives each step whose action leaves `keep` to the planner the objects the plan applies, per cluster:
+/// the rendered manifests, and the release namespace of each chart (created with the lab's label).
+fn fill_keep(steps: &mut [PlannedStep], actions: &dyn Catalog) {
     let mut keep: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in steps.iter() {
         if let Some(cluster) = s.cluster() {
@@ -436,7 +442,12 @@ fn fill_keep(steps: &mut [PlannedStep]) {
             ));
         }
     }
-    for s in steps.iter_mut().filter(|s| s.uses == "lab.prune") {
+    let fills = |s: &PlannedStep| {
+        actions
+            .action(&s.uses)
+            .is_some_and(|a| a.planner_fills_keep)
+    };
+    for s in steps.iter_mut().filter(|s| fills(s)) {
         s.with.insert("keep".to_owned(), json!(keep));
     }
 }
@@ -449,38 +460,170 @@ fn render_msg(e: &minijinja::Error) -> String {
     msg
 }
 
-/// Renders one step instance (inputs, timeout, retry, objects, chart).
-fn instance(
-    lab: &Lab,
-    env: &Environment<'_>,
-    ctx: &minijinja::Value,
-    step: &Step,
-    item: Option<&Item>,
-    patches: &PatchSet,
-    c: &mut Collector<'_>,
-) -> Option<PlannedStep> {
-    let field = |f: &str| format!("steps.{}.{f}", step.id.value);
-    let errors_before = c.issues.len();
-    let mut with = BTreeMap::new();
-    if let Some(w) = &step.with {
-        for (k, v) in &w.value {
-            match render_value(env, ctx, v) {
+impl Planner<'_> {
+    /// Adds the instances of one step: one, or one per item of its `foreach` that its `if` keeps.
+    fn expand(&self, step: &Step, out: &mut Expanded, c: &mut Collector<'_>) {
+        let items: Vec<Option<Item>> = match &step.foreach {
+            Some(f) => collection(self.lab, &f.value)
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => vec![None],
+        };
+        out.items.insert(
+            step.id.value.clone(),
+            step.foreach
+                .as_ref()
+                .map(|_| items.iter().flatten().map(|i| i.id.clone()).collect()),
+        );
+        for item in items {
+            let ctx = self.globals.context(item.as_ref().map(|i| &i.value));
+            if !self.condition(step, &ctx, c) {
+                continue;
+            }
+            if let Some(planned) = self.instance(&ctx, step, item.as_ref(), c) {
+                let needs = step
+                    .needs
+                    .iter()
+                    .filter_map(|n| match self.env.render_str(&n.value, &ctx) {
+                        Ok(s) => Some((s, n.referenced)),
+                        Err(e) => {
+                            let field = format!("steps.{}.needs", step.id.value);
+                            c.error(Some(&n.referenced), field, render_msg(&e));
+                            None
+                        }
+                    })
+                    .collect();
+                out.needs.push(needs);
+                out.steps.push(planned);
+            }
+        }
+    }
+
+    /// Whether a step's `if` (absent: true) renders to true for this item; anything but true or false is
+    /// an error in `c`, and the item is left out.
+    fn condition(&self, step: &Step, ctx: &minijinja::Value, c: &mut Collector<'_>) -> bool {
+        let Some(cond) = &step.if_ else {
+            return true;
+        };
+        let field = format!("steps.{}.if", step.id.value);
+        match self
+            .env
+            .render_str(&cond.value, ctx)
+            .map(|s| s.trim().to_owned())
+        {
+            Ok(s) if s == "true" || s == "True" => true,
+            Ok(s) if s == "false" || s == "False" || s.is_empty() => false,
+            Ok(s) => {
+                c.error(
+                    Some(&cond.referenced),
+                    field,
+                    format!("`if` rendered to `{s}`, not true or false"),
+                );
+                false
+            }
+            Err(e) => {
+                c.error(Some(&cond.referenced), field, render_msg(&e));
+                false
+            }
+        }
+    }
+
+    /// Renders one step instance (inputs, timeout, retry, objects, chart).
+    fn instance(
+        &self,
+        ctx: &minijinja::Value,
+        step: &Step,
+        item: Option<&Item>,
+        c: &mut Collector<'_>,
+    ) -> Option<PlannedStep> {
+        let errors_before = c.issues.len();
+        let action = self.actions.action(&step.uses.value)?;
+        let with = self.inputs(ctx, step, action, c);
+        let timeout = self.timeout(ctx, step, c);
+        let retry = retry(step, c);
+        let (objects, chart) = match with.as_ref() {
+            Some(with) => self.renders(ctx, step, item, action.renders, with, c),
+            None => (Vec::new(), None),
+        };
+        if c.issues.len() > errors_before && c.has_errors() {
+            return None;
+        }
+        Some(PlannedStep {
+            id: match item {
+                Some(i) => format!("{}[{}]", step.id.value, i.id),
+                None => step.id.value.clone(),
+            },
+            step: step.id.value.clone(),
+            item: item.map(|i| i.id.clone()),
+            uses: step.uses.value.clone(),
+            description: step.description.clone(),
+            with: with.unwrap_or_default(),
+            needs: Vec::new(),
+            timeout,
+            retry,
+            objects,
+            chart,
+        })
+    }
+
+    /// The step's `with:`, rendered and checked against the action's input type. `None` (and errors in
+    /// `c`, at the input at fault) when a value does not render or the inputs do not fit the type.
+    fn inputs(
+        &self,
+        ctx: &minijinja::Value,
+        step: &Step,
+        action: ActionInfo,
+        c: &mut Collector<'_>,
+    ) -> Option<BTreeMap<String, Value>> {
+        let field = |k: &str| format!("steps.{}.with.{k}", step.id.value);
+        let written = step.with.as_ref().map(|w| &w.value);
+        let mut with = BTreeMap::new();
+        let mut rendered = true;
+        for (k, v) in written.into_iter().flatten() {
+            match render_value(&self.env, ctx, &v.value) {
                 Ok(v) => {
                     with.insert(k.clone(), v);
                 }
                 Err(e) => {
-                    c.error(
-                        Some(&w.referenced),
-                        field(&format!("with.{k}")),
-                        render_msg(&e),
-                    );
+                    c.error(Some(&v.referenced), field(k), render_msg(&e));
+                    rendered = false;
                 }
             }
         }
+        if !rendered {
+            return None;
+        }
+        let object = Value::Object(with.clone().into_iter().collect());
+        let Err(e) = (action.check)(&object) else {
+            return Some(with);
+        };
+        let at = e
+            .input
+            .as_ref()
+            .and_then(|k| written.and_then(|w| w.get(k)))
+            .map(|v| v.referenced)
+            .or_else(|| step.with.as_ref().map(|w| w.referenced))
+            .unwrap_or(step.uses.referenced);
+        let what = match &e.input {
+            Some(k) => format!("input `{k}` of action `{}`", step.uses.value),
+            None => format!("the inputs of action `{}`", step.uses.value),
+        };
+        c.error(
+            Some(&at),
+            field(e.input.as_deref().unwrap_or("")).trim_end_matches('.'),
+            format!("{what}: {}", e.message),
+        );
+        None
     }
-    let timeout = match &step.timeout {
-        None => lab.timeouts.default,
-        Some(t) => match env
+
+    /// The step's timeout: its rendered `timeout:`, else the lab's default.
+    fn timeout(&self, ctx: &minijinja::Value, step: &Step, c: &mut Collector<'_>) -> Duration {
+        let Some(t) = &step.timeout else {
+            return self.lab.timeouts.default;
+        };
+        match self
+            .env
             .render_str(&t.value, ctx)
             .map_err(|e| render_msg(&e))
             .and_then(|s| {
@@ -489,116 +632,131 @@ fn instance(
             }) {
             Ok(d) => d,
             Err(msg) => {
-                c.error(Some(&t.referenced), field("timeout"), msg);
-                lab.timeouts.default
+                let field = format!("steps.{}.timeout", step.id.value);
+                c.error(Some(&t.referenced), field, msg);
+                self.lab.timeouts.default
             }
-        },
-    };
-    let retry = match &step.retry {
-        None => Retry::default(),
-        Some(r) => Retry {
-            attempts: r.attempts.as_ref().map(|a| a.value),
-            backoff: match &r.backoff {
-                None => Retry::default().backoff,
-                Some(b) => humantime::parse_duration(&b.value).unwrap_or_else(|e| {
-                    c.error(
-                        Some(&b.referenced),
-                        field("retry.backoff"),
-                        format!("`{}` is not a duration: {e}", b.value),
-                    );
-                    Retry::default().backoff
-                }),
-            },
-        },
-    };
-    let str_input = |k: &str| with.get(k).and_then(Value::as_str).map(str::to_owned);
-    let mut objects = Vec::new();
-    let mut chart = None;
-    let loc = step
-        .with
+        }
+    }
+
+    /// What the planner renders for the action: the objects of a manifest template, or a chart.
+    fn renders(
+        &self,
+        ctx: &minijinja::Value,
+        step: &Step,
+        item: Option<&Item>,
+        renders: Renders,
+        with: &BTreeMap<String, Value>,
+        c: &mut Collector<'_>,
+    ) -> (Vec<Value>, Option<Box<ChartPlan>>) {
+        let input = |k: &str| with.get(k).and_then(Value::as_str).unwrap_or_default();
+        let (chart, namespace) = match renders {
+            Renders::Nothing => return (Vec::new(), None),
+            Renders::Manifest => {
+                let objects = self.manifest(ctx, step, item, input("template"), c);
+                return (objects, None);
+            }
+            Renders::Chart => (input("chart"), input("namespace")),
+            Renders::FixedChart { chart, namespace } => (chart, namespace),
+        };
+        let managed = with.get("managedCluster").and_then(Value::as_str);
+        let planned = charts::parse_chart(chart).and_then(|ch| {
+            charts::plan_chart(
+                self.lab,
+                ch,
+                input("cluster"),
+                namespace,
+                managed,
+                self.patches,
+            )
+        });
+        match planned {
+            Ok(p) => (Vec::new(), Some(Box::new(p))),
+            Err(e) => {
+                let field = format!("steps.{}.with", step.id.value);
+                c.error(Some(&with_location(step)), field, e.to_string());
+                (Vec::new(), None)
+            }
+        }
+    }
+
+    /// The objects manifest template `template` renders to for this item.
+    fn manifest(
+        &self,
+        ctx: &minijinja::Value,
+        step: &Step,
+        item: Option<&Item>,
+        template: &str,
+        c: &mut Collector<'_>,
+    ) -> Vec<Value> {
+        let field = format!("steps.{}.with.template", step.id.value);
+        let loc = with_location(step);
+        let t = match self.env.get_template(template) {
+            Ok(t) => t,
+            Err(_) => {
+                let names: Vec<&str> = self.env.templates().map(|(n, _)| n).collect();
+                let issue = c.error(
+                    Some(&loc),
+                    field,
+                    format!("no manifest template `{template}`"),
+                );
+                if let Some(s) = suggest(template, names.iter().copied()) {
+                    issue.help(format!("did you mean `{s}`?"));
+                }
+                return Vec::new();
+            }
+        };
+        let text = match t.render(ctx) {
+            Ok(text) => text,
+            Err(e) => {
+                c.error(Some(&loc), field, format!("{template}: {}", render_msg(&e)));
+                return Vec::new();
+            }
+        };
+        match serde_saphyr::from_multiple::<Value>(&text) {
+            Ok(docs) => docs.into_iter().filter(|d| !d.is_null()).collect(),
+            Err(e) => {
+                c.error(
+                    Some(&loc),
+                    field,
+                    format!(
+                        "{template} did not render to valid YAML for item {}: {}",
+                        item.map_or("-", |i| i.id.as_str()),
+                        e.without_snippet()
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// Where a step's `with:` is written (its `uses:` when it has none).
+fn with_location(step: &Step) -> Location {
+    step.with
         .as_ref()
-        .map_or(step.uses.referenced, |w| w.referenced);
-    match step.uses.value.as_str() {
-        "manifest.apply" => {
-            let template = str_input("template").unwrap_or_default();
-            match env.get_template(&template) {
-                Err(_) => {
-                    let names: Vec<&str> = env.templates().map(|(n, _)| n).collect();
-                    let issue = c.error(
-                        Some(&loc),
-                        field("with.template"),
-                        format!("no manifest template `{template}`"),
-                    );
-                    if let Some(s) = suggest(&template, names.iter().copied()) {
-                        issue.help(format!("did you mean `{s}`?"));
-                    }
-                }
-                Ok(t) => {
-                    match t.render(ctx) {
-                        Err(e) => {
-                            c.error(
-                                Some(&loc),
-                                field("with.template"),
-                                format!("{template}: {}", render_msg(&e)),
-                            );
-                        }
-                        Ok(text) => {
-                            match serde_saphyr::from_multiple::<Value>(&text) {
-                                Ok(docs) => {
-                                    objects = docs.into_iter().filter(|d| !d.is_null()).collect()
-                                }
-                                Err(e) => {
-                                    c.error(Some(&loc), field("with.template"), format!("{template} did not render to valid YAML for item {}: {}", item.map_or("-", |i| i.id.as_str()), e.without_snippet()));
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        "chart.install" | "ocm.klusterlet" => {
-            let cluster = str_input("cluster").unwrap_or_default();
-            let (chart_name, namespace) = match step.uses.value.as_str() {
-                "ocm.klusterlet" => (
-                    "klusterlet".to_owned(),
-                    "open-cluster-management".to_owned(),
-                ),
-                _ => (
-                    str_input("chart").unwrap_or_default(),
-                    str_input("namespace").unwrap_or_default(),
-                ),
-            };
-            let managed = str_input("managedCluster");
-            match charts::parse_chart(&chart_name).and_then(|ch| {
-                charts::plan_chart(lab, ch, &cluster, &namespace, managed.as_deref(), patches)
-            }) {
-                Ok(p) => chart = Some(Box::new(p)),
-                Err(e) => {
-                    c.error(Some(&loc), field("with"), e.to_string());
-                }
-            }
-        }
-        _ => {}
-    }
-    if c.issues.len() > errors_before && c.has_errors() {
-        return None;
-    }
-    Some(PlannedStep {
-        id: match item {
-            Some(i) => format!("{}[{}]", step.id.value, i.id),
-            None => step.id.value.clone(),
+        .map_or(step.uses.referenced, |w| w.referenced)
+}
+
+/// The step's retry policy: its `retry:`, else the default.
+fn retry(step: &Step, c: &mut Collector<'_>) -> Retry {
+    let Some(r) = &step.retry else {
+        return Retry::default();
+    };
+    Retry {
+        attempts: r.attempts.as_ref().map(|a| a.value),
+        backoff: match &r.backoff {
+            None => Retry::default().backoff,
+            Some(b) => humantime::parse_duration(&b.value).unwrap_or_else(|e| {
+                c.error(
+                    Some(&b.referenced),
+                    format!("steps.{}.retry.backoff", step.id.value),
+                    format!("`{}` is not a duration: {e}", b.value),
+                );
+                Retry::default().backoff
+            }),
         },
-        step: step.id.value.clone(),
-        item: item.map(|i| i.id.clone()),
-        uses: step.uses.value.clone(),
-        description: step.description.clone(),
-        with,
-        needs: Vec::new(),
-        timeout,
-        retry,
-        objects,
-        chart,
-    })
+    }
 }
 
 /// Renders every string in a `with` value as a template.

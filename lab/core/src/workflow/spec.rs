@@ -50,7 +50,7 @@ pub struct Step {
     pub id: Spanned<String>,
     pub uses: Spanned<String>,
     #[serde(default)]
-    pub with: Option<Spanned<BTreeMap<String, serde_json::Value>>>,
+    pub with: Option<Spanned<BTreeMap<String, Spanned<serde_json::Value>>>>,
     /// Step ids (`join`: every instance) or one instance (`create[{{ item.cluster }}]`).
     #[serde(default)]
     pub needs: Vec<Spanned<String>>,
@@ -245,94 +245,105 @@ fn check(w: &WorkflowFile, actions: &dyn Catalog, c: &mut Collector<'_>) {
     }
     let mut ids = Vec::new();
     for s in &w.steps {
-        let field = format!("steps.{}", s.id.value);
-        if s.id.value.is_empty()
-            || !s
-                .id
-                .value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        {
-            c.error(
-                Some(&s.id.referenced),
-                field.clone(),
-                format!("step id `{}` must be letters, digits and `-`", s.id.value),
-            );
-        }
-        if ids.contains(&s.id.value) {
-            c.error(
-                Some(&s.id.referenced),
-                field.clone(),
-                format!("duplicate step id `{}`", s.id.value),
-            );
-        }
+        check_step(s, actions, &ids, c);
         ids.push(s.id.value.clone());
-        let action = s.uses.value.as_str();
-        let Some(inputs) = actions.inputs(action) else {
-            let issue = c.error(
-                Some(&s.uses.referenced),
-                format!("{field}.uses"),
-                format!("unknown action `{}`", s.uses.value),
-            );
-            if let Some(sug) = suggest(action, actions.names()) {
-                issue.help(format!("did you mean `{sug}`?"));
-            }
-            continue;
+    }
+}
+
+/// One step: its id (well-formed, not among `ids` before it), its action and inputs, its `foreach`
+/// and its `retry`.
+fn check_step(s: &Step, actions: &dyn Catalog, ids: &[String], c: &mut Collector<'_>) {
+    let field = format!("steps.{}", s.id.value);
+    if s.id.value.is_empty()
+        || !s
+            .id
+            .value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        c.error(
+            Some(&s.id.referenced),
+            field.clone(),
+            format!("step id `{}` must be letters, digits and `-`", s.id.value),
+        );
+    }
+    if ids.contains(&s.id.value) {
+        c.error(
+            Some(&s.id.referenced),
+            field.clone(),
+            format!("duplicate step id `{}`", s.id.value),
+        );
+    }
+    check_uses(s, actions, &field, c);
+    if let Some(f) = &s.foreach
+        && !FOREACH.contains(&f.value.as_str())
+    {
+        let issue = c.error(
+            Some(&f.referenced),
+            format!("{field}.foreach"),
+            format!("unknown collection `{}`", f.value),
+        );
+        match suggest(&f.value, FOREACH.iter().copied()) {
+            Some(sug) => issue.help(format!("did you mean `{sug}`?")),
+            None => issue.help(format!("collections: {}", FOREACH.join(", "))),
         };
-        let with = s.with.as_ref().map(|w| &w.value);
-        let with_loc = s
-            .with
-            .as_ref()
-            .map(|w| &w.referenced)
-            .unwrap_or(&s.uses.referenced);
-        for key in with.into_iter().flat_map(|w| w.keys()) {
-            if !inputs.iter().any(|i| i.name == key) {
-                let issue = c.error(
-                    Some(with_loc),
-                    format!("{field}.with.{key}"),
-                    format!("action `{action}` has no input `{key}`"),
-                );
-                match suggest(key, inputs.iter().map(|i| i.name)) {
-                    Some(sug) => issue.help(format!("did you mean `{sug}`?")),
-                    None => issue.help(format!(
-                        "inputs of `{action}`: {}",
-                        inputs.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
-                    )),
-                };
-            }
+    }
+    if let Some(a) = s.retry.as_ref().and_then(|r| r.attempts.as_ref())
+        && a.value == 0
+    {
+        c.error(
+            Some(&a.referenced),
+            format!("{field}.retry.attempts"),
+            "attempts counts the first try too: use 1 or more",
+        );
+    }
+}
+
+/// The step's action is known, and its `with:` names only its inputs and every required one.
+fn check_uses(s: &Step, actions: &dyn Catalog, field: &str, c: &mut Collector<'_>) {
+    let action = s.uses.value.as_str();
+    let Some(inputs) = actions.action(action).map(|a| a.inputs) else {
+        let issue = c.error(
+            Some(&s.uses.referenced),
+            format!("{field}.uses"),
+            format!("unknown action `{}`", s.uses.value),
+        );
+        if let Some(sug) = suggest(action, actions.names()) {
+            issue.help(format!("did you mean `{sug}`?"));
         }
-        for input in inputs.iter().filter(|i| i.required) {
-            if !with.is_some_and(|w| w.contains_key(input.name)) {
-                c.error(
-                    Some(with_loc),
-                    format!("{field}.with"),
-                    format!(
-                        "action `{action}` needs input `{}` ({})",
-                        input.name, input.doc
-                    ),
-                );
-            }
-        }
-        if let Some(f) = &s.foreach
-            && !FOREACH.contains(&f.value.as_str())
-        {
+        return;
+    };
+    let with = s.with.as_ref().map(|w| &w.value);
+    let with_loc = s
+        .with
+        .as_ref()
+        .map(|w| &w.referenced)
+        .unwrap_or(&s.uses.referenced);
+    for (key, value) in with.into_iter().flatten() {
+        if !inputs.iter().any(|i| i.name == key) {
             let issue = c.error(
-                Some(&f.referenced),
-                format!("{field}.foreach"),
-                format!("unknown collection `{}`", f.value),
+                Some(&value.referenced),
+                format!("{field}.with.{key}"),
+                format!("action `{action}` has no input `{key}`"),
             );
-            match suggest(&f.value, FOREACH.iter().copied()) {
+            match suggest(key, inputs.iter().map(|i| i.name)) {
                 Some(sug) => issue.help(format!("did you mean `{sug}`?")),
-                None => issue.help(format!("collections: {}", FOREACH.join(", "))),
+                None => issue.help(format!(
+                    "inputs of `{action}`: {}",
+                    inputs.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
+                )),
             };
         }
-        if let Some(a) = s.retry.as_ref().and_then(|r| r.attempts.as_ref())
-            && a.value == 0
-        {
+    }
+    for input in inputs.iter().filter(|i| i.required) {
+        if !with.is_some_and(|w| w.contains_key(input.name)) {
             c.error(
-                Some(&a.referenced),
-                format!("{field}.retry.attempts"),
-                "attempts counts the first try too: use 1 or more",
+                Some(with_loc),
+                format!("{field}.with"),
+                format!(
+                    "action `{action}` needs input `{}` ({})",
+                    input.name, input.doc
+                ),
             );
         }
     }

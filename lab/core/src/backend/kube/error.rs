@@ -259,6 +259,9 @@ impl KubeError {
 }
 
 impl Failure for KubeError {
+    fn backend(&self) -> crate::backend::Backend {
+        crate::backend::Backend::Kube
+    }
     fn transience(&self) -> Transience {
         use Transience::{Permanent, Transient};
         match self {
