@@ -165,6 +165,7 @@ fn run(cli: &Cli) -> Result<(), Error> {
         Command::Verify(args) => commands::verify::run(args),
         Command::Down(args) => commands::down::run(args),
         Command::Status(args) => commands::status::run(args),
+        Command::Dashboard(args) => commands::dashboard::run(args),
         Command::Consumer(args) => commands::consumer::run(args),
         Command::Diagnose(args) => commands::diagnose::run(args),
         Command::Reset(args) => commands::reset::run(args),

@@ -197,6 +197,12 @@ impl StateDir {
         self.path.join("last-verification.json")
     }
 
+    /// The running exercise (`exercise start` writes it, `exercise stop` removes it; the dashboard and
+    /// `status --watch` show it).
+    pub fn exercise(&self) -> PathBuf {
+        self.path.join("exercise.json")
+    }
+
     /// Writes the last verification's report (atomically: a crash leaves the old one or the new one).
     pub fn save_last_verification(&self, report: &impl serde::Serialize) -> Result<(), StateError> {
         let path = self.last_verification();

@@ -424,6 +424,7 @@ pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
     use crate::error::Error;
     use crate::step::events::Events;
     let output = args.output.output;
+    let watching = args.watch;
     let args = crate::cli::RunArgs::from(args);
     let (loaded, _, patches) = super::inputs(&args.lab)?;
     super::warn(&loaded);
@@ -431,6 +432,9 @@ pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
     // Read-only: a lab that is not up gets no state folder from a look at it.
     let state = crate::state::StateDir::to_look_at(&lab.name, args.simulate)?;
     ensure_up(&lab, &state, &args)?;
+    if watching {
+        return watch(super::picture::Looker::new(args, lab, state, patches)?);
+    }
     let rt = runtime()?;
     let opened = open_backends(&rt, &args, &state, Purpose::Look, &lab)?;
     let status = rt.block_on(async {
@@ -461,4 +465,36 @@ pub fn run(args: &crate::cli::StatusArgs) -> Result<(), crate::error::Error> {
             ),
         })
     }
+}
+
+/// `status --watch`: the lab picture, drawn again each time it changes, until Ctrl-C (exit 0). On a
+/// terminal each picture replaces the last; into a pipe or file they follow each other.
+fn watch(mut looker: super::picture::Looker) -> Result<(), crate::error::Error> {
+    use super::picture::text;
+    let first = looker.look()?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (mut pictures, lookout) = looker.keep_looking(first, stop.clone());
+    let on_terminal = console::Term::stdout().is_term();
+    let rt = super::runner::runtime()?;
+    let drawn = rt.block_on(async {
+        loop {
+            let frame = text::render(&pictures.borrow_and_update());
+            let frame = if on_terminal {
+                // Cursor home, clear the screen: the new picture replaces the old one.
+                format!(
+                    "\x1b[H\x1b[2J{frame}\n(watching: redrawn when the lab changes; Ctrl-C stops)\n"
+                )
+            } else {
+                format!("{frame}\n")
+            };
+            super::stdout(&frame)?;
+            tokio::select! {
+                changed = pictures.changed() => if changed.is_err() { return Ok(()) },
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    });
+    stop.cancel();
+    let _ = lookout.join();
+    drawn
 }

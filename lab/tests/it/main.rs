@@ -18,6 +18,7 @@ mod converge;
 mod crash;
 mod crdschema;
 mod damaged;
+mod dashboard;
 mod docker;
 mod docker_api;
 mod engine;
