@@ -138,10 +138,10 @@ fn new_token() -> Result<String, Error> {
 }
 
 impl App {
-    /// `Ok` when no token is required, or the request carries it.
-    fn admit(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), Response> {
+    /// Whether no token is required, or the request carries it.
+    fn admits(&self, uri: &Uri, headers: &HeaderMap) -> bool {
         let Some(token) = &self.token else {
-            return Ok(());
+            return true;
         };
         let from_query = uri
             .query()
@@ -152,16 +152,17 @@ impl App {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if from_query.chain(from_header).any(|t| same(t, token)) {
-            Ok(())
-        } else {
-            Err((
-                StatusCode::UNAUTHORIZED,
-                "This dashboard serves beyond 127.0.0.1 and needs its token: open the URL `ocm-lab dashboard` printed, with its ?token=.\n",
-            )
-                .into_response())
-        }
+        from_query.chain(from_header).any(|t| same(t, token))
     }
+}
+
+/// The answer to a request without the token.
+fn denied() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        "This dashboard serves beyond 127.0.0.1 and needs its token: open the URL `ocm-lab dashboard` printed, with its ?token=.\n",
+    )
+        .into_response()
 }
 
 /// Compares in time that does not depend on where the strings differ.
@@ -187,8 +188,8 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 async fn page(State(app): State<App>, uri: Uri, headers: HeaderMap) -> Response {
-    if let Err(denied) = app.admit(&uri, &headers) {
-        return denied;
+    if !app.admits(&uri, &headers) {
+        return denied();
     }
     let mut r = asset("text/html; charset=utf-8", PAGE);
     let h = r.headers_mut();
@@ -204,8 +205,8 @@ async fn page(State(app): State<App>, uri: Uri, headers: HeaderMap) -> Response 
 }
 
 async fn picture(State(app): State<App>, uri: Uri, headers: HeaderMap) -> Response {
-    if let Err(denied) = app.admit(&uri, &headers) {
-        return denied;
+    if !app.admits(&uri, &headers) {
+        return denied();
     }
     let json = serde_json::to_string(&**app.pictures.borrow()).expect("pictures serialize");
     let mut r = json.into_response();
@@ -218,8 +219,8 @@ async fn picture(State(app): State<App>, uri: Uri, headers: HeaderMap) -> Respon
 
 /// The picture now, then each new one, until the dashboard stops.
 async fn events(State(app): State<App>, uri: Uri, headers: HeaderMap) -> Response {
-    if let Err(denied) = app.admit(&uri, &headers) {
-        return denied;
+    if !app.admits(&uri, &headers) {
+        return denied();
     }
     let start = (app.pictures.clone(), app.stop.clone(), true);
     let stream = futures::stream::unfold(start, |(mut rx, stop, first)| async move {
