@@ -437,3 +437,62 @@ fn the_page_in_chromium_draws_the_lab_and_a_property_set_elsewhere_arrives_witho
     drop(browser);
     assert_eq!(interrupt(dashboard).code(), Some(0));
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn a_binding_deleted_while_the_dashboard_runs_shows_its_namespace_unbound() {
+    let lab = Lab::up();
+    let mut child = lab.spawn(&["dashboard", "--simulate"]);
+    let (url, _out) = dashboard_url(&mut child);
+    let bound = |picture: &Value| -> Option<bool> {
+        picture["namespaces"]
+            .as_array()?
+            .iter()
+            .find(|n| n["name"] == "cluster-inventory")?["bound"]
+            .as_bool()
+    };
+    let picture = |url: &str| -> Value {
+        let answer = http_get(url, "/picture.json");
+        serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+    };
+    assert_eq!(bound(&picture(&url)), Some(true));
+    // As a participant's `kubectl delete managedclustersetbinding` would, in the saved simulated world.
+    let world = lab.dir.path().join("sandbox/simulated/sim-world.json");
+    let sim = ocm_lab_sim::SimLab::load(&world).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let deleted = rt.block_on(sim.api("hub").delete(&ocm_lab::backend::ObjectRef::new(
+        "cluster.open-cluster-management.io/v1beta2",
+        "ManagedClusterSetBinding",
+        Some("cluster-inventory"),
+        "sandbox-fleet",
+    )));
+    assert!(deleted.unwrap(), "the binding existed");
+    sim.save(&world).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let last = loop {
+        let p = picture(&url);
+        if bound(&p) == Some(false) || Instant::now() > deadline {
+            break p;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(bound(&last), Some(false), "{last:#}");
+    let fleet = last["sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "sandbox-fleet")
+        .unwrap();
+    assert!(
+        !fleet["bindings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["namespace"] == "cluster-inventory"),
+        "{fleet:#}"
+    );
+    assert_eq!(interrupt(child).code(), Some(0));
+}
