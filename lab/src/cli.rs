@@ -91,6 +91,7 @@ impl Cli {
             Command::Verify(a) => a.output.into(),
             Command::Down(a) => a.output.into(),
             Command::Status(a) => a.output.output,
+            Command::Dashboard(_) => Output::Human,
             Command::Consumer(a) => a.output.output,
             Command::Doctor(a) => a.output.output,
             Command::Plan(a) => a.output.output,
@@ -329,6 +330,26 @@ pub struct StatusArgs {
     pub sim: SimArgs,
     #[command(flatten)]
     pub output: DocumentOutput,
+    /// Keep the picture on screen and redraw it when the lab changes (the dashboard's view, for a
+    /// terminal), until Ctrl-C.
+    #[arg(long, conflicts_with = "output")]
+    pub watch: bool,
+}
+
+/// `dashboard`: serves the live picture of the lab.
+#[derive(Debug, Clone, Args)]
+pub struct DashboardArgs {
+    #[command(flatten)]
+    pub lab: TopologyArg,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// The port to serve on. Default: a free one, printed.
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub port: u16,
+    /// The address to serve on. Another than a loopback address (for example 0.0.0.0, for other machines
+    /// in the room) requires a random token, printed in the URL.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub listen: std::net::IpAddr,
 }
 
 /// `consumer`: what a ClusterProfile consumer application needs to use the lab, from one namespace.
@@ -471,6 +492,12 @@ impl From<&StatusArgs> for RunArgs {
     }
 }
 
+impl From<&DashboardArgs> for RunArgs {
+    fn from(a: &DashboardArgs) -> Self {
+        RunArgs::new(&(&a.lab).into(), a.sim)
+    }
+}
+
 impl From<&ConsumerArgs> for RunArgs {
     fn from(a: &ConsumerArgs) -> Self {
         RunArgs::new(&(&a.lab).into(), a.sim)
@@ -506,6 +533,12 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Show clusters, OCM registration, addons and ClusterProfiles of the lab.
     Status(StatusArgs),
+    /// Serve a live picture of the lab for a browser (a projector): clusters, sets, bindings,
+    /// ClusterProfiles, addons, the running exercise and the last verification.
+    ///
+    /// Serves on 127.0.0.1 at a free port (printed) until Ctrl-C. Every asset is in the binary: the page
+    /// works with the network off. `--listen` on another address requires the token printed with the URL.
+    Dashboard(DashboardArgs),
     /// Print what a ClusterProfile consumer in NAMESPACE needs: the namespace's ClusterProfiles, the provider
     /// file, its ServiceAccount's Roles, and the initContainer that copies cp-creds (`-o yaml` to apply).
     ///

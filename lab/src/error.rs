@@ -183,6 +183,18 @@ pub enum Error {
     CurrentExe(#[source] std::io::Error),
     #[error("failed to start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error("the dashboard cannot serve on {addr}: {source}")]
+    #[diagnostic(
+        code(ocm_lab::dashboard::serve),
+        help(
+            "choose another --port (or leave it out for a free one), or another --listen address"
+        )
+    )]
+    Serve {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     #[diagnostic(
         code(ocm_lab::images),
@@ -290,6 +302,7 @@ impl Error {
             | Error::PostRender(_)
             | Error::CurrentExe(_)
             | Error::Runtime(_)
+            | Error::Serve { .. }
             | Error::Images(_)
             | Error::Bundle { .. }
             | Error::BundleImagesMissing { .. }

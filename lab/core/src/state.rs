@@ -193,7 +193,8 @@ impl StateDir {
         self.path.join("lock")
     }
 
-    /// The running workshop exercise: its name, title and hop (what the dashboard reads).
+    /// The running workshop exercise: its name, title and hop (`exercise start` writes it, `exercise stop`
+    /// removes it; the dashboard and `status --watch` show it).
     pub fn exercise(&self) -> PathBuf {
         self.path.join("exercise.json")
     }

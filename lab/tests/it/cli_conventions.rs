@@ -259,7 +259,8 @@ fn every_command_takes_exactly_the_options_it_uses() {
             "plan",
             "chart-patches no-charts node-image out output simulate topology workflow workflows",
         ),
-        ("status", "output simulate topology"),
+        ("status", "output simulate topology watch"),
+        ("dashboard", "listen port simulate topology"),
         ("consumer", "msa output service-account simulate topology"),
         (
             "doctor",

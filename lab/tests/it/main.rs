@@ -19,6 +19,7 @@ mod converge;
 mod crash;
 mod crdschema;
 mod damaged;
+mod dashboard;
 mod docker;
 mod docker_api;
 mod engine;

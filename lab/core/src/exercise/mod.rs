@@ -500,7 +500,9 @@ mod tests {
             "checks: [properties, access-providers, reachable, credentials, conditions]",
             "checks: [properties, credentials, conditions]",
         );
-        let lab = crate::topology::load_str(&Default::default(), "t.yaml", &text).unwrap().lab;
+        let lab = crate::topology::load_str(&Default::default(), "t.yaml", &text)
+            .unwrap()
+            .lab;
         let all = load_all(None).unwrap();
         let ex = find(&all, "user-server-scaled-down").unwrap();
         let Err(e @ ExerciseError::NotForThisLab { .. }) = ex.steps(&lab) else {

@@ -54,7 +54,23 @@ pub struct ManagedClusterClaim {
     kind = "ManagedClusterSet",
     schema = "disabled"
 )]
-pub struct ManagedClusterSetSpec {}
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSetSpec {
+    /// Which clusters belong: absent or `ExclusiveClusterSetLabel` means those labelled
+    /// `cluster.open-cluster-management.io/clusterset=<set>`; `LabelSelector` those its selector matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<ManagedClusterSelector>,
+}
+
+/// `spec.clusterSelector` of a ManagedClusterSet.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+}
 
 /// Binds a ManagedClusterSet to a namespace.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
