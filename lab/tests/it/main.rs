@@ -48,6 +48,7 @@ mod quiet_output;
 mod real_tools;
 mod recorded_objects;
 mod registry;
+mod release_download;
 mod resume;
 mod robustness;
 mod rollout_model;
