@@ -44,10 +44,12 @@ fn mode(path: &Path) -> u32 {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn saved_charts_and_tools_land_where_the_lab_uses_them() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
+    let d = crate::docker::engine().await;
     let src = tempfile::tempdir().unwrap();
     let repo = dead_repo();
     let chart = src.path().join("klusterlet-1.1.0.tgz");
@@ -430,10 +432,12 @@ fn a_run_from_a_bundle_resolves_the_bundles_kind_and_helm() {
 /// A bundle made on another kind of machine: its kind is a program this one cannot run (an ELF for the
 /// other CPU), so it is left out and kind is found as without a bundle; its helm (a script here) is used.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn a_bundled_tool_built_for_another_machine_is_not_used() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
+    let d = crate::docker::engine().await;
     let here = tools::Platform::current().expect("a platform with pinned downloads");
     // A 64-bit little-endian ELF header for the CPU this machine is not (EM_AARCH64 183, EM_X86_64 62).
     let machine: u16 = if here.arch == "amd64" { 183 } else { 62 };
@@ -474,10 +478,12 @@ async fn a_bundled_tool_built_for_another_machine_is_not_used() {
 /// `<tag>@sha256:…` is then known by its tag only, and kind would try to pull it. After loading a bundle
 /// the lab runs such an image by its tag (and leaves alone what Docker knows as pinned, or not at all).
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn a_pinned_image_docker_knows_by_its_tag_only_is_run_by_its_tag() {
-    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = crate::docker::docker_with_test_image().await;
     let zero = "0".repeat(64);
     let pinned = format!("{image}@sha256:{zero}");
     let absent = format!("ocm-lab-no-such/image:v9@sha256:{zero}");
@@ -491,10 +497,12 @@ async fn a_pinned_image_docker_knows_by_its_tag_only_is_run_by_its_tag() {
 /// The doctor tells a pinned node image Docker knows by its tag only from one it lacks: kind would try
 /// to pull the first, which fails offline; after `up --bundle` loaded it, the lab runs it by its tag.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn the_doctor_names_a_node_image_docker_knows_by_its_tag_only() {
-    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = crate::docker::docker_with_test_image().await;
     let pinned = format!("{image}@sha256:{}", "0".repeat(64));
     let finding = |aliases: std::collections::BTreeMap<String, String>| {
         let (pinned, d) = (pinned.clone(), &d);

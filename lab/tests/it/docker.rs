@@ -1,8 +1,11 @@
 //! The Docker backend against the real Docker engine of this machine.
 //!
-//! Without a reachable daemon a test prints a one-line notice and passes, unless `OCM_LAB_REQUIRE_DOCKER=1`,
-//! which makes it fail. Nothing is pulled (the engine may have no registry): the one image the tests run
-//! is imported from Debian's statically linked busybox (package `busybox-static`) and kept for later runs.
+//! A test that needs the engine carries `#[cfg_attr(ocm_lab_tests_no_docker, ignore = "...")]` (or
+//! `ocm_lab_tests_no_test_image` when it runs containers): without a reachable daemon, `lab/build.rs` sets
+//! that cfg and `cargo test` lists the test as ignored, with the reason; with `OCM_LAB_REQUIRE_DOCKER=1`
+//! (set by `.ci/run`) it runs, and fails on what is missing. Nothing is pulled (the engine may have no
+//! registry): the one image the tests run is imported from Debian's statically linked busybox (package
+//! `busybox-static`) under a tag of this process's own, and removed when the test binary exits.
 //!
 //! Every test names what it creates `ocm-lab-test-<what>-<pid>-<n>`, so parallel tests and parallel runs
 //! never collide, and registers it with a [`Cleanup`] guard before creating it, so it is removed even when
@@ -17,32 +20,22 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
     ListContainersOptionsBuilder, ListNetworksOptions, RemoveContainerOptionsBuilder,
-    StartContainerOptions,
+    RemoveImageOptionsBuilder, StartContainerOptions,
 };
 use futures::StreamExt;
 use ocm_lab::backend::docker::{CLUSTER_LABEL, Docker, ROLE_LABEL, SYSCTL_CONTAINER_PREFIX};
 use ocm_lab::backend::{ContainerRuntime, Transience};
 
-/// The imported test image; the tag changes only if its content must.
-const TEST_IMAGE: &str = "ocm-lab-test/busybox:v1";
-
-pub(crate) fn require_docker() -> bool {
-    std::env::var("OCM_LAB_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
-}
-
-/// A connection to the machine's Docker, or `None` (after a notice) when there is none and it is not
-/// required.
-pub(crate) async fn docker_or_skip() -> Option<Docker> {
+/// The machine's Docker engine. Only tests marked for `ocm_lab_tests_no_docker` call this: it fails when
+/// the engine does not answer.
+pub(crate) async fn engine() -> Docker {
     match Docker::connect().await {
-        Ok(d) => Some(d),
-        Err(e) if require_docker() => panic!(
-            "OCM_LAB_REQUIRE_DOCKER=1 but Docker is not reachable: {e}\n{}",
+        Ok(d) => d,
+        Err(e) => panic!(
+            "Docker is not reachable: {e}\n{}\n(start Docker; or, to have the Docker tests ignored, rebuild \
+             them without OCM_LAB_REQUIRE_DOCKER=1: touch lab/build.rs)",
             e.help().as_deref().unwrap_or_default()
         ),
-        Err(e) => {
-            eprintln!("skipped: {e} (set OCM_LAB_REQUIRE_DOCKER=1 to require Docker)");
-            None
-        }
     }
 }
 
@@ -56,33 +49,62 @@ pub(crate) fn unique(what: &str) -> String {
     )
 }
 
-/// The Docker engine and the test image, or `None` (after a notice) when either is missing and Docker is
-/// not required: what a test that runs containers starts with.
-pub(crate) async fn docker_with_test_image() -> Option<(Docker, String)> {
-    let d = docker_or_skip().await?;
-    let image = test_image(&d).await?;
-    Some((d, image))
+/// The Docker engine and the test image: what a test that runs containers starts with (marked for
+/// `ocm_lab_tests_no_test_image`).
+pub(crate) async fn docker_with_test_image() -> (Docker, String) {
+    let d = engine().await;
+    let image = test_image(&d).await;
+    (d, image)
 }
 
-/// The test image, imported on first use in this process (or found from an earlier run); `None`
-/// (after a notice) when busybox-static is not installed and Docker is not required.
-pub(crate) async fn test_image(d: &Docker) -> Option<String> {
-    static IMAGE: tokio::sync::OnceCell<Option<String>> = tokio::sync::OnceCell::const_new();
+/// The test image, imported on first use in this process under a tag of its own (so that one run
+/// removing its image never takes another's), and removed when the test binary exits, however its tests
+/// ended.
+pub(crate) async fn test_image(d: &Docker) -> String {
+    static IMAGE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
     IMAGE.get_or_init(|| make_test_image(d)).await.clone()
 }
 
-async fn make_test_image(d: &Docker) -> Option<String> {
-    if d.client().inspect_image(TEST_IMAGE).await.is_ok() {
-        return Some(TEST_IMAGE.to_owned());
+/// `ocm-lab-test/busybox:<pid>`.
+fn test_image_name() -> String {
+    format!("ocm-lab-test/busybox:{}", std::process::id())
+}
+
+/// Removes this process's test image; registered with `atexit` once the image exists. libtest ends the
+/// process through `exit` whether its tests passed or failed (`std::process::exit` runs the `atexit`
+/// handlers), after every test thread has finished and dropped its [`Cleanup`] guards, so no container of
+/// the image is left to hold it.
+extern "C" fn remove_test_image() {
+    let name = test_image_name();
+    let left = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let d = Docker::connect().await.map_err(|e| e.to_string())?;
+            let opts = RemoveImageOptionsBuilder::default().build();
+            d.client()
+                .remove_image(&name, Some(opts), None)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the removal panicked".to_owned()));
+    if let Err(e) = left {
+        let name = test_image_name();
+        eprintln!("the test image {name} is left in Docker ({e}): docker rmi {name}");
     }
-    let Some(busybox) = static_busybox() else {
-        let msg = "no statically linked busybox at /bin/busybox or /usr/bin/busybox: install busybox-static (apt-get install busybox-static)";
-        if require_docker() {
-            panic!("OCM_LAB_REQUIRE_DOCKER=1 but {msg}");
-        }
-        eprintln!("skipped: {msg}");
-        return None;
-    };
+}
+
+async fn make_test_image(d: &Docker) -> String {
+    let name = test_image_name();
+    let busybox = static_busybox().expect(
+        "no statically linked busybox at /bin/busybox or /usr/bin/busybox: install busybox-static \
+         (apt-get install busybox-static)",
+    );
     // `docker import` of a root file system holding busybox, with the two applets the tests call.
     let mut tar = tar::Builder::new(Vec::new());
     let mut dir = tar::Header::new_gnu();
@@ -105,7 +127,10 @@ async fn make_test_image(d: &Docker) -> Option<String> {
             .expect("tar symlink");
     }
     let bytes = tar.into_inner().expect("tar");
-    let (repo, tag) = TEST_IMAGE.split_once(':').expect("image has a tag");
+    let (repo, tag) = name.split_once(':').expect("image has a tag");
+    // Registered before the import: a failed or half-done import leaves nothing either.
+    // SAFETY: `atexit` with a handler that is `extern "C"`, takes nothing and does not unwind.
+    assert_eq!(unsafe { libc::atexit(remove_test_image) }, 0, "atexit");
     let mut progress = d.client().create_image(
         Some(
             CreateImageOptionsBuilder::default()
@@ -119,14 +144,14 @@ async fn make_test_image(d: &Docker) -> Option<String> {
     );
     while let Some(p) = progress.next().await {
         if let Err(e) = p {
-            panic!("docker import of {TEST_IMAGE} failed: {e}");
+            panic!("docker import of {name} failed: {e}");
         }
     }
     d.client()
-        .inspect_image(TEST_IMAGE)
+        .inspect_image(&name)
         .await
-        .unwrap_or_else(|e| panic!("{TEST_IMAGE} missing after import: {e}"));
-    Some(TEST_IMAGE.to_owned())
+        .unwrap_or_else(|e| panic!("{name} missing after import: {e}"));
+    name
 }
 
 /// Debian's busybox binary, if it is the static one (the dynamic one cannot run in an empty image).
@@ -161,11 +186,13 @@ fn is_static_elf64(b: &[u8]) -> bool {
     })
 }
 
-/// Removes the containers and networks a test registered, when the test ends however it ends.
+/// Removes the containers, networks and image tags a test registered, when the test ends however it ends.
 pub(crate) struct Cleanup {
     host: String,
     pub(crate) containers: Vec<String>,
     pub(crate) networks: Vec<String>,
+    /// Image references (tags) the test made: untagged, or removed when nothing else names the image.
+    pub(crate) images: Vec<String>,
 }
 
 impl Cleanup {
@@ -174,6 +201,7 @@ impl Cleanup {
             host: d.host().to_owned(),
             containers: Vec::new(),
             networks: Vec::new(),
+            images: Vec::new(),
         }
     }
 }
@@ -183,6 +211,7 @@ impl Drop for Cleanup {
         let host = self.host.clone();
         let containers = std::mem::take(&mut self.containers);
         let networks: HashSet<String> = std::mem::take(&mut self.networks).into_iter().collect();
+        let images = std::mem::take(&mut self.images);
         // Its own thread and runtime: after a failed assertion the test's runtime is unwinding, and a task
         // spawned on it would never run. Joining makes the test end only once its objects are gone.
         let done = std::thread::spawn(move || {
@@ -220,6 +249,23 @@ impl Drop for Cleanup {
                         && let Err(e) = client.remove_network(&id).await
                     {
                         eprintln!("cleanup: network {id}: {e}");
+                    }
+                }
+                for i in images {
+                    match client
+                        .remove_image(
+                            &i,
+                            None::<bollard::query_parameters::RemoveImageOptions>,
+                            None,
+                        )
+                        .await
+                    {
+                        Ok(_)
+                        | Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 404,
+                            ..
+                        }) => {}
+                        Err(e) => eprintln!("cleanup: image {i}: {e}"),
                     }
                 }
             });
@@ -298,10 +344,12 @@ async fn networks_named(d: &Docker, name: &str) -> Vec<bollard::models::Network>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn ensure_network_is_idempotent_and_exactly_one_racer_creates() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
+    let d = engine().await;
     let mut cleanup = Cleanup::new(&d);
 
     let name = unique("net");
@@ -346,10 +394,12 @@ async fn ensure_network_is_idempotent_and_exactly_one_racer_creates() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn node_containers_reports_roles_state_and_addresses_on_the_network() {
-    let Some((d, image)) = docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = docker_with_test_image().await;
     let mut cleanup = Cleanup::new(&d);
     let net = unique("kindnet");
     cleanup.networks.push(net.clone());
@@ -413,10 +463,12 @@ async fn node_containers_reports_roles_state_and_addresses_on_the_network() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn remove_cluster_containers_removes_exactly_the_clusters_containers() {
-    let Some((d, image)) = docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = docker_with_test_image().await;
     let mut cleanup = Cleanup::new(&d);
     let a = unique("owned");
     let b = unique("foreign");
@@ -512,10 +564,12 @@ async fn unsupported_docker_hosts_say_which_forms_work() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn read_sysctl_via_container_reads_inotify_limits_and_leaves_nothing() {
-    let Some((d, image)) = docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = docker_with_test_image().await;
     let keys = [
         "fs.inotify.max_user_watches",
         "fs/inotify/max_user_instances",
@@ -599,10 +653,12 @@ async fn leftover_sysctl_containers(d: &Docker) -> Vec<String> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn ping_and_info_describe_the_engine() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
+    let d = engine().await;
     let version = d.ping().await.expect("ping");
     let info = d.info().await.expect("info");
     assert_eq!(info.server_version, version);
@@ -616,6 +672,10 @@ async fn ping_and_info_describe_the_engine() {
 /// unlabelled container stay, and a second `down` succeeds. kind is not installed here, which also proves
 /// that `down` cleans up through Docker when kind cannot.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_clusters() {
     use std::sync::Arc;
 
@@ -625,9 +685,7 @@ async fn down_removes_the_owned_clusters_containers_and_leaves_a_foreign_cluster
     use ocm_lab::step::{RunCtx, events::Events};
     use tokio_util::sync::CancellationToken;
 
-    let Some((d, image)) = docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = docker_with_test_image().await;
     let mut cleanup = Cleanup::new(&d);
     let tag = format!("d{}x{}", std::process::id() % 100_000, rand_suffix());
     let (hub, spoke, foreign) = (
@@ -726,4 +784,48 @@ fn rand_suffix() -> u32 {
         .subsec_nanos()
         % 1000)
         + N.fetch_add(1, Ordering::Relaxed) as u32
+}
+
+/// What a test made in Docker is gone once the test binary exits, also after a failed test: the test reruns
+/// itself in a child process of this test binary that imports the test image, starts a container of it and
+/// then fails; afterwards neither the container nor the child's test image is left in the engine.
+#[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
+async fn a_failed_test_leaves_neither_its_container_nor_the_test_image_in_docker() {
+    const CHILD: &str = "OCM_LAB_TEST_FAIL_ON_PURPOSE";
+    if let Some(record) = std::env::var_os(CHILD) {
+        let (d, image) = docker_with_test_image().await;
+        let mut cleanup = Cleanup::new(&d);
+        let container = sleeper(&d, &mut cleanup, &image, &[], None, true).await;
+        std::fs::write(record, format!("{image}\n{container}\n")).unwrap();
+        panic!("failing on purpose with {container} running");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("made");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "docker::a_failed_test_leaves_neither_its_container_nor_the_test_image_in_docker",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(CHILD, &record)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && stdout.contains("1 failed"),
+        "the child should have failed: {stdout}"
+    );
+    let made = std::fs::read_to_string(&record).expect("the child made the image and a container");
+    let [image, container] = made.lines().collect::<Vec<_>>()[..] else {
+        panic!("{made:?}")
+    };
+    // The child's own image, not this process's.
+    assert_ne!(image, test_image_name());
+    let d = engine().await;
+    assert!(!exists(&d, container).await, "{container} is left");
+    assert!(!d.image_present(image).await.unwrap(), "{image} is left");
 }

@@ -290,13 +290,13 @@ async fn apply_of_a_kind_the_server_does_not_serve_is_permanent() {
 }
 
 /// The response the real API server (v1.36.2) gave to a strict SSA with a field the CRD lacks: `../shared`
-/// has the recording; without it (and unless `OCM_LAB_REQUIRE_FIXTURES=1`) a verbatim copy of its body.
+/// has the recording; without it (`lab/build.rs`, unless `OCM_LAB_REQUIRE_FIXTURES=1`) a verbatim copy of its body.
 fn recorded_ssa_500() -> (u16, Vec<u8>) {
     const INLINE: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"failed to create typed patch object (/cluster-proxy; proxy.open-cluster-management.io/v1alpha1, Kind=ManagedProxyConfiguration): .spec.proxyAgent.additionalValues: field not declared in schema","code":500}"#;
-    let Some(dir) = crate::common::fixtures() else {
-        eprintln!("using the inline copy of 01-ssa-strict.http-response.txt");
+    if cfg!(ocm_lab_tests_no_fixtures) {
         return (500, INLINE.as_bytes().to_vec());
-    };
+    }
+    let dir = crate::common::fixtures();
     let raw = std::fs::read_to_string(
         dir.join("recorded/6-ssa-field-validation/01-ssa-strict.http-response.txt"),
     )

@@ -51,6 +51,7 @@ mod quiet_output;
 mod real_tools;
 mod recorded_objects;
 mod registry;
+mod release_download;
 mod resume;
 mod robustness;
 mod rollout_model;

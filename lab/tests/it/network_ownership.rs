@@ -11,7 +11,7 @@ use bollard::query_parameters::{
 };
 
 use crate::common::FakeKindLab;
-use crate::docker::{Cleanup, docker_or_skip, docker_with_test_image};
+use crate::docker::{Cleanup, docker_with_test_image, engine};
 
 /// A lab named `net<what><pid>x<n>` with the fake kind that fails every create.
 fn lab(what: &str) -> FakeKindLab {
@@ -40,10 +40,12 @@ async fn network_id(d: &ocm_lab::backend::docker::Docker, name: &str) -> Option<
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn down_removes_the_network_up_created_once_no_container_uses_it() {
-    let Some((d, image)) = docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = docker_with_test_image().await;
     let mut cleanup = Cleanup::new(&d);
     let lab = lab("own");
     cleanup.networks.push(lab.network.clone());
@@ -127,10 +129,12 @@ async fn down_removes_the_network_up_created_once_no_container_uses_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn down_never_removes_a_network_that_was_there_before_up() {
-    let Some(d) = docker_or_skip().await else {
-        return;
-    };
+    let d = engine().await;
     let mut cleanup = Cleanup::new(&d);
     let lab = lab("foreign");
     cleanup.networks.push(lab.network.clone());

@@ -140,10 +140,12 @@ async fn get(d: &Docker, container: &str, path: &str) -> Option<Vec<u8>> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn an_archive_is_imported_into_a_stand_in_node_as_kind_load_does_and_the_copy_removed() {
-    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = crate::docker::docker_with_test_image().await;
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
     let config = containerd_config("native");
@@ -209,12 +211,14 @@ for last; do :; done\n\
 /bin/busybox cp \"$last\" /imported.tar\n";
 
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn a_bundle_entry_is_streamed_into_a_stand_in_node_in_place_and_a_failed_import_leaves_no_copy()
  {
     use ocm_lab::backend::{ContainerRuntime as _, ImageArchive, node_has};
-    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = crate::docker::docker_with_test_image().await;
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
     let digest = format!("sha256:{}", "1".repeat(64));
@@ -348,11 +352,13 @@ async fn exec(d: &Docker, container: &str, cmd: &[&str]) -> (i64, String) {
 /// each a stand-in that refuses what that version refuses; and a stand-in does refuse a misspelt flag
 /// in the tool's words.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn every_ctr_and_crictl_line_passes_the_tools_of_every_pinned_node_image() {
     use ocm_lab::backend::{ContainerRuntime as _, ImageArchive, node_has};
-    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = crate::docker::docker_with_test_image().await;
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let node = crate::docker::sleeper(&d, &mut cleanup, &image, &[], None, true).await;
     let dir = tempfile::tempdir().unwrap();

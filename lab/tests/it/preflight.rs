@@ -133,13 +133,15 @@ fn up_with_no_download_and_an_old_kind_stops_before_creating_anything() {
 /// gives it: a bridge with IP masquerading, the default bridge's MTU (when it sets one), the IPv6 ULA
 /// subnet derived from the name (unless the daemon cannot do IPv6), and no labels.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn the_kind_network_is_made_as_kind_makes_it() {
     use ocm_lab::backend::ContainerRuntime as _;
     use ocm_lab::backend::docker::kind_ula_subnet;
 
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
+    let d = crate::docker::engine().await;
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let name = format!("ocm-lab-test-kindnet-{}", std::process::id());
     cleanup.networks.push(name.clone());
@@ -208,10 +210,12 @@ async fn the_kind_network_is_made_as_kind_makes_it() {
 /// `up` on the real engine with more clusters than Docker's memory holds (1536 MiB each) stops in
 /// preflight, naming the memory check, before kind is asked to create anything.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_docker,
+    ignore = "needs a Docker engine, none answered when the tests were built"
+)]
 async fn up_stops_in_preflight_when_docker_has_too_little_memory_for_the_clusters() {
-    let Some(d) = crate::docker::docker_or_skip().await else {
-        return;
-    };
+    let d = crate::docker::engine().await;
     let total_mib = d.info().await.unwrap().mem_total.unwrap() as u64 / (1024 * 1024);
     // One cluster more than fits.
     let spokes = (total_mib / ocm_lab::commands::doctor::MIB_PER_CLUSTER) as usize;

@@ -352,12 +352,14 @@ fn the_simulated_lab_runs_the_local_registry_on_up_and_down_removes_it() {
 /// The local registry on the real Docker engine, with a stand-in for `registry:3`: the busybox image the
 /// Docker tests build (nothing is pulled here), running `sleep` instead of a registry.
 #[tokio::test]
+#[cfg_attr(
+    ocm_lab_tests_no_test_image,
+    ignore = "needs a Docker engine and busybox-static (the test image), missing when the tests were built"
+)]
 async fn the_local_registry_stand_in_runs_labelled_on_the_network_once_and_a_foreign_namesake_is_refused()
  {
     use ocm_lab::backend::ContainerRuntime;
-    let Some((d, image)) = crate::docker::docker_with_test_image().await else {
-        return;
-    };
+    let (d, image) = crate::docker::docker_with_test_image().await;
     let suffix = format!("{}-{}", std::process::id(), line!());
     let mut cleanup = crate::docker::Cleanup::new(&d);
     let network = format!("ocm-lab-test-regnet-{suffix}");
