@@ -20,6 +20,7 @@ mod crdschema;
 mod damaged;
 mod docker;
 mod docker_api;
+mod docs_links;
 mod engine;
 mod existing_adopt;
 mod existing_cli;
