@@ -8,7 +8,7 @@ use crate::patch::PatchError;
 use crate::topology::TopologyError;
 use crate::workflow::spec::WorkflowError;
 
-/// Exit codes (also in the README).
+/// Exit codes (also in docs/troubleshooting.md).
 pub mod exit {
     /// The command did what it was asked.
     pub const OK: u8 = 0;

@@ -732,7 +732,7 @@ fn workflow_commands(file: &Path) -> Vec<DocCommand> {
 fn documented_commands() -> Vec<DocCommand> {
     let root = root();
     let mut commands = markdown_commands(&root.join("README.md"));
-    for dir in ["examples", "topologies"] {
+    for dir in ["docs", "examples", "topologies"] {
         let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -757,12 +757,18 @@ fn documented_commands() -> Vec<DocCommand> {
 #[test]
 fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
     let commands = documented_commands();
-    // The scan finds the docs' commands at all (README's quick start, a topology comment, the exercises).
+    // The scan finds the docs' commands at all (README's quick start, the user guide, a topology comment,
+    // the exercises, the workflows).
     for (file, words) in [
         (
             "README.md",
             "ocm-lab verify --simulate --checks properties,access-providers",
         ),
+        (
+            "docs/workshops.md",
+            "ocm-lab up -t workshop --bundle lab-bundle.tar",
+        ),
+        ("docs/commands.md", "ocm-lab completions bash"),
         (
             "existing-clusters.yaml",
             "ocm-lab topology check examples/existing-clusters.yaml",
@@ -788,6 +794,8 @@ fn every_ocm_lab_command_in_the_docs_parses_with_the_current_cli() {
     for c in &commands {
         match Cli::try_parse_from(&c.words) {
             Ok(_) => {}
+            // `--version` and `--help` parse to what they print.
+            Err(e) if matches!(e.kind(), ErrorKind::DisplayVersion | ErrorKind::DisplayHelp) => {}
             // Prose may name a command without its required arguments.
             Err(e)
                 if c.prose

@@ -22,6 +22,7 @@ mod damaged;
 mod dashboard;
 mod docker;
 mod docker_api;
+mod docs_links;
 mod engine;
 mod exercises;
 mod existing_adopt;
