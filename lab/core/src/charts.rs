@@ -1,7 +1,9 @@
 //! Chart installs: which chart, which pinned version, which values, and which of our patches apply.
 //!
 //! Values are computed here from the resolved lab and the version catalog, never written by hand in a
-//! topology, because the keys that matter differ per chart version (OCM-FACTS §6, §7, §9.8).
+//! topology, because the keys that matter differ per chart version (open-cluster-management-io/cluster-proxy
+//! v0.10.0 `charts/cluster-proxy/`; open-cluster-management-io/managed-serviceaccount v0.10.0
+//! `charts/managed-serviceaccount/`; open-cluster-management-io/cluster-proxy PR #274).
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -91,8 +93,8 @@ pub fn plan_chart(
                 .map(|g| json!({"feature": g, "mode": "Enable"}))
                 .collect();
             let values = json!({
-                // The chart creates the bootstrap identity only when asked (OCM-FACTS §3); the join step
-                // mints a TokenRequest for it.
+                // The chart creates the bootstrap identity only when asked (open-cluster-management-io/ocm
+                // v1.3.1 `deploy/*/chart/*/values.yaml`); the join step mints a TokenRequest for it.
                 "createBootstrapSA": true,
                 "images": {"tag": lab.versions.ocm.image_tag},
                 // The list replaces the chart's default, so DefaultClusterSet is listed explicitly.
@@ -112,7 +114,8 @@ pub fn plan_chart(
                 .map(|g| json!({"feature": g, "mode": "Enable"}))
                 .collect();
             let mut klusterlet = json!({
-                // The chart defaults to Singleton; clusteradm and the walkthrough use Default (OCM-FACTS §3).
+                // The chart defaults to Singleton; clusteradm and the walkthrough use Default
+                // (open-cluster-management-io/ocm v1.3.1 `deploy/*/chart/*/values.yaml`).
                 "mode": "Default",
                 "name": "klusterlet",
                 "clusterName": name,
@@ -126,8 +129,10 @@ pub fn plan_chart(
                     from: format!("the server in `{cluster}`'s kube-public/cluster-info"),
                 }),
             }
-            // No `bootstrapHubKubeConfig`: the chart then renders no bootstrap Secret (FACTS-OCM-ROUND2 §2.1)
-            // and `ocm.join` writes it, once the hub is ready (see bootstrap-kubeconfig.template.yaml).
+            // No `bootstrapHubKubeConfig`: the chart then renders no bootstrap Secret
+            // (open-cluster-management-io/ocm v1.3.1
+            // `deploy/klusterlet/chart/klusterlet/templates/bootstrap_kubeconfig_secret.yaml`) and `ocm.join`
+            // writes it, once the hub is ready (see bootstrap-kubeconfig.template.yaml).
             let values =
                 json!({"images": {"tag": lab.versions.ocm.image_tag}, "klusterlet": klusterlet});
             (lab.versions.ocm.version.to_owned(), values)
@@ -140,10 +145,13 @@ pub fn plan_chart(
                 .ok_or(ChartError::NotEnabled(chart))?;
             let mut values = json!({
                 // The user server is rendered only with enableServiceProxy, and it needs the serving cert
-                // that userServer.enabled makes the controller create (OCM-FACTS §6, contradiction 1).
+                // that userServer.enabled makes the controller create (open-cluster-management-io/cluster-proxy
+                // v0.10.0 `charts/cluster-proxy/templates/user-deployment.yaml`).
                 "enableServiceProxy": cp.user_server,
                 "userServer": {"enabled": cp.user_server},
-                // Our own Placement on the lab's set, so the chart creates no `global` binding (§9.11).
+                // Our own Placement on the lab's set, so the chart creates no `global` binding
+                // (open-cluster-management-io/cluster-proxy v0.10.0
+                // `charts/cluster-proxy/templates/clustersetbinding.yaml`).
                 "installByPlacement": {"placementName": cp.placement, "placementNamespace": cp.namespace},
             });
             set_path(
@@ -159,8 +167,9 @@ pub fn plan_chart(
                 .managed_serviceaccount
                 .as_ref()
                 .ok_or(ChartError::NotEnabled(chart))?;
-            // agentInstallAll would create a `global` binding and Placement (OCM-FACTS §7); the lab creates
-            // explicit ManagedClusterAddOns instead.
+            // agentInstallAll would create a `global` binding and Placement
+            // (open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/managed-serviceaccount/`); the
+            // lab creates explicit ManagedClusterAddOns instead.
             let mut values = json!({"agentInstallAll": false});
             set_path(
                 &mut values,
@@ -231,7 +240,8 @@ pub struct ValuesError {
 
 /// Checks the values that turn ClusterProfile features on against what this chart version reads, before
 /// anything is installed: Helm ignores a key a chart does not read, so a wrong key means a feature that is
-/// silently off and a verification that times out much later (OCM-FACTS §9.8).
+/// silently off and a verification that times out much later (open-cluster-management-io/cluster-proxy
+/// PR #274).
 pub fn check_values(plan: &ChartPlan, lab: &Lab) -> Result<(), ValuesError> {
     let err = |problem: String| ValuesError {
         chart: plan.chart,
@@ -320,7 +330,8 @@ pub fn check_values(plan: &ChartPlan, lab: &Lab) -> Result<(), ValuesError> {
 }
 
 /// The bootstrap kubeconfig a spoke's klusterlet gets, with the token left as a placeholder
-/// (OCM-FACTS §2.2 step 2: cluster `hub`, user `bootstrap`, context `bootstrap`).
+/// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/join/exec.go`: cluster `hub`, user `bootstrap`,
+/// context `bootstrap`).
 pub fn bootstrap_kubeconfig_template(lab: &Lab) -> String {
     let server = lab.hub.cluster.internal_endpoint.clone().unwrap_or_else(|| {
         format!(

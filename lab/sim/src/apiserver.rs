@@ -1,7 +1,8 @@
 //! A small model of a kube-apiserver: storage by (group/kind, namespace, name), discovery of built-in
 //! kinds and of custom kinds whose CRD is Established, server-side apply, JSON merge patch, delete with
 //! cascades, label selectors, and the errors a real server gives where the lab depends on them
-//! (OCM-FACTS §9.3, §10).
+//! (open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`; recorded
+//! from kube-apiserver v1.36.2 and open-cluster-management-io/ocm 00f84c32).
 
 use std::collections::BTreeMap;
 
@@ -159,7 +160,8 @@ pub(crate) fn builtin_gk(key: &str) -> bool {
 }
 
 /// Fields that the real CRDs do not declare although charts render them: server-side apply rejects
-/// them with HTTP 500 "field not declared in schema" whatever the field validation (OCM-FACTS §6, §10).
+/// them with HTTP 500 "field not declared in schema" whatever the field validation
+/// (open-cluster-management-io/cluster-proxy PR #272; kubernetes/kubernetes#122480).
 const UNDECLARED: &[(&str, &[&str])] = &[(
     gk::MPC,
     &[
@@ -406,7 +408,7 @@ pub(crate) fn resolve(w: &World, cluster: &str, api_version: &str, kind: &str) -
 // Errors are worded and classified like the real backend's (`backend::kube`, `backend::kube::classify`):
 // the simulation replaces the API server *and* the client.
 
-/// A discovery miss (kubectl's wording; OCM-FACTS §9.3): permanent, like the real backend's.
+/// A discovery miss (in kubectl's wording): permanent, like the real backend's.
 fn no_match(api_version: &str, kind: &str) -> KubeError {
     KubeError::NotServed {
         api_version: api_version.to_owned(),
@@ -569,7 +571,7 @@ pub(crate) fn list(
 
 // ---- writes ------------------------------------------------------------------------------------
 
-/// RFC 1123 subdomain, what most kinds require of names (OCM-FACTS §10: a `/` in a ClusterProperty name
+/// RFC 1123 subdomain, what most kinds require of names (a `/` in a ClusterProperty name
 /// is rejected with 422).
 fn valid_subdomain(name: &str) -> bool {
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
@@ -609,7 +611,7 @@ fn validate_name(info: &KindInfo, name: &str) -> Result<(), KubeError> {
     .with_help("use a DNS-style name such as `tier.lab.example.com`"))
 }
 
-/// The HTTP 500 a server-side apply gets for fields the CRD does not declare (OCM-FACTS §10).
+/// The HTTP 500 a server-side apply gets for fields the CRD does not declare (kubernetes/kubernetes#122480).
 fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(), KubeError> {
     let key = gk::make(&info.group, &info.kind);
     let Some((_, paths)) = UNDECLARED.iter().find(|(k, _)| *k == key) else {
@@ -648,9 +650,11 @@ fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(),
 }
 
 /// A hub webhook a request goes through, as the cluster-manager operator sets them up
-/// (FACTS-OCM-ROUND2 §1.3): admission webhooks served by `cluster-manager-registration-webhook`, registered
-/// only once every hub Deployment is ready (§1.4), and the addon CRDs' conversion webhook served by
-/// `cluster-manager-addon-webhook`, which v1beta1 addon requests need from the moment the CRDs exist.
+/// (open-cluster-management-io/ocm v1.3.1 `manifests/cluster-manager/hub/`): admission webhooks served by
+/// `cluster-manager-registration-webhook`, registered only once every hub Deployment is ready
+/// (open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_webhook_reconcile.go`), and the
+/// addon CRDs' conversion webhook served by `cluster-manager-addon-webhook`, which v1beta1 addon requests need
+/// from the moment the CRDs exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HubWebhook {
     /// The webhook's name (as in its configuration), or the CRD for a conversion webhook.
@@ -810,7 +814,7 @@ fn call_hub_webhooks(w: &World, cluster: &str, key: &str, obj: &Value) -> Result
 }
 
 /// Whether a hub registration feature gate is on: listed with mode Enable, or on by default
-/// (`DefaultClusterSet`) and not disabled (OCM-FACTS §2.1, §4.1).
+/// (`DefaultClusterSet`) and not disabled (open-cluster-management-io/api v1.3.0 `feature/feature.go`).
 pub(crate) fn hub_gate(w: &World, cluster: &str, gate: &str) -> bool {
     let Some(cm) = w.get(cluster, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
         return false;
@@ -829,9 +833,11 @@ pub(crate) fn gate_on(list: Option<&Value>, gate: &str, default: bool) -> bool {
         .map_or(default, |g| g["mode"] == "Enable")
 }
 
-/// OCM's hub webhooks where they matter (OCM-FACTS §2.2, §9.10): each must answer (a ready Pod behind
-/// it, FACTS-OCM-ROUND2 §1.3-1.4), then the ManagedCluster default cluster set label, and a binding's
-/// name equal to its set. Before the operator registers the admission webhooks nothing is validated.
+/// OCM's hub webhooks where they matter (open-cluster-management-io/ocm v1.3.1 `pkg/registration/webhook/`):
+/// each must answer (a ready Pod behind it, open-cluster-management-io/ocm v1.3.1
+/// `manifests/cluster-manager/hub/`, `pkg/operator/.../clustermanager_webhook_reconcile.go`), then the
+/// ManagedCluster default cluster set label, and a binding's name equal to its set. Before the operator
+/// registers the admission webhooks nothing is validated.
 pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Result<(), KubeError> {
     call_hub_webhooks(w, cluster, key, obj)?;
     if key == gk::MANAGED_CLUSTER
@@ -842,8 +848,9 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
         util::set_label(obj, ocm_lab_core::topology::CLUSTERSET_LABEL, "default");
     }
     // The ManagedCluster validating webhook denies an accept while the cluster's namespace on the hub is
-    // still Terminating, after a `reset` or `down` (FACTS-OCM-ROUND2 §7.5): a 403 that passes once the
-    // namespace is gone, which the real backend classifies as transient.
+    // still Terminating, after a `reset` or `down` (open-cluster-management-io/ocm v1.3.1
+    // `pkg/registration/webhook/v1/managedcluster_validating.go`): a 403 that passes once the namespace is
+    // gone, which the real backend classifies as transient.
     if key == gk::MANAGED_CLUSTER && webhook_registered(w, cluster, &MC_VALIDATOR) {
         let name = util::name(obj);
         let accepting = obj.pointer("/spec/hubAcceptsClient") == Some(&json!(true))
@@ -1066,7 +1073,7 @@ pub(crate) fn delete(w: &mut World, cluster: &str, r: &ObjectRef) -> Result<bool
 }
 
 /// TokenRequest: the ServiceAccount must exist; the token is remembered so the simulated hub can tell
-/// its own tokens from others (OCM-FACTS §2.1).
+/// its own tokens from others (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/init/exec.go`).
 pub(crate) fn token_request(
     w: &mut World,
     cluster: &str,
@@ -1098,8 +1105,9 @@ pub(crate) fn token_request(
     Ok(token)
 }
 
-/// CSR `/approval`: appends condition Approved (as `clusteradm accept` does, OCM-FACTS §2.3); the
-/// signer then issues the certificate.
+/// CSR `/approval`: appends condition Approved (as `clusteradm accept` does,
+/// open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`); the signer then issues the
+/// certificate.
 pub(crate) fn approve_csr(
     w: &mut World,
     cluster: &str,

@@ -573,8 +573,9 @@ impl ClusterProvisioner for SimKind {
 
 /// Simulated Helm: renders with the simulated charts, post-renders with our chart patches as
 /// `ocm-lab __post-render` does for real Helm, and keeps releases in the world (install, upgrade,
-/// list, uninstall; FACTS-HELM-KIND A5). Objects go in by server-side apply with field manager `helm`
-/// (Helm 4's default, A3); CRDs are left to the caller, as `--skip-crds` does.
+/// list, uninstall; helm/helm v3.19.5 `pkg/storage/driver/secrets.go`, `pkg/action/uninstall.go`). Objects go
+/// in by server-side apply with field manager `helm` (Helm 4's default, helm/helm v4.2.4 `pkg/cmd/install.go`);
+/// CRDs are left to the caller, as `--skip-crds` does.
 pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<ocm_lab_core::patch::PatchSet>);
 
 /// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
@@ -1152,7 +1153,8 @@ impl ClusterApi for SimApi {
                 if !st.world.reachable(&c) {
                     return Err(apiserver::unreachable(&c));
                 }
-                // The hub's proxy server, as the user server's tunnel sees it (FACTS-OCM-ROUND2 §4.4).
+                // The hub's proxy server, as the user server's tunnel sees it
+                // (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
                 let proxy_server = st.take_failure(Behaviour::ProxyServer).map_or(Ok(()), Err);
                 super::userserver::get(
                     &st.world,

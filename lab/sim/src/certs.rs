@@ -3,7 +3,7 @@
 //! Each simulated cluster gets its own CA (a self-signed ECDSA P-256 certificate, like kubeadm's
 //! `kubernetes` CA) and an API server serving certificate it signs, and cluster-proxy's user server gets
 //! a serving certificate from its hub's CA. So a CA taken from the wrong cluster fails verification the
-//! way it would against real clusters (issue 12 item 8). Certificates are built here as DER with `ring`,
+//! way it would against real clusters. Certificates are built here as DER with `ring`,
 //! which is already in the tree through kube/rustls. They protect nothing: every one names its
 //! simulated cluster in its organisation (`O=ocm-lab simulated cluster <name>`).
 

@@ -1,6 +1,8 @@
 //! Models of the four charts the lab installs, rendered like `helm template` from the chart, its
-//! version, the release namespace and the values (OCM-FACTS §3, §6, §7). Only what the lab and the
-//! simulated controllers depend on is rendered, with the same names, value keys and version
+//! version, the release namespace and the values (open-cluster-management-io/ocm v1.3.1
+//! `deploy/*/chart/*/values.yaml`; open-cluster-management-io/cluster-proxy v0.10.0 `charts/cluster-proxy/`;
+//! open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/managed-serviceaccount/`). Only what the
+//! lab and the simulated controllers depend on is rendered, with the same names, value keys and version
 //! differences as upstream.
 
 use serde_json::{Value, json};
@@ -167,7 +169,8 @@ const fn crd_def(
 
 /// The simulated CRD's schema: keeps unknown fields, except where the real CRD's declared fields matter
 /// to the lab: the ManagedProxyConfiguration's `spec.proxyAgent` and `spec.proxyServer.entrypoint.hostname`
-/// list their properties as cluster-proxy v0.10.0's CRD does (OCM-FACTS §6: proxyAgent has additionalArgs,
+/// list their properties as cluster-proxy v0.10.0's CRD does (open-cluster-management-io/cluster-proxy v0.10.0
+/// `charts/cluster-proxy/crds/managedproxyconfigurations.yaml`: proxyAgent has additionalArgs,
 /// additionalServiceCAConfigMap, image, imagePullSecrets, replicas; hostname has only value), so the
 /// install action's undeclared-field check sees what it would on a real cluster.
 fn schema_for(name: &str) -> Value {
@@ -244,7 +247,8 @@ pub(crate) fn crd(name: &str) -> Value {
         },
     });
     if ADDON_CONVERSION_CRDS.contains(&name) {
-        // v1alpha1 stored, v1beta1 converted by the hub's addon webhook (FACTS-OCM-ROUND2 §1.3).
+        // v1alpha1 stored, v1beta1 converted by the hub's addon webhook (open-cluster-management-io/ocm v1.3.1
+        // `manifests/cluster-manager/hub/`).
         crd["spec"]["conversion"] = json!({
             "strategy": "Webhook",
             "webhook": {
@@ -268,8 +272,8 @@ const ADDON_CONVERSION_CRDS: &[&str] = &[
     "clustermanagementaddons.addon.open-cluster-management.io",
 ];
 
-/// The hub CRDs the cluster-manager operator installs (OCM-FACTS §3, §4.1; the ClusterProfile CRD is
-/// added only with the gate).
+/// The hub CRDs the cluster-manager operator installs (open-cluster-management-io/ocm v1.3.1
+/// `manifests/cluster-manager/hub/crds/`; the ClusterProfile CRD is added only with the gate).
 pub(crate) const HUB_CRDS: &[&str] = &[
     "managedclusters.cluster.open-cluster-management.io",
     "managedclustersets.cluster.open-cluster-management.io",
@@ -416,7 +420,7 @@ pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, Helm
     })
 }
 
-// ---- cluster-manager 1.3.1 (OCM-FACTS §2.1, §3) -------------------------------------------------
+// ---- cluster-manager 1.3.1 (open-cluster-management-io/ocm v1.3.1 `deploy/cluster-manager/chart/`) -----
 
 fn cluster_manager(ns: &str, given: &Value) -> Rendered {
     let v = values_over(
@@ -537,7 +541,7 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
     }
 }
 
-// ---- klusterlet 1.3.1 (OCM-FACTS §2.2, §3) ------------------------------------------------------
+// ---- klusterlet 1.3.1 (open-cluster-management-io/ocm v1.3.1 `deploy/klusterlet/chart/`) --------------------
 
 fn klusterlet(ns: &str, given: &Value) -> Rendered {
     let v = values_over(
@@ -638,7 +642,8 @@ fn klusterlet(ns: &str, given: &Value) -> Rendered {
     }
 }
 
-// ---- cluster-proxy 0.10.0 / 0.11.0 (OCM-FACTS §6, §9.7, §9.8) ------------------------------------
+// ---- cluster-proxy 0.10.0 / 0.11.0 (open-cluster-management-io/cluster-proxy `charts/cluster-proxy/`)
+// --------------
 
 fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     let v010 = version == "0.10.0";
@@ -689,7 +694,8 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     let replicas = at(&v, "replicas").and_then(Value::as_i64).unwrap_or(1);
     let service_proxy = truthy(at(&v, "enableServiceProxy"));
 
-    // The addon manager's gate: renamed in 0.11.0, and the old key is silently ignored (§9.8).
+    // The addon manager's gate: renamed in 0.11.0, and the old key is silently ignored
+    // (open-cluster-management-io/cluster-proxy PR #274).
     let gate_arg = if v010 {
         format!(
             "--feature-gates=ClusterProfileAccessProvider={}",
@@ -767,7 +773,9 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
         },
     });
     if v010 {
-        // Not declared by the v0.10.0 CRD (PR #250); the template kept it until PR #272 (§6, §9.7).
+        // Not declared by the v0.10.0 CRD (PR #250); the template kept it until PR #272
+        // (open-cluster-management-io/cluster-proxy v0.10.0 `charts/cluster-proxy/`;
+        // open-cluster-management-io/cluster-proxy PR #272).
         mpc["spec"]["proxyAgent"]["additionalValues"] = json!({
             "enableImpersonation": text(&v, "enableImpersonation", "false"),
         });
@@ -817,7 +825,8 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
         },
     }));
 
-    // Rendered only with enableServiceProxy, not userServer.enabled (§6, contradiction 1).
+    // Rendered only with enableServiceProxy, not userServer.enabled (open-cluster-management-io/cluster-proxy
+    // v0.10.0 `charts/cluster-proxy/templates/user-deployment.yaml`).
     if service_proxy {
         let mut user = deployment(
             ns,
@@ -858,7 +867,8 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     Rendered { crds, objects }
 }
 
-// ---- managed-serviceaccount 0.10.0 (OCM-FACTS §7) ------------------------------------------------
+// ---- managed-serviceaccount 0.10.0 (open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/`)
+// --------
 
 fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
     let v = values_over(

@@ -37,60 +37,77 @@ pub enum Behaviour {
     ServiceRequest,
     /// `ContainerRuntime::import_node_image`: a bundle's archive imported into a node's containerd.
     NodeImageImport,
-    /// OCM's hub webhooks answer (FACTS-OCM-ROUND2 §1.3). Consulted by every write that goes through a
-    /// registered hub admission webhook or the addon conversion webhook. `FailOnce(why)`: the next such
-    /// request gets the API server's HTTP 500 for a webhook it cannot call (as while the webhook's Pod is
-    /// not ready yet), transient like the real one; `FailAlways(why)`: every such request does (still a
-    /// 500: a client retries it until its deadline). `Delay` is not modelled.
+    /// OCM's hub webhooks answer (open-cluster-management-io/ocm v1.3.1 `manifests/cluster-manager/hub/`).
+    /// Consulted by every write that goes through a registered hub admission webhook or the addon conversion
+    /// webhook. `FailOnce(why)`: the next such request gets the API server's HTTP 500 for a webhook it cannot
+    /// call (as while the webhook's Pod is not ready yet), transient like the real one; `FailAlways(why)`:
+    /// every such request does (still a 500: a client retries it until its deadline). `Delay` is not modelled.
     HubWebhooks,
     // Controllers.
     /// The API server marks a new CRD Established.
     CrdEstablish,
     /// The Deployment controller reports a Deployment Available.
     DeploymentRollout,
-    /// The cluster-manager operator installs the hub (OCM-FACTS §3, §4.1). A rollout: see
-    /// [`Behaviour::is_rollout`].
+    /// The cluster-manager operator installs the hub (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/operator/operators/clustermanager/`). A rollout: see [`Behaviour::is_rollout`].
     HubOperator,
-    /// The klusterlet operator installs the agents and spoke CRDs (§2.2, §4.2). A rollout.
+    /// The klusterlet operator installs the agents and spoke CRDs (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/operator/operators/klusterlet/`). A rollout.
     KlusterletOperator,
-    /// The registration agent creates the ManagedCluster and its CSR (§2.2).
+    /// The registration agent creates the ManagedCluster and its CSR (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/spoke/`).
     Registration,
     /// The CSR signer issues the agent's certificate.
     CsrSign,
-    /// The hub accepts the cluster and the agent joins (§2.3).
+    /// The hub accepts the cluster and the agent joins (open-cluster-management-io/clusteradm v1.3.1
+    /// `pkg/cmd/accept/exec.go`).
     HubAccept,
-    /// The agent copies ClusterProperties into ManagedCluster claims (§4.2, §10).
+    /// The agent copies ClusterProperties into ManagedCluster claims (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/spoke/managedcluster/claim_reconcile.go`; recorded from kube-apiserver v1.36.2 and
+    /// open-cluster-management-io/ocm 00f84c32).
     ClaimSync,
-    /// Bindings become Bound; sets count their clusters (§4.1, §9.10).
+    /// Bindings become Bound; sets count their clusters (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/managedclustersetbinding/`, `pkg/registration/hub/managedclusterset/`).
     SetBinding,
-    /// ClusterProfiles created/deleted per bound namespace (§4.1).
+    /// ClusterProfiles created/deleted per bound namespace (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/clusterprofile/`).
     ProfileLifecycle,
-    /// ClusterProfile status copied from the ManagedCluster (§4.1).
+    /// ClusterProfile status copied from the ManagedCluster (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/clusterprofile/`).
     ProfileStatus,
-    /// Placements choose clusters (§6, §7).
+    /// Placements choose clusters (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/placement/controllers/scheduling/`).
     Placement,
     /// The hub's addon manager (`cluster-manager-addon-manager-controller`, part of the hub) creates a
     /// ManagedClusterAddOn in each cluster namespace its Placements decide, and deletes the ones they no
-    /// longer decide (§6, §7; FACTS-OCM-ROUND2 §4.1).
+    /// longer decide (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go`).
     AddonPlacement,
-    /// An addon's agent rolls out on a cluster and its ManagedClusterAddOn becomes Available (§9.5;
-    /// FACTS-OCM-ROUND2 §4.2: `Available` comes from the agent's lease). A rollout.
+    /// An addon's agent rolls out on a cluster and its ManagedClusterAddOn becomes Available
+    /// (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`: `Available`
+    /// comes from the agent's lease). A rollout.
     AddonInstall,
-    /// cluster-proxy creates the user server's serving certificate (§6, §6.1).
+    /// cluster-proxy creates the user server's serving certificate (open-cluster-management-io/cluster-proxy
+    /// v0.10.0 `pkg/proxyserver/controllers/managedproxyconfiguration_controller.go`).
     ProxyServingCert,
-    /// cluster-proxy writes `status.accessProviders` (§6.1).
+    /// cluster-proxy writes `status.accessProviders` (open-cluster-management-io/cluster-proxy v0.10.0
+    /// `pkg/proxyserver/controllers/clusterprofile_controller.go`).
     ProxyAccessProvider,
-    /// managed-serviceaccount mints the token Secret (§7).
+    /// managed-serviceaccount mints the token Secret (open-cluster-management-io/managed-serviceaccount v0.10.0
+    /// `pkg/addon/agent/controller/token.go`).
     MsaToken,
-    /// managed-serviceaccount copies tokens next to ClusterProfiles (§7).
+    /// managed-serviceaccount copies tokens next to ClusterProfiles
+    /// (open-cluster-management-io/managed-serviceaccount v0.10.0
+    /// `pkg/addon/manager/controller/clusterprofile_cred_syncer.go`).
     MsaCredSync,
     /// The spoke's cluster-proxy agent connects its tunnel to the hub's proxy server, some time after the
-    /// addon is `Available` (FACTS-OCM-ROUND2 §4.3: no status reports it). Delayed, the user server answers
-    /// 502 `No agent available` meanwhile; failing always, it never connects.
+    /// addon is `Available` (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`: no
+    /// status reports it). Delayed, the user server answers 502 `No agent available` meanwhile; failing always,
+    /// it never connects.
     ProxyTunnel,
-    /// The hub's proxy server accepts the user server's tunnel (FACTS-OCM-ROUND2 §4.4). Failing (once or
-    /// always), the user server answers 400 with the gRPC error. Checked on every request through the user
-    /// server.
+    /// The hub's proxy server accepts the user server's tunnel (open-cluster-management-io/cluster-proxy
+    /// v0.10.0 `pkg/userserver/user_server.go`). Failing (once or always), the user server answers 400 with the
+    /// gRPC error. Checked on every request through the user server.
     ProxyServer,
     /// A node pulls an image from its registry: the kubelet, when a Deployment's Pod needs an image its
     /// node lacks (one image at a time per node, as the kubelet's default `serializeImagePulls: true`
@@ -140,8 +157,10 @@ impl Behaviour {
     /// Behaviours whose delay is a rollout (Pods pulled and started): charged on a controller's first act
     /// on a work item only. The operator's later passes on the same item react to its Deployments (the
     /// cluster-manager operator reconciles on Deployment events, and 5 s after a not-ready requeue,
-    /// FACTS-OCM-ROUND2 §1.5), and an addon's status afterwards follows its lease (§4.2), so they act at
-    /// once. A fault set anew, or the cluster removed, charges the next act again.
+    /// open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_controller.go`), and an addon's
+    /// status afterwards follows its lease (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/spoke/addon/lease_controller.go`), so they act at once. A fault set anew, or the
+    /// cluster removed, charges the next act again.
     pub fn is_rollout(self) -> bool {
         matches!(
             self,

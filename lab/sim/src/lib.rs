@@ -1,7 +1,8 @@
 //! The simulated lab: an in-memory **simulation** of Docker, kind, Helm and the Kubernetes/OCM
 //! clusters the lab drives. It is a test double for the workflow engine and `--simulate`, **not OCM**:
-//! nothing here talks to a real cluster, and every behaviour is a model of what OCM-FACTS.md describes
-//! (each controller cites the section it models; where upstream and this model disagree, upstream wins).
+//! nothing here talks to a real cluster, and every behaviour is a model of upstream OCM
+//! (each controller cites the upstream source it models; where upstream and this model disagree, upstream
+//! wins).
 //!
 //! - [`SimLab::backends`] gives the [`Backends`] the engine runs against (`simulated: true`).
 //! - The world ([`World`]) holds kind clusters (a control-plane container on Docker network `kind`) and,
@@ -65,7 +66,8 @@ pub fn render_chart_patched(
 
 /// The hub's lease controller for one stop of `spoke`'s registration agent: `grace` after the stop, the
 /// hub marks the cluster `Available=Unknown` (`ManagedClusterLeaseUpdateStopped`); it requeues exactly at
-/// expiry (FACTS-OCM-ROUND2 §5.3). Needs a Tokio runtime; a timer already running for the stop is kept.
+/// expiry (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`). Needs a Tokio
+/// runtime; a timer already running for the stop is kept.
 pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, grace: Duration) {
     if !shared.lock().armed.insert((spoke.clone(), seq)) {
         return;
@@ -241,8 +243,8 @@ impl SimLab {
     /// Stops `spoke`'s registration agent; after the hub's grace period (5 × leaseDurationSeconds, 300 s
     /// by default, in Tokio time) the hub marks its ManagedCluster `Available=Unknown`
     /// (`ManagedClusterLeaseUpdateStopped`) and the ClusterProfiles copy it as `ControlPlaneHealthy`
-    /// (FACTS-OCM-ROUND2 §5.3, fixtures/recorded/8-access-providers-and-agent-loss). Needs a Tokio runtime
-    /// for the timer. `false` when no agent runs there.
+    /// (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`). Needs a Tokio
+    /// runtime for the timer. `false` when no agent runs there.
     pub fn stop_agent(self: &Arc<Self>, spoke: &str) -> bool {
         let Some((seq, grace)) = self.with_world(|w| w.stop_agent(spoke)) else {
             return false;

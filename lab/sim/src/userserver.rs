@@ -1,6 +1,8 @@
 //! A request through a Service, the way `ClusterApi::get_via_service` sends it (port-forward to
 //! `localhost`, CA pinned, bearer token), answered by a model of the one HTTPS server the lab talks to:
-//! the cluster-proxy user server (OCM-FACTS §6.1, §6.2).
+//! the cluster-proxy user server (open-cluster-management-io/cluster-proxy v0.10.0
+//! `pkg/proxyserver/controllers/clusterprofile_controller.go`, `pkg/userserver/user_server.go`,
+//! `pkg/serviceproxy/service_proxy.go`).
 
 use serde_json::{Value, json};
 
@@ -138,7 +140,8 @@ pub(crate) fn get(
 
 /// The user server: `/<cluster>/<path>` goes through the proxy to the managed cluster's service-proxy,
 /// which authenticates the bearer token on the managed cluster or, failing that, on the hub
-/// (impersonation); `GET /version` is allowed to anyone authenticated (OCM-FACTS §6.2).
+/// (impersonation); `GET /version` is allowed to anyone authenticated (open-cluster-management-io/cluster-proxy
+/// v0.10.0 `pkg/userserver/user_server.go`, `pkg/serviceproxy/service_proxy.go`).
 fn user_server(
     w: &World,
     proxy_server: Result<(), String>,
@@ -149,7 +152,8 @@ fn user_server(
     let trimmed = path.trim_start_matches('/');
     let (cluster, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
     if cluster.is_empty() {
-        // A malformed path is a 400 upstream (FACTS-OCM-ROUND2 §4.4).
+        // A malformed path is a 400 upstream (open-cluster-management-io/cluster-proxy v0.10.0
+        // `pkg/userserver/user_server.go`).
         return Ok((400, "the path names no cluster".to_owned()));
     }
     // cluster-proxy runs the proxy server as a Deployment of `spec.proxyServer.replicas` of its
@@ -169,7 +173,8 @@ fn user_server(
         }
     });
     // The user server opens a gRPC tunnel to the hub's proxy server first: failing, 400 with the gRPC
-    // error text (FACTS-OCM-ROUND2 §4.4, `http.Error(wr, err.Error(), http.StatusBadRequest)`).
+    // error text (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`,
+    // `http.Error(wr, err.Error(), http.StatusBadRequest)`).
     if let Err(why) = proxy_server {
         return Ok((
             400,
@@ -185,7 +190,8 @@ fn user_server(
         .is_some_and(|a| a.iter().any(|x| x == "--enable-service-proxy=true"));
     let spoke = w.spoke_of(hub, cluster).filter(|s| w.reachable(s));
     // The proxy server has no agent for the cluster until its proxy-agent's tunnel is up: the dial fails
-    // with ANP's `No agent available`, which the user server returns as 502 (FACTS-OCM-ROUND2 §4.4).
+    // with ANP's `No agent available`, which the user server returns as 502
+    // (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
     let no_agent = || {
         Ok((
             502,

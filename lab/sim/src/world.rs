@@ -11,9 +11,10 @@ use super::util;
 use ocm_lab_core::backend::ObjectRef;
 
 /// Kubernetes version every simulated cluster reports unless its node image names another
-/// (kind v0.32.0's default node image, OCM-FACTS §8).
+/// (kubernetes-sigs/kind v0.32.0 `pkg/apis/config/defaults/image.go`).
 pub const DEFAULT_K8S_VERSION: &str = "v1.36.1";
-/// The Docker network kind puts every node on (OCM-FACTS §1).
+/// The Docker network kind puts every node on (kubernetes-sigs/kind v0.32.0
+/// `pkg/cluster/internal/providers/docker/network.go`).
 pub const KIND_NETWORK: &str = "kind";
 const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 const KIND_ROLE_LABEL: &str = "io.x-k8s.kind.role";
@@ -98,15 +99,17 @@ pub struct Agent {
     pub csr: Option<String>,
     /// It has a signed client certificate and the hub accepted it.
     pub joined: bool,
-    /// The hub's last rejection of its claims update (OCM-FACTS §10: a value over 1024 characters
-    /// blocks every later update); only the agent log shows this in reality.
+    /// The hub's last rejection of its claims update (recorded from kube-apiserver v1.36.2 and
+    /// open-cluster-management-io/ocm 00f84c32: a value over 1024 characters blocks every later update); only
+    /// the agent log shows this in reality.
     pub claim_error: Option<String>,
     /// The agent was stopped (its Deployment scaled down, its pod gone): it renews no lease and syncs
     /// nothing. The number tells one stop from the next, so a lease timer of an earlier stop is ignored.
     #[serde(default)]
     pub stopped: Option<u64>,
     /// The hub's lease controller found the lease of the stopped agent expired (5 × leaseDurationSeconds
-    /// after its last renewal, FACTS-OCM-ROUND2 §5.3).
+    /// after its last renewal, open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/lease/controller.go`).
     #[serde(default)]
     pub lease_expired: bool,
     /// The stop came from its Deployment scaled to 0 replicas (not [`crate::SimLab::stop_agent`]): scaled
@@ -202,11 +205,11 @@ pub struct World {
     /// `<hub>/<ManagedCluster name>` → the lab cluster whose agent registered it.
     pub(crate) agents: BTreeMap<String, String>,
     /// `<hub>/<managed cluster>` whose cluster-proxy agent holds a tunnel to the hub's proxy server
-    /// (FACTS-OCM-ROUND2 §4.3).
+    /// (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`).
     #[serde(default)]
     pub(crate) tunnels: BTreeSet<String>,
     /// Simulated Helm releases: cluster → `<namespace>/<release>` → release (as Helm's release Secrets
-    /// hold them, FACTS-HELM-KIND A5).
+    /// hold them, helm/helm v3.19.5 `pkg/storage/driver/secrets.go`, `pkg/action/uninstall.go`).
     #[serde(default)]
     /// Boxed: most clusters hold one release, and a map node holds room for eleven.
     pub(crate) releases: BTreeMap<String, BTreeMap<String, Box<SimRelease>>>,
@@ -321,7 +324,8 @@ impl World {
 
     /// The spoke's registration agent loses its hub credentials (its hub kubeconfig Secret and client
     /// certificate are gone): it bootstraps again with a new CSR, which nobody has approved, so it is not
-    /// joined and syncs nothing, and the hub shows its ManagedCluster as not joined (OCM-FACTS §2.2, §2.3).
+    /// joined and syncs nothing, and the hub shows its ManagedCluster as not joined
+    /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/join/exec.go`, `pkg/cmd/accept/exec.go`).
     pub fn unjoin(&mut self, spoke: &str) {
         let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) else {
             return;
@@ -344,8 +348,9 @@ impl World {
 
     /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): it stops renewing its
     /// lease and syncing claims. Returns the stop's number and the hub's grace period, 5 ×
-    /// `spec.leaseDurationSeconds` of its ManagedCluster (60 s when unset, FACTS-OCM-ROUND2 §5.3); use
-    /// [`crate::SimLab::stop_agent`], which also runs the hub's lease timer.
+    /// `spec.leaseDurationSeconds` of its ManagedCluster (60 s when unset, open-cluster-management-io/ocm
+    /// v1.3.1 `pkg/registration/hub/lease/controller.go`); use [`crate::SimLab::stop_agent`], which also runs
+    /// the hub's lease timer.
     pub fn stop_agent(&mut self, spoke: &str) -> Option<(u64, std::time::Duration)> {
         let seq = self.next_seq();
         let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
@@ -357,7 +362,7 @@ impl World {
     }
 
     /// The hub's grace period for `spoke`'s agent: 5 × `spec.leaseDurationSeconds` of its ManagedCluster,
-    /// 60 s when unset (FACTS-OCM-ROUND2 §5.3).
+    /// 60 s when unset (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`).
     pub(crate) fn lease_grace(&self, spoke: &str) -> Option<std::time::Duration> {
         let agent = self.clusters.get(spoke)?.agent.as_ref()?;
         let lease_seconds = self
@@ -395,7 +400,8 @@ impl World {
     }
 
     /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
-    /// cluster Available again (FACTS-OCM-ROUND2 §5; recorded: Available again 0.5 s after a restart).
+    /// cluster Available again (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/lease/controller.go`; a real agent reports Available again 0.5 s after a restart).
     pub fn start_agent(&mut self, spoke: &str) {
         if let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) {
             agent.stopped = None;
@@ -622,7 +628,8 @@ impl World {
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
             );
         }
-        // kubeadm's cluster-info: the internal endpoint other kind nodes reach (OCM-FACTS §1).
+        // kubeadm's cluster-info: the internal endpoint other kind nodes reach (kubernetes-sigs/kind v0.32.0
+        // `pkg/cluster/internal/providers/docker/provider.go`).
         let kubeconfig = format!(
             "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n",
             util::b64_encode(ca_pem.as_bytes()),

@@ -1,4 +1,4 @@
-//! `ocm-lab bundle save` and the Docker side of `ocm-lab up --bundle` (issue 13, items 3, 4 and 6).
+//! `ocm-lab bundle save` and the Docker side of `ocm-lab up --bundle`.
 //!
 //! `bundle save` writes the kind node image and every other image of `ocm-lab images list` from the local
 //! Docker engine into one bundle (`backend/docker/bundle.rs`: a streamed tar, manifest first, one
@@ -14,8 +14,9 @@
 //! the manifest as they are written, and recorded as verified), unpacks the tools into
 //! `<cache>/tools/bundle/<digest>/<name>` (0755) for the run to use, and loads the images into Docker, so
 //! a truncated or tampered bundle loads nothing. With the node image in the engine, kind does not pull it
-//! (FACTS-HELM-KIND B6.6). A bundle of images only (made before charts and tools were bundled) still
-//! loads; the lab then finds its charts and tools as without a bundle.
+//! (kubernetes-sigs/kind v0.32.0 `pkg/cluster/internal/providers/docker/images.go`, `pullIfNotPresent`). A
+//! bundle of images only (made before charts and tools were bundled) still loads; the lab then finds its charts
+//! and tools as without a bundle.
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
@@ -283,10 +284,11 @@ pub struct Preloaded {
 
 /// The images just loaded from the bundle that the engine knows by their tag but not by the digest they
 /// are pinned with (`kindest/node:v1.36.1@sha256:…`): `docker load` on an engine with the classic image
-/// store keeps no digest (FACTS-HELM-KIND, unverified 7), and kind, which runs `docker inspect` on the
-/// reference as written before it pulls, would then try to pull the image (FACTS-HELM-KIND B6.6), which
-/// fails offline. The tag was just loaded from the bundle, whose every item was checked against its
-/// digest, so it holds the pinned image: the run gives kind (and `docker run`) the tag instead.
+/// store keeps no digest (Docker's behaviour, not confirmed in moby's source), and kind, which runs
+/// `docker inspect` on the reference as written before it pulls, would then try to pull the image
+/// (kubernetes-sigs/kind v0.32.0 `pkg/cluster/internal/providers/docker/images.go`, `pullIfNotPresent`), which
+/// fails offline. The tag was just loaded from the bundle, whose every item was checked against its digest, so
+/// it holds the pinned image: the run gives kind (and `docker run`) the tag instead.
 pub async fn local_names(
     docker: &Docker,
     loaded: &[String],

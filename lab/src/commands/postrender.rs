@@ -2,9 +2,10 @@
 //!
 //! Helm writes the rendered manifests of a release to the post-renderer's stdin and installs what it
 //! prints on stdout; a non-zero exit stops the install before anything reaches the cluster
-//! (FACTS-HELM-KIND A1.3-4, A2.4-5). This command applies our chart patches (`charts-patches/`, or
-//! `--chart-patches`) that match `--chart` at `--chart-version`, and prints every document back as JSON
-//! (JSON is YAML, and exact: no YAML 1.1/1.2 type guessing on strings such as `on` or `1.10`).
+//! (helm/helm v3.19.5 `pkg/postrender/exec.go`, `pkg/action/action.go`; helm/helm v4.2.4 `pkg/cmd/flags.go`,
+//! `internal/plugin/runtime_subprocess.go`). This command applies our chart patches (`charts-patches/`, or
+//! `--chart-patches`) that match `--chart` at `--chart-version`, and prints every document back as JSON (JSON
+//! is YAML, and exact: no YAML 1.1/1.2 type guessing on strings such as `on` or `1.10`).
 //!
 //! Helm 3 runs it as `--post-renderer <path to ocm-lab> --post-renderer-args __post-render …`; Helm 4
 //! only takes a post-renderer plugin's name, so the Helm adapter writes a plugin whose command is this

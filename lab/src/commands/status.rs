@@ -55,7 +55,8 @@ pub struct ManagedClusterStatus {
     pub joined: bool,
     pub available: bool,
     /// The registration agent stopped renewing its lease: `ManagedClusterConditionAvailable` is Unknown
-    /// with reason `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.3).
+    /// with reason `ManagedClusterLeaseUpdateStopped` (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/lease/controller.go`).
     pub agent_stopped: bool,
     pub addons: Vec<AddonStatus>,
 }

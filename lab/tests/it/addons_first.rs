@@ -1,4 +1,4 @@
-//! The addon charts go in while the hub's cluster-manager still rolls out (issue 17, item 1): in the
+//! The addon charts go in while the hub's cluster-manager still rolls out: in the
 //! simulated lab they wait for the hub CRDs they apply to be served, install, and the addons become
 //! Available once the hub is ready and the spokes joined.
 

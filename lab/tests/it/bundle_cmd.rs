@@ -1,4 +1,4 @@
-//! `ocm-lab bundle save` and `ocm-lab up --bundle` (issue 13 items 3, 4, 6): a bundle is checked against
+//! `ocm-lab bundle save` and `ocm-lab up --bundle`: a bundle is checked against
 //! the topology's versions and its digests before anything runs, and a bundle for other versions, a
 //! tampered or a truncated one is refused with nothing created. The `up` tests run on the simulated lab
 //! with small bundles the tests write themselves (manifest first, entries with their sha256), so they

@@ -1,4 +1,4 @@
-//! Bundles carry the charts and the tools (issue 13 items 3 and 4): `bundle save` adds each chart `.tgz`
+//! Bundles carry the charts and the tools: `bundle save` adds each chart `.tgz`
 //! from the chart cache (kind `chart`) and the kind and helm binaries (kind `tool`) with their digests and
 //! sizes; `up --bundle` checks them, puts the charts into the chart cache as verified (so the lab renders
 //! them without the network) and unpacks the tools (0755) where the run uses them. A tampered chart

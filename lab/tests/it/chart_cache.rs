@@ -1,4 +1,4 @@
-//! The chart cache (issue 13 item 2): a chart is fetched once from its repository, verified against the
+//! The chart cache: a chart is fetched once from its repository, verified against the
 //! sha256 the repository's `index.yaml` publishes, and rendered from the local `.tgz` afterwards without
 //! any network access; a cached chart that changed, or a download that does not match the index, is
 //! refused naming the file. A stand-in chart repository is served on 127.0.0.1 by a thread in the test

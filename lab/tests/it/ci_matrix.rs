@@ -1,4 +1,4 @@
-//! `ocm-lab ci matrix` and `ci contexts` (issue 14 items 3 and 4): the GitHub Actions matrix against the
+//! `ocm-lab ci matrix` and `ci contexts`: the GitHub Actions matrix against the
 //! catalog, what `--runner-memory` leaves out, and the contexts the Action exposes.
 
 use serde_json::Value;

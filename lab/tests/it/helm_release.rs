@@ -1,10 +1,11 @@
 //! The charts are installed as Helm releases, with our chart patches applied by Helm's post-renderer
 //! (ocm-lab itself), for Helm 3 and Helm 4. A stand-in `helm` records its arguments and runs the
-//! post-renderer as each Helm version does (FACTS-HELM-KIND A1.1-4: Helm 3 runs `--post-renderer` as an
-//! executable path with each `--post-renderer-args` as one argument; A2.1-5: Helm 4 finds a
-//! `postrenderer/v1` plugin by name under `HELM_PLUGINS` and runs its command, its args, then the
-//! `--post-renderer-args`; both feed the manifests on stdin, take stdout, and fail on a non-zero exit,
-//! Helm 4 without showing the plugin's stderr). It keeps releases in its folder for list/get/uninstall.
+//! post-renderer as each Helm version does (helm/helm v3.19.5 `pkg/postrender/exec.go`, `pkg/action/action.go`:
+//! Helm 3 runs `--post-renderer` as an executable path with each `--post-renderer-args` as one argument;
+//! helm/helm v4.2.4 `internal/plugin/runtime_subprocess.go`: Helm 4 finds a `postrenderer/v1` plugin by name
+//! under `HELM_PLUGINS` and runs its command, its args, then the `--post-renderer-args`; both feed the
+//! manifests on stdin, take stdout, and fail on a non-zero exit, Helm 4 without showing the plugin's stderr).
+//! It keeps releases in its folder for list/get/uninstall.
 //!
 //! The stand-in first checks its command line against the contract of the helm version it plays
 //! (`ocm_lab_testkit::contracts`), so it refuses an unknown flag or a wrong argument count as that version
@@ -588,7 +589,8 @@ mod simulated {
     #[tokio::test(start_paused = true)]
     async fn an_undeclared_field_stops_the_chart_before_helm_installs_it() {
         let h = Harness::default_lab();
-        // Without our patches, cluster-proxy 0.10.0 renders fields its own CRD lacks (OCM-FACTS §6).
+        // Without our patches, cluster-proxy 0.10.0 renders fields its own CRD lacks
+        // (open-cluster-management-io/cluster-proxy v0.10.0 `charts/cluster-proxy/`).
         let r = run_with_patches(&h, "up", PatchSet::default()).await;
         assert!(!r.ok);
         let (step, e) = r.failed.clone().unwrap();

@@ -1,8 +1,9 @@
-//! Hub readiness and the default retry policy on the simulated lab (issue 12 item 2): the simulated
+//! Hub readiness and the default retry policy on the simulated lab: the simulated
 //! cluster-manager operator registers the hub webhooks only once its six Deployments are ready
-//! (FACTS-OCM-ROUND2 §1.4), a webhook with no ready Pod answers HTTP 500, `ocm.hub-ready` waits for what
-//! §1.6 establishes, and every step retries transient errors until its deadline while permanent ones fail
-//! at once.
+//! (open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_webhook_reconcile.go`), a webhook
+//! with no ready Pod answers HTTP 500, `ocm.hub-ready` waits for what the ClusterManager's status establishes
+//! (open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_runtime_reconcile.go`), and every
+//! step retries transient errors until its deadline while permanent ones fail at once.
 
 use std::time::Duration;
 
@@ -228,7 +229,8 @@ async fn the_simulated_operator_registers_the_webhooks_only_after_its_deployment
     assert!(r.ok, "{}", failure(&r));
     let hub = h.sim.api(&h.lab.hub.cluster.name);
     let cm = hub.get(&cluster_manager()).await.unwrap().unwrap();
-    // FACTS-OCM-ROUND2 §1.5: Applied comes first; Progressing stays True while the Deployments roll.
+    // open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_controller.go`: Applied comes
+    // first; Progressing stays True while the Deployments roll.
     assert_eq!(condition_status(&cm, "Applied"), Some("True"));
     assert_eq!(condition_status(&cm, "Progressing"), Some("True"));
     assert_eq!(
@@ -237,7 +239,8 @@ async fn the_simulated_operator_registers_the_webhooks_only_after_its_deployment
     );
     assert!(hub.get(&binding_webhook()).await.unwrap().is_none());
 
-    // Not registered yet: a binding is not validated at all (§1.4).
+    // Not registered yet: a binding is not validated at all (open-cluster-management-io/ocm v1.3.1
+    // `pkg/operator/.../clustermanager_webhook_reconcile.go`).
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "early"}});
     hub.apply(&ns).await.unwrap();
     let mismatched = json!({

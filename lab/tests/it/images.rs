@@ -1,4 +1,5 @@
-//! `ocm-lab images list`: the images come from the version catalog (checked against the chart models) and match FACTS-OCM-ROUND2 §3.
+//! `ocm-lab images list`: the images come from the version catalog (checked against the chart models) and match
+//! the published charts' templates.
 
 use std::collections::BTreeSet;
 
@@ -11,7 +12,8 @@ fn images(lab: &ocm_lab::topology::Lab) -> Vec<LabImage> {
     ocm_lab::images::list(lab, &common::plan(lab)).expect("the image list renders")
 }
 
-/// FACTS-OCM-ROUND2 §3.6: the preload list for kind with ocm-lab's values (no chart pins a digest).
+/// The preload list for kind with ocm-lab's values: no chart pins a digest (the charts' templates, as
+/// published in open-cluster-management-io/helm-charts).
 fn facts_section_3(cluster_proxy: &str) -> BTreeSet<String> {
     let ocm = [
         "registration-operator",
@@ -50,7 +52,7 @@ fn every_shipped_topology_runs_the_images_facts_section_3_lists_and_the_pinned_n
             list.iter()
                 .filter(|i| i.kind == ImageKind::Chart)
                 .all(|i| i.digest.is_none()),
-            "topology {name}: no chart pins a digest (§3)"
+            "topology {name}: no chart pins a digest"
         );
         let node: Vec<&LabImage> = list.iter().filter(|i| i.kind == ImageKind::Node).collect();
         assert_eq!(node.len(), 1, "topology {name}");

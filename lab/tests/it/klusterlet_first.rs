@@ -1,6 +1,7 @@
-//! The klusterlet chart goes in before the hub is ready (issue 17, item 1): in the simulated lab, a
+//! The klusterlet chart goes in before the hub is ready: in the simulated lab, a
 //! klusterlet without its bootstrap Secret waits (BootstrapSecretMissing) and registers nothing; the
-//! join's Secret is what lets it register (FACTS-OCM-ROUND2 §2).
+//! join's Secret is what lets it register (open-cluster-management-io/ocm v1.3.1
+//! `deploy/klusterlet/chart/klusterlet/templates/`, `pkg/registration/spoke/spokeagent.go`).
 
 use ocm_lab::backend::ObjectRef;
 use tokio_util::sync::CancellationToken;

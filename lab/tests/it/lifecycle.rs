@@ -187,7 +187,8 @@ async fn status_reflects_a_spoke_going_unavailable() {
     let s = status(&h).await;
     assert!(s.healthy(), "{s:#?}");
 
-    // cluster2's node stops; after its lease expires the hub marks it unavailable (OCM-FACTS §9.5).
+    // cluster2's node stops; after its lease expires the hub marks it unavailable
+    // (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`).
     h.sim.with_world(|w| {
         w.set_running("cluster2", false);
         let mc_ref = r(

@@ -57,6 +57,7 @@ mod resume;
 mod robustness;
 mod rollout_model;
 mod run_outcomes;
+mod self_contained;
 mod sim;
 mod sim_certs;
 mod timing;

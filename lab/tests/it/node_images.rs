@@ -1,4 +1,4 @@
-//! The `node-images` step (issue 13 item 4) on the simulated lab: with a bundle (`up --bundle`,
+//! The `node-images` step on the simulated lab: with a bundle (`up --bundle`,
 //! `spec.bundle`) every kind node gets the images its cluster runs from the bundle before any chart goes
 //! in, so no simulated node pulls anything; without one the step pre-pulls them (`crictl pull`) before
 //! the charts, and a rollout pulls only what is still missing (`Behaviour::ImagePull`). The bundles are the

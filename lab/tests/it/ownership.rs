@@ -268,7 +268,7 @@ async fn simulated_look_alikes_stop_up_and_survive_down() {
     );
 }
 
-/// Issue 11's worst case on the simulated lab: the lab's hub is deleted behind its back and someone else
+/// The worst case on the simulated lab: the lab's hub is deleted behind its back and someone else
 /// creates a cluster of the same name. `down` deletes the lab's spoke and leaves the new hub alone.
 #[tokio::test(start_paused = true)]
 async fn down_leaves_a_same_named_cluster_someone_else_made_later() {

@@ -205,7 +205,8 @@ fn plan_out_writes_the_manifests_values_and_graph_of_the_default_lab() {
         );
     }
 
-    // OCM-FACTS §6: the user server needs enableServiceProxy and userServer.enabled; 0.10.0's gate key.
+    // open-cluster-management-io/cluster-proxy v0.10.0 `charts/cluster-proxy/`: the user server needs
+    // enableServiceProxy and userServer.enabled; 0.10.0's gate key.
     let cp = read("clusters/hub/values/cluster-proxy.yaml");
     assert_eq!(cp["enableServiceProxy"], json!(true));
     assert_eq!(cp["userServer"]["enabled"], json!(true));

@@ -1,10 +1,10 @@
 //! `plan --out DIR` writes each chart's rendered and patched objects (`charts/<cluster>/<release>.yaml`):
 //! with an installed helm through ocm-lab's post-renderer (a stand-in `helm` that records its arguments
-//! and runs the post-renderer as Helm 3 does, FACTS-HELM-KIND A1.1-4), or with the simulated chart
-//! models under `--simulate`. Without helm, with an unreachable repository, or with `--no-charts`,
-//! `charts.yaml` names each chart that is not included and why, and so does the summary. The stand-in's
-//! chart cache is filled beforehand with verified charts (as a first online `plan` or a bundle leaves it),
-//! so helm gets the cached `.tgz` and nothing reaches the network.
+//! and runs the post-renderer as Helm 3 does, helm/helm v3.19.5 `pkg/postrender/exec.go`,
+//! `pkg/action/action.go`), or with the simulated chart models under `--simulate`. Without helm, with an
+//! unreachable repository, or with `--no-charts`, `charts.yaml` names each chart that is not included and why,
+//! and so does the summary. The stand-in's chart cache is filled beforehand with verified charts (as a first
+//! online `plan` or a bundle leaves it), so helm gets the cached `.tgz` and nothing reaches the network.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};

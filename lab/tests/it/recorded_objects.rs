@@ -1,4 +1,4 @@
-//! The simulated lab's objects against the ones recorded from real components (issue 12 item 8):
+//! The simulated lab's objects against the ones recorded from real components:
 //! `../shared/fixtures/recorded/` holds what a real kube-apiserver v1.36 with the real OCM registration
 //! hub controller and agents wrote (see its README). After `up` on the simulated default lab (same names
 //! as the recording: cluster1, cluster-inventory, sandbox-fleet), each object is compared with its
@@ -25,8 +25,9 @@ use crate::engine::{Harness, failure};
 /// The differences the simulation keeps on purpose: (object, `+` only in the simulation / `-` only in
 /// the recording, shape entry, why).
 const DELIBERATE: &[(&str, char, &str, &str)] = &[
-    // ocm-lab approves the CSR itself through `/approval` (FACTS-OCM-ROUND2 §7.1-7.2: with ocm-lab's
-    // gates hub auto-approval is inert); the recording rig ran with `ManagedClusterAutoApproval`.
+    // ocm-lab approves the CSR itself through `/approval` (open-cluster-management-io/ocm v1.3.1
+    // `pkg/registration/register/csr/hub_driver.go`, `pkg/registration/hub/manager.go`: with ocm-lab's gates
+    // hub auto-approval is inert); the recording rig ran with `ManagedClusterAutoApproval`.
     (
         "CertificateSigningRequest",
         '+',

@@ -1,5 +1,6 @@
 //! `spec.registry`: mirrors rendered into every kind cluster's config in the containerd 2.x form
-//! (FACTS-HELM-KIND B3, B4), typed and located errors for bad mirrors, and the local registry.
+//! (kubernetes-sigs/kind v0.32.0 `site/static/examples/kind-with-registry.sh`; containerd/containerd v2.3.1
+//! `docs/hosts.md`), typed and located errors for bad mirrors, and the local registry.
 
 use ocm_lab::backend::kind::{CONFIG_PATH_PATCH, NODE_CERTS_DIR, kind_config};
 use serde_json::Value;
@@ -53,7 +54,8 @@ fn mirrors_become_a_config_path_patch_and_a_hosts_toml_per_registry_for_every_cl
         );
         assert!(CONFIG_PATH_PATCH.contains("plugins.\"io.containerd.grpc.v1.cri\".registry"));
         assert!(CONFIG_PATH_PATCH.contains("config_path = \"/etc/containerd/certs.d\""));
-        // No deprecated `mirrors` table: containerd 2.3 refuses it next to config_path (B4.4).
+        // No deprecated `mirrors` table: containerd 2.3 refuses it next to config_path (containerd/containerd
+        // v2.3.1 `internal/cri/config/config.go`).
         assert!(!CONFIG_PATH_PATCH.contains("mirrors"));
         let mount = &config["nodes"][0]["extraMounts"][0];
         assert_eq!(config["nodes"][0]["role"], "control-plane");

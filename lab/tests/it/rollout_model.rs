@@ -1,8 +1,9 @@
-//! How the simulated lab charges a rollout's delay (issue 17, item 1): once per rollout, on the
+//! How the simulated lab charges a rollout's delay: once per rollout, on the
 //! controller's first act on it. The cluster-manager operator's later pass, which reports its Deployments
-//! ready, reacts to them at once (FACTS-OCM-ROUND2 §1.5), and an addon's ManagedClusterAddOn is created
-//! by the hub's running addon manager at once; the addon's minute is its agent's rollout, up to
-//! `Available`. A cluster created again under the same name rolls out again.
+//! ready, reacts to them at once (open-cluster-management-io/ocm v1.3.1
+//! `pkg/operator/.../clustermanager_controller.go`), and an addon's ManagedClusterAddOn is created by the hub's
+//! running addon manager at once; the addon's minute is its agent's rollout, up to `Available`. A cluster
+//! created again under the same name rolls out again.
 
 use std::time::Duration;
 

@@ -430,7 +430,8 @@ async fn kind_clusters_are_containers_on_the_kind_network() {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    // kubeadm's cluster-info names the internal endpoint (OCM-FACTS §1).
+    // kubeadm's cluster-info names the internal endpoint (kubernetes-sigs/kind v0.32.0
+    // `pkg/cluster/internal/providers/docker/provider.go`, `GetAPIServerInternalEndpoint`).
     let info = api
         .get(&r("v1", "ConfigMap", Some("kube-public"), "cluster-info"))
         .await
@@ -568,7 +569,7 @@ async fn the_api_server_validates_merges_and_cascades() {
             .len(),
         1
     );
-    // Names are RFC 1123 subdomains (OCM-FACTS §10: a `/` is rejected with 422).
+    // Names are RFC 1123 subdomains (a `/` is rejected with 422, as a real API server does).
     let e = api
         .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a/b", "namespace": "nope"}}))
         .await
@@ -968,7 +969,7 @@ async fn a_spoke_registers_then_joins_once_accepted() {
     let k = spoke.get(&klusterlet()).await.unwrap().unwrap();
     assert_eq!(condition_status(&k, "HubConnectionDegraded"), Some("False"));
     assert_eq!(condition_status(&k, "Applied"), Some("True"));
-    // Accepting again is harmless (clusteradm's is not, OCM-FACTS §9.4).
+    // Accepting again is harmless (clusteradm's is not: open-cluster-management-io/clusteradm#395).
     hub.approve_csr(name, "ocm-lab").await.unwrap();
 }
 
@@ -988,7 +989,7 @@ async fn a_bad_bootstrap_kubeconfig_degrades_the_klusterlet_and_registers_nothin
         Some("not-a-token-the-hub-issued"),
     )
     .await;
-    // The host's address is not reachable from inside a kind node (OCM-FACTS §9.1).
+    // The host's address is not reachable from inside a kind node (open-cluster-management-io/clusteradm#292).
     s.join_with(
         &*hub,
         "hub",
@@ -1057,7 +1058,8 @@ async fn claims_keep_twenty_skip_spoke_only_and_stop_at_a_value_over_1024() {
         json!({"name": "region", "value": "us-east-1"})
     );
 
-    // 22 custom properties: the first 20 by name win (OCM-FACTS §10).
+    // 22 custom properties: the first 20 by name win (open-cluster-management-io/ocm v1.3.1
+    // `pkg/registration/spoke/managedcluster/claim_reconcile.go`).
     spoke
         .delete(&r(
             "about.k8s.io/v1alpha1",
@@ -1177,7 +1179,8 @@ async fn profiles_exist_only_where_a_binding_is_bound_and_go_with_it() {
         .unwrap()
         .unwrap();
     assert_eq!(cond(&b, "Bound").unwrap()["reason"], "ClusterSetNotFound");
-    // The hub webhook: a binding must be named like its set (OCM-FACTS §9.10).
+    // The hub webhook: a binding must be named like its set (open-cluster-management-io/ocm v1.3.1
+    // `pkg/registration/webhook/v1beta2/managedclustersetbinding_validating.go`).
     let mut alias = binding("cluster-inventory", "fleet");
     alias["metadata"]["name"] = json!("fleet-alias");
     let e = hub.apply(&alias).await.unwrap_err();
@@ -1322,7 +1325,8 @@ async fn proxy_lab(
 
 #[tokio::test]
 async fn access_providers_need_the_gate_and_the_serving_cert() {
-    // 0.10.0, gate and user server: the provider exactly as OCM-FACTS §6.1 says.
+    // 0.10.0, gate and user server: the provider exactly as open-cluster-management-io/cluster-proxy v0.10.0
+    // `pkg/proxyserver/controllers/clusterprofile_controller.go` writes it.
     let (_s, hub) = proxy_lab("0.10.0", ("clusterProfileAccessProvider", true), true).await;
     let p = hub
         .get(&profile("cluster-inventory", "cluster1"))
@@ -1351,7 +1355,8 @@ async fn access_providers_need_the_gate_and_the_serving_cert() {
                 .iter()
                 .all(|c| c.tag() == "CERTIFICATE" && c.contents()[0] == 0x30)
     );
-    // The profile in the addon namespace gets one too (OCM-FACTS §9.11); the addon is Available.
+    // The profile in the addon namespace gets one too (open-cluster-management-io/cluster-proxy v0.10.0
+    // `charts/cluster-proxy/templates/clustersetbinding.yaml`); the addon is Available.
     assert!(
         hub.get(&profile("open-cluster-management-addon", "cluster1"))
             .await
@@ -1404,7 +1409,7 @@ async fn access_providers_need_the_gate_and_the_serving_cert() {
         .is_none()
     );
 
-    // 0.11.0 given the 0.10.0 key runs with the gate off (OCM-FACTS §9.8) ...
+    // 0.11.0 given the 0.10.0 key runs with the gate off (open-cluster-management-io/cluster-proxy PR #274) ...
     let (_s, hub) = proxy_lab("0.11.0", ("clusterProfileAccessProvider", true), true).await;
     let p = hub
         .get(&profile("cluster-inventory", "cluster1"))
@@ -2034,7 +2039,8 @@ async fn a_request_through_the_user_server_reaches_the_spoke() {
                 .unwrap(),
         )
         .unwrap();
-    // A hub token works through impersonation (OCM-FACTS §6.2).
+    // A hub token works through impersonation (open-cluster-management-io/cluster-proxy v0.10.0
+    // `pkg/userserver/user_server.go`, `pkg/serviceproxy/service_proxy.go`).
     let token = hub
         .token_request(
             "open-cluster-management",

@@ -1,4 +1,4 @@
-//! Per-cluster CAs in the simulated lab (issue 12 item 8): every simulated cluster has its own CA and
+//! Per-cluster CAs in the simulated lab: every simulated cluster has its own CA and
 //! serving certificates, everything that carries a CA carries the right cluster's, and a join with
 //! another cluster's CA fails as it would against real clusters.
 

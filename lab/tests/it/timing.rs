@@ -1,4 +1,4 @@
-//! The timing summary `up` ends with (issue 17, item 3), on the simulated lab.
+//! The timing summary that ends `up`, on the simulated lab.
 
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
-//! The real `up` workflow's ordering hazards, proven on the simulated lab (OCM-FACTS §9), and plan and run
-//! agreeing on what is applied.
+//! The real `up` workflow's ordering hazards, proven on the simulated lab (each cited to its upstream source),
+//! and plan and run agreeing on what is applied.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -48,7 +48,9 @@ async fn the_simulated_run_applies_exactly_the_planned_objects() {
             expected.extend(rendered.crds.iter().chain(&rendered.objects).map(key));
             expected.insert(format!("v1/Namespace {}", chart.namespace));
             if chart.release == "klusterlet" {
-                // Not a chart value: `ocm.join` writes it once the hub is ready (FACTS-OCM-ROUND2 §2).
+                // Not a chart value: `ocm.join` writes it once the hub is ready (open-cluster-management-io/ocm
+                // v1.3.1 `deploy/klusterlet/chart/klusterlet/templates/`,
+                // `pkg/registration/spoke/spokeagent.go`).
                 expected.insert(
                     "v1/Secret open-cluster-management-agent/bootstrap-hub-kubeconfig".to_owned(),
                 );
@@ -164,8 +166,9 @@ async fn accept_is_idempotent() {
 #[tokio::test(start_paused = true)]
 async fn cluster_properties_wait_for_their_crd() {
     let h = Harness::default_lab();
-    // The klusterlet operator installs the ClusterProperty CRD late (OCM-FACTS §9.3); and the properties
-    // step is made to start as soon as the spoke exists, long before that.
+    // The klusterlet operator installs the ClusterProperty CRD late (open-cluster-management-io/ocm v1.3.1
+    // `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`); and the properties step is made to start as
+    // soon as the spoke exists, long before that.
     h.sim.set_fault(
         Behaviour::KlusterletOperator,
         Fault::Delay(Duration::from_secs(45)),
@@ -217,7 +220,8 @@ async fn a_gate_value_the_chart_version_ignores_is_caught_before_install() {
             .lab,
     );
     let mut plan = common::plan_workflow(&h.lab, "up");
-    // The mistake of the argocd guide (OCM-FACTS §9.8): 0.11.0 given the 0.10.0 key.
+    // The mistake of the argocd guide (open-cluster-management-io/cluster-proxy PR #274): 0.11.0 given the
+    // 0.10.0 key.
     let step = std::sync::Arc::make_mut(
         plan.steps
             .iter_mut()

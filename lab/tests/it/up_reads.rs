@@ -1,4 +1,4 @@
-//! `up` on a lab that is up (issue 17, item 5): no mutating call (tested in `engine`), and a bounded
+//! `up` on a lab that is up: no mutating call (tested in `engine`), and a bounded
 //! number of reads per spoke, counted in the simulated lab's call log: the `kube.*` calls the simulated
 //! API servers received (Docker and kind calls are not API reads and are left out).
 

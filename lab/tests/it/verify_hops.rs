@@ -396,8 +396,9 @@ async fn hop_condition_false() {
     let h = Harness::default_lab();
     up(&h).await;
     // cluster2's API server stops answering its agent's health checks: the agent marks the cluster
-    // unavailable (FACTS-OCM-ROUND2 §5.2), and the profile controller copies that into the profile's
-    // conditions. (A lease that expired instead is hop `agent-stopped`: verify_run.rs.)
+    // unavailable (open-cluster-management-io/ocm v1.3.1
+    // `pkg/registration/spoke/managedcluster/joining_reconcile.go`), and the profile controller copies that
+    // into the profile's conditions. (A lease that expired instead is hop `agent-stopped`: verify_run.rs.)
     h.sim.with_world(|w| {
         w.set_running("cluster2", false);
         let mc_ref = ObjectRef::new(

@@ -193,7 +193,8 @@ async fn a_diagnosis_that_can_change_is_waited_for_and_not_called_permanent() {
 #[tokio::test(start_paused = true)]
 async fn reachable_waits_for_a_tunnel_that_comes_up_after_the_addon_is_available() {
     let h = Harness::default_lab();
-    // The proxy agents connect 20 s after their addon is Available (FACTS-OCM-ROUND2 §4.3).
+    // The proxy agents connect 20 s after their addon is Available (open-cluster-management-io/cluster-proxy
+    // v0.10.0 `cmd/addon-agent/main.go`).
     h.sim.set_fault(
         Behaviour::ProxyTunnel,
         Fault::Delay(Duration::from_secs(20)),

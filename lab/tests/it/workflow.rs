@@ -97,7 +97,7 @@ fn up_follows_the_order_ocm_needs() {
         vec!["hub-ready", "klusterlet[cluster1]"]
     );
     // The klusterlet chart goes in as soon as its cluster exists and has its images, while the hub
-    // rolls out (issue 17); the images go into the nodes before any chart (issue 13).
+    // rolls out; the images go into the nodes before any chart.
     assert_eq!(
         needs("klusterlet[cluster1]"),
         vec!["create[cluster1]", "node-images[cluster1]"]
@@ -107,7 +107,7 @@ fn up_follows_the_order_ocm_needs() {
     assert!(pos("hub-manager") < pos("hub-ready") && pos("hub-ready") < pos("join[cluster1]"));
     assert!(pos("join[cluster1]") < pos("accept[cluster1]"));
     assert!(needs("properties[cluster1]").contains(&"join[cluster1]".to_owned()));
-    // The addon charts go in as soon as the cluster-manager chart is in, while the hub rolls out (issue 17);
+    // The addon charts go in as soon as the cluster-manager chart is in, while the hub rolls out;
     // the addon is ready only once the lab's Placement exists.
     assert_eq!(needs("cluster-proxy"), vec!["hub-manager"]);
     assert_eq!(needs("msa"), vec!["hub-manager"]);

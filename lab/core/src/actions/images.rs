@@ -1,33 +1,39 @@
 //! `node.images`: the images a kind cluster will run, put into its nodes before any chart is installed
-//! on it (issue 13 item 4).
+//! on it.
 //!
 //! With a bundle (`up --bundle`, `spec.bundle`), each image the cluster runs and a node lacks is imported
 //! from the bundle into the node's containerd (`k8s.io` namespace, as `kind load image-archive` does,
-//! FACTS-HELM-KIND B2.1), streamed from the bundle's entry in place; then the step checks with
-//! `ctr images ls` that every reference the charts ask for is there (an archive that names another
-//! reference, or a `docker load`ed image that lost its digest, FACTS-HELM-KIND UNVERIFIED 7, would
-//! otherwise make the kubelet pull) and fails naming the image and the node.
+//! kubernetes-sigs/kind v0.32.0 `pkg/cluster/nodeutils/util.go`), streamed from the bundle's entry in place;
+//! then the step checks with `ctr images ls` that every reference the charts ask for is there (an archive that
+//! names another reference, or a `docker load`ed image that lost its digest (Docker's behaviour, not confirmed
+//! in moby's source), would otherwise make the kubelet pull) and fails naming the image and the node.
 //!
 //! Without a bundle, the step pre-pulls the same images in each node with `crictl pull` (in parallel;
 //! the kubelet pulls one image at a time by default), best effort: a failed pull is a warning, the Pod
 //! pulls it itself later. This takes the spokes' pulls (klusterlet agents, addon agents) off the hub's
-//! critical path: they run while the hub rolls out (issue 17).
+//! critical path: they run while the hub rolls out.
 //!
 //! Why a loaded or pre-pulled image is used: every container the pinned charts run ends up with
 //! `imagePullPolicy: IfNotPresent`, explicitly or by the Kubernetes default for a tagged, non-`latest`
-//! image (FACTS-OCM-ROUND2 §3.6), so the kubelet takes the node's copy:
+//! image (each chart's templates as published in open-cluster-management-io/helm-charts), so the kubelet takes
+//! the node's copy:
 //! - cluster-manager / klusterlet 1.3.1 operator (`registration-operator`): `IfNotPresent` from
-//!   `images.imagePullPolicy` (§3.1, §3.2);
+//!   `images.imagePullPolicy` (open-cluster-management-io/ocm v1.3.1 `deploy/*/chart/*/templates/`);
 //! - the hub's registration, placement, addon-manager and work-webhook Deployments and the klusterlet's
 //!   registration and work agents: no policy set, so the default for a `v1.3.1` tag, `IfNotPresent`
-//!   (work-controller sets `IfNotPresent` itself) (§3.1, §3.2);
+//!   (work-controller sets `IfNotPresent` itself; open-cluster-management-io/ocm v1.3.1
+//!   `manifests/cluster-manager/management/`, `manifests/klusterlet/management/`);
 //! - cluster-proxy 0.10.0 / 0.11.0 manager, user server, proxy server and spoke proxy agent:
-//!   `IfNotPresent`, hard-coded or `proxyServer.imagePullPolicy` (§3.3, §3.4);
-//! - managed-serviceaccount 0.10.0 manager and spoke agent: `IfNotPresent`, hard-coded (§3.5).
+//!   `IfNotPresent`, hard-coded or `proxyServer.imagePullPolicy` (open-cluster-management-io/cluster-proxy
+//!   v0.10.0 `charts/cluster-proxy/templates/`, `pkg/proxyagent/agent/manifests/`);
+//! - managed-serviceaccount 0.10.0 manager and spoke agent: `IfNotPresent`, hard-coded
+//!   (open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/managed-serviceaccount/templates/`,
+//!   `pkg/addon/manager/manifests/templates/`).
 //!
 //! No image of the pinned charts is `Always` (the klusterlet's `amazon/aws-cli:latest`, which would be,
-//! runs only with the `awsirsa` driver, which the lab never uses, §3.2). An `Always` image would be pulled
-//! at every Pod start whatever the node holds: with a bundle and no network its Pod would fail
+//! runs only with the `awsirsa` driver, which the lab never uses, open-cluster-management-io/ocm v1.3.1
+//! `manifests/klusterlet/management/klusterlet-registration-deployment.yaml`). An `Always` image would be
+//! pulled at every Pod start whatever the node holds: with a bundle and no network its Pod would fail
 //! `ErrImagePull`; `ocm-lab images list` is where a new chart version's policy would have to be checked.
 
 use serde_json::json;

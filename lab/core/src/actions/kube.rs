@@ -69,8 +69,9 @@ pub async fn ensure_served(
     if BUILTIN_GROUPS.contains(&group) || api.served(api_version, kind).await? {
         return Ok(());
     }
-    // OCM-FACTS §9.3: CRDs appear only after an operator reconciles a gate; a CR applied before that is
-    // rejected by discovery, so wait for the kind rather than fail.
+    // open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`: CRDs
+    // appear only after an operator reconciles a gate; a CR applied before that is rejected by discovery, so
+    // wait for the kind rather than fail.
     ctx.progress(format!("waiting for {kind} ({api_version}) to be served"));
     api.wait_served(api_version, kind, ctx.timeout())
         .await
@@ -131,8 +132,9 @@ pub async fn ensure_objects(
     Ok(outcome)
 }
 
-/// The namespaces an OCM operator creates from its CR (FACTS-OCM-ROUND2 §1, §2): the lab's doing when the
-/// lab installed the chart on a cluster that did not have them.
+/// The namespaces an OCM operator creates from its CR (open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/helpers/queuekey.go`, `klusterlet_management_recocile.go`): the lab's doing when the lab
+/// installed the chart on a cluster that did not have them.
 fn operator_namespaces(chart: &ChartPlan) -> &'static [&'static str] {
     match chart.chart {
         crate::topology::catalog::Chart::ClusterManager => &["open-cluster-management-hub"],

@@ -20,9 +20,11 @@ use crate::step::retry::Backoff;
 use crate::topology::{Addon, Lab, Provider};
 
 const BOOTSTRAP_NS: &str = "open-cluster-management";
-/// The bootstrap identity the cluster-manager chart creates with `createBootstrapSA` (OCM-FACTS §2.1).
+/// The bootstrap identity the cluster-manager chart creates with `createBootstrapSA`
+/// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/init/exec.go`).
 const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
-/// The bootstrap token's lifetime, as clusteradm asks for (OCM-FACTS §2.1, §9.9).
+/// The bootstrap token's lifetime, as clusteradm asks for (open-cluster-management-io/clusteradm v1.3.1
+/// `pkg/helpers/client.go`).
 const BOOTSTRAP_TOKEN_SECONDS: i64 = 3600;
 const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 
@@ -33,7 +35,7 @@ fn joined(mc: &ManagedCluster) -> bool {
 }
 
 /// The hub Deployments the cluster-manager operator runs with the chart's values, webhooks included
-/// (FACTS-OCM-ROUND2 §1.1).
+/// (open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_runtime_reconcile.go`).
 pub const HUB_DEPLOYMENTS: &[&str] = &[
     "cluster-manager-registration-controller",
     "cluster-manager-registration-webhook",
@@ -43,14 +45,17 @@ pub const HUB_DEPLOYMENTS: &[&str] = &[
     "cluster-manager-addon-webhook",
 ];
 const HUB_NAMESPACE: &str = "open-cluster-management-hub";
-/// The validating webhook every ManagedClusterSetBinding goes through (FACTS-OCM-ROUND2 §1.3).
+/// The validating webhook every ManagedClusterSetBinding goes through (open-cluster-management-io/ocm v1.3.1
+/// `manifests/cluster-manager/hub/`).
 const BINDING_WEBHOOK: &str =
     "managedclustersetbindingvalidators.admission.cluster.open-cluster-management.io";
 
 /// Whether a ClusterManager says the hub is fully ready for bindings and addon objects
-/// (FACTS-OCM-ROUND2 §1.6): `observedGeneration` current, `Applied=True`, `Progressing=False` with reason
-/// `ClusterManagerUpToDate`, `HubRegistrationDegraded=False`, `HubPlacementDegraded=False`. `Applied=True`
-/// alone comes before the webhooks exist (§1.5). `ValidFeatureGates=False` is caught by
+/// (open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_runtime_reconcile.go`,
+/// `clustermanager_webhook_reconcile.go`): `observedGeneration` current, `Applied=True`, `Progressing=False`
+/// with reason `ClusterManagerUpToDate`, `HubRegistrationDegraded=False`, `HubPlacementDegraded=False`.
+/// `Applied=True` alone comes before the webhooks exist (open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/.../clustermanager_controller.go`). `ValidFeatureGates=False` is caught by
 /// [`invalid_feature_gates`] instead.
 pub fn cluster_manager_ready(cm: &ClusterManager) -> bool {
     let observed = cm.status.as_ref().and_then(|s| s.observed_generation);
@@ -64,8 +69,9 @@ pub fn cluster_manager_ready(cm: &ClusterManager) -> bool {
         && is("HubPlacementDegraded", "False")
 }
 
-/// The message of `ValidFeatureGates=False`: a gate the operator does not know (FACTS-OCM-ROUND2 §1.5).
-/// Waiting cannot fix it. An operator that does not set the condition is not held against the hub.
+/// The message of `ValidFeatureGates=False`: a gate the operator does not know (open-cluster-management-io/ocm
+/// v1.3.1 `pkg/operator/.../clustermanager_controller.go`). Waiting cannot fix it. An operator that does not
+/// set the condition is not held against the hub.
 pub fn invalid_feature_gates(cm: &ClusterManager) -> Option<String> {
     cm.condition("ValidFeatureGates")
         .filter(|c| c.status == "False")
@@ -79,12 +85,14 @@ pub fn invalid_feature_gates(cm: &ClusterManager) -> Option<String> {
 }
 
 /// `ocm.hub-ready`: the hub takes ManagedClusterSetBindings, ManagedClusters and addon objects. That is
-/// FACTS-OCM-ROUND2 §1.6: the ClusterManager reports every hub Deployment ready and its webhooks
-/// registered, then (the direct equivalents, so a stale status cannot pass) the six Deployments are
+/// open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_runtime_reconcile.go`,
+/// `clustermanager_webhook_reconcile.go`: the ClusterManager reports every hub Deployment ready and its
+/// webhooks registered, then (the direct equivalents, so a stale status cannot pass) the six Deployments are
 /// Available, among them `cluster-manager-registration-webhook` and the addon conversion webhook
 /// `cluster-manager-addon-webhook` that v1beta1 addon objects go through, and the binding webhook is
-/// registered. Also the bootstrap identity exists and, with the gate on, the ClusterProfile CRD is
-/// served (OCM-FACTS §4.1: the operator installs it only then).
+/// registered. Also the bootstrap identity exists and, with the gate on, the ClusterProfile CRD is served (the
+/// operator installs it only then: open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/.../clustermanager_crd_reconcile.go`).
 pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
     let lab = &ctx.run.lab;
     let inputs: super::OnCluster = ctx.inputs()?;
@@ -142,10 +150,11 @@ pub async fn hub_ready(ctx: &StepCtx<'_>) -> ActionResult {
 
 /// The hub's API server address as other clusters' pods reach it, and its CA (the bootstrap kubeconfig's
 /// server). A kind hub: `kube-public/cluster-info` (what `clusteradm join --force-internal-endpoint-lookup`
-/// reads, OCM-FACTS §1), else kind's `<hub>-control-plane:6443`. An existing hub: its `existing.joinEndpoint`;
-/// without one, the server of its context in its kubeconfig (the address the lab itself reaches it at),
-/// else its cluster-info (OCM-FACTS §10: cluster-info exists only on kubeadm clusters). A context server
-/// on a loopback address (a kind hub's `https://127.0.0.1:<port>`) is this machine's port forward, which
+/// reads, kubernetes-sigs/kind v0.32.0 `pkg/cluster/internal/providers/docker/provider.go`,
+/// `GetAPIServerInternalEndpoint`), else kind's `<hub>-control-plane:6443`. An existing hub: its
+/// `existing.joinEndpoint`; without one, the server of its context in its kubeconfig (the address the lab
+/// itself reaches it at), else its cluster-info (only kubeadm-made clusters have a cluster-info). A context
+/// server on a loopback address (a kind hub's `https://127.0.0.1:<port>`) is this machine's port forward, which
 /// no spoke pod reaches: then cluster-info's server, as OCM's own recipe for kind hubs reads it
 /// (`clusteradm join --force-internal-endpoint-lookup`), or, without a usable one, an error naming
 /// `joinEndpoint` ([`loopback_join_error`]).
@@ -328,7 +337,8 @@ async fn check_hub_container(ctx: &StepCtx<'_>, lab: &Lab) -> Result<(), ActionE
     }
 }
 
-/// The bootstrap kubeconfig a klusterlet registers with (OCM-FACTS §2.2 step 2). Holds the token.
+/// The bootstrap kubeconfig a klusterlet registers with (open-cluster-management-io/clusteradm v1.3.1
+/// `pkg/cmd/join/exec.go`). Holds the token.
 fn bootstrap_kubeconfig(server: &str, ca: Option<&str>, token: &str) -> String {
     use kube::config::{AuthInfo, Cluster, Context, NamedAuthInfo, NamedCluster, NamedContext};
     let cluster = Cluster {
@@ -371,17 +381,20 @@ fn bootstrap_kubeconfig(server: &str, ca: Option<&str>, token: &str) -> String {
 
 /// The Klusterlet's agent namespace (the chart's `klusterlet.namespace`).
 const AGENT_NS: &str = "open-cluster-management-agent";
-/// The Secret the registration agent reads its bootstrap kubeconfig from (FACTS-OCM-ROUND2 §2.3).
+/// The Secret the registration agent reads its bootstrap kubeconfig from (open-cluster-management-io/ocm v1.3.1
+/// `manifests/klusterlet/management/klusterlet-registration-deployment.yaml`).
 const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
 
 /// `ocm.klusterlet`: the klusterlet chart on its cluster, without a bootstrap kubeconfig, as soon as that
 /// cluster exists: the operator's image pull and rollout overlap the hub's. Then wait for what the operator
 /// makes of it: the agent namespace and the registration agent's Deployment.
 ///
-/// Safe before the hub is ready, per FACTS-OCM-ROUND2 §2 (ocm and helm-charts at v1.3.1):
+/// Safe before the hub is ready (open-cluster-management-io/ocm v1.3.1 `deploy/klusterlet/chart/`,
+/// `pkg/registration/spoke/spokeagent.go`):
 /// - without `bootstrapHubKubeConfig` the chart renders no bootstrap Secret and no agent Namespace
 ///   (helm-charts charts/klusterlet templates/bootstrap_kubeconfig_secret.yaml `{{- else if .Values.bootstrapHubKubeConfig }}`,
-///   templates/agent-namespace.yaml), so `ocm.join` is the Secret's only writer (§2.6: a second writer restarts the agent);
+///   templates/agent-namespace.yaml), so `ocm.join` is the Secret's only writer (open-cluster-management-io/ocm
+///   v1.3.1 `pkg/registration/spoke/event_handler.go`: a second writer restarts the agent);
 /// - the operator creates the agent namespace itself and applies `klusterlet-registration-agent` regardless
 ///   of the Secret (ocm pkg/operator/operators/klusterlet/controllers/klusterletcontroller/klusterlet_management_recocile.go
 ///   `ensureNamespace`), with the work agent at 0 replicas until the hub kubeconfig exists
@@ -479,7 +492,8 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         return Ok((false, outputs([("managedCluster", json!(name))])));
     }
     check_hub_container(ctx, lab).await?;
-    // A join must never start before the hub's bootstrap identity exists (OCM-FACTS §2.1).
+    // A join must never start before the hub's bootstrap identity exists (open-cluster-management-io/clusteradm
+    // v1.3.1 `pkg/cmd/init/exec.go`).
     Api::<ServiceAccount>::namespaced(hub.as_ref(), BOOTSTRAP_NS)
         .wait(BOOTSTRAP_SA, &Condition::exists(), ctx.timeout())
         .await
@@ -491,8 +505,9 @@ pub async fn join(ctx: &StepCtx<'_>) -> ActionResult {
         })?;
     let (server, ca) = hub_endpoint(ctx, hub.as_ref()).await?;
     let secrets = Api::<Secret>::namespaced(spoke.as_ref(), AGENT_NS);
-    // Every change of the Secret's data restarts the agent, which bootstraps again (FACTS-OCM-ROUND2 §2.5):
-    // a Secret that already registered this cluster is left alone.
+    // Every change of the Secret's data restarts the agent, which bootstraps again
+    // (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/event_handler.go`): a Secret that already
+    // registered this cluster is left alone.
     let mut changed = false;
     if mc.is_none() || secrets.get(BOOTSTRAP_SECRET).await?.is_none() {
         ctx.progress(format!(
@@ -582,7 +597,8 @@ async fn own_server(api: &dyn ClusterApi) -> Result<Option<String>, ActionError>
     Ok(first_cluster(&kc).and_then(|c| c.server.clone()))
 }
 
-/// Whether a CSR comes from the bootstrap identity of a registering agent (OCM-FACTS §2.3).
+/// Whether a CSR comes from the bootstrap identity of a registering agent
+/// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`).
 fn from_bootstrap(csr: &CertificateSigningRequest) -> bool {
     let user = csr.spec.username.as_deref().unwrap_or_default();
     let groups: Vec<&str> = csr
@@ -613,7 +629,8 @@ fn decided(csr: &CertificateSigningRequest) -> bool {
 }
 
 /// `ocm.accept`: approve the cluster's bootstrap CSRs through `/approval`, set `hubAcceptsClient`, wait for
-/// Joined and Available. Already accepted is done (clusteradm accept is not idempotent: OCM-FACTS §9.4).
+/// Joined and Available. Already accepted is done (clusteradm accept is not idempotent:
+/// open-cluster-management-io/clusteradm#395).
 pub async fn accept(ctx: &StepCtx<'_>) -> ActionResult {
     let inputs: AcceptInputs = ctx.inputs()?;
     let name = inputs.managed_cluster.as_str();
@@ -791,7 +808,8 @@ fn available(namespace: &str, name: &str) -> Wait {
 mod tests {
     use super::*;
 
-    /// A ClusterManager status as the v1.3.1 operator writes it (FACTS-OCM-ROUND2 §1.5).
+    /// A ClusterManager status as the v1.3.1 operator writes it (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/operator/.../clustermanager_controller.go`).
     fn cm(generation: i64, observed: i64, conditions: &[(&str, &str, &str)]) -> ClusterManager {
         let conditions: Vec<serde_json::Value> = conditions
             .iter()
@@ -819,7 +837,8 @@ mod tests {
     #[test]
     fn the_hub_is_ready_only_with_every_condition_of_section_1_6() {
         assert!(cluster_manager_ready(&cm(2, 2, READY)));
-        // Applied=True alone comes before the webhooks exist (§1.5).
+        // Applied=True alone comes before the webhooks exist (open-cluster-management-io/ocm v1.3.1
+        // `pkg/operator/.../clustermanager_controller.go`).
         assert!(!cluster_manager_ready(&cm(
             1,
             1,

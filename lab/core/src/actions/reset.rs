@@ -24,7 +24,8 @@ use crate::backend::{Api, ClusterApi};
 use crate::topology::{LAB_LABEL, Provider};
 use crate::verify::PROBE_PROPERTY;
 
-/// Sets the hub maintains itself (OCM-FACTS §2.2).
+/// Sets the hub maintains itself (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/managedclusterset/`).
 const HUB_SETS: &[&str] = &["default", "global"];
 
 fn name<K: Kind>(o: &K) -> &str {

@@ -345,7 +345,9 @@ impl SpokeRun<'_, '_> {
             let r = match blocked(Check::AccessProviders) {
                 Some(r) => r,
                 None => {
-                    // cluster-proxy requeues every minute while its serving cert is missing (OCM-FACTS §6.1): wait.
+                    // cluster-proxy requeues every minute while its serving cert is missing
+                    // (open-cluster-management-io/cluster-proxy v0.10.0
+                    // `pkg/proxyserver/controllers/clusterprofile_controller.go`): wait.
                     let profile = match &profile {
                         Some(_) => wait_quietly(&profiles, spoke, has_provider(), self.deadline)
                             .await?
@@ -433,7 +435,8 @@ impl SpokeRun<'_, '_> {
     }
 
     /// Why no ClusterProfile for this spoke can ever appear in `ns`, when that is so: the hub gate is
-    /// off, or no binding for a set holding the spoke exists there (OCM-FACTS §4.1).
+    /// off, or no binding for a set holding the spoke exists there (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/clusterprofile/`).
     async fn profile_blocker(
         &self,
         ns: &str,
@@ -694,12 +697,15 @@ impl SpokeRun<'_, '_> {
     /// server resolves only inside the hub, so its Service is port-forwarded and the request goes to
     /// `localhost` (a SAN of the serving certificate), verified with the provider's CA, authenticated with
     /// the spoke's synced ManagedServiceAccount token; `GET /<spoke>/version` must answer what the spoke's
-    /// own `/version` answers (OCM-FACTS §6.1, §6.2).
+    /// own `/version` answers (open-cluster-management-io/cluster-proxy v0.10.0
+    /// `pkg/proxyserver/controllers/clusterprofile_controller.go`, `pkg/userserver/user_server.go`,
+    /// `pkg/serviceproxy/service_proxy.go`).
     ///
-    /// The addon's `Available` does not mean the tunnel is up (FACTS-OCM-ROUND2 §4.3), so a 400 (the user
-    /// server cannot open its tunnel to the proxy server), a 502 (`No agent available`: the spoke's proxy
-    /// agent is not connected yet), a 503/504 and a transient error are retried with backoff until the
-    /// spoke's deadline; giving up reports the last status and body (§4.4).
+    /// The addon's `Available` does not mean the tunnel is up (open-cluster-management-io/cluster-proxy v0.10.0
+    /// `cmd/addon-agent/main.go`), so a 400 (the user server cannot open its tunnel to the proxy server), a 502
+    /// (`No agent available`: the spoke's proxy agent is not connected yet), a 503/504 and a transient error
+    /// are retried with backoff until the spoke's deadline; giving up reports the last status and body
+    /// (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
     async fn reachable(
         &self,
         ns: &str,

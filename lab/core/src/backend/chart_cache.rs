@@ -1,16 +1,16 @@
-//! The chart cache (issue 13 item 2): each chart the lab installs is fetched once from its repository into
+//! The chart cache: each chart the lab installs is fetched once from its repository into
 //! `<cache>/charts/<repo-host>/<name>-<version>.tgz` (`<cache>` as for the tools: `$OCM_LAB_CACHE_DIR`, else
 //! `$XDG_CACHE_HOME/ocm-lab`, else `~/.cache/ocm-lab`), and Helm renders and installs it from that file
 //! afterwards (`helm template <release> <file>.tgz`, `helm upgrade --install <release> <file>.tgz`).
 //!
 //! # Fetching and verifying
 //!
-//! A fetch reads the repository's `index.yaml` (`<repo>/index.yaml`, as Helm does, FACTS-HELM-KIND A4.1),
-//! takes the entry for the chart's name and version, and downloads its first URL (resolved against the
-//! repository URL when relative), hashing the bytes while they stream into a private temporary file in the
-//! cache folder. The file is renamed into place only when its sha256 equals the `digest` the index
-//! publishes for that name and version; otherwise nothing is cached and the error names both digests. The
-//! verified digest is then recorded next to the chart (`<name>-<version>.tgz.sha256`, `sha256sum` format).
+//! A fetch reads the repository's `index.yaml` (`<repo>/index.yaml`, as Helm does, helm/helm v3.19.5
+//! `pkg/repo/chartrepo.go`), takes the entry for the chart's name and version, and downloads its first URL
+//! (resolved against the repository URL when relative), hashing the bytes while they stream into a private
+//! temporary file in the cache folder. The file is renamed into place only when its sha256 equals the `digest`
+//! the index publishes for that name and version; otherwise nothing is cached and the error names both digests.
+//! The verified digest is then recorded next to the chart (`<name>-<version>.tgz.sha256`, `sha256sum` format).
 //!
 //! # Using the cache
 //!

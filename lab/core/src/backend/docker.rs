@@ -5,7 +5,7 @@
 //! remove the leftovers of a cluster we own, and, for the doctor, read kernel settings as the daemon's
 //! kernel sees them.
 //!
-//! Facts this module is built around (STACK.md A4, gotchas 7–9):
+//! Facts this module is built around (bollard 0.21):
 //! - bollard reads `DOCKER_HOST` (`unix://`, `tcp://`) but **not** docker CLI contexts, so Docker Desktop
 //!   and rootless Docker users must set `DOCKER_HOST`; every "cannot reach Docker" error says so.
 //! - bollard connects lazily: the socket is only used on the first request, so [`Docker::connect`] pings
@@ -691,7 +691,7 @@ impl Docker {
     }
 
     /// Creates network `name` exactly as kind v0.32.0 does (`pkg/cluster/internal/providers/docker/
-    /// network.go`, FACTS-HELM-KIND B1): a bridge with IP masquerading, the default bridge's MTU when it
+    /// network.go`): a bridge with IP masquerading, the default bridge's MTU when it
     /// has one, and an IPv6 ULA /64 derived from the name ([`kind_ula_subnet`]); no labels. When the
     /// daemon cannot do IPv6 it is created without; when the subnet overlaps another network the next
     /// of kind's five attempts is tried. Returns the new network's ID, or `None` when a network of that
@@ -1055,8 +1055,9 @@ impl Docker {
 
     /// The name the engine knows `image` by: `image` as written, or, for an image pinned by tag and digest
     /// (`kindest/node:v1.36.1@sha256:…`) that it knows by its tag only, the tag (`docker load` on an engine
-    /// with the classic image store keeps no digest, FACTS-HELM-KIND unverified 7). `None` when it has
-    /// neither. kind inspects the reference as written and pulls when that fails (B6.6), so a tag-only
+    /// with the classic image store keeps no digest: Docker's behaviour, not confirmed in moby's source).
+    /// `None` when it has neither. kind inspects the reference as written and pulls when that fails
+    /// (kubernetes-sigs/kind v0.32.0 `pkg/cluster/internal/providers/docker/images.go`), so a tag-only
     /// image would be pulled.
     pub async fn local_name(&self, image: &str) -> Result<Option<String>> {
         if self.image_present(image).await? {

@@ -4,7 +4,8 @@
 //!
 //! Our chart patches (`charts-patches/`) are applied by Helm's post-renderer, which is ocm-lab itself
 //! (the hidden `__post-render` command, `commands::postrender`). Helm 3 and Helm 4 run it differently
-//! (FACTS-HELM-KIND A1, A2):
+//! (helm/helm v3.19.5 `pkg/postrender/exec.go`, `pkg/action/action.go`; helm/helm v4.2.4 `pkg/cmd/flags.go`,
+//! `internal/plugin/runtime_subprocess.go`):
 //! - Helm 3: `--post-renderer <path of ocm-lab> --post-renderer-args=__post-render
 //!   --post-renderer-args=--chart --post-renderer-args=<chart> …` (an executable path; each
 //!   `--post-renderer-args` is one argv element).
@@ -22,7 +23,8 @@
 //! - `helm upgrade --install <release> <chart> --repo … --version … --namespace <ns> --create-namespace
 //!   --skip-crds --values <file> --kubeconfig <file> --kube-context <context> <post-renderer>`
 //!   (`--skip-crds`: the install action applies the CRDs itself first, because Helm never upgrades
-//!   `crds/` and the lab waits for them to be served, A1.6, A1.8)
+//!   `crds/` and the lab waits for them to be served; helm/helm v3.19.5 `pkg/action/install.go`,
+//!   `pkg/action/upgrade.go`)
 //! - With the chart cache ([`Helm::with_chart_cache`], which `up`, `reset` and `plan` use), `<chart> --repo …
 //!   --version …` is replaced by the cached, verified `<cache>/charts/<repo-host>/<name>-<version>.tgz`
 //!   (`backend::chart_cache`): the repository is reached once per chart version, never again.
@@ -353,8 +355,8 @@ pub fn template_args(chart: &ChartPlan, values_file: &Path) -> Vec<String> {
 }
 
 /// The chart argument(s): the local `.tgz` when given (helm does not check `--version` against a local
-/// chart, and Helm 4 skips a local path when `--repo` is set, FACTS-HELM-KIND A4.2, so neither is
-/// passed), else `<name> --repo <repo> --version <version>`.
+/// chart, and Helm 4 skips a local path when `--repo` is set, helm/helm v4.2.4 `pkg/action/install.go`, so
+/// neither is passed), else `<name> --repo <repo> --version <version>`.
 fn chart_args(chart: &ChartPlan, local: Option<&Path>) -> Vec<String> {
     match local {
         Some(path) => vec![path.to_string_lossy().into_owned()],

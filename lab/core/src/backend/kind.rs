@@ -27,7 +27,7 @@
 //! |---|---|---|
 //! | `node(s) already exist for a cluster with the name` | permanent | the name is taken; help says how to delete it |
 //! | `Cannot connect to the Docker daemon`, `failed to connect to the docker API`, `permission denied while trying to connect to the Docker daemon`, `executable file not found in $PATH` | permanent | Docker is down, unreachable or missing: the user must act |
-//! | `could not find a log line that matches` (the node never reached `Multi-User System`), `too many open files` | transient | host inotify limits exhausted while several nodes boot (OCM-FACTS §9.2); it often passes once other nodes are up |
+//! | `could not find a log line that matches` (the node never reached `Multi-User System`), `too many open files` | transient | host inotify limits exhausted while several nodes boot (kubernetes-sigs/kind `site/content/docs/user/known-issues.md`); it often passes once other nodes are up |
 //! | `failed to init node with kubeadm` | permanent | kubeadm could not bring up the control plane: nearly always the host (memory, disk, cgroups) or a node image that does not fit this kind, so a retry repeats a failure that takes minutes; checked before the timeout markers below because kubeadm's output often contains `context deadline exceeded` |
 //! | `failed to pull image` together with `manifest unknown`, `not found` or `unauthorized` | permanent | the node image does not exist or is private |
 //! | `failed to pull image` (otherwise) | transient | registry or network hiccup |
@@ -144,12 +144,13 @@ impl Kind {
     }
 }
 
-/// Registry mirrors for a cluster's nodes, in the containerd 2.x form (FACTS-HELM-KIND B4.3): kind's
-/// `config_path` patch in the v2 key form its local-registry guide uses, and one
+/// Registry mirrors for a cluster's nodes, in the containerd 2.x form (containerd/containerd v2.3.1
+/// `docs/hosts.md`): kind's `config_path` patch in the v2 key form its local-registry guide uses, and one
 /// `<certs_dir>/<registry host>/hosts.toml` per mirror, mounted read-only at `/etc/containerd/certs.d` in
 /// every node. This works for the containerd of every kindest/node the catalog knows (2.1.4 has no default
 /// `config_path`, 2.2+ would read the same folder); the deprecated `registry.mirrors` form is not used, as
-/// containerd 2.3 refuses it next to `config_path` (B4.4).
+/// containerd 2.3 refuses it next to `config_path` (containerd/containerd v2.3.1
+/// `internal/cri/config/config.go`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NodeRegistries {
     /// (registry host, mirror URL), in topology order.
@@ -162,7 +163,7 @@ pub struct NodeRegistries {
 pub const NODE_CERTS_DIR: &str = "/etc/containerd/certs.d";
 
 /// The `containerdConfigPatches` entry that makes containerd read [`NODE_CERTS_DIR`] (kind@v0.32.0
-/// site/static/examples/kind-with-registry.sh, FACTS-HELM-KIND B3.2).
+/// site/static/examples/kind-with-registry.sh).
 pub const CONFIG_PATH_PATCH: &str =
     "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"";
 

@@ -1,7 +1,7 @@
 //! The Kubernetes API through kube-rs: [`KubeConnector`] builds clients from an explicit kubeconfig file and
 //! context, and [`KubeApi`] implements [`ClusterApi`] with server-side apply, watches and discovery.
 //!
-//! Every write is server-side apply with the one field manager `ocm-lab` (STYLE.md #9), except the two
+//! Every write is server-side apply with the one field manager `ocm-lab`, except the two
 //! OCM needs otherwise: a JSON merge patch (`hubAcceptsClient`) and a CSR's `/approval` subresource.
 //! Waits are watches bounded by a timeout, never sleep loops.
 
@@ -635,7 +635,8 @@ impl ClusterApi for KubeApi {
                 name: name.to_owned(),
             });
         }
-        // What `clusteradm accept` does (OCM-FACTS §2.3); the API server fills in the timestamps.
+        // What `clusteradm accept` does (open-cluster-management-io/clusteradm v1.3.1
+        // `pkg/cmd/accept/exec.go`); the API server fills in the timestamps.
         conditions.push(CertificateSigningRequestCondition {
             type_: "Approved".to_owned(),
             status: "True".to_owned(),
@@ -793,7 +794,7 @@ current-context: other
         path
     }
 
-    /// STACK.md gotcha 3: two rustls crypto providers in the build make `Client::try_from` panic at run
+    /// Two rustls crypto providers in the build make `Client::try_from` panic at run
     /// time with an https server and CA data. This builds exactly that client.
     #[tokio::test]
     async fn builds_an_https_client_from_a_kubeconfig_with_inline_ca() {

@@ -139,10 +139,10 @@ pub trait ContainerRuntime: Send + Sync {
     /// Force-removes these containers (and their anonymous volumes); returns how many it removed.
     /// Containers already gone are not an error.
     async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError>;
-    /// Runs a lab's local registry container if it is not running yet (FACTS-HELM-KIND B3): created from
-    /// `spec.image` with `spec.labels`, published on `127.0.0.1:<host_port>`, on network `spec.network`.
-    /// A container of that name without `spec.labels` is someone else's: an error, left alone.
-    /// Returns its ID and whether it was created now.
+    /// Runs a lab's local registry container if it is not running yet (kubernetes-sigs/kind v0.32.0
+    /// `site/static/examples/kind-with-registry.sh`): created from `spec.image` with `spec.labels`, published
+    /// on `127.0.0.1:<host_port>`, on network `spec.network`. A container of that name without `spec.labels` is
+    /// someone else's: an error, left alone. Returns its ID and whether it was created now.
     async fn ensure_registry(
         &self,
         spec: &RegistryContainer,
@@ -151,8 +151,8 @@ pub trait ContainerRuntime: Send + Sync {
     /// (`ctr --namespace=k8s.io images ls`): each reference with the digest it points at.
     async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError>;
     /// Imports a `docker save` archive (a byte range of a file: one entry of a bundle) into containerd's
-    /// `k8s.io` namespace in node container `node`, as `kind load image-archive` does (FACTS-HELM-KIND
-    /// B2.1); the copy put into the node is removed whatever the outcome.
+    /// `k8s.io` namespace in node container `node`, as `kind load image-archive` does (kubernetes-sigs/kind
+    /// v0.32.0 `pkg/cluster/nodeutils/util.go`); the copy put into the node is removed whatever the outcome.
     async fn import_node_image(
         &self,
         node: &str,

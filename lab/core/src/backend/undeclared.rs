@@ -2,9 +2,9 @@
 //!
 //! A server-side apply of an object with a field its CRD's structural schema does not declare fails
 //! with HTTP 500 "field not declared in schema"; a client-side create (Helm 3) prunes it with a warning
-//! only (OCM-FACTS §6, §10). Either way the chart does not get what it rendered, so the install action
-//! walks every patched object against its CRD's `openAPIV3Schema` first and refuses the chart, naming
-//! the fields.
+//! only (open-cluster-management-io/cluster-proxy PR #272; kubernetes/kubernetes#122480). Either way the chart
+//! does not get what it rendered, so the install action walks every patched object against its CRD's
+//! `openAPIV3Schema` first and refuses the chart, naming the fields.
 //!
 //! Only what a structural schema says for sure is flagged: a key of an object whose schema lists
 //! `properties` and neither declares that key nor allows more (`additionalProperties`,

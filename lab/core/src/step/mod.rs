@@ -30,7 +30,7 @@ use events::{Event, Events};
 /// Outputs of a step (never secrets).
 pub type Outputs = BTreeMap<String, Value>;
 
-/// What the `node-images` step puts into each kind cluster's nodes (issue 13): the chart images each
+/// What the `node-images` step puts into each kind cluster's nodes: the chart images each
 /// lab cluster runs (`ocm-lab images list`, which the front derives from the plan's chart renders), and,
 /// with a bundle (`up --bundle`, `spec.bundle`), where the bundle holds each of them. Empty (the default):
 /// the step has nothing to do and the nodes pull at rollout.

@@ -1,15 +1,17 @@
 //! The version catalog: which chart versions ocm-lab knows, and which Helm value keys each one needs.
 //!
 //! A topology names versions, never raw Helm keys. The keys that turn the ClusterProfile features on were
-//! renamed between chart releases (OCM-FACTS §6, §9.8), and Helm silently ignores a key a chart does not
-//! read, so a version this catalog does not know is an error rather than a guess.
+//! renamed between chart releases (open-cluster-management-io/cluster-proxy v0.10.0 `charts/cluster-proxy/`;
+//! open-cluster-management-io/cluster-proxy PR #274), and Helm silently ignores a key a chart does not read, so
+//! a version this catalog does not know is an error rather than a guess.
 
 use std::fmt;
 
-/// The Helm repository that publishes every OCM chart (OCM-FACTS §8, helm-charts README).
+/// The Helm repository that publishes every OCM chart (open-cluster-management-io/helm-charts `README.md`).
 pub const OCM_HELM_REPO: &str = "https://open-cluster-management.io/helm-charts";
 
-/// kind's default node image for kind v0.32.0 (OCM-FACTS §8, `pkg/apis/config/defaults/image.go`).
+/// kind's default node image for kind v0.32.0 (kubernetes-sigs/kind v0.32.0
+/// `pkg/apis/config/defaults/image.go`).
 pub const DEFAULT_KIND_NODE_IMAGE: &str =
     "kindest/node:v1.36.1@sha256:3489c7674813ba5d8b1a9977baea8a6e553784dab7b84759d1014dbd78f7ebd5";
 
@@ -19,10 +21,11 @@ pub const KNOWN_KIND_NODE_IMAGES: &[&str] = &[
     "kindest/node:v1.35.0@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f",
 ];
 
-/// The oldest kind release that supports node images of each Kubernetes minor version (FACTS-HELM-KIND
-/// B5): v0.32.0 is the first to write kubeadm's `v1beta4` config, which Kubernetes 1.36 needs
-/// (kind@v0.32.0 `pkg/cluster/internal/kubeadm/config.go`); v0.31.0 is the first with 1.35 images;
-/// v0.30.0 the first with 1.34 images. Older minors work with any kind ocm-lab accepts (v0.27.0+).
+/// The oldest kind release that supports node images of each Kubernetes minor version (kind's
+/// `pkg/apis/config/defaults/image.go` and release notes at each tag): v0.32.0 is the first to write kubeadm's
+/// `v1beta4` config, which Kubernetes 1.36 needs (kind@v0.32.0 `pkg/cluster/internal/kubeadm/config.go`);
+/// v0.31.0 is the first with 1.35 images; v0.30.0 the first with 1.34 images. Older minors work with any kind
+/// ocm-lab accepts (v0.27.0+).
 pub const KIND_FOR_NODE_MINOR: &[(u64, &str)] = &[(36, "0.32.0"), (35, "0.31.0"), (34, "0.30.0")];
 /// The kind for node images older than every row of [`KIND_FOR_NODE_MINOR`] (ocm-lab's minimum).
 pub const KIND_FOR_OLDER_NODES: &str = "0.27.0";
@@ -187,7 +190,8 @@ impl fmt::Display for Chart {
 #[serde(rename_all = "camelCase")]
 pub struct OcmRelease {
     pub version: &'static str,
-    /// Image tag the charts default to (`.Chart.AppVersion`, OCM-FACTS §3).
+    /// Image tag the charts default to (`.Chart.AppVersion`, open-cluster-management-io/ocm v1.3.1
+    /// `deploy/*/chart/*/templates/_helpers.tpl`).
     pub image_tag: &'static str,
 }
 
@@ -198,7 +202,7 @@ pub struct ClusterProxyRelease {
     pub version: &'static str,
     /// The value that turns on the ClusterProfile access provider controller in the addon manager.
     /// 0.10.0: `featureGates.clusterProfileAccessProvider`; 0.11.0: `featureGates.clusterProfile`
-    /// (cluster-proxy PR #274, OCM-FACTS §6 "Chart 0.11.0 differences").
+    /// (open-cluster-management-io/cluster-proxy PR #274, v0.11.0 `charts/cluster-proxy/values.yaml`).
     pub access_provider_gate_key: &'static str,
     /// API version of the ClusterManagementAddOn the chart renders (v1alpha1 in 0.10.0, v1beta1 in 0.11.0).
     pub cma_api_version: &'static str,
@@ -209,7 +213,8 @@ pub struct ClusterProxyRelease {
 #[serde(rename_all = "camelCase")]
 pub struct MsaRelease {
     pub version: &'static str,
-    /// The value that turns on the ClusterProfile credential syncer (OCM-FACTS §7).
+    /// The value that turns on the ClusterProfile credential syncer
+    /// (open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/managed-serviceaccount/values.yaml`).
     pub cred_syncer_gate_key: &'static str,
 }
 

@@ -9,15 +9,18 @@ use serde::Serialize;
 use super::catalog::{ClusterProxyRelease, MsaRelease, OcmRelease};
 use super::model::{Check, Selector};
 
-/// Label OCM uses for exclusive cluster set membership (OCM-FACTS §2.2, §9.10).
+/// Label OCM uses for exclusive cluster set membership (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/webhook/v1/managedcluster_mutating.go`).
 pub const CLUSTERSET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
-/// Label the lab puts on everything it creates, naming the lab (DESIGN.md "Contracts").
+/// Label the lab puts on everything it creates, naming the lab.
 pub const LAB_LABEL: &str = "ocm-lab.open-cluster-management.io/lab";
-/// The ManagedCluster name of a self-joined hub (OCM-FACTS §1).
+/// The ManagedCluster name of a self-joined hub (open-cluster-management-io/ocm v1.3.1
+/// `solutions/setup-dev-environment/local-up.sh`).
 pub const LOCAL_CLUSTER: &str = "local-cluster";
 /// Namespace the addon charts are installed in unless a topology says otherwise.
 pub const ADDON_NAMESPACE: &str = "open-cluster-management-addon";
-/// Where the managed-serviceaccount agent (and so the spoke ServiceAccounts) lives (OCM-FACTS §7).
+/// Where the managed-serviceaccount agent (and so the spoke ServiceAccounts) lives
+/// (open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/agent/agent.go`).
 pub const MSA_AGENT_NAMESPACE: &str = "open-cluster-management-agent-addon";
 
 /// A resolved lab.
@@ -53,7 +56,8 @@ pub struct Lab {
     pub host: super::Host,
 }
 
-/// Host port of the local registry, as in kind's local-registry guide (FACTS-HELM-KIND B3).
+/// Host port of the local registry, as in kind's local-registry guide (kubernetes-sigs/kind v0.32.0
+/// `site/static/examples/kind-with-registry.sh`).
 pub const LOCAL_REGISTRY_PORT: u16 = 5001;
 /// The image of the local registry: kind's local-registry guide runs `registry:3` since kind v0.32.0
 /// (kubernetes-sigs/kind v0.32.0 `site/static/examples/kind-with-registry.sh`; `registry:2` up to v0.31.0).
@@ -78,7 +82,8 @@ pub struct Mirror {
     pub url: String,
 }
 
-/// The lab's local registry container (FACTS-HELM-KIND B3).
+/// The lab's local registry container (kubernetes-sigs/kind v0.32.0
+/// `site/static/examples/kind-with-registry.sh`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalRegistry {
@@ -131,8 +136,9 @@ pub struct Cluster {
     /// Context name in the user's kubeconfig: `kind-<name>` for kind clusters, as kind names them.
     pub context: String,
     /// The API server address other clusters' pods use, when known before the cluster runs:
-    /// `https://<name>-control-plane:6443` on kind (OCM-FACTS §1), an existing cluster's
-    /// `existing.joinEndpoint`.
+    /// `https://<name>-control-plane:6443` on kind (kubernetes-sigs/kind v0.32.0
+    /// `pkg/cluster/internal/providers/docker/provider.go`, `GetAPIServerInternalEndpoint`), an existing
+    /// cluster's `existing.joinEndpoint`.
     pub internal_endpoint: Option<String>,
     /// `existing.adopt`: an OCM install already on this existing cluster is used, not refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]

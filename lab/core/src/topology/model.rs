@@ -1,8 +1,8 @@
 //! The topology file as written: typed, strict (`deny_unknown_fields`) and spanned.
 //!
 //! Every field a semantic check may complain about is a [`Spanned`], so the error can point at the line and
-//! column where the user wrote it (STACK.md A2). Downstream code never reads these types: it reads the
-//! resolved [`super::Lab`], with defaults applied and spans dropped.
+//! column where the user wrote it (serde-saphyr's `Spanned`). Downstream code never reads these types: it reads
+//! the resolved [`super::Lab`], with defaults applied and spans dropped.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -259,7 +259,7 @@ pub struct ClusterProxy {
     /// Fill `ClusterProfile.status.accessProviders` (the chart's ClusterProfile gate).
     #[serde(default = "yes")]
     pub access_provider: bool,
-    /// Deploy the user server (`enableServiceProxy` + `userServer.enabled`, OCM-FACTS §6 contradiction 1).
+    /// Deploy the user server (`enableServiceProxy` + `userServer.enabled`: the chart gates it on the first).
     #[serde(default = "yes")]
     pub user_server: bool,
 }
@@ -299,7 +299,7 @@ pub struct ServiceAccount {
     pub cluster_role: Option<Spanned<String>>,
 }
 
-/// A verification check (see DESIGN.md "Verification").
+/// A verification check (see docs/verification.md).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema,
 )]

@@ -1,8 +1,11 @@
 //! Semantic checks on a parsed topology, and its resolution into a [`Lab`].
 //!
 //! Every check records a located issue and carries on, so a user sees all problems of a file at once.
-//! Limits come from OCM and the Kubernetes API (OCM-FACTS §4.2, §9.10, §9.12, §10) and are checked here,
-//! before anything runs, because on a live lab they fail late or silently.
+//! Limits come from OCM and the Kubernetes API (open-cluster-management-io/ocm v1.3.1
+//! `pkg/registration/spoke/managedcluster/claim_reconcile.go`,
+//! `pkg/registration/webhook/v1beta2/managedclustersetbinding_validating.go`; recorded from kube-apiserver
+//! v1.36.2 and open-cluster-management-io/ocm 00f84c32) and are checked here, before anything runs, because on
+//! a live lab they fail late or silently.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,9 +19,11 @@ use super::model::{self, Check, Selector};
 use crate::diag::{Collector, suggest};
 
 /// ClusterProfile `status.properties[].value` and ManagedCluster claim values hold at most this many
-/// characters; a longer value blocks every later claim update of the cluster (OCM-FACTS §10).
+/// characters; a longer value blocks every later claim update of the cluster (open-cluster-management-io/api
+/// v1.3.0 `cluster/v1/types.go`: a claim value has at most 1024 characters).
 pub const MAX_PROPERTY_VALUE: usize = 1024;
-/// The registration agent syncs at most this many custom claims (`--max-custom-cluster-claims`, §4.2).
+/// The registration agent syncs at most this many custom claims (`--max-custom-cluster-claims`,
+/// open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/managedcluster/claim_reconcile.go`).
 pub const MAX_CUSTOM_CLAIMS: usize = 20;
 /// Kind names node containers `<cluster>-control-plane`; that must stay a DNS label (63 characters).
 pub const MAX_CLUSTER_NAME: usize = 63 - "-control-plane".len();
@@ -29,7 +34,8 @@ const RESERVED_CLAIMS: &[&str] = &[
     "platform.open-cluster-management.io",
     "product.open-cluster-management.io",
 ];
-/// Sets the hub maintains itself with `DefaultClusterSet` (OCM-FACTS §2.2).
+/// Sets the hub maintains itself with `DefaultClusterSet` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/managedclusterset/`).
 const HUB_MAINTAINED_SETS: &[&str] = &["default", "global"];
 
 fn at<T>(s: &Spanned<T>) -> Option<&Location> {
@@ -177,7 +183,8 @@ fn managed_clusters(hub: &Hub, spokes: &[Spoke]) -> Vec<ManagedCluster> {
         managed.push(ManagedCluster {
             name: LOCAL_CLUSTER.to_owned(),
             cluster: hub.cluster.name.clone(),
-            // local-up.sh labels it so (OCM-FACTS §1 step 7).
+            // local-up.sh labels it so (open-cluster-management-io/ocm v1.3.1
+            // `solutions/setup-dev-environment/local-up.sh`).
             labels: BTreeMap::from([(LOCAL_CLUSTER.to_owned(), "true".to_owned())]),
             exclusive_set: None,
         });
@@ -691,7 +698,8 @@ fn spoke_properties(
             value: v.value.clone(),
         });
     }
-    // Verification adds one probe property, which must not push a real one out (OCM-FACTS §10).
+    // Verification adds one probe property, which must not push a real one out (open-cluster-management-io/ocm
+    // v1.3.1 `pkg/registration/spoke/managedcluster/claim_reconcile.go` keeps the first 20 by name).
     let probe = verify
         .checks
         .as_ref()

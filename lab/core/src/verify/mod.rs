@@ -2,7 +2,7 @@
 //!
 //! The functions here are pure: they take the objects an action fetched and say which check passed, and
 //! when one failed, which hop of the chain broke (spoke ClusterProperty → ManagedCluster claim →
-//! ClusterProfile) and what to look at next. DESIGN.md "Verification"; OCM-FACTS §4–§7.
+//! ClusterProfile) and what to look at next (docs/verification.md).
 
 pub mod consumer;
 pub mod report;
@@ -15,11 +15,13 @@ use crate::backend::kinds::{
 };
 use crate::topology::{Check, Property};
 
-/// The probe property's name: a dotted name (a `/` is rejected by the API server, OCM-FACTS §10).
+/// The probe property's name: a dotted name (the API server rejects a `/`: an RFC 1123 subdomain).
 pub const PROBE_PROPERTY: &str = "probe.ocm-lab.open-cluster-management.io";
-/// The provider cluster-proxy writes (OCM-FACTS §6.1).
+/// The provider cluster-proxy writes (open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/proxyserver/controllers/clusterprofile_controller.go`).
 pub const PROVIDER: &str = "open-cluster-management";
-/// The extension a ClusterProfile consumer passes to its exec plugin (OCM-FACTS §5).
+/// The extension a ClusterProfile consumer passes to its exec plugin (kubernetes-sigs/cluster-inventory-api
+/// v0.1.2 `pkg/access/config.go`).
 pub const EXEC_EXTENSION: &str = "client.authentication.k8s.io/exec";
 
 /// The result of one check for one spoke (in one namespace).
@@ -90,8 +92,9 @@ pub enum Hop {
     /// The property is labelled `open-cluster-management.io/spoke-only`.
     SpokeOnly,
     /// The spoke's registration agent stopped renewing its lease: the hub set
-    /// `ManagedClusterConditionAvailable` to Unknown (`ManagedClusterLeaseUpdateStopped`, FACTS-OCM-ROUND2 §5.3),
-    /// so nothing on the spoke reaches the hub any more.
+    /// `ManagedClusterConditionAvailable` to Unknown (`ManagedClusterLeaseUpdateStopped`,
+    /// open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`), so nothing on the
+    /// spoke reaches the hub any more.
     AgentStopped,
     /// More than 20 custom properties: OCM dropped it.
     ClaimsTruncated,
@@ -114,10 +117,11 @@ pub enum Hop {
     /// reachable: the request through cluster-proxy failed (port-forward, TLS, authentication).
     NotReachable,
     /// reachable: the user server answered 502 "No agent available": the spoke's cluster-proxy agent holds
-    /// no tunnel to the hub's proxy server (FACTS-OCM-ROUND2 §4.4).
+    /// no tunnel to the hub's proxy server (open-cluster-management-io/cluster-proxy v0.10.0
+    /// `pkg/userserver/user_server.go`).
     ProxyAgentNotConnected,
     /// reachable: the user server answered 400: it cannot open its tunnel to the hub's proxy server
-    /// (FACTS-OCM-ROUND2 §4.4).
+    /// (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
     ProxyServerUnreachable,
     /// reachable: something answered, but not that spoke.
     WrongCluster,
@@ -192,7 +196,8 @@ pub fn has_properties(profile: &ClusterProfile, expected: &[Property]) -> bool {
 
 /// Whether a ManagedCluster (or a ClusterProfile, which copies its conditions) shows that the registration
 /// agent stopped renewing its lease: Available/ControlPlaneHealthy Unknown with reason
-/// `ManagedClusterLeaseUpdateStopped` (FACTS-OCM-ROUND2 §5.1, §5.3).
+/// `ManagedClusterLeaseUpdateStopped` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/clusterprofile/status_controller.go`, `pkg/registration/hub/lease/controller.go`).
 pub fn agent_stopped<K: HasConditions>(obj: &K, condition: &str) -> bool {
     obj.condition(condition).is_some_and(|c| {
         c.status == "Unknown" && c.reason == Some("ManagedClusterLeaseUpdateStopped")
@@ -407,7 +412,8 @@ fn truncate(v: &str) -> String {
     }
 }
 
-/// The accessProviders check (OCM-FACTS §6.1).
+/// The accessProviders check (open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/proxyserver/controllers/clusterprofile_controller.go`).
 pub fn access_provider(
     spoke: &str,
     namespace: &str,
@@ -510,7 +516,9 @@ pub fn ca_certificates(data: &str) -> Result<usize, String> {
     Ok(certs.len())
 }
 
-/// The credentials check: Secret `<spoke>-<msa>` with a non-empty token (OCM-FACTS §7).
+/// The credentials check: Secret `<spoke>-<msa>` with a non-empty token
+/// (open-cluster-management-io/managed-serviceaccount v0.10.0
+/// `pkg/addon/manager/controller/clusterprofile_cred_syncer.go`).
 pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Secret>) -> CheckResult {
     let name = format!("{spoke}-{msa}");
     let token_len = secret.map_or(0, |s| token(s).map_or(0, <[u8]>::len));
@@ -533,9 +541,10 @@ pub fn credential(spoke: &str, namespace: &str, msa: &str, secret: Option<&Secre
     }
 }
 
-/// The conditions check: `ControlPlaneHealthy` and `Joined` True (OCM-FACTS §4.1). A `ControlPlaneHealthy`
-/// Unknown because the registration agent's lease expired is reported as hop `agent-stopped`
-/// (FACTS-OCM-ROUND2 §5.3: `Joined` stays True then).
+/// The conditions check: `ControlPlaneHealthy` and `Joined` True (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/clusterprofile/`). A `ControlPlaneHealthy` Unknown because the registration agent's
+/// lease expired is reported as hop `agent-stopped` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/lease/controller.go`: `Joined` stays True then).
 pub fn conditions(
     spoke: &str,
     namespace: &str,

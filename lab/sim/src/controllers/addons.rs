@@ -1,5 +1,8 @@
-//! The addon framework, cluster-proxy and managed-serviceaccount on the hub (OCM-FACTS §6, §6.1, §7,
-//! §9.5, §9.6).
+//! The addon framework, cluster-proxy and managed-serviceaccount on the hub
+//! (open-cluster-management-io/cluster-proxy v0.10.0 `charts/cluster-proxy/`,
+//! `pkg/proxyserver/controllers/clusterprofile_controller.go`, `charts/cluster-proxy/README.md`;
+//! open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/managed-serviceaccount/`;
+//! open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`).
 
 use std::collections::BTreeSet;
 
@@ -31,8 +34,10 @@ fn s(x: &str) -> String {
 }
 
 /// Where an addon's agent runs on a managed cluster when the ManagedClusterAddOn does not say:
-/// managed-serviceaccount → `open-cluster-management-agent-addon` (§7), cluster-proxy →
-/// `open-cluster-management-cluster-proxy` (§6.2).
+/// managed-serviceaccount → `open-cluster-management-agent-addon`
+/// (open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/agent/agent.go`), cluster-proxy →
+/// `open-cluster-management-cluster-proxy` (open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/config/agent.go`).
 fn default_install_namespace(addon: &str) -> &'static str {
     match addon {
         PROXY_ADDON => "open-cluster-management-cluster-proxy",
@@ -40,9 +45,10 @@ fn default_install_namespace(addon: &str) -> &'static str {
     }
 }
 
-/// Install strategy `Placements` (§6, §7): a ManagedClusterAddOn in the namespace of every cluster the
-/// placements decided on, owned by the ClusterManagementAddOn; ones it owns for clusters no longer
-/// selected are removed.
+/// Install strategy `Placements` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go`): a ManagedClusterAddOn in the namespace
+/// of every cluster the placements decided on, owned by the ClusterManagementAddOn; ones it owns for clusters
+/// no longer selected are removed.
 pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
     let Some(cma) = w.get(hub, gk::CMA, "", addon) else {
         return Vec::new();
@@ -106,10 +112,11 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
     ops
 }
 
-/// Addon health (§9.5, lease-based in reality): a ManagedClusterAddOn whose cluster has joined, whose
-/// ClusterManagementAddOn exists and whose addon manager runs is `Available=True` with
-/// `status.namespace`; its agent namespace and Deployment appear on the managed cluster. Without the
-/// manager it is `Available=Unknown` (ManagedClusterAddOnLeaseNotFound).
+/// Addon health (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`,
+/// lease-based in reality): a ManagedClusterAddOn whose cluster has joined, whose ClusterManagementAddOn exists
+/// and whose addon manager runs is `Available=True` with `status.namespace`; its agent namespace and Deployment
+/// appear on the managed cluster. Without the manager it is `Available=Unknown`
+/// (ManagedClusterAddOnLeaseNotFound).
 pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
     let Some(a) = w.get(hub, gk::MCA, mc, addon) else {
         return agent_removed(w, hub, mc, addon);
@@ -245,7 +252,8 @@ fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
 pub const PROXY_AGENT_ROLE: &str = "cluster-proxy-addon-agent-impersonator";
 const CLUSTER_ROLE_GK: &str = "ClusterRole.rbac.authorization.k8s.io";
 
-/// The MPC controller in the cluster-proxy addon manager (§6, §6.3): with `spec.userServer` it creates
+/// The MPC controller in the cluster-proxy addon manager (open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/proxyserver/controllers/managedproxyconfiguration_controller.go`): with `spec.userServer` it creates
 /// the user server's serving certificate Secret in `spec.proxyServer.namespace` (a PEM that parses as
 /// X.509: simulation test data).
 pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
@@ -267,7 +275,8 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     }
     // Issued by a CA of this hub's cluster-proxy (`open-cluster-management:cluster-proxy`, as in
     // fixtures/recorded/8-access-providers-and-agent-loss/); `tls.crt` is the leaf followed by that CA,
-    // and the access providers carry it as their CA bundle (§6.1): this hub's, no other cluster's.
+    // and the access providers carry it as their CA bundle (open-cluster-management-io/cluster-proxy v0.10.0
+    // `pkg/proxyserver/controllers/clusterprofile_controller.go`): this hub's, no other cluster's.
     let ca = crate::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
     let dns: Vec<String> = [
         "localhost".to_owned(),
@@ -292,8 +301,11 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
 
 /// The image an addon's agent runs, as its manager deploys it: cluster-proxy's from the
 /// ManagedProxyConfiguration's `proxyAgent.image`, managed-serviceaccount's from the manager's
-/// `--agent-image-name=` (FACTS-OCM-ROUND2 §3.3, §3.5). `None` for another addon (the simulation's
-/// placeholder image then).
+/// `--agent-image-name=` (open-cluster-management-io/cluster-proxy v0.10.0
+/// `charts/cluster-proxy/templates/manager-deployment.yaml`, `pkg/proxyagent/agent/agent.go`;
+/// open-cluster-management-io/managed-serviceaccount v0.10.0
+/// `charts/managed-serviceaccount/templates/manager-deployment.yaml`). `None` for another addon (the
+/// simulation's placeholder image then).
 fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
     match addon {
         PROXY_ADDON => w
@@ -316,8 +328,10 @@ fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
 }
 
 /// Whether the addon manager Deployment has its ClusterProfile gate on, read from its args the way its
-/// binary would: `ClusterProfileAccessProvider` up to v0.10.x, `ClusterProfile` from v0.11.0 (§6.1,
-/// §9.8).
+/// binary would: `ClusterProfileAccessProvider` up to v0.10.x, `ClusterProfile` from v0.11.0
+/// (open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/proxyserver/controllers/clusterprofile_controller.go`; open-cluster-management-io/cluster-proxy
+/// PR #274).
 fn proxy_gate_on(d: &Value) -> bool {
     let container = &d["spec"]["template"]["spec"]["containers"][0];
     let tag = container["image"]
@@ -347,9 +361,10 @@ fn args_gate(container: &Value, gate: &str) -> bool {
         .any(|kv| kv == format!("{gate}=true"))
 }
 
-/// The `clusterProfileReconciler` of the cluster-proxy addon manager (§6.1): with its gate on, MPC
-/// `cluster-proxy` and the serving cert Secret in `spec.proxyServer.namespace`, every ClusterProfile
-/// labelled `x-k8s.io/cluster-manager=open-cluster-management` with a cluster-name label gets the
+/// The `clusterProfileReconciler` of the cluster-proxy addon manager (open-cluster-management-io/cluster-proxy
+/// v0.10.0 `pkg/proxyserver/controllers/clusterprofile_controller.go`): with its gate on, MPC `cluster-proxy`
+/// and the serving cert Secret in `spec.proxyServer.namespace`, every ClusterProfile labelled
+/// `x-k8s.io/cluster-manager=open-cluster-management` with a cluster-name label gets the
 /// `open-cluster-management` access provider (only that entry is replaced).
 pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<(&String, &String)>) -> Vec<Op> {
     let Some(d) = addon_manager(w, hub, PROXY_ADDON) else {
@@ -422,9 +437,10 @@ fn msa_install_namespace(mca: &Value) -> String {
         .to_owned()
 }
 
-/// managed-serviceaccount (§7): a ManagedServiceAccount in cluster namespace C, once C's
-/// `managed-serviceaccount` addon is Available, gets its ServiceAccount on the managed cluster (in the
-/// agent's install namespace, no RBAC), a token Secret `<msa>` in C, and `status.tokenSecretRef` with
+/// managed-serviceaccount (open-cluster-management-io/managed-serviceaccount v0.10.0
+/// `charts/managed-serviceaccount/`): a ManagedServiceAccount in cluster namespace C, once C's
+/// `managed-serviceaccount` addon is Available, gets its ServiceAccount on the managed cluster (in the agent's
+/// install namespace, no RBAC), a token Secret `<msa>` in C, and `status.tokenSecretRef` with
 /// `TokenReported=True`.
 pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(msa) = w.get(hub, gk::MSA, ns, name) else {
@@ -509,10 +525,11 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     ops
 }
 
-/// `ClusterProfileCredSyncer` (§7): with the manager's `ClusterProfileCredSyncer=true` and the MSA
-/// labelled `sync-to-clusterprofile: "true"`, its token Secret is copied into every namespace holding a
-/// labelled ClusterProfile named like the MSA's namespace, as Opaque `<cluster>-<msa>` labelled
-/// `synced-from` and owned by the profile; copies no longer wanted are deleted.
+/// `ClusterProfileCredSyncer` (open-cluster-management-io/managed-serviceaccount v0.10.0
+/// `pkg/addon/manager/controller/clusterprofile_cred_syncer.go`): with the manager's
+/// `ClusterProfileCredSyncer=true` and the MSA labelled `sync-to-clusterprofile: "true"`, its token Secret is
+/// copied into every namespace holding a labelled ClusterProfile named like the MSA's namespace, as Opaque
+/// `<cluster>-<msa>` labelled `synced-from` and owned by the profile; copies no longer wanted are deleted.
 pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let on = addon_manager(w, hub, MSA_ADDON).is_some_and(|d| {
         d["spec"]["template"]["spec"]["containers"]
@@ -605,9 +622,10 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
 }
 
 /// The spoke's cluster-proxy `proxy-agent` dials the hub's proxy server and holds a tunnel while the addon
-/// runs there (FACTS-OCM-ROUND2 §4.3): connected when the cluster-proxy ManagedClusterAddOn is
-/// `Available` and the spoke runs. `Available` alone does not mean connected in reality (the lease is
-/// renewed by another container), which a delay on [`crate::Behaviour::ProxyTunnel`] models.
+/// runs there (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`): connected when the
+/// cluster-proxy ManagedClusterAddOn is `Available` and the spoke runs. `Available` alone does not mean
+/// connected in reality (the lease is renewed by another container), which a delay on
+/// [`crate::Behaviour::ProxyTunnel`] models.
 ///
 /// A stopped registration agent does not stop the proxy agent: a tunnel that is up stays up while the
 /// addon is Unknown only because the cluster's lease expired.
@@ -634,7 +652,8 @@ pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     )]
 }
 
-/// `condition` is Unknown because the cluster's lease expired (FACTS-OCM-ROUND2 §5.3).
+/// `condition` is Unknown because the cluster's lease expired (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/lease/controller.go`).
 fn lease_update_stopped(o: &Value, condition: &str) -> bool {
     util::condition(o, condition).is_some_and(|c| {
         c["status"] == "Unknown" && c["reason"] == "ManagedClusterLeaseUpdateStopped"
@@ -974,6 +993,7 @@ static PROXY_TUNNEL: Controller = Controller {
         }
     }),
     run: |w, k| proxy_tunnel(w, k.cluster(), &k.key()[0]),
-    // No status reports a tunnel (FACTS-OCM-ROUND2 §4.3): only the user server's answers show it.
+    // No status reports a tunnel (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`):
+    // only the user server's answers show it.
     fail: |_, _, _| Vec::new(),
 };

@@ -357,7 +357,8 @@ pub(crate) fn dispatch(w: &World, ch: &Change, out: &mut BTreeSet<Work>) {
 }
 
 /// The hub's controllers restart: the ClusterManager changed, its registration controller's Deployment
-/// changed, or the ClusterProfile CRD changed (OCM-FACTS §4.1: the profile controllers start with it).
+/// changed, or the ClusterProfile CRD changed (the profile controllers start with it:
+/// open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/manager.go`).
 fn restarts_hub(ch: &Change) -> bool {
     match ch.gk.as_str() {
         gk::CLUSTER_MANAGER => true,
@@ -389,7 +390,8 @@ pub(crate) fn resync_all(w: &World) -> BTreeSet<Work> {
     out
 }
 
-/// The hub gate check shared by the profile controllers (OCM-FACTS §4.1: started only with the gate).
+/// The hub gate check shared by the profile controllers (started only with the gate:
+/// open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/manager.go`).
 pub(crate) fn profiles_enabled(w: &World, hub: &str) -> bool {
     is_hub(w, hub)
         && apiserver::hub_gate(w, hub, "ClusterProfile")

@@ -20,7 +20,8 @@ const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
 const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const SPOKE_ONLY_LABEL: &str = "open-cluster-management.io/spoke-only";
 
-/// Reserved claim names (api@v1.3.0 cluster/v1alpha1 `ReservedClusterClaimNames`, OCM-FACTS §4.2).
+/// Reserved claim names (open-cluster-management-io/api v1.3.0 `cluster/v1alpha1/types.go`,
+/// `ReservedClusterClaimNames`).
 const RESERVED_CLAIMS: &[&str] = &[
     "id.k8s.io",
     "kubeversion.open-cluster-management.io",
@@ -29,7 +30,8 @@ const RESERVED_CLAIMS: &[&str] = &[
 ];
 
 /// The API server establishes a CRD's names (the lab waits for this before applying custom
-/// resources, OCM-FACTS §9.3).
+/// resources, open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`).
 pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
     let Some(crd) = w.get(c, gk::CRD, "", name) else {
         return Vec::new();
@@ -68,8 +70,9 @@ fn s(x: &str) -> String {
 }
 
 /// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
-/// pods cannot start (OCM-FACTS §6.2: the manager exits without ManagedProxyConfiguration `cluster-proxy`;
-/// §9.6: the user server stays Pending without its serving cert Secret).
+/// pods cannot start (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-manager/main.go`: the manager
+/// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
+/// server stays Pending without its serving cert Secret).
 /// The images a Deployment's Pods run (init containers and containers), as written. The simulation's
 /// placeholder `simulated` is not an image.
 pub(super) fn pod_images(d: &Value) -> Vec<&str> {
@@ -198,7 +201,8 @@ pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
 }
 
 /// The six hub Deployments the cluster-manager operator runs in `open-cluster-management-hub` with the
-/// chart's values (FACTS-OCM-ROUND2 §1.1): (name, label `app`, ClusterManager image field).
+/// chart's values (open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/.../clustermanager_runtime_reconcile.go`): (name, label `app`, ClusterManager image field).
 const HUB_DEPLOYMENTS: &[(&str, &str, &str)] = &[
     (
         "cluster-manager-registration-controller",
@@ -232,9 +236,11 @@ const HUB_DEPLOYMENTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The cluster-manager operator (OCM-FACTS §3, §4.1): with ClusterManager `cluster-manager` and its own
-/// Deployment, it installs the hub CRDs (the ClusterProfile CRD only with the gate), the hub
-/// controllers, and, with `DefaultClusterSet`, the sets `default` and `global` (§2.2).
+/// The cluster-manager operator (open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/operators/clustermanager/`): with ClusterManager `cluster-manager` and its own Deployment, it
+/// installs the hub CRDs (the ClusterProfile CRD only with the gate), the hub controllers, and, with
+/// `DefaultClusterSet`, the sets `default` and `global` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/managedclusterset/`).
 pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
     let Some(cm) = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
         return Vec::new();
@@ -289,8 +295,9 @@ pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
             }),
         ));
     }
-    // FACTS-OCM-ROUND2 §1.4-1.5: `Applied` comes with the first pass; `Progressing` stays True until every
-    // Deployment is ready, and only then are the webhook configurations registered.
+    // open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_webhook_reconcile.go`,
+    // `pkg/operator/.../clustermanager_controller.go`: `Applied` comes with the first pass; `Progressing` stays
+    // True until every Deployment is ready, and only then are the webhook configurations registered.
     let ready = |name: &str| {
         w.get(c, gk::DEPLOYMENT, HUB_NAMESPACE, name)
             .is_some_and(super::available)
@@ -423,8 +430,9 @@ fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
     )
 }
 
-/// The klusterlet operator (OCM-FACTS §2.2, §4.2): installs the agents and the spoke CRDs — ClusterClaim
-/// always, ClusterProperty (about.k8s.io/v1alpha1, cluster-scoped) only with the `ClusterProperty` gate.
+/// The klusterlet operator (open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/klusterlet/`):
+/// installs the agents and the spoke CRDs — ClusterClaim always, ClusterProperty (about.k8s.io/v1alpha1,
+/// cluster-scoped) only with the `ClusterProperty` gate.
 pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, c) else {
         return Vec::new();
@@ -515,7 +523,9 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
 }
 
 /// What the registration agent makes of the bootstrap kubeconfig: the hub lab cluster, or why it cannot
-/// use it (OCM-FACTS §1, §2.2, §9.1).
+/// use it (kubernetes-sigs/kind v0.32.0 `pkg/cluster/internal/providers/docker/provider.go`,
+/// `GetAPIServerInternalEndpoint`; open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/join/exec.go`;
+/// open-cluster-management-io/clusteradm#292).
 fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
     let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
     let boot = parse_bootstrap(data)?;
@@ -695,15 +705,17 @@ fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Op {
     Op::Put(s(c), n)
 }
 
-/// The registration agent (OCM-FACTS §2.2): with a usable bootstrap kubeconfig it creates its
-/// ManagedCluster (`hubAcceptsClient: false`; the hub webhook adds the `default` set label) and a CSR
-/// labelled with the cluster name; otherwise the Klusterlet says why (`HubConnectionDegraded`).
+/// The registration agent (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/`): with a usable
+/// bootstrap kubeconfig it creates its ManagedCluster (`hubAcceptsClient: false`; the hub webhook adds the
+/// `default` set label) and a CSR labelled with the cluster name; otherwise the Klusterlet says why
+/// (`HubConnectionDegraded`).
 pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, spoke) else {
         return Vec::new();
     };
     if w.agent(spoke).is_some_and(|a| a.stopped.is_some()) {
-        // A stopped agent does nothing (FACTS-OCM-ROUND2 §5.3).
+        // A stopped agent does nothing (open-cluster-management-io/ocm v1.3.1
+        // `pkg/registration/hub/lease/controller.go`).
         return Vec::new();
     }
     if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")
@@ -793,7 +805,8 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
         if !urls.is_empty() {
             mc["spec"]["managedClusterClientConfigs"] = Value::Array(urls);
         }
-        // The hub's mutating webhook (OCM-FACTS §2.2): no error path for this object.
+        // The hub's mutating webhook (open-cluster-management-io/ocm v1.3.1
+        // `pkg/registration/webhook/v1/managedcluster_mutating.go`): no error path for this object.
         let _ = apiserver::admit(w, &hub, gk::MANAGED_CLUSTER, &mut mc);
         ops.push(Op::Create(hub.clone(), mc));
     }
@@ -881,8 +894,9 @@ fn uuid_like(seed: &str) -> String {
     )
 }
 
-/// The CSR signer (kube-controller-manager): an approved CSR gets its certificate (OCM-FACTS §2.3; §10:
-/// approved and signed within ~35 ms on a real rig).
+/// The CSR signer (kube-controller-manager): an approved CSR gets its certificate
+/// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`; approved and signed within ~35 ms on
+/// a real rig).
 pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
     let Some(csr) = w.get(hub, gk::CSR, "", name) else {
         return Vec::new();
@@ -906,10 +920,10 @@ pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
     vec![Op::Put(s(hub), n)]
 }
 
-/// Accept and join (OCM-FACTS §2.3): `hubAcceptsClient: true` makes the hub accept the cluster and create
-/// its namespace; with the agent's CSR approved and signed, the agent joins: ManagedCluster conditions
-/// `ManagedClusterJoined` and `ManagedClusterConditionAvailable`, `status.version`, and a healthy
-/// Klusterlet.
+/// Accept and join (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`):
+/// `hubAcceptsClient: true` makes the hub accept the cluster and create its namespace; with the agent's CSR
+/// approved and signed, the agent joins: ManagedCluster conditions `ManagedClusterJoined` and
+/// `ManagedClusterConditionAvailable`, `status.version`, and a healthy Klusterlet.
 pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
         return Vec::new();
@@ -960,7 +974,9 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         if accepted && signed && agent.stopped.is_some() {
             // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
             // past the grace period the hub's lease controller sets Available Unknown. Joined stays
-            // True: no hub code sets it False (FACTS-OCM-ROUND2 §5.2, §5.3).
+            // True: no hub code sets it False (open-cluster-management-io/ocm v1.3.1
+            // `pkg/registration/spoke/managedcluster/joining_reconcile.go`,
+            // `pkg/registration/hub/lease/controller.go`).
             if agent.lease_expired {
                 set_condition(
                     &mut n,
@@ -1032,11 +1048,12 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     ops
 }
 
-/// The registration agent's claim sync (OCM-FACTS §4.2, §10): after Joined, ClusterClaims and (with the
-/// gate) ClusterProperties not labelled spoke-only, a property winning over a claim of the same name;
-/// reserved claims first, then custom ones sorted by name and cut after the maximum (default 20). The hub
-/// rejects the whole update when a value is longer than 1024 characters, so nothing changes until it is
-/// removed (§10).
+/// The registration agent's claim sync (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/spoke/managedcluster/claim_reconcile.go`; recorded from kube-apiserver v1.36.2 and
+/// open-cluster-management-io/ocm 00f84c32): after Joined, ClusterClaims and (with the gate) ClusterProperties
+/// not labelled spoke-only, a property winning over a claim of the same name; reserved claims first, then
+/// custom ones sorted by name and cut after the maximum (default 20). The hub rejects the whole update when a
+/// value is longer than 1024 characters, so nothing changes until it is removed.
 pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     let Some(agent) = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none()) else {
         return Vec::new();
@@ -1199,7 +1216,8 @@ static ROLLOUT: Controller = Controller {
                 q.add(&ch.cluster, &ch.ns, &ch.name);
             }
         }),
-        // The user server restarts on a new serving certificate (FACTS-OCM-ROUND2 §4.3).
+        // The user server restarts on a new serving certificate (open-cluster-management-io/cluster-proxy
+        // v0.10.0 `cmd/addon-agent/main.go`).
         (gk::SECRET, |_, ch, q| {
             if ch.name == "cluster-proxy-user-serving-cert" {
                 q.add(&ch.cluster, &ch.ns, "cluster-proxy-addon-user");
@@ -1243,7 +1261,8 @@ static HUB_OPERATOR: Controller = Controller {
     watches: &[
         (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
         (gk::DEPLOYMENT, |_, ch, q| {
-            // The operator watches its Deployments' rollout (FACTS-OCM-ROUND2 §1.5).
+            // The operator watches its Deployments' rollout (open-cluster-management-io/ocm v1.3.1
+            // `pkg/operator/.../clustermanager_controller.go`).
             if ch.ns == HUB_NAMESPACE || ch.name == "cluster-manager" {
                 q.add(&ch.cluster, "", "");
             }

@@ -1,4 +1,7 @@
-//! Cluster sets, bindings, ClusterProfiles and placements on the hub (OCM-FACTS §4.1, §9.10, §10).
+//! Cluster sets, bindings, ClusterProfiles and placements on the hub (open-cluster-management-io/ocm v1.3.1
+//! `pkg/registration/hub/clusterprofile/`,
+//! `pkg/registration/webhook/v1beta2/managedclustersetbinding_validating.go`; recorded from kube-apiserver
+//! v1.36.2 and open-cluster-management-io/ocm 00f84c32).
 
 use std::collections::BTreeSet;
 
@@ -52,7 +55,8 @@ fn label_selector_matches(sel: Option<&Value>, obj: &Value) -> bool {
     labels_ok && exprs_ok
 }
 
-/// Set membership (OCM-FACTS §9.10): `ExclusiveClusterSetLabel` (the default) selects clusters labelled
+/// Set membership (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/managedclusterset/`):
+/// `ExclusiveClusterSetLabel` (the default) selects clusters labelled
 /// `cluster.open-cluster-management.io/clusterset=<set>`; `LabelSelector` its selector (`global`: all).
 pub(super) fn is_member(set: &Value, mc: &Value) -> bool {
     if mc["metadata"].get("deletionTimestamp").is_some() {
@@ -75,7 +79,8 @@ fn members(w: &World, hub: &str, set: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-/// ManagedClusterSet status (OCM-FACTS §4.1): `ClusterSetEmpty` with the number of clusters selected
+/// ManagedClusterSet status (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/managedclusterset/`):
+/// `ClusterSetEmpty` with the number of clusters selected
 /// (fixtures/recorded/2-clusterprofiles/managedclusterset-*.yaml).
 pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
     let Some(set) = w.get(hub, gk::CLUSTER_SET, "", name) else {
@@ -110,7 +115,8 @@ fn with_count(set: &Value, n: usize) -> Value {
 }
 
 /// A binding is `Bound=True` (ClusterSetBound) as soon as its set exists, else `Bound=False`
-/// (ClusterSetNotFound) (OCM-FACTS §4.1).
+/// (ClusterSetNotFound) (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/managedclustersetbinding/controller.go`).
 pub(super) fn binding(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(b) = w.get(hub, gk::SET_BINDING, ns, name) else {
         return Vec::new();
@@ -148,7 +154,8 @@ fn is_ocm_profile(p: &Value) -> bool {
 }
 
 /// A new ClusterProfile as the lifecycle controller creates it: no status, no clusterset label yet
-/// (OCM-FACTS §4.1, §10).
+/// (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/clusterprofile/`; recorded from kube-apiserver
+/// v1.36.2 and open-cluster-management-io/ocm 00f84c32).
 fn new_profile(ns: &str, cluster: &str) -> Value {
     json!({
         "apiVersion": "multicluster.x-k8s.io/v1alpha1",
@@ -162,9 +169,9 @@ fn new_profile(ns: &str, cluster: &str) -> Value {
     })
 }
 
-/// `ClusterProfileLifecycleController` for one namespace (OCM-FACTS §4.1): every Bound binding there →
-/// its set's clusters → one profile each; extra OCM profiles deleted; namespaces that do not exist or are
-/// terminating are skipped.
+/// `ClusterProfileLifecycleController` for one namespace (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/clusterprofile/`): every Bound binding there → its set's clusters → one profile each;
+/// extra OCM profiles deleted; namespaces that do not exist or are terminating are skipped.
 pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
     if !profiles_enabled(w, hub) || !namespace_exists(w, hub, ns) {
         return Vec::new();
@@ -226,8 +233,10 @@ pub(super) fn lifecycle_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     ops
 }
 
-/// `ClusterProfileStatusController` (OCM-FACTS §4.1, §10): version, all claims as properties (same order,
-/// no lastObservedTime), `ControlPlaneHealthy` ← `ManagedClusterConditionAvailable`, `Joined` ←
+/// `ClusterProfileStatusController` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/hub/clusterprofile/`; recorded from kube-apiserver v1.36.2 and
+/// open-cluster-management-io/ocm 00f84c32): version, all claims as properties (same order, no
+/// lastObservedTime), `ControlPlaneHealthy` ← `ManagedClusterConditionAvailable`, `Joined` ←
 /// `ManagedClusterJoined` (type/status/reason/message; the profile keeps its own transition time), and the
 /// labels including `multicluster.x-k8s.io/clusterset` (`""` when the cluster has no set label). It never
 /// touches `accessProviders`.
@@ -292,9 +301,9 @@ pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     ops
 }
 
-/// The placement controller (OCM-FACTS §6, §7): the clusters of the Placement's sets (all bound sets
-/// when it names none) that have a Bound binding in its namespace, narrowed by label predicates, in a
-/// PlacementDecision `<placement>-decision-1`.
+/// The placement controller (open-cluster-management-io/ocm v1.3.1 `pkg/placement/controllers/scheduling/`):
+/// the clusters of the Placement's sets (all bound sets when it names none) that have a Bound binding in its
+/// namespace, narrowed by label predicates, in a PlacementDecision `<placement>-decision-1`.
 pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(p) = w.get(hub, gk::PLACEMENT, ns, name) else {
         return Vec::new();

@@ -1,10 +1,9 @@
-//! Image bundles through the Docker API: the start of `ocm-lab bundle save` / `up --bundle` (issue 13
-//! items 3–4). A bundle is a tar holding `manifest.json` first, then one `docker save` archive per image
-//! (`images/<n>.tar`), then any files (kind `chart`: `charts/<repo-host>/<name>-<version>.tgz`; kind `tool`:
-//! `tools/<name>`, the kind and helm binaries). The manifest names each item (name, kind, path, sha256
-//! digest, size, and for files their version and repository); loading checks
-//! every digest and size before it sends anything to Docker, so a truncated or tampered bundle is refused
-//! and nothing is half-loaded.
+//! Image bundles through the Docker API: the start of `ocm-lab bundle save` / `up --bundle`. A bundle is a tar
+//! holding `manifest.json` first, then one `docker save` archive per image (`images/<n>.tar`), then any files
+//! (kind `chart`: `charts/<repo-host>/<name>-<version>.tgz`; kind `tool`: `tools/<name>`, the kind and helm
+//! binaries). The manifest names each item (name, kind, path, sha256 digest, size, and for files their version
+//! and repository); loading checks every digest and size before it sends anything to Docker, so a truncated or
+//! tampered bundle is refused and nothing is half-loaded.
 //!
 //! Nothing is held in memory whole: saving streams each `GET /images/get` answer into a temporary file
 //! while hashing it (a tar entry needs its size up front), then copies the files into the bundle; loading

@@ -1,13 +1,13 @@
 //! Loading an image archive into a kind node through the Docker API, as `kind load image-archive` does
-//! (FACTS-HELM-KIND B2.1): the archive is copied into the node container, then imported into containerd's
-//! `k8s.io` namespace with `ctr --namespace=k8s.io images import --all-platforms --digests` (as kind
-//! runs it; `--digests` also keeps an image whose archive names no tag reachable by
-//! digest), and the copy is removed again. An archive holding one platform's content only (saved from
-//! Docker's containerd image store) fails `--all-platforms` with `content digest … not found`
-//! (kubernetes-sigs/kind#3795); it is then imported for the node's own platform. Like kind, the import
-//! passes `--snapshotter=<s>` read from the node's `containerd config dump` ([`parse_snapshotter`]): kind's
-//! entrypoint picks `native` on zfs and `fuse-overlayfs` on fuse/rootless hosts, and an image unpacked
-//! into another snapshotter than the CRI's is not there for the kubelet.
+//! (kubernetes-sigs/kind v0.32.0 `pkg/cluster/nodeutils/util.go`): the archive is copied into the node
+//! container, then imported into containerd's `k8s.io` namespace with
+//! `ctr --namespace=k8s.io images import --all-platforms --digests` (as kind runs it; `--digests` also keeps an
+//! image whose archive names no tag reachable by digest), and the copy is removed again. An archive holding one
+//! platform's content only (saved from Docker's containerd image store) fails `--all-platforms` with
+//! `content digest … not found` (kubernetes-sigs/kind#3795); it is then imported for the node's own platform.
+//! Like kind, the import passes `--snapshotter=<s>` read from the node's `containerd config dump`
+//! ([`parse_snapshotter`]): kind's entrypoint picks `native` on zfs and `fuse-overlayfs` on fuse/rootless
+//! hosts, and an image unpacked into another snapshotter than the CRI's is not there for the kubelet.
 
 use std::path::Path;
 
@@ -217,8 +217,9 @@ impl Docker {
     }
 
     /// Runs `cmd` in the container; its exit code and output. kind adds `--privileged` to its exec, but
-    /// kind's node containers run privileged already (FACTS-HELM-KIND B6.8), so the exec gets their full
-    /// capabilities without it (and an unprivileged stand-in refuses a privileged exec).
+    /// kind's node containers run privileged already (kubernetes-sigs/kind v0.32.0
+    /// `pkg/cluster/internal/providers/docker/provision.go`), so the exec gets their full capabilities without
+    /// it (and an unprivileged stand-in refuses a privileged exec).
     async fn exec_in(&self, container: &str, cmd: &[&str]) -> Result<(i64, String), DockerError> {
         let what = format!("run `{}` in {container}", cmd.join(" "));
         let exec = self

@@ -1,7 +1,8 @@
 //! The lab's local registry container on the Docker Engine API, as kind's local-registry guide runs it
-//! (FACTS-HELM-KIND B3): `registry:3` published on `127.0.0.1:<port>` (container port 5000), restarted
-//! always, and on the kind network so the nodes reach it as `<name>:5000`. Unlike the rest of this
-//! backend it pulls its image when the engine lacks it: the registry is what makes later pulls local.
+//! (kubernetes-sigs/kind v0.32.0 `site/static/examples/kind-with-registry.sh`): `registry:3` published on
+//! `127.0.0.1:<port>` (container port 5000), restarted always, and on the kind network so the nodes reach it as
+//! `<name>:5000`. Unlike the rest of this backend it pulls its image when the engine lacks it: the registry is
+//! what makes later pulls local.
 
 use std::collections::HashMap;
 

@@ -17,7 +17,7 @@ use ::kube::core::Status;
 
 use super::{ForbiddenCause, KubeError};
 
-/// What server-side apply says about a field the CRD's schema does not have (OCM-FACTS §10).
+/// What server-side apply says about a field the CRD's schema does not have (kubernetes/kubernetes#122480).
 const NOT_IN_SCHEMA: &str = ": field not declared in schema";
 
 /// The field paths an API server message says are not declared in the schema, in order, without
@@ -113,9 +113,9 @@ pub fn classify_status(s: &Status) -> KubeError {
 /// The ManagedCluster validating webhook's answer to an accept (`hubAcceptsClient: true`) while namespace
 /// `<cluster>` on the hub is Terminating, after a `reset` or `down`: reason `Forbidden`, message
 /// `admission webhook "managedclustervalidators…" denied the request: cluster namespace "<c>" is
-/// terminating` (FACTS-OCM-ROUND2 §7.5, ocm@v1.3.1:pkg/registration/webhook/v1/managedcluster_validating.go).
-/// It passes once the namespace is gone, unlike an RBAC 403, whose message says
-/// `User "…" cannot <verb> resource …`.
+/// terminating` (open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/webhook/v1/managedcluster_validating.go`). It passes once the namespace is gone, unlike an
+/// RBAC 403, whose message says `User "…" cannot <verb> resource …`.
 fn cluster_namespace_terminating(s: &Status) -> bool {
     let reason_ok = s.reason.is_empty() || s.reason == "Forbidden";
     reason_ok
@@ -225,7 +225,8 @@ mod tests {
 
     #[test]
     fn the_managedcluster_webhook_403_for_a_terminating_namespace_is_transient() {
-        // FACTS-OCM-ROUND2 §7.5: the accept is denied until the old cluster namespace is gone.
+        // open-cluster-management-io/ocm v1.3.1 `pkg/registration/webhook/v1/managedcluster_validating.go`: the
+        // accept is denied until the old cluster namespace is gone.
         let e = classify_status(&forbidden(
             "admission webhook \"managedclustervalidators.admission.cluster.open-cluster-management.io\" \
              denied the request: cluster namespace \"cluster1\" is terminating",

@@ -19,7 +19,8 @@ pub enum ForbiddenCause {
     /// passes once the namespace is gone.
     NamespaceTerminating,
     /// The ManagedCluster webhook denies an accept while the cluster's namespace on the hub is still
-    /// Terminating (FACTS-OCM-ROUND2 §7.5): it passes once the namespace is gone.
+    /// Terminating (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/webhook/v1/managedcluster_validating.go`): it passes once the namespace is gone.
     ClusterNamespaceTerminating,
     /// RBAC, or a webhook that denies for good.
     Denied,
@@ -144,7 +145,7 @@ pub enum KubeError {
     Decode { object: String, detail: String },
     #[error("invalid apiVersion/kind `{api_version}`/`{kind}`")]
     BadKind { api_version: String, kind: String },
-    /// Discovery does not know the kind (kubectl's wording; OCM-FACTS §9.3).
+    /// Discovery does not know the kind (in kubectl's wording).
     #[error("no matches for kind \"{kind}\" in version \"{api_version}\"")]
     NotServed { api_version: String, kind: String },
     #[error("unable to parse requirement: invalid label selector {selector:?}")]

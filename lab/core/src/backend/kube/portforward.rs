@@ -251,7 +251,8 @@ pub fn https_get_localhost(
         .timeout_global(Some(std::time::Duration::from_secs(30)))
         .build()
         .new_agent();
-    // `localhost` is in the user server certificate's SANs (OCM-FACTS §6.1), so verification holds.
+    // `localhost` is in the user server certificate's SANs (open-cluster-management-io/cluster-proxy v0.10.0
+    // `pkg/proxyserver/controllers/clusterprofile_controller.go`), so verification holds.
     let url = format!("https://localhost:{port}{path}");
     let mut resp = agent
         .get(&url)
