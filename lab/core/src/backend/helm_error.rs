@@ -54,9 +54,6 @@ pub enum HelmError {
     /// Helm said the install succeeded, but does not list the release.
     #[error("helm reported success for {what}, but `helm list` does not show the release")]
     ReleaseMissing { what: String },
-    /// This backend cannot install releases (only render).
-    #[error("this backend cannot install release `{release}`")]
-    CannotInstall { release: String },
 }
 
 impl From<ToolError> for HelmError {

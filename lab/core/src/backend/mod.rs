@@ -511,22 +511,14 @@ pub trait ChartRenderer: Send + Sync {
         target: &HelmTarget,
         chart: &ChartPlan,
         values: &Value,
-    ) -> Result<Release, HelmError> {
-        let _ = (target, values);
-        Err(HelmError::CannotInstall {
-            release: chart.release.clone(),
-        })
-    }
+    ) -> Result<Release, HelmError>;
     /// The release `name` in `namespace`, if Helm has one (any status).
     async fn release(
         &self,
         target: &HelmTarget,
         name: &str,
         namespace: &str,
-    ) -> Result<Option<Release>, HelmError> {
-        let _ = (target, name, namespace);
-        Ok(None)
-    }
+    ) -> Result<Option<Release>, HelmError>;
     /// Whether release `name` in `namespace` exists and is labelled as this lab's
     /// (`crate::topology::LAB_LABEL`, `helm list --selector`): what tells the lab's own install from
     /// someone else's of the same name.
@@ -535,10 +527,7 @@ pub trait ChartRenderer: Send + Sync {
         target: &HelmTarget,
         name: &str,
         namespace: &str,
-    ) -> Result<bool, HelmError> {
-        let _ = (target, name, namespace);
-        Ok(false)
-    }
+    ) -> Result<bool, HelmError>;
     /// `helm uninstall` of a release labelled as this lab's (`crate::topology::LAB_LABEL`); `false` when there is
     /// no such release of this lab (absent, or someone else's: left alone).
     async fn uninstall(
@@ -546,10 +535,7 @@ pub trait ChartRenderer: Send + Sync {
         target: &HelmTarget,
         name: &str,
         namespace: &str,
-    ) -> Result<bool, HelmError> {
-        let _ = (target, name, namespace);
-        Ok(false)
-    }
+    ) -> Result<bool, HelmError>;
 }
 
 /// Identifies an object.
@@ -836,10 +822,7 @@ pub trait ClusterApi: Send + Sync {
         path: &str,
         ca_pem: &[u8],
         token: &Secret,
-    ) -> Result<(u16, String), KubeError> {
-        let _ = (namespace, service, port, path, ca_pem, token);
-        Err(KubeError::NoServiceRequests)
-    }
+    ) -> Result<(u16, String), KubeError>;
 }
 
 /// A secret string: its Debug and Display never show it.

@@ -157,8 +157,6 @@ pub enum KubeError {
     #[error("CertificateSigningRequest {name} was denied; a denied CSR cannot be approved")]
     CsrDenied { name: String },
 
-    #[error("this backend cannot send requests through a Service")]
-    NoServiceRequests,
     #[error("Service {service} does not exist")]
     ServiceMissing { service: String },
     #[error("Service {service} has no selector: there is no Pod to forward to")]
