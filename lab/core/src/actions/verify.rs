@@ -304,20 +304,7 @@ impl SpokeRun<'_, '_> {
         let spoke = self.spoke;
         let hub = self.hub;
         if self.checks.contains(&Check::Properties) {
-            let mut expected: Vec<Property> = self
-                .lab()
-                .spoke(spoke)
-                .map(|s| s.properties.clone())
-                .unwrap_or_default();
-            if let Some(v) = probe_value {
-                expected.push(Property {
-                    name: PROBE_PROPERTY.into(),
-                    value: v.to_owned(),
-                });
-            }
-            let r = self
-                .properties(ns, &expected, clock, probe_value.is_some())
-                .await?;
+            let r = self.properties_of(ns, probe_value, clock).await?;
             self.emit_push(results, r);
         }
         // When no ClusterProfile can appear at all, the checks that read one fail at once, saying why.
@@ -344,24 +331,7 @@ impl SpokeRun<'_, '_> {
         if self.checks.contains(&Check::AccessProviders) {
             let r = match blocked(Check::AccessProviders) {
                 Some(r) => r,
-                None => {
-                    // cluster-proxy requeues every minute while its serving cert is missing
-                    // (open-cluster-management-io/cluster-proxy v0.10.0
-                    // `pkg/proxyserver/controllers/clusterprofile_controller.go`): wait.
-                    let profile = match &profile {
-                        Some(_) => wait_quietly(&profiles, spoke, has_provider(), self.deadline)
-                            .await?
-                            .or(profile.clone()),
-                        None => None,
-                    };
-                    let proxy_ns = self
-                        .lab()
-                        .addons
-                        .cluster_proxy
-                        .as_ref()
-                        .map_or("", |p| p.namespace.as_str());
-                    verify::access_provider(spoke, ns, profile.as_ref(), proxy_ns)
-                }
+                None => self.access_providers(ns, &profiles, &profile).await?,
             };
             self.emit_push(results, r);
         }
@@ -388,15 +358,7 @@ impl SpokeRun<'_, '_> {
             for sa in accounts {
                 let r = match blocked(Check::Credentials) {
                     Some(r) => r,
-                    None => {
-                        let secrets = Api::<Secret>::namespaced(hub, ns);
-                        let token = Condition::<Secret>::new("a Secret with a token", |o| {
-                            o.and_then(verify::token).is_some_and(|t| !t.is_empty())
-                        });
-                        let name = format!("{spoke}-{sa}");
-                        let found = wait_quietly(&secrets, &name, token, self.deadline).await?;
-                        verify::credential(spoke, ns, sa, found.as_ref())
-                    }
+                    None => self.credential(ns, sa).await?,
                 };
                 self.emit_push(results, r);
             }
@@ -404,34 +366,105 @@ impl SpokeRun<'_, '_> {
         if self.checks.contains(&Check::Conditions) {
             let r = match blocked(Check::Conditions) {
                 Some(r) => r,
-                None => {
-                    let healthy = Condition::<ClusterProfile>::new(
-                        "ControlPlaneHealthy and Joined True",
-                        |o| {
-                            o.is_some_and(|p| {
-                                p.condition_true("ControlPlaneHealthy")
-                                    && p.condition_true("Joined")
-                            })
-                        },
-                    );
-                    let profile = match &profile {
-                        Some(_) => wait_quietly(&profiles, spoke, healthy, self.deadline)
-                            .await?
-                            .or(profile.clone()),
-                        None => None,
-                    };
-                    verify::conditions(
-                        spoke,
-                        ns,
-                        profile.as_ref(),
-                        self.hub_context(),
-                        self.spoke_context(),
-                    )
-                }
+                None => self.conditions(ns, &profiles, &profile).await?,
             };
             self.emit_push(results, r);
         }
         Ok(())
+    }
+
+    /// The properties check of `ns`: the spoke's properties, and the probe's when one is set.
+    async fn properties_of(
+        &self,
+        ns: &str,
+        probe_value: Option<&str>,
+        clock: tokio::time::Instant,
+    ) -> Result<CheckResult, ActionError> {
+        let mut expected: Vec<Property> = self
+            .lab()
+            .spoke(self.spoke)
+            .map(|s| s.properties.clone())
+            .unwrap_or_default();
+        if let Some(v) = probe_value {
+            expected.push(Property {
+                name: PROBE_PROPERTY.into(),
+                value: v.to_owned(),
+            });
+        }
+        self.properties(ns, &expected, clock, probe_value.is_some())
+            .await
+    }
+
+    /// The access-providers check of `ns`, waiting for cluster-proxy's provider while the profile lacks it.
+    async fn access_providers(
+        &self,
+        ns: &str,
+        profiles: &Api<'_, ClusterProfile>,
+        profile: &Option<ClusterProfile>,
+    ) -> Result<CheckResult, ActionError> {
+        let spoke = self.spoke;
+        // cluster-proxy requeues every minute while its serving cert is missing
+        // (open-cluster-management-io/cluster-proxy v0.10.0
+        // `pkg/proxyserver/controllers/clusterprofile_controller.go`): wait.
+        let profile = match &profile {
+            Some(_) => wait_quietly(profiles, spoke, has_provider(), self.deadline)
+                .await?
+                .or(profile.clone()),
+            None => None,
+        };
+        let proxy_ns = self
+            .lab()
+            .addons
+            .cluster_proxy
+            .as_ref()
+            .map_or("", |p| p.namespace.as_str());
+        Ok(verify::access_provider(
+            spoke,
+            ns,
+            profile.as_ref(),
+            proxy_ns,
+        ))
+    }
+
+    /// The credentials check of service account `sa` in `ns`: its synced Secret holds a token.
+    async fn credential(&self, ns: &str, sa: &str) -> Result<CheckResult, ActionError> {
+        let (spoke, hub) = (self.spoke, self.hub);
+        let secrets = Api::<Secret>::namespaced(hub, ns);
+        let token = Condition::<Secret>::new("a Secret with a token", |o| {
+            o.and_then(verify::token).is_some_and(|t| !t.is_empty())
+        });
+        let name = format!("{spoke}-{sa}");
+        let found = wait_quietly(&secrets, &name, token, self.deadline).await?;
+        Ok(verify::credential(spoke, ns, sa, found.as_ref()))
+    }
+
+    /// The conditions check of `ns`, waiting for the profile's ControlPlaneHealthy and Joined.
+    async fn conditions(
+        &self,
+        ns: &str,
+        profiles: &Api<'_, ClusterProfile>,
+        profile: &Option<ClusterProfile>,
+    ) -> Result<CheckResult, ActionError> {
+        let spoke = self.spoke;
+        let healthy =
+            Condition::<ClusterProfile>::new("ControlPlaneHealthy and Joined True", |o| {
+                o.is_some_and(|p| {
+                    p.condition_true("ControlPlaneHealthy") && p.condition_true("Joined")
+                })
+            });
+        let profile = match &profile {
+            Some(_) => wait_quietly(profiles, spoke, healthy, self.deadline)
+                .await?
+                .or(profile.clone()),
+            None => None,
+        };
+        Ok(verify::conditions(
+            spoke,
+            ns,
+            profile.as_ref(),
+            self.hub_context(),
+            self.spoke_context(),
+        ))
     }
 
     /// Why no ClusterProfile for this spoke can ever appear in `ns`, when that is so: the hub gate is

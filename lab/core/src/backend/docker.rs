@@ -1367,7 +1367,7 @@ fn sysctl_container(image: &str, paths: &[String]) -> ContainerCreateBody {
         entrypoint: Some(vec![
             "/bin/sh".to_owned(),
             "-c".to_owned(),
-            sysctl_script(&paths),
+            sysctl_script(paths),
         ]),
         // Images made by `docker import` have no PATH; `command -v cat` needs one.
         env: Some(vec![
