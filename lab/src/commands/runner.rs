@@ -177,13 +177,13 @@ fn open_simulated(
         purpose,
         lab,
     )?;
-    return Ok(Opened {
+    Ok(Opened {
         backends,
         sim: Some(sim),
         findings: Vec::new(),
         docker: None,
         tool_versions: Default::default(),
-    });
+    })
 }
 
 /// The doctor's findings about kind and helm: found, too old, or missing, and whether the release host
@@ -501,6 +501,7 @@ fn run_workflow(
     match result.failed {
         Some((step, e)) => Err(Error::StepFailed {
             step,
+            backend: e.backend,
             message: e.message,
             help: e.help,
         }),

@@ -590,7 +590,7 @@ fn no_function_of_the_product_is_over_a_hundred_lines() {
         }
     }
     assert!(files > 80, "only {files} product files found");
-    long.sort_by(|a, b| b.lines.cmp(&a.lines));
+    long.sort_by_key(|f| std::cmp::Reverse(f.lines));
     let listing: Vec<String> = long
         .iter()
         .map(|f| format!("{:5} lines  {}  {}", f.lines, f.at, f.name))
