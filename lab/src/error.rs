@@ -111,10 +111,12 @@ pub enum Error {
         )
     )]
     NoSimulation,
-    #[error("step `{step}` failed: {message}")]
+    #[error("step `{step}` failed{}: {message}", failed_by(*.backend))]
     #[diagnostic(code(ocm_lab::step_failed))]
     StepFailed {
         step: String,
+        /// The backend whose failure ended the step, when it was one.
+        backend: Option<crate::backend::Backend>,
         message: String,
         #[help]
         help: Option<String>,
@@ -386,4 +388,11 @@ fn words_outside_backticks(line: &str) -> Box<dyn Iterator<Item = textwrap::core
         words.push(textwrap::core::Word::from(&line[start..]));
     }
     Box::new(words.into_iter())
+}
+
+/// ` (helm)`, ` (Kubernetes API)`: which backend a failed step's error came from, when it came from one.
+fn failed_by(backend: Option<crate::backend::Backend>) -> String {
+    backend
+        .map(|b| format!(" ({})", b.human()))
+        .unwrap_or_default()
 }

@@ -102,41 +102,7 @@ pub fn plan_chart(
             });
             (lab.versions.ocm.version.to_owned(), values)
         }
-        Chart::Klusterlet => {
-            let name = managed_cluster.unwrap_or(cluster);
-            let gates: Vec<String> = match lab.spoke(cluster) {
-                Some(s) => s.feature_gates.clone(),
-                // The self-joined hub gets the same gate so its properties sync too.
-                None => vec!["ClusterProperty".to_owned()],
-            };
-            let gates: Vec<Value> = gates
-                .iter()
-                .map(|g| json!({"feature": g, "mode": "Enable"}))
-                .collect();
-            let mut klusterlet = json!({
-                // The chart defaults to Singleton; clusteradm and the walkthrough use Default
-                // (open-cluster-management-io/ocm v1.3.1 `deploy/*/chart/*/values.yaml`).
-                "mode": "Default",
-                "name": "klusterlet",
-                "clusterName": name,
-                "namespace": "open-cluster-management-agent",
-                "registrationConfiguration": {"featureGates": gates},
-            });
-            match &target.internal_endpoint {
-                Some(url) => klusterlet["externalServerURLs"] = json!([{"url": url}]),
-                None => runtime_values.push(RuntimeValue {
-                    key: "klusterlet.externalServerURLs",
-                    from: format!("the server in `{cluster}`'s kube-public/cluster-info"),
-                }),
-            }
-            // No `bootstrapHubKubeConfig`: the chart then renders no bootstrap Secret
-            // (open-cluster-management-io/ocm v1.3.1
-            // `deploy/klusterlet/chart/klusterlet/templates/bootstrap_kubeconfig_secret.yaml`) and `ocm.join`
-            // writes it, once the hub is ready (see bootstrap-kubeconfig.template.yaml).
-            let values =
-                json!({"images": {"tag": lab.versions.ocm.image_tag}, "klusterlet": klusterlet});
-            (lab.versions.ocm.version.to_owned(), values)
-        }
+        Chart::Klusterlet => klusterlet_values(lab, target, managed_cluster, &mut runtime_values),
         Chart::ClusterProxy => {
             let cp = lab
                 .addons
@@ -200,6 +166,49 @@ pub fn plan_chart(
         runtime_values,
         patches,
     })
+}
+
+/// The klusterlet's version and values on `target`, registering as `managed_cluster` (the cluster's own name
+/// when none); a hub endpoint only known at run time is added to `runtime_values`.
+fn klusterlet_values(
+    lab: &Lab,
+    target: &crate::topology::Cluster,
+    managed_cluster: Option<&str>,
+    runtime_values: &mut Vec<RuntimeValue>,
+) -> (String, Value) {
+    let cluster = target.name.as_str();
+    let name = managed_cluster.unwrap_or(cluster);
+    let gates: Vec<String> = match lab.spoke(cluster) {
+        Some(s) => s.feature_gates.clone(),
+        // The self-joined hub gets the same gate so its properties sync too.
+        None => vec!["ClusterProperty".to_owned()],
+    };
+    let gates: Vec<Value> = gates
+        .iter()
+        .map(|g| json!({"feature": g, "mode": "Enable"}))
+        .collect();
+    let mut klusterlet = json!({
+        // The chart defaults to Singleton; clusteradm and the walkthrough use Default
+        // (open-cluster-management-io/ocm v1.3.1 `deploy/*/chart/*/values.yaml`).
+        "mode": "Default",
+        "name": "klusterlet",
+        "clusterName": name,
+        "namespace": "open-cluster-management-agent",
+        "registrationConfiguration": {"featureGates": gates},
+    });
+    match &target.internal_endpoint {
+        Some(url) => klusterlet["externalServerURLs"] = json!([{"url": url}]),
+        None => runtime_values.push(RuntimeValue {
+            key: "klusterlet.externalServerURLs",
+            from: format!("the server in `{}`'s kube-public/cluster-info", target.name),
+        }),
+    }
+    // No `bootstrapHubKubeConfig`: the chart then renders no bootstrap Secret
+    // (open-cluster-management-io/ocm v1.3.1
+    // `deploy/klusterlet/chart/klusterlet/templates/bootstrap_kubeconfig_secret.yaml`) and `ocm.join`
+    // writes it, once the hub is ready (see bootstrap-kubeconfig.template.yaml).
+    let values = json!({"images": {"tag": lab.versions.ocm.image_tag}, "klusterlet": klusterlet});
+    (lab.versions.ocm.version.to_owned(), values)
 }
 
 /// The Helm releases the lab installs on lab cluster `cluster`, as (release, namespace), in install

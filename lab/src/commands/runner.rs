@@ -86,21 +86,7 @@ pub fn open_backends(
         kube::KubeConnector, tools,
     };
     if args.simulate {
-        let command_line = |c: &str| args.command_line(c);
-        let (backends, sim) = crate::simulate::open(
-            &command_line,
-            args.lab.chart_patches.as_deref(),
-            state,
-            purpose,
-            lab,
-        )?;
-        return Ok(Opened {
-            backends,
-            sim: Some(sim),
-            findings: Vec::new(),
-            docker: None,
-            tool_versions: Default::default(),
-        });
+        return open_simulated(args, state, purpose, lab);
     }
     let may_download = matches!(purpose, Purpose::Run(w) if w.may_download()) && !args.no_download;
     let mut cfg = tools::ToolsConfig::from_env(if may_download {
@@ -125,33 +111,14 @@ pub fn open_backends(
         .into_iter()
         .filter_map(|(name, t)| Some((name.to_owned(), t?.as_ref().ok()?.version.to_string())))
         .collect();
-    // How a missing tool would reach `up`: `doctor` asks the release host (unless `--no-download`), `up`
-    // and `reset` already tried, a read-only command never downloads.
-    let download = |r: Option<&Result<tools::Tool, tools::ToolError>>, name| match purpose {
-        Purpose::Doctor if !args.no_download => doctor::Download::Probed(
-            r.is_some_and(|r| {
-                matches!(
-                    r,
-                    Err(tools::ToolError::NotFound { .. } | tools::ToolError::TooOld { .. })
-                )
-            })
-            .then(|| {
-                tools::probe_download(name, &cfg, tools::DOWNLOAD_PROBE_TIMEOUT).map_err(Box::new)
-            }),
-        ),
-        _ if may_download => doctor::Download::Tried,
-        _ => doctor::Download::Off,
-    };
-    // Both hosts are asked at once: a host that does not answer costs the probe's timeout once.
-    let (kind_download, helm_download) = std::thread::scope(|s| {
-        let k = s.spawn(|| download(kind.as_ref(), tools::ToolName::Kind));
-        let h = download(Some(&helm), tools::ToolName::Helm);
-        (k.join().expect("the probe does not panic"), h)
-    });
-    let mut findings = doctor::tools(
-        kind.as_ref().map(|k| (k, kind_download)),
-        (&helm, helm_download),
-        &crate::topology::catalog::kind_for_node_image(node_image).0,
+    let mut findings = tool_findings(
+        args,
+        purpose,
+        may_download,
+        &cfg,
+        kind.as_ref(),
+        &helm,
+        node_image,
     );
     let docker = rt.block_on(Docker::connect());
     let backends = Backends {
@@ -193,6 +160,72 @@ pub fn open_backends(
         docker: docker.ok(),
         tool_versions,
     })
+}
+
+/// The simulated lab's backends (`--simulate`): no tool is looked for, nothing is downloaded.
+fn open_simulated(
+    args: &RunArgs,
+    state: &StateDir,
+    purpose: Purpose,
+    lab: &Lab,
+) -> Result<Opened, Error> {
+    let command_line = |c: &str| args.command_line(c);
+    let (backends, sim) = crate::simulate::open(
+        &command_line,
+        args.lab.chart_patches.as_deref(),
+        state,
+        purpose,
+        lab,
+    )?;
+    Ok(Opened {
+        backends,
+        sim: Some(sim),
+        findings: Vec::new(),
+        docker: None,
+        tool_versions: Default::default(),
+    })
+}
+
+/// The doctor's findings about kind and helm: found, too old, or missing, and whether the release host
+/// would give a missing one (asked only by `doctor`).
+fn tool_findings(
+    args: &RunArgs,
+    purpose: Purpose,
+    may_download: bool,
+    cfg: &crate::backend::tools::ToolsConfig,
+    kind: Option<&Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>>,
+    helm: &Result<crate::backend::tools::Tool, crate::backend::tools::ToolError>,
+    node_image: &str,
+) -> Vec<doctor::Finding> {
+    use crate::backend::tools;
+    // How a missing tool would reach `up`: `doctor` asks the release host (unless `--no-download`), `up`
+    // and `reset` already tried, a read-only command never downloads.
+    let download = |r: Option<&Result<tools::Tool, tools::ToolError>>, name| match purpose {
+        Purpose::Doctor if !args.no_download => doctor::Download::Probed(
+            r.is_some_and(|r| {
+                matches!(
+                    r,
+                    Err(tools::ToolError::NotFound { .. } | tools::ToolError::TooOld { .. })
+                )
+            })
+            .then(|| {
+                tools::probe_download(name, cfg, tools::DOWNLOAD_PROBE_TIMEOUT).map_err(Box::new)
+            }),
+        ),
+        _ if may_download => doctor::Download::Tried,
+        _ => doctor::Download::Off,
+    };
+    // Both hosts are asked at once: a host that does not answer costs the probe's timeout once.
+    let (kind_download, helm_download) = std::thread::scope(|s| {
+        let k = s.spawn(|| download(kind, tools::ToolName::Kind));
+        let h = download(Some(helm), tools::ToolName::Helm);
+        (k.join().expect("the probe does not panic"), h)
+    });
+    doctor::tools(
+        kind.map(|k| (k, kind_download)),
+        (helm, helm_download),
+        &crate::topology::catalog::kind_for_node_image(node_image).0,
+    )
 }
 
 /// How helm runs this binary as its post-renderer, with the run's `--chart-patches`.
@@ -468,6 +501,7 @@ fn run_workflow(
     match result.failed {
         Some((step, e)) => Err(Error::StepFailed {
             step,
+            backend: e.backend,
             message: e.message,
             help: e.help,
         }),

@@ -490,3 +490,147 @@ fn use_paths_reads_trees_and_circles_are_found() {
     .collect();
     assert_eq!(circles(&graph), [vec![m("a"), m("b"), m("c")]]);
 }
+
+/// The longest a function of the product may be, from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 100;
+
+/// A function of the product that is longer than `MAX_FN_LINES`.
+#[derive(Debug, PartialEq)]
+struct LongFn {
+    at: String,
+    name: String,
+    lines: usize,
+}
+
+/// Every function (free, in an `impl`, or a trait's default body; nested ones too) of one source text that spans
+/// more than `limit` lines, leaving out `#[cfg(test)]` items: they are tests, not the product.
+fn long_fns(file: &str, text: &str, limit: usize) -> Vec<LongFn> {
+    use syn::visit::Visit;
+
+    struct Walk<'a> {
+        file: &'a str,
+        limit: usize,
+        found: Vec<LongFn>,
+    }
+    fn is_test(attrs: &[syn::Attribute]) -> bool {
+        attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.parse_args::<syn::Meta>()
+                    .is_ok_and(|m| m.path().is_ident("test"))
+        })
+    }
+    impl Walk<'_> {
+        fn measure(&mut self, sig: &syn::Signature, block: &syn::Block) {
+            let first = sig.fn_token.span.start().line;
+            let last = block.brace_token.span.close().end().line;
+            let lines = last - first + 1;
+            if lines > self.limit {
+                self.found.push(LongFn {
+                    at: format!("{}:{first}", self.file),
+                    name: sig.ident.to_string(),
+                    lines,
+                });
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Walk<'_> {
+        fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+            if !is_test(&m.attrs) {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+            if !is_test(&i.attrs) {
+                syn::visit::visit_item_impl(self, i);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            if !is_test(&f.attrs) {
+                self.measure(&f.sig, &f.block);
+                syn::visit::visit_item_fn(self, f);
+            }
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            if !is_test(&f.attrs) {
+                self.measure(&f.sig, &f.block);
+                syn::visit::visit_impl_item_fn(self, f);
+            }
+        }
+        fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+            if let Some(block) = &f.default {
+                self.measure(&f.sig, block);
+            }
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let parsed = syn::parse_file(text).unwrap_or_else(|e| panic!("{file} does not parse: {e}"));
+    let mut walk = Walk {
+        file,
+        limit,
+        found: Vec::new(),
+    };
+    walk.visit_file(&parsed);
+    walk.found
+}
+
+#[test]
+fn no_function_of_the_product_is_over_a_hundred_lines() {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = Vec::new();
+    let mut files = 0;
+    for src in ["core/src", "src"] {
+        let mut here = Vec::new();
+        rust_files(&lab.join(src), &mut here);
+        here.sort();
+        for file in here {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let name = file.strip_prefix(lab).unwrap().display().to_string();
+            long.extend(long_fns(&format!("lab/{name}"), &text, MAX_FN_LINES));
+            files += 1;
+        }
+    }
+    assert!(files > 80, "only {files} product files found");
+    long.sort_by_key(|f| std::cmp::Reverse(f.lines));
+    let listing: Vec<String> = long
+        .iter()
+        .map(|f| format!("{:5} lines  {}  {}", f.lines, f.at, f.name))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "{} product functions are over {MAX_FN_LINES} lines; split each into well-named smaller ones:\n{}",
+        long.len(),
+        listing.join("\n")
+    );
+}
+
+#[test]
+fn long_fns_measures_every_kind_of_function_and_skips_tests() {
+    let body = |n: usize| "    let _ = 1;\n".repeat(n);
+    let text = format!(
+        "pub fn free() {{\n{}}}\n\
+         struct S;\n\
+         impl S {{\n    async fn method(&self) {{\n{}    }}\n    fn short() {{}}\n}}\n\
+         trait T {{\n    fn provided() {{\n        let s = \"}}}}\";\n{}    }}\n}}\n\
+         fn outer() {{\n    fn inner() {{\n{}    }}\n}}\n\
+         #[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+        body(9),
+        body(9),
+        body(8),
+        body(9),
+        body(20),
+    );
+    let found = long_fns("x.rs", &text, 10);
+    let names: Vec<(&str, usize)> = found.iter().map(|f| (f.name.as_str(), f.lines)).collect();
+    assert_eq!(
+        names,
+        [
+            ("free", 11),
+            ("method", 11),
+            ("provided", 11),
+            ("outer", 13),
+            ("inner", 11)
+        ]
+    );
+    assert_eq!(found[0].at, "x.rs:1");
+    assert!(long_fns("x.rs", &text, 13).is_empty());
+}

@@ -243,6 +243,17 @@ async fn a_permanent_failure_stops_the_run_and_names_the_step() {
         "{err:?}"
     );
     assert!(events.iter().any(|e| matches!(&e.event, Event::StepFailed { step, backend: Some(ocm_lab::backend::Backend::Helm), .. } if step == "hub-manager")));
+    // A person reads it on the step's line too.
+    let text =
+        ocm_lab::engine::report::human_text(&events, ocm_lab::engine::report::ShowTiming::Never);
+    let line = text
+        .split("\n  ")
+        .find(|l| l.starts_with("✗ hub-manager failed after"))
+        .unwrap_or_else(|| panic!("no failure line for hub-manager:\n{text}"));
+    assert!(
+        line.contains(" (helm): ") && line.contains("chart not found"),
+        "{line}"
+    );
     // Not retried (permanent), and nothing that needs the hub started afterwards.
     assert!(
         !events

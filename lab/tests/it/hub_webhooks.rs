@@ -181,6 +181,16 @@ async fn a_permanent_error_is_not_retried() {
         err.source_as::<ocm_lab::backend::KubeError>().is_some(),
         "{err:?}"
     );
+    // and a person reads which backend answered on the step's line.
+    let text =
+        ocm_lab::engine::report::human_text(&events, ocm_lab::engine::report::ShowTiming::Never);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("  ✗ {id} failed after"))
+                && l.contains(" (Kubernetes API): ")
+                && l.contains("must have the same name")),
+        "{text}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -77,65 +77,9 @@ pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
         }
         match &supply.bundle {
             Some(archives) => {
-                for image in &missing {
-                    let archive = archives.get(*image).ok_or_else(|| {
-                        ActionError::permanent(format!(
-                            "the bundle holds no archive of {image}, which cluster {cluster} runs"
-                        ))
-                        .with_help("make the bundle again for this topology (`ocm-lab bundle save -t <topology>`)")
-                    })?;
-                    ctx.progress(format!("loading {image} into node {node}"));
-                    docker.import_node_image(node, archive).await?;
-                    done += 1;
-                }
-                let have = docker.node_images(node).await?;
-                if let Some(lost) = missing.iter().find(|i| !node_has(&have, i)) {
-                    return Err(DockerError::NodeImageMissing {
-                        node: node.clone(),
-                        image: (*lost).clone(),
-                        found: same_repository(&have, lost),
-                    }
-                    .into());
-                }
+                done += load_from_bundle(ctx, archives, cluster, node, &missing).await?
             }
-            None => {
-                ctx.progress(format!(
-                    "pre-pulling {} in node {node}",
-                    crate::text::count(missing.len(), "image", "images")
-                ));
-                // Bounded by the step's deadline: what is still pulling then goes on in the node (the
-                // exec is not stopped), and the Pods wait for it as they would have anyway.
-                let mut pulls: Vec<
-                    futures::future::BoxFuture<'_, (String, Result<(), DockerError>)>,
-                > = Vec::new();
-                for image in &missing {
-                    let image: String = (*image).clone();
-                    let node: String = node.clone();
-                    pulls.push(Box::pin(async move {
-                        let r = docker.pull_in_node(&node, &image).await;
-                        (image, r)
-                    }));
-                }
-                let pulls = futures::future::join_all(pulls);
-                let budget = ctx
-                    .timeout()
-                    .saturating_sub(std::time::Duration::from_secs(1));
-                match tokio::time::timeout(budget, pulls).await {
-                    Ok(results) => {
-                        for (image, r) in results {
-                            match r {
-                                Ok(()) => done += 1,
-                                Err(e) => warnings.push(format!(
-                                    "could not pre-pull {image} in node {node} ({e}); its Pods will pull it"
-                                )),
-                            }
-                        }
-                    }
-                    Err(_) => warnings.push(format!(
-                        "pre-pulling in node {node} was still running at the step's deadline; its Pods will wait for the pulls"
-                    )),
-                }
-            }
+            None => done += pre_pull(ctx, node, &missing, &mut warnings).await,
         }
     }
     for w in &warnings {
@@ -169,6 +113,90 @@ pub async fn node_images(ctx: &StepCtx<'_>) -> ActionResult {
             ),
         ]),
     ))
+}
+
+/// Loads the `missing` images into `node` from the bundle's archives and checks the node then holds them; the
+/// number loaded.
+async fn load_from_bundle(
+    ctx: &StepCtx<'_>,
+    archives: &std::collections::BTreeMap<String, crate::backend::ImageArchive>,
+    cluster: &str,
+    node: &String,
+    missing: &[&String],
+) -> Result<usize, ActionError> {
+    let docker = &ctx.run.backends.docker;
+    let mut done = 0usize;
+    for image in missing {
+        let archive = archives.get(*image).ok_or_else(|| {
+            ActionError::permanent(format!(
+                "the bundle holds no archive of {image}, which cluster {cluster} runs"
+            ))
+            .with_help(
+                "make the bundle again for this topology (`ocm-lab bundle save -t <topology>`)",
+            )
+        })?;
+        ctx.progress(format!("loading {image} into node {node}"));
+        docker.import_node_image(node, archive).await?;
+        done += 1;
+    }
+    let have = docker.node_images(node).await?;
+    if let Some(lost) = missing.iter().find(|i| !node_has(&have, i)) {
+        return Err(DockerError::NodeImageMissing {
+            node: node.clone(),
+            image: (*lost).clone(),
+            found: same_repository(&have, lost),
+        }
+        .into());
+    }
+    Ok(done)
+}
+
+/// Pre-pulls the `missing` images in `node`, within the step's deadline; the number pulled. What could not be
+/// pulled is a warning: the node's Pods pull it themselves.
+async fn pre_pull(
+    ctx: &StepCtx<'_>,
+    node: &String,
+    missing: &[&String],
+    warnings: &mut Vec<String>,
+) -> usize {
+    let docker = &ctx.run.backends.docker;
+    let mut done = 0usize;
+    ctx.progress(format!(
+        "pre-pulling {} in node {node}",
+        crate::text::count(missing.len(), "image", "images")
+    ));
+    // Bounded by the step's deadline: what is still pulling then goes on in the node (the
+    // exec is not stopped), and the Pods wait for it as they would have anyway.
+    let mut pulls: Vec<futures::future::BoxFuture<'_, (String, Result<(), DockerError>)>> =
+        Vec::new();
+    for image in missing {
+        let image: String = (*image).clone();
+        let node: String = node.clone();
+        pulls.push(Box::pin(async move {
+            let r = docker.pull_in_node(&node, &image).await;
+            (image, r)
+        }));
+    }
+    let pulls = futures::future::join_all(pulls);
+    let budget = ctx
+        .timeout()
+        .saturating_sub(std::time::Duration::from_secs(1));
+    match tokio::time::timeout(budget, pulls).await {
+        Ok(results) => {
+            for (image, r) in results {
+                match r {
+                    Ok(()) => done += 1,
+                    Err(e) => warnings.push(format!(
+                        "could not pre-pull {image} in node {node} ({e}); its Pods will pull it"
+                    )),
+                }
+            }
+        }
+        Err(_) => warnings.push(format!(
+            "pre-pulling in node {node} was still running at the step's deadline; its Pods will wait for the pulls"
+        )),
+    }
+    done
 }
 
 /// What a node holds of `image`'s repository, for the error when the wanted reference is missing.

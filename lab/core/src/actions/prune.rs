@@ -371,12 +371,26 @@ pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
             waits.push((spoke.clone(), addon));
         }
     }
-    let works_served = Api::<ManifestWork>::all(hub.as_ref()).served().await?;
+    wait_addons_gone(ctx, hub.as_ref(), waits).await?;
+    if !removed.is_empty() {
+        ctx.note(super::reset::removed_summary(&removed));
+    }
+    Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+}
+
+/// Waits until each (spoke, addon) ManagedClusterAddOn is gone from the hub, and then the addon's ManifestWorks
+/// in the spoke's namespace (`addon-<addon>-…`).
+async fn wait_addons_gone(
+    ctx: &StepCtx<'_>,
+    hub: &dyn ClusterApi,
+    waits: Vec<(String, &str)>,
+) -> Result<(), ActionError> {
+    let works_served = Api::<ManifestWork>::all(hub).served().await?;
     for (spoke, addon) in waits {
         ctx.progress(format!(
             "waiting for the {addon} addon to leave {spoke} (its agent removed by the spoke's work agent)"
         ));
-        Api::<ManagedClusterAddOn>::namespaced(hub.as_ref(), &spoke)
+        Api::<ManagedClusterAddOn>::namespaced(hub, &spoke)
             .wait(addon, &Condition::gone("it is gone"), ctx.timeout())
             .await
             .map_err(|e| super::kube::wait_error(e, Some(ADDON_HINT)))?;
@@ -384,7 +398,7 @@ pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
             continue;
         }
         let prefix = format!("addon-{addon}-");
-        let works = Api::<ManifestWork>::namespaced(hub.as_ref(), &spoke);
+        let works = Api::<ManifestWork>::namespaced(hub, &spoke);
         for w in works.list_metadata(None).await? {
             let name = w.metadata.name.unwrap_or_default();
             if name.starts_with(&prefix) {
@@ -395,10 +409,7 @@ pub async fn remove_addons(ctx: &StepCtx<'_>) -> ActionResult {
             }
         }
     }
-    if !removed.is_empty() {
-        ctx.note(super::reset::removed_summary(&removed));
-    }
-    Ok((!removed.is_empty(), outputs([("removed", json!(removed))])))
+    Ok(())
 }
 
 /// Why an addon or its ManifestWork does not go.

@@ -304,20 +304,7 @@ impl SpokeRun<'_, '_> {
         let spoke = self.spoke;
         let hub = self.hub;
         if self.checks.contains(&Check::Properties) {
-            let mut expected: Vec<Property> = self
-                .lab()
-                .spoke(spoke)
-                .map(|s| s.properties.clone())
-                .unwrap_or_default();
-            if let Some(v) = probe_value {
-                expected.push(Property {
-                    name: PROBE_PROPERTY.into(),
-                    value: v.to_owned(),
-                });
-            }
-            let r = self
-                .properties(ns, &expected, clock, probe_value.is_some())
-                .await?;
+            let r = self.properties_of(ns, probe_value, clock).await?;
             self.emit_push(results, r);
         }
         // When no ClusterProfile can appear at all, the checks that read one fail at once, saying why.
@@ -344,24 +331,7 @@ impl SpokeRun<'_, '_> {
         if self.checks.contains(&Check::AccessProviders) {
             let r = match blocked(Check::AccessProviders) {
                 Some(r) => r,
-                None => {
-                    // cluster-proxy requeues every minute while its serving cert is missing
-                    // (open-cluster-management-io/cluster-proxy v0.10.0
-                    // `pkg/proxyserver/controllers/clusterprofile_controller.go`): wait.
-                    let profile = match &profile {
-                        Some(_) => wait_quietly(&profiles, spoke, has_provider(), self.deadline)
-                            .await?
-                            .or(profile.clone()),
-                        None => None,
-                    };
-                    let proxy_ns = self
-                        .lab()
-                        .addons
-                        .cluster_proxy
-                        .as_ref()
-                        .map_or("", |p| p.namespace.as_str());
-                    verify::access_provider(spoke, ns, profile.as_ref(), proxy_ns)
-                }
+                None => self.access_providers(ns, &profiles, &profile).await?,
             };
             self.emit_push(results, r);
         }
@@ -388,15 +358,7 @@ impl SpokeRun<'_, '_> {
             for sa in accounts {
                 let r = match blocked(Check::Credentials) {
                     Some(r) => r,
-                    None => {
-                        let secrets = Api::<Secret>::namespaced(hub, ns);
-                        let token = Condition::<Secret>::new("a Secret with a token", |o| {
-                            o.and_then(verify::token).is_some_and(|t| !t.is_empty())
-                        });
-                        let name = format!("{spoke}-{sa}");
-                        let found = wait_quietly(&secrets, &name, token, self.deadline).await?;
-                        verify::credential(spoke, ns, sa, found.as_ref())
-                    }
+                    None => self.credential(ns, sa).await?,
                 };
                 self.emit_push(results, r);
             }
@@ -404,34 +366,105 @@ impl SpokeRun<'_, '_> {
         if self.checks.contains(&Check::Conditions) {
             let r = match blocked(Check::Conditions) {
                 Some(r) => r,
-                None => {
-                    let healthy = Condition::<ClusterProfile>::new(
-                        "ControlPlaneHealthy and Joined True",
-                        |o| {
-                            o.is_some_and(|p| {
-                                p.condition_true("ControlPlaneHealthy")
-                                    && p.condition_true("Joined")
-                            })
-                        },
-                    );
-                    let profile = match &profile {
-                        Some(_) => wait_quietly(&profiles, spoke, healthy, self.deadline)
-                            .await?
-                            .or(profile.clone()),
-                        None => None,
-                    };
-                    verify::conditions(
-                        spoke,
-                        ns,
-                        profile.as_ref(),
-                        self.hub_context(),
-                        self.spoke_context(),
-                    )
-                }
+                None => self.conditions(ns, &profiles, &profile).await?,
             };
             self.emit_push(results, r);
         }
         Ok(())
+    }
+
+    /// The properties check of `ns`: the spoke's properties, and the probe's when one is set.
+    async fn properties_of(
+        &self,
+        ns: &str,
+        probe_value: Option<&str>,
+        clock: tokio::time::Instant,
+    ) -> Result<CheckResult, ActionError> {
+        let mut expected: Vec<Property> = self
+            .lab()
+            .spoke(self.spoke)
+            .map(|s| s.properties.clone())
+            .unwrap_or_default();
+        if let Some(v) = probe_value {
+            expected.push(Property {
+                name: PROBE_PROPERTY.into(),
+                value: v.to_owned(),
+            });
+        }
+        self.properties(ns, &expected, clock, probe_value.is_some())
+            .await
+    }
+
+    /// The access-providers check of `ns`, waiting for cluster-proxy's provider while the profile lacks it.
+    async fn access_providers(
+        &self,
+        ns: &str,
+        profiles: &Api<'_, ClusterProfile>,
+        profile: &Option<ClusterProfile>,
+    ) -> Result<CheckResult, ActionError> {
+        let spoke = self.spoke;
+        // cluster-proxy requeues every minute while its serving cert is missing
+        // (open-cluster-management-io/cluster-proxy v0.10.0
+        // `pkg/proxyserver/controllers/clusterprofile_controller.go`): wait.
+        let profile = match &profile {
+            Some(_) => wait_quietly(profiles, spoke, has_provider(), self.deadline)
+                .await?
+                .or(profile.clone()),
+            None => None,
+        };
+        let proxy_ns = self
+            .lab()
+            .addons
+            .cluster_proxy
+            .as_ref()
+            .map_or("", |p| p.namespace.as_str());
+        Ok(verify::access_provider(
+            spoke,
+            ns,
+            profile.as_ref(),
+            proxy_ns,
+        ))
+    }
+
+    /// The credentials check of service account `sa` in `ns`: its synced Secret holds a token.
+    async fn credential(&self, ns: &str, sa: &str) -> Result<CheckResult, ActionError> {
+        let (spoke, hub) = (self.spoke, self.hub);
+        let secrets = Api::<Secret>::namespaced(hub, ns);
+        let token = Condition::<Secret>::new("a Secret with a token", |o| {
+            o.and_then(verify::token).is_some_and(|t| !t.is_empty())
+        });
+        let name = format!("{spoke}-{sa}");
+        let found = wait_quietly(&secrets, &name, token, self.deadline).await?;
+        Ok(verify::credential(spoke, ns, sa, found.as_ref()))
+    }
+
+    /// The conditions check of `ns`, waiting for the profile's ControlPlaneHealthy and Joined.
+    async fn conditions(
+        &self,
+        ns: &str,
+        profiles: &Api<'_, ClusterProfile>,
+        profile: &Option<ClusterProfile>,
+    ) -> Result<CheckResult, ActionError> {
+        let spoke = self.spoke;
+        let healthy =
+            Condition::<ClusterProfile>::new("ControlPlaneHealthy and Joined True", |o| {
+                o.is_some_and(|p| {
+                    p.condition_true("ControlPlaneHealthy") && p.condition_true("Joined")
+                })
+            });
+        let profile = match &profile {
+            Some(_) => wait_quietly(profiles, spoke, healthy, self.deadline)
+                .await?
+                .or(profile.clone()),
+            None => None,
+        };
+        Ok(verify::conditions(
+            spoke,
+            ns,
+            profile.as_ref(),
+            self.hub_context(),
+            self.spoke_context(),
+        ))
     }
 
     /// Why no ClusterProfile for this spoke can ever appear in `ns`, when that is so: the hub gate is
@@ -712,7 +745,7 @@ impl SpokeRun<'_, '_> {
         profile: Option<&ClusterProfile>,
     ) -> Result<CheckResult, ActionError> {
         use base64::Engine as _;
-        let (hub, spoke) = (self.hub, self.spoke);
+        let spoke = self.spoke;
         let lab = self.lab();
         let fail = |hop, detail: String, next: Option<String>| {
             CheckResult::failed(Check::Reachable, spoke, ns, hop, detail, next)
@@ -751,21 +784,10 @@ impl SpokeRun<'_, '_> {
             .iter()
             .find(|a| a.cluster == spoke && a.sync_to_cluster_profile);
         let msa = account.map_or("<msa>", |a| a.name.as_str());
-        let secret = match account {
-            Some(a) => {
-                Api::<Secret>::namespaced(hub, ns)
-                    .get(&format!("{spoke}-{}", a.name))
-                    .await?
-            }
-            None => None,
-        };
-        let token = secret
-            .as_ref()
-            .and_then(verify::token)
-            .and_then(|t| String::from_utf8(t.to_vec()).ok())
-            .filter(|t| !t.is_empty())
-            .map(crate::backend::Secret::new);
-        let Some(token) = token else {
+        let Some(token) = self
+            .synced_token(ns, account.map(|a| a.name.as_str()))
+            .await?
+        else {
             return Ok(fail(
                 verify::Hop::NoSyncedCredential,
                 format!("no synced token in `{ns}` to authenticate with"),
@@ -774,6 +796,47 @@ impl SpokeRun<'_, '_> {
         };
         let expected = self.ctx.run.api(spoke).await?.version().await?;
         let path = format!("{prefix}/version");
+        let via = UserServer {
+            namespace: &namespace,
+            service: &service,
+            port,
+            ca: &ca,
+        };
+        let reply = self.request_through(&via, &path, &token).await;
+        Ok(self.reach_result(ns, &path, &expected, &via, msa, reply))
+    }
+
+    /// The synced ManagedServiceAccount token of service account `account` in `ns`, when there is one.
+    async fn synced_token(
+        &self,
+        ns: &str,
+        account: Option<&str>,
+    ) -> Result<Option<crate::backend::Secret>, ActionError> {
+        let secret = match account {
+            Some(a) => {
+                Api::<Secret>::namespaced(self.hub, ns)
+                    .get(&format!("{}-{a}", self.spoke))
+                    .await?
+            }
+            None => None,
+        };
+        Ok(secret
+            .as_ref()
+            .and_then(verify::token)
+            .and_then(|t| String::from_utf8(t.to_vec()).ok())
+            .filter(|t| !t.is_empty())
+            .map(crate::backend::Secret::new))
+    }
+
+    /// `GET path` through the user server, retried with backoff until the spoke's deadline while the answer
+    /// says the tunnel is not up yet; the last answer, its latency, and how long it took when retried.
+    async fn request_through(
+        &self,
+        via: &UserServer<'_>,
+        path: &str,
+        token: &crate::backend::Secret,
+    ) -> Reply {
+        let hub = self.hub;
         let first = tokio::time::Instant::now();
         let mut policy = Backoff::new(REACH_BACKOFF.0, REACH_BACKOFF.1).until(self.deadline);
         let mut attempts = 0u32;
@@ -781,7 +844,7 @@ impl SpokeRun<'_, '_> {
             attempts += 1;
             let started = tokio::time::Instant::now();
             let answer = hub
-                .get_via_service(&namespace, &service, port, &path, &ca, &token)
+                .get_via_service(via.namespace, via.service, via.port, path, via.ca, token)
                 .await;
             let latency = started.elapsed().as_millis() as u64;
             let again = match &answer {
@@ -801,41 +864,38 @@ impl SpokeRun<'_, '_> {
         } else {
             String::new()
         };
+        Reply {
+            answer,
+            latency,
+            tried,
+        }
+    }
+
+    /// The reachable check's result from the proxied `/version` answer.
+    fn reach_result(
+        &self,
+        ns: &str,
+        path: &str,
+        expected: &str,
+        via: &UserServer<'_>,
+        msa: &str,
+        reply: Reply,
+    ) -> CheckResult {
+        let Reply {
+            answer,
+            latency,
+            tried,
+        } = reply;
+        let spoke = self.spoke;
+        let namespace = via.namespace;
+        let fail = |hop, detail: String, next: Option<String>| {
+            CheckResult::failed(Check::Reachable, spoke, ns, hop, detail, next)
+        };
         let body_of = |body: &str| -> String { body.trim().chars().take(200).collect() };
         let spoke_ctx = verify::kubectl(self.spoke_context());
         let hub_ctx = verify::kubectl(self.hub_context());
-        Ok(match answer {
-            Ok((200, body)) => {
-                let got = serde_json::from_str::<Value>(&body)
-                    .ok()
-                    .and_then(|v| v["gitVersion"].as_str().map(str::to_owned));
-                if got.as_deref() == Some(expected.as_str()) {
-                    CheckResult {
-                        check: Check::Reachable,
-                        spoke: spoke.into(),
-                        namespace: ns.into(),
-                        ok: true,
-                        detail: format!(
-                            "GET {path} through cluster-proxy answered {expected}, as {spoke} does{tried}"
-                        ),
-                        hop: None,
-                        next: None,
-                        latency_ms: Some(latency),
-                        permanent: false,
-                    }
-                } else {
-                    fail(
-                        verify::Hop::WrongCluster,
-                        format!(
-                            "GET {path} answered {}, but {spoke} is {expected}",
-                            got.unwrap_or_else(|| "something that is not a version".into())
-                        ),
-                        Some(format!(
-                            "check the ManagedProxyServiceResolver and cluster names on the hub: {hub_ctx} get managedproxyserviceresolvers"
-                        )),
-                    )
-                }
-            }
+        match answer {
+            Ok((200, body)) => self.version_answer(ns, path, &body, expected, &tried, latency),
             Ok((401, _)) | Ok((403, _)) => fail(
                 verify::Hop::NotReachable,
                 format!(
@@ -882,8 +942,70 @@ impl SpokeRun<'_, '_> {
                     "{hub_ctx} -n {namespace} get pods,svc; the user server needs its serving cert and enableServiceProxy"
                 )),
             ),
-        })
+        }
     }
+
+    /// A 200 answer: it must be the spoke's own version.
+    fn version_answer(
+        &self,
+        ns: &str,
+        path: &str,
+        body: &str,
+        expected: &str,
+        tried: &str,
+        latency: u64,
+    ) -> CheckResult {
+        let spoke = self.spoke;
+        let fail = |hop, detail: String, next: Option<String>| {
+            CheckResult::failed(Check::Reachable, spoke, ns, hop, detail, next)
+        };
+        let hub_ctx = verify::kubectl(self.hub_context());
+        let got = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["gitVersion"].as_str().map(str::to_owned));
+        if got.as_deref() == Some(expected) {
+            CheckResult {
+                check: Check::Reachable,
+                spoke: spoke.into(),
+                namespace: ns.into(),
+                ok: true,
+                detail: format!(
+                    "GET {path} through cluster-proxy answered {expected}, as {spoke} does{tried}"
+                ),
+                hop: None,
+                next: None,
+                latency_ms: Some(latency),
+                permanent: false,
+            }
+        } else {
+            fail(
+                verify::Hop::WrongCluster,
+                format!(
+                    "GET {path} answered {}, but {spoke} is {expected}",
+                    got.unwrap_or_else(|| "something that is not a version".into())
+                ),
+                Some(format!(
+                    "check the ManagedProxyServiceResolver and cluster names on the hub: {hub_ctx} get managedproxyserviceresolvers"
+                )),
+            )
+        }
+    }
+}
+
+/// The last answer of the proxied request, its latency in milliseconds, and ` (after N attempts over Ms)` when
+/// it was retried.
+struct Reply {
+    answer: Result<(u16, String), KubeError>,
+    latency: u64,
+    tried: String,
+}
+
+/// Where the user server's Service is, and the CA its serving certificate is verified with.
+struct UserServer<'a> {
+    namespace: &'a str,
+    service: &'a str,
+    port: u16,
+    ca: &'a [u8],
 }
 
 /// `(service, namespace, port, path prefix)` from a user server URL.

@@ -505,35 +505,7 @@ impl Docker {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let body = ContainerCreateBody {
-            image: Some(image.to_owned()),
-            // An explicit entrypoint: kind node images have their own, which would boot systemd.
-            entrypoint: Some(vec![
-                "/bin/sh".to_owned(),
-                "-c".to_owned(),
-                sysctl_script(&paths),
-            ]),
-            // Images made by `docker import` have no PATH; `command -v cat` needs one.
-            env: Some(vec![
-                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
-            ]),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(false),
-            network_disabled: Some(true),
-            labels: Some(HashMap::from([(
-                CREATED_BY_LABEL.to_owned(),
-                CREATED_BY_VALUE.to_owned(),
-            )])),
-            host_config: Some(HostConfig {
-                // Auto-removal covers the case where we die after start: the container exits in
-                // milliseconds and the daemon removes it without us.
-                auto_remove: Some(true),
-                network_mode: Some("none".to_owned()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let body = sysctl_container(image, &paths);
         // Armed before the create request leaves: if this future is dropped (a caller's timeout,
         // Ctrl-C) at any point from here, the guard removes the container by name. The explicit
         // cleanup below handles errors.
@@ -576,28 +548,7 @@ impl Docker {
         };
         guard.name = None;
 
-        if output.lines().any(|l| l == "E=no cat") {
-            return Err(DockerError::NoCat {
-                image: image.to_owned(),
-            });
-        }
-        let mut found: HashMap<usize, String> = HashMap::new();
-        for line in output.lines() {
-            if let Some((i, v)) = line.split_once('=')
-                && let Ok(i) = i.trim().parse::<usize>()
-                && i < keys.len()
-            {
-                found.insert(i, v.trim().to_owned());
-            }
-        }
-        let mut out = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            match found.remove(&i) {
-                Some(v) => out.push(((*key).to_owned(), v)),
-                None => tracing::warn!(key, image, "kernel setting not readable in a container"),
-            }
-        }
-        Ok(out)
+        sysctl_answer(&output, keys, image)
     }
 
     /// Attaches, starts, collects stdout until the container exits, then waits until the daemon has
@@ -1408,6 +1359,66 @@ fn sysctl_path(key: &str) -> Result<String> {
 /// It reads with `cat`, not the shell's `read`: shells read byte by byte so as not to consume past a
 /// newline, and the kernel answers a /proc/sys read at a non-zero offset with end-of-file, so `read`
 /// gets only the first digit (seen with busybox ash). Images with only busybox get `busybox cat`.
+/// The throwaway container that prints the kernel settings at `paths`: no network, auto-removed, labelled as ours.
+fn sysctl_container(image: &str, paths: &[String]) -> ContainerCreateBody {
+    ContainerCreateBody {
+        image: Some(image.to_owned()),
+        // An explicit entrypoint: kind node images have their own, which would boot systemd.
+        entrypoint: Some(vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            sysctl_script(paths),
+        ]),
+        // Images made by `docker import` have no PATH; `command -v cat` needs one.
+        env: Some(vec![
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+        ]),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(false),
+        network_disabled: Some(true),
+        labels: Some(HashMap::from([(
+            CREATED_BY_LABEL.to_owned(),
+            CREATED_BY_VALUE.to_owned(),
+        )])),
+        host_config: Some(HostConfig {
+            // Auto-removal covers the case where we die after start: the container exits in
+            // milliseconds and the daemon removes it without us.
+            auto_remove: Some(true),
+            network_mode: Some("none".to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The settings the container printed (`<index>=<value>` lines), in the order of `keys`; a key it could not
+/// read is left out (and logged).
+fn sysctl_answer(output: &str, keys: &[&str], image: &str) -> Result<Vec<(String, String)>> {
+    if output.lines().any(|l| l == "E=no cat") {
+        return Err(DockerError::NoCat {
+            image: image.to_owned(),
+        });
+    }
+    let mut found: HashMap<usize, String> = HashMap::new();
+    for line in output.lines() {
+        if let Some((i, v)) = line.split_once('=')
+            && let Ok(i) = i.trim().parse::<usize>()
+            && i < keys.len()
+        {
+            found.insert(i, v.trim().to_owned());
+        }
+    }
+    let mut out = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        match found.remove(&i) {
+            Some(v) => out.push(((*key).to_owned(), v)),
+            None => tracing::warn!(key, image, "kernel setting not readable in a container"),
+        }
+    }
+    Ok(out)
+}
+
 fn sysctl_script(paths: &[String]) -> String {
     let mut s = String::from(
         "if command -v cat >/dev/null 2>&1; then C=cat\n\

@@ -83,6 +83,20 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// What a person calls it, in a step's failure line: `(helm)`, `(Kubernetes API)`.
+    pub fn human(self) -> &'static str {
+        match self {
+            Backend::Docker => "Docker",
+            Backend::Kind => "kind",
+            Backend::Helm => "helm",
+            Backend::Kube => "Kubernetes API",
+            Backend::Tools => "tool download",
+            Backend::ChartCache => "chart cache",
+        }
+    }
+}
+
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -1005,34 +1005,7 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
         tool: name,
         url: checksum_url.clone(),
     })?;
-    let (expected, expected_from) = match pin.sha256 {
-        Some(pinned) => {
-            let pinned = pinned.to_ascii_lowercase();
-            if pinned != published {
-                return Err(ToolError::PinMismatch {
-                    tool: name,
-                    version: pin.version.to_owned(),
-                    checksum_url,
-                    published,
-                    pinned,
-                    install: name.install_url(),
-                });
-            }
-            (pinned, "the digest pinned in ocm-lab".to_owned())
-        }
-        None => {
-            tracing::warn!(
-                "no sha256 is pinned in ocm-lab for {name} v{} ({}/{}): checking the download against the published checksum file {checksum_url} only",
-                pin.version,
-                pin.os,
-                pin.arch
-            );
-            (
-                published,
-                format!("the published checksum file {checksum_url}"),
-            )
-        }
-    };
+    let (expected, expected_from) = expected_digest(name, pin, checksum_url, published)?;
 
     // A private (0600) temporary file in the cache, removed when dropped unless persisted.
     let mut part = tempfile::Builder::new()
@@ -1079,6 +1052,44 @@ pub fn download(name: ToolName, cfg: &ToolsConfig) -> Result<Tool, ToolError> {
         name,
         path: dest,
         version: found,
+    })
+}
+
+/// The digest a download of `pin` must have, and where it comes from: the digest pinned in ocm-lab, which must
+/// agree with the `published` checksum file, or that file alone when none is pinned.
+fn expected_digest(
+    name: ToolName,
+    pin: &Pinned,
+    checksum_url: String,
+    published: String,
+) -> Result<(String, String), ToolError> {
+    Ok(match pin.sha256 {
+        Some(pinned) => {
+            let pinned = pinned.to_ascii_lowercase();
+            if pinned != published {
+                return Err(ToolError::PinMismatch {
+                    tool: name,
+                    version: pin.version.to_owned(),
+                    checksum_url,
+                    published,
+                    pinned,
+                    install: name.install_url(),
+                });
+            }
+            (pinned, "the digest pinned in ocm-lab".to_owned())
+        }
+        None => {
+            tracing::warn!(
+                "no sha256 is pinned in ocm-lab for {name} v{} ({}/{}): checking the download against the published checksum file {checksum_url} only",
+                pin.version,
+                pin.os,
+                pin.arch
+            );
+            (
+                published,
+                format!("the published checksum file {checksum_url}"),
+            )
+        }
     })
 }
 

@@ -82,6 +82,35 @@ pub async fn reporter(
     seen
 }
 
+/// What a person reads on stderr (when it is not a terminal) for these events: the lines the reporter writes
+/// in [`Style::Human`], without the live progress.
+pub fn human_text(events: &[Stamped], timing: ShowTiming) -> String {
+    let mut human = Human::new(timing);
+    human.tty = false;
+    human.multi.set_draw_target(ProgressDrawTarget::hidden());
+    human.captured = Some(std::cell::RefCell::new(String::new()));
+    for e in events {
+        human.show(e);
+    }
+    human.captured.take().unwrap_or_default().into_inner()
+}
+
+/// A failed step's line: how long it ran, the backend that failed when it was one, and the error.
+fn failed_line(
+    step: &str,
+    elapsed_ms: u64,
+    backend: Option<crate::backend::Backend>,
+    error: &str,
+) -> String {
+    let by = backend
+        .map(|b| format!(" ({})", b.human()))
+        .unwrap_or_default();
+    format!(
+        "  ✗ {step} failed after {}{by}: {error}",
+        fmt_ms(elapsed_ms)
+    )
+}
+
 struct Human {
     multi: MultiProgress,
     bars: HashMap<String, ProgressBar>,
@@ -93,6 +122,8 @@ struct Human {
     simulated: bool,
     tty: bool,
     timing: ShowTiming,
+    /// Lines kept here instead of written ([`human_text`]).
+    captured: Option<std::cell::RefCell<String>>,
 }
 
 impl Human {
@@ -111,12 +142,17 @@ impl Human {
             changed: 0,
             tty,
             timing,
+            captured: None,
         }
     }
 
     /// A finished line: above the live bars on a terminal, plain on stderr otherwise.
     fn line(&self, text: String) {
-        if self.tty {
+        if let Some(captured) = &self.captured {
+            let mut captured = captured.borrow_mut();
+            captured.push_str(&text);
+            captured.push('\n');
+        } else if self.tty {
             let width = console::Term::stderr().size().1;
             let _ = self.multi.println(fit(&text, width.into()));
         } else {
@@ -180,13 +216,10 @@ impl Human {
                 error,
                 help,
                 elapsed_ms,
-                ..
+                backend,
             } => {
                 self.finish_bar(step);
-                self.line(format!(
-                    "  ✗ {step} failed after {}: {error}",
-                    fmt_ms(*elapsed_ms)
-                ));
+                self.line(failed_line(step, *elapsed_ms, *backend, error));
                 if let Some(h) = help {
                     self.line(format!("    help: {h}"));
                 }

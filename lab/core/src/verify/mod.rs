@@ -230,39 +230,9 @@ pub fn diagnose_properties(
     expected: &[Property],
     ev: &PropertyEvidence<'_>,
 ) -> CheckResult {
-    let fail = |hop, detail: String, next: String| {
-        CheckResult::failed(Check::Properties, spoke, namespace, hop, detail, Some(next))
-    };
-    let hub = kubectl(ev.hub_context);
-    let on_spoke_cmd = kubectl(ev.spoke_context);
-    let profile_name = format!("ClusterProfile {namespace}/{spoke}");
-    if !ev.hub_crd_served {
-        return fail(Hop::HubGateOff, "the hub serves no ClusterProfile kind".into(), "enable the hub registration gate `ClusterProfile` on the ClusterManager (spec.hub.featureGates)".into()).permanent();
-    }
-    if !ev.bound {
-        let r = fail(
-            Hop::NoBoundBinding,
-            format!(
-                "no Bound ManagedClusterSetBinding in `{namespace}` for a set holding `{spoke}`{}",
-                if ev.binding_exists {
-                    " (one exists, not Bound yet)"
-                } else {
-                    ""
-                }
-            ),
-            format!(
-                "{hub} get managedclustersetbindings -n {namespace}; bind the spoke's set there"
-            ),
-        );
-        return if ev.binding_exists { r } else { r.permanent() };
-    }
-    let Some(profile) = ev.profile else {
-        return fail(
-            Hop::ProfileMissing,
-            format!("{profile_name} does not exist"),
-            "check the hub's registration-controller logs (ClusterProfileLifecycleController)"
-                .into(),
-        );
+    let profile = match profile_reached(spoke, namespace, ev) {
+        Ok(profile) => profile,
+        Err(failed) => return failed,
     };
     let in_profile = profile_properties(profile);
     let claims: Vec<(String, String)> = ev
@@ -279,113 +249,7 @@ pub fn diagnose_properties(
         {
             continue;
         }
-        let what = format!("property `{}={}`", p.name, truncate(&p.value));
-        if !ev.spoke_crd_served {
-            return fail(
-                Hop::SpokeGateOff,
-                format!("{what}: the spoke serves no ClusterProperty kind"),
-                format!("enable the registration gate `ClusterProperty` on {spoke}'s Klusterlet"),
-            )
-            .permanent();
-        }
-        let on_spoke = ev.spoke_properties.iter().find(|o| name_of(*o) == p.name);
-        let Some(on_spoke) = on_spoke.filter(|o| o.spec.value == p.value) else {
-            return fail(
-                Hop::PropertyMissingOnSpoke,
-                format!("{what} is not on the spoke"),
-                format!("{on_spoke_cmd} get clusterproperties"),
-            );
-        };
-        let joined = ev
-            .managed_cluster
-            .is_some_and(|mc| mc.condition_true("ManagedClusterJoined"));
-        if !joined {
-            return fail(
-                Hop::NotJoined,
-                format!("{what}: ManagedCluster `{spoke}` has not joined"),
-                format!(
-                    "{hub} get managedcluster {spoke} -o yaml; check the klusterlet on the spoke"
-                ),
-            );
-        }
-        if label(&on_spoke.metadata, SPOKE_ONLY).is_some() {
-            return fail(
-                Hop::SpokeOnly,
-                format!(
-                    "{what} is labelled open-cluster-management.io/spoke-only: OCM never syncs it"
-                ),
-                "remove the label".into(),
-            )
-            .permanent();
-        }
-        if claims.iter().any(|(n, v)| *n == p.name && *v == p.value) {
-            return fail(
-                Hop::NotInProfile,
-                format!(
-                    "{what} is in ManagedCluster.status.clusterClaims but not in {profile_name}"
-                ),
-                "check the hub's registration-controller (ClusterProfileStatusController)".into(),
-            );
-        }
-        let too_long = ev
-            .spoke_properties
-            .iter()
-            .find(|o| o.spec.value.chars().count() > 1024);
-        if let Some(long) = too_long {
-            return fail(
-                Hop::ClaimsBlocked,
-                format!(
-                    "{what}: ClusterProperty `{}` has a value over 1024 characters, so the hub rejects every claim update of `{spoke}`",
-                    Some(name_of(long)).filter(|n| !n.is_empty()).unwrap_or("?")
-                ),
-                "shorten or delete that ClusterProperty".into(),
-            )
-            .permanent();
-        }
-        let custom: Vec<&str> = ev
-            .spoke_properties
-            .iter()
-            .filter(|o| label(&o.metadata, SPOKE_ONLY).is_none())
-            .filter_map(|o| o.metadata.name.as_deref())
-            .collect();
-        if custom.len() > 20 {
-            let mut sorted = custom.clone();
-            sorted.sort();
-            if sorted
-                .iter()
-                .position(|n| *n == p.name)
-                .is_some_and(|i| i >= 20)
-            {
-                return fail(
-                    Hop::ClaimsTruncated,
-                    format!(
-                        "{what}: {} custom properties on the spoke; OCM keeps the first 20 by name",
-                        custom.len()
-                    ),
-                    "remove properties, or raise maxCustomClusterClaims on the Klusterlet".into(),
-                )
-                .permanent();
-            }
-        }
-        if ev
-            .managed_cluster
-            .is_some_and(|mc| agent_stopped(mc, "ManagedClusterConditionAvailable"))
-        {
-            return fail(
-                Hop::AgentStopped,
-                format!(
-                    "{what} is on the spoke, but the registration agent on {spoke} stopped updating its lease (ManagedClusterConditionAvailable is Unknown): it syncs nothing to the hub"
-                ),
-                agent_stopped_hint(spoke, ev.spoke_context),
-            );
-        }
-        return fail(
-            Hop::NotInClaims,
-            format!("{what} is on the spoke but not in ManagedCluster.status.clusterClaims"),
-            format!(
-                "check the registration agent on {spoke} (is the ClusterProperty gate on its Klusterlet?): {on_spoke_cmd} -n open-cluster-management-agent logs deploy/klusterlet-registration-agent"
-            ),
-        );
+        return missing_property(spoke, namespace, p, ev, &claims);
     }
     CheckResult {
         check: Check::Properties,
@@ -398,6 +262,185 @@ pub fn diagnose_properties(
         latency_ms: None,
         permanent: false,
     }
+}
+
+/// The ClusterProfile the properties should reach, or why none can: the hub serves no ClusterProfile kind,
+/// no Bound binding in `namespace`, or no profile yet.
+fn profile_reached<'a>(
+    spoke: &str,
+    namespace: &str,
+    ev: &PropertyEvidence<'a>,
+) -> Result<&'a ClusterProfile, CheckResult> {
+    let fail = |hop, detail: String, next: String| {
+        CheckResult::failed(Check::Properties, spoke, namespace, hop, detail, Some(next))
+    };
+    let hub = kubectl(ev.hub_context);
+    let profile_name = format!("ClusterProfile {namespace}/{spoke}");
+    if !ev.hub_crd_served {
+        return Err(fail(Hop::HubGateOff, "the hub serves no ClusterProfile kind".into(), "enable the hub registration gate `ClusterProfile` on the ClusterManager (spec.hub.featureGates)".into()).permanent());
+    }
+    if !ev.bound {
+        let r = fail(
+            Hop::NoBoundBinding,
+            format!(
+                "no Bound ManagedClusterSetBinding in `{namespace}` for a set holding `{spoke}`{}",
+                if ev.binding_exists {
+                    " (one exists, not Bound yet)"
+                } else {
+                    ""
+                }
+            ),
+            format!(
+                "{hub} get managedclustersetbindings -n {namespace}; bind the spoke's set there"
+            ),
+        );
+        return Err(if ev.binding_exists { r } else { r.permanent() });
+    }
+    ev.profile.ok_or_else(|| {
+        fail(
+            Hop::ProfileMissing,
+            format!("{profile_name} does not exist"),
+            "check the hub's registration-controller logs (ClusterProfileLifecycleController)"
+                .into(),
+        )
+    })
+}
+
+/// Where property `p`, missing from the profile, got lost: the first hop on its way that does not hold it.
+fn missing_property(
+    spoke: &str,
+    namespace: &str,
+    p: &Property,
+    ev: &PropertyEvidence<'_>,
+    claims: &[(String, String)],
+) -> CheckResult {
+    let fail = |hop, detail: String, next: String| {
+        CheckResult::failed(Check::Properties, spoke, namespace, hop, detail, Some(next))
+    };
+    let hub = kubectl(ev.hub_context);
+    let on_spoke_cmd = kubectl(ev.spoke_context);
+    let profile_name = format!("ClusterProfile {namespace}/{spoke}");
+    let what = format!("property `{}={}`", p.name, truncate(&p.value));
+    if !ev.spoke_crd_served {
+        return fail(
+            Hop::SpokeGateOff,
+            format!("{what}: the spoke serves no ClusterProperty kind"),
+            format!("enable the registration gate `ClusterProperty` on {spoke}'s Klusterlet"),
+        )
+        .permanent();
+    }
+    let on_spoke = ev.spoke_properties.iter().find(|o| name_of(*o) == p.name);
+    let Some(on_spoke) = on_spoke.filter(|o| o.spec.value == p.value) else {
+        return fail(
+            Hop::PropertyMissingOnSpoke,
+            format!("{what} is not on the spoke"),
+            format!("{on_spoke_cmd} get clusterproperties"),
+        );
+    };
+    let joined = ev
+        .managed_cluster
+        .is_some_and(|mc| mc.condition_true("ManagedClusterJoined"));
+    if !joined {
+        return fail(
+            Hop::NotJoined,
+            format!("{what}: ManagedCluster `{spoke}` has not joined"),
+            format!("{hub} get managedcluster {spoke} -o yaml; check the klusterlet on the spoke"),
+        );
+    }
+    if label(&on_spoke.metadata, SPOKE_ONLY).is_some() {
+        return fail(
+            Hop::SpokeOnly,
+            format!("{what} is labelled open-cluster-management.io/spoke-only: OCM never syncs it"),
+            "remove the label".into(),
+        )
+        .permanent();
+    }
+    if claims.iter().any(|(n, v)| *n == p.name && *v == p.value) {
+        return fail(
+            Hop::NotInProfile,
+            format!("{what} is in ManagedCluster.status.clusterClaims but not in {profile_name}"),
+            "check the hub's registration-controller (ClusterProfileStatusController)".into(),
+        );
+    }
+    if let Some(blocked) = claims_blocked(spoke, namespace, p, &what, ev) {
+        return blocked;
+    }
+    if ev
+        .managed_cluster
+        .is_some_and(|mc| agent_stopped(mc, "ManagedClusterConditionAvailable"))
+    {
+        return fail(
+            Hop::AgentStopped,
+            format!(
+                "{what} is on the spoke, but the registration agent on {spoke} stopped updating its lease (ManagedClusterConditionAvailable is Unknown): it syncs nothing to the hub"
+            ),
+            agent_stopped_hint(spoke, ev.spoke_context),
+        );
+    }
+    fail(
+        Hop::NotInClaims,
+        format!("{what} is on the spoke but not in ManagedCluster.status.clusterClaims"),
+        format!(
+            "check the registration agent on {spoke} (is the ClusterProperty gate on its Klusterlet?): {on_spoke_cmd} -n open-cluster-management-agent logs deploy/klusterlet-registration-agent"
+        ),
+    )
+}
+
+/// Whether the spoke's ClusterProperties keep every claim (a value over 1024 characters) or `p` (past the first
+/// 20 custom ones by name) from reaching the hub: waiting does not change either.
+fn claims_blocked(
+    spoke: &str,
+    namespace: &str,
+    p: &Property,
+    what: &str,
+    ev: &PropertyEvidence<'_>,
+) -> Option<CheckResult> {
+    let fail = |hop, detail: String, next: String| {
+        CheckResult::failed(Check::Properties, spoke, namespace, hop, detail, Some(next))
+    };
+    let too_long = ev
+        .spoke_properties
+        .iter()
+        .find(|o| o.spec.value.chars().count() > 1024);
+    if let Some(long) = too_long {
+        return Some(fail(
+            Hop::ClaimsBlocked,
+            format!(
+                "{what}: ClusterProperty `{}` has a value over 1024 characters, so the hub rejects every claim update of `{spoke}`",
+                Some(name_of(long)).filter(|n| !n.is_empty()).unwrap_or("?")
+            ),
+            "shorten or delete that ClusterProperty".into(),
+        )
+        .permanent());
+    }
+    let custom: Vec<&str> = ev
+        .spoke_properties
+        .iter()
+        .filter(|o| label(&o.metadata, SPOKE_ONLY).is_none())
+        .filter_map(|o| o.metadata.name.as_deref())
+        .collect();
+    if custom.len() > 20 {
+        let mut sorted = custom.clone();
+        sorted.sort();
+        if sorted
+            .iter()
+            .position(|n| *n == p.name)
+            .is_some_and(|i| i >= 20)
+        {
+            return Some(
+                fail(
+                    Hop::ClaimsTruncated,
+                    format!(
+                        "{what}: {} custom properties on the spoke; OCM keeps the first 20 by name",
+                        custom.len()
+                    ),
+                    "remove properties, or raise maxCustomClusterClaims on the Klusterlet".into(),
+                )
+                .permanent(),
+            );
+        }
+    }
+    None
 }
 
 /// The label that keeps a ClusterProperty on its spoke (ocm v1.3.1

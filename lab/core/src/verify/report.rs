@@ -108,6 +108,12 @@ pub fn table_within(results: &[CheckResult], width: usize) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    failures(&mut out, results);
+    out
+}
+
+/// The failed checks under the table, one per line, each with what to do next.
+fn failures(out: &mut String, results: &[CheckResult]) {
     let failed: Vec<&CheckResult> = results.iter().filter(|r| !r.ok).collect();
     if !failed.is_empty() {
         out.push('\n');
@@ -133,7 +139,6 @@ pub fn table_within(results: &[CheckResult], width: usize) -> String {
             }
         }
     }
-    out
 }
 
 /// JUnit XML: one suite per namespace, one test case per spoke and check.

@@ -136,67 +136,10 @@ impl Docker {
         lab: std::collections::BTreeMap<String, String>,
         out: &Path,
     ) -> Result<Manifest> {
-        // Each image is saved under its tag ([`save_name`]), which must name the image its pinned
-        // reference names: the tag is set to it when the engine lacks the tag (an image pulled by
-        // digest), and a tag naming another image stops the save.
-        let mut exports = Vec::new();
-        for image in images {
-            let Some(id) = self.image_id(image).await? else {
-                return Err(DockerError::NotInEngine {
-                    image: image.clone(),
-                    host: self.host.clone(),
-                });
-            };
-            let name = save_name(image);
-            if name != *image {
-                match self.image_id(&name).await? {
-                    Some(tagged) if tagged == id => {}
-                    Some(tagged) => {
-                        return Err(DockerError::TagNamesAnotherImage {
-                            image: image.clone(),
-                            tag: name,
-                            tagged,
-                            pinned: id,
-                        });
-                    }
-                    None => self.tag_image(image, &name).await?,
-                }
-            }
-            exports.push((name, id));
-        }
+        let exports = self.export_names(images).await?;
         // Charts and tools are hashed first: then only the images' digests and sizes are unknown
         // until they are written, and the manifest's room at the start of the bundle can be reserved.
-        let mut file_items = Vec::new();
-        for f in files {
-            let source = f.source.clone();
-            let (digest, size) = tokio::task::spawn_blocking(move || hash_file(&source))
-                .await
-                .map_err(|e| DockerError::TaskStopped {
-                    what: "bundle hashing".to_owned(),
-                    detail: e.to_string(),
-                })?
-                .map_err(io_err(format!("read {}", f.source.display())))?;
-            file_items.push(Item {
-                name: f.name.clone(),
-                kind: f.kind.clone(),
-                path: f.path.clone(),
-                digest: format!("sha256:{digest}"),
-                size,
-                version: f.version.clone(),
-                repo: f.repo.clone(),
-                image_id: None,
-            });
-        }
-        let image_item = |n: usize, image: &str, digest: String, size: u64| Item {
-            name: image.to_owned(),
-            kind: KIND_IMAGE.to_owned(),
-            path: format!("images/{n}.tar"),
-            digest,
-            size,
-            version: None,
-            repo: None,
-            image_id: None,
-        };
+        let file_items = hash_files(files).await?;
         // The longest the manifest can be: every digest has the same length, no size has more digits.
         let widest = Manifest {
             format: FORMAT.to_owned(),
@@ -223,32 +166,8 @@ impl Docker {
             w.zeros(room + pad(room)).await?;
             let mut items = Vec::new();
             for (n, image) in images.iter().enumerate() {
-                // Streamed from Docker straight into its entry, hashed on the way; its header is
-                // written once the size is known.
-                let at = w.position().await?;
-                w.zeros(512).await?;
-                let mut hash = Sha256::new();
-                let mut size = 0u64;
                 let (name, id) = &exports[n];
-                let mut stream = self.client.export_image(name);
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| self.err(&format!("export image {image}"), e))?;
-                    hash.update(&chunk);
-                    size += chunk.len() as u64;
-                    w.write(&chunk).await?;
-                }
-                w.zeros(pad(size)).await?;
-                let item = Item {
-                    image_id: Some(id.clone()),
-                    ..image_item(
-                        n,
-                        image,
-                        format!("sha256:{}", hex::encode(hash.finalize())),
-                        size,
-                    )
-                };
-                w.header_at(at, &item.path, size, 0o644).await?;
-                items.push(item);
+                items.push(self.write_image(&mut w, n, image, name, id).await?);
             }
             for (item, f) in file_items.iter().zip(files) {
                 w.header(
@@ -286,6 +205,76 @@ impl Docker {
             let _ = tokio::fs::remove_file(&partial).await;
         }
         written
+    }
+
+    /// Streams image `image` (saved as `name`, image ID `id`) from Docker straight into the bundle's `n`th image
+    /// entry, hashed on the way; its header is written once the size is known.
+    async fn write_image(
+        &self,
+        w: &mut Writer,
+        n: usize,
+        image: &str,
+        name: &str,
+        id: &str,
+    ) -> Result<Item> {
+        // Streamed from Docker straight into its entry, hashed on the way; its header is
+        // written once the size is known.
+        let at = w.position().await?;
+        w.zeros(512).await?;
+        let mut hash = Sha256::new();
+        let mut size = 0u64;
+        let mut stream = self.client.export_image(name);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.err(&format!("export image {image}"), e))?;
+            hash.update(&chunk);
+            size += chunk.len() as u64;
+            w.write(&chunk).await?;
+        }
+        w.zeros(pad(size)).await?;
+        let item = Item {
+            image_id: Some(id.to_owned()),
+            ..image_item(
+                n,
+                image,
+                format!("sha256:{}", hex::encode(hash.finalize())),
+                size,
+            )
+        };
+        w.header_at(at, &item.path, size, 0o644).await?;
+        Ok(item)
+    }
+
+    /// The name each image is saved under ([`save_name`]) and its image ID, in the order of `images`.
+    async fn export_names(&self, images: &[String]) -> Result<Vec<(String, String)>> {
+        // Each image is saved under its tag ([`save_name`]), which must name the image its pinned
+        // reference names: the tag is set to it when the engine lacks the tag (an image pulled by
+        // digest), and a tag naming another image stops the save.
+        let mut exports = Vec::new();
+        for image in images {
+            let Some(id) = self.image_id(image).await? else {
+                return Err(DockerError::NotInEngine {
+                    image: image.clone(),
+                    host: self.host.clone(),
+                });
+            };
+            let name = save_name(image);
+            if name != *image {
+                match self.image_id(&name).await? {
+                    Some(tagged) if tagged == id => {}
+                    Some(tagged) => {
+                        return Err(DockerError::TagNamesAnotherImage {
+                            image: image.clone(),
+                            tag: name,
+                            tagged,
+                            pinned: id,
+                        });
+                    }
+                    None => self.tag_image(image, &name).await?,
+                }
+            }
+            exports.push((name, id));
+        }
+        Ok(exports)
     }
 
     /// Loads a bundle's images into the engine, after checking every entry against the manifest; a
@@ -370,6 +359,46 @@ impl Docker {
             }
         }
         Ok(())
+    }
+}
+
+/// The bundle's items for `files` (charts and tools), each hashed as it is read.
+async fn hash_files(files: &[FileItem]) -> Result<Vec<Item>> {
+    let mut file_items = Vec::new();
+    for f in files {
+        let source = f.source.clone();
+        let (digest, size) = tokio::task::spawn_blocking(move || hash_file(&source))
+            .await
+            .map_err(|e| DockerError::TaskStopped {
+                what: "bundle hashing".to_owned(),
+                detail: e.to_string(),
+            })?
+            .map_err(io_err(format!("read {}", f.source.display())))?;
+        file_items.push(Item {
+            name: f.name.clone(),
+            kind: f.kind.clone(),
+            path: f.path.clone(),
+            digest: format!("sha256:{digest}"),
+            size,
+            version: f.version.clone(),
+            repo: f.repo.clone(),
+            image_id: None,
+        });
+    }
+    Ok(file_items)
+}
+
+/// The manifest item of the `n`th image of a bundle.
+fn image_item(n: usize, image: &str, digest: String, size: u64) -> Item {
+    Item {
+        name: image.to_owned(),
+        kind: KIND_IMAGE.to_owned(),
+        path: format!("images/{n}.tar"),
+        digest,
+        size,
+        version: None,
+        repo: None,
+        image_id: None,
     }
 }
 

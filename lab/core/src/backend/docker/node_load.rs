@@ -47,6 +47,20 @@ impl Docker {
         size: u64,
         what: &str,
     ) -> Result<(), DockerError> {
+        self.upload_range(node, file, offset, size, what).await?;
+        self.import_uploaded(node, Path::new(what)).await
+    }
+
+    /// Copies bytes `offset..offset + size` of `file` into `node` as the archive to import, streamed as a
+    /// one-entry tar.
+    async fn upload_range(
+        &self,
+        node: &str,
+        file: &Path,
+        offset: u64,
+        size: u64,
+        what: &str,
+    ) -> Result<(), DockerError> {
         let mut opened = tokio::fs::File::open(file)
             .await
             .map_err(|e| DockerError::Io {
@@ -101,6 +115,12 @@ impl Docker {
             )
             .await
             .map_err(|e| self.err(&format!("copy {} into node {node}", archive.display()), e))?;
+        Ok(())
+    }
+
+    /// Imports the uploaded archive into the node's containerd (all platforms, or this machine's when the
+    /// archive holds only that one's content) and removes it from the node; `archive` names it in errors.
+    async fn import_uploaded(&self, node: &str, archive: &Path) -> Result<(), DockerError> {
         let path = format!("{IN_NODE_DIR}{IN_NODE_NAME}");
         let snapshotter = match self.node_snapshotter(node).await {
             Ok(s) => format!("--snapshotter={s}"),
