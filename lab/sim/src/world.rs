@@ -240,10 +240,6 @@ impl World {
         self.containers.keys().cloned().collect()
     }
 
-    pub fn network_names(&self) -> Vec<String> {
-        self.networks.keys().cloned().collect()
-    }
-
     /// The simulated Helm releases on `cluster`, by `<namespace>/<release>`.
     pub fn releases(&self, cluster: &str) -> BTreeMap<String, SimRelease> {
         self.releases
@@ -466,14 +462,6 @@ impl World {
     /// The registration agent's state on a cluster.
     pub fn agent(&self, cluster: &str) -> Option<&Agent> {
         self.clusters.get(cluster)?.agent.as_ref()
-    }
-
-    /// How many tokens a cluster has minted.
-    pub fn tokens_minted(&self, cluster: &str) -> usize {
-        self.tokens
-            .values()
-            .filter(|t| t.cluster == cluster)
-            .count()
     }
 
     /// Number of objects stored in a cluster.

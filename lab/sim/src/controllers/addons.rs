@@ -746,11 +746,8 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
         mark(
             w,
             hub,
-            gk::CMA,
-            "",
-            addon,
-            "AddonInstallDegraded",
-            "True",
+            [gk::CMA, "", addon],
+            ["AddonInstallDegraded", "True"],
             msg,
         )
     },
@@ -769,7 +766,7 @@ pub(super) static ADDON_CLUSTER: Controller = Controller {
     fail: |w, k, msg| {
         let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "AddonInstallDegraded";
-        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "True", msg)
+        mark(w, hub, [gk::MANAGED_CLUSTER, "", mc], [cond, "True"], msg)
     },
 };
 
@@ -812,11 +809,8 @@ static ADDON_STATUS: Controller = Controller {
         mark(
             w,
             k.cluster(),
-            gk::MCA,
-            mc,
-            addon,
-            "Available",
-            "False",
+            [gk::MCA, mc, addon],
+            ["Available", "False"],
             msg,
         )
     },
@@ -843,7 +837,13 @@ static PROXY_CERT: Controller = Controller {
     run: |w, k| proxy_cert(w, k.cluster()),
     fail: |w, k, msg| {
         let cond = "UserServerSecretSigned";
-        mark(w, k.cluster(), gk::MPC, "", PROXY_ADDON, cond, "False", msg)
+        mark(
+            w,
+            k.cluster(),
+            [gk::MPC, "", PROXY_ADDON],
+            [cond, "False"],
+            msg,
+        )
     },
 };
 
@@ -866,11 +866,8 @@ static PROXY_PROFILE: Controller = Controller {
         mark(
             w,
             k.cluster(),
-            gk::CLUSTER_PROFILE,
-            ns,
-            name,
-            cond,
-            "True",
+            [gk::CLUSTER_PROFILE, ns, name],
+            [cond, "True"],
             msg,
         )
     },
@@ -900,7 +897,7 @@ static PROXY_ALL: Controller = Controller {
             .flat_map(|p| {
                 let (ns, name) = (util::namespace(p), util::name(p));
                 let cond = "AccessProviderDegraded";
-                mark(w, hub, gk::CLUSTER_PROFILE, ns, name, cond, "True", msg)
+                mark(w, hub, [gk::CLUSTER_PROFILE, ns, name], [cond, "True"], msg)
             })
             .collect()
     },
@@ -920,11 +917,8 @@ static MSA_TOKEN: Controller = Controller {
         mark(
             w,
             k.cluster(),
-            gk::MSA,
-            ns,
-            name,
-            "TokenReported",
-            "False",
+            [gk::MSA, ns, name],
+            ["TokenReported", "False"],
             msg,
         )
     },
@@ -963,7 +957,7 @@ static MSA_SYNC: Controller = Controller {
     fail: |w, k, msg| {
         let [ns, name] = k.key();
         let cond = "ClusterProfileCredentialsSynced";
-        mark(w, k.cluster(), gk::MSA, ns, name, cond, "False", msg)
+        mark(w, k.cluster(), [gk::MSA, ns, name], [cond, "False"], msg)
     },
 };
 

@@ -422,7 +422,13 @@ static POD_RUN: Controller = Controller {
     // The Pod never runs: it stays Pending, the failure on its PodScheduled condition.
     fail: |w, k, msg| {
         let [ns, name] = k.key();
-        super::mark(w, k.cluster(), POD, ns, name, "PodScheduled", "False", msg)
+        super::mark(
+            w,
+            k.cluster(),
+            [POD, ns, name],
+            ["PodScheduled", "False"],
+            msg,
+        )
     },
 };
 

@@ -265,18 +265,11 @@ pub(crate) fn fail(w: &World, work: &Work, msg: &str) -> Vec<Op> {
 
 /// Sets condition `kind` to `status` with `msg` on the object, as a failing controller leaves it: the
 /// simulated failure shows where a wait looks.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the object's coordinates and the condition set on it, each written into the object as it is"
-)]
 pub(super) fn mark(
     w: &World,
     cluster: &str,
-    key: &str,
-    ns: &str,
-    name: &str,
-    kind: &str,
-    status: &str,
+    [key, ns, name]: [&str; 3],
+    [kind, status]: [&str; 2],
     msg: &str,
 ) -> Vec<Op> {
     match w.get(cluster, key, ns, name) {

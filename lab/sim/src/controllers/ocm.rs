@@ -1169,7 +1169,13 @@ static CRD_ESTABLISH: Controller = Controller {
     run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let c = k.cluster();
-        mark(w, c, gk::CRD, "", &k.key()[0], "Established", "False", msg)
+        mark(
+            w,
+            c,
+            [gk::CRD, "", &k.key()[0]],
+            ["Established", "False"],
+            msg,
+        )
     },
 };
 
@@ -1195,11 +1201,8 @@ static IMAGE_PULL: Controller = Controller {
                 mark(
                     w,
                     c,
-                    gk::DEPLOYMENT,
-                    ns,
-                    name,
-                    "Available",
-                    "False",
+                    [gk::DEPLOYMENT, ns, name],
+                    ["Available", "False"],
                     &format!("pods are Pending: ErrImagePull: {image}: {msg}"),
                 )
             })
@@ -1245,11 +1248,8 @@ static ROLLOUT: Controller = Controller {
         mark(
             w,
             k.cluster(),
-            gk::DEPLOYMENT,
-            ns,
-            name,
-            "Available",
-            "False",
+            [gk::DEPLOYMENT, ns, name],
+            ["Available", "False"],
             msg,
         )
     },
@@ -1276,11 +1276,8 @@ static HUB_OPERATOR: Controller = Controller {
         mark(
             w,
             c,
-            gk::CLUSTER_MANAGER,
-            "",
-            cm,
-            "HubRegistrationDegraded",
-            "True",
+            [gk::CLUSTER_MANAGER, "", cm],
+            ["HubRegistrationDegraded", "True"],
             msg,
         )
     },
@@ -1310,7 +1307,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         let c = k.cluster();
         let name = klusterlet(w, c).map(|k| util::name(k).to_owned());
         name.map_or_else(Vec::new, |n| {
-            mark(w, c, gk::KLUSTERLET, "", &n, "Applied", "False", msg)
+            mark(w, c, [gk::KLUSTERLET, "", &n], ["Applied", "False"], msg)
         })
     },
 };
@@ -1348,7 +1345,7 @@ static REGISTRATION: Controller = Controller {
         let name = klusterlet(w, spoke).map(|k| util::name(k).to_owned());
         name.map_or_else(Vec::new, |n| {
             let cond = "HubConnectionDegraded";
-            mark(w, spoke, gk::KLUSTERLET, "", &n, cond, "True", msg)
+            mark(w, spoke, [gk::KLUSTERLET, "", &n], [cond, "True"], msg)
         })
     },
 };
@@ -1390,11 +1387,8 @@ static CSR_SIGN: Controller = Controller {
         mark(
             w,
             k.cluster(),
-            gk::CSR,
-            "",
-            &k.key()[0],
-            "Failed",
-            "True",
+            [gk::CSR, "", &k.key()[0]],
+            ["Failed", "True"],
             msg,
         )
     },
@@ -1428,7 +1422,7 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
     fail: |w, k, msg| {
         let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "HubAcceptedManagedCluster";
-        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "False", msg)
+        mark(w, hub, [gk::MANAGED_CLUSTER, "", mc], [cond, "False"], msg)
     },
 };
 
@@ -1459,11 +1453,8 @@ static CLAIM_SYNC: Controller = Controller {
             mark(
                 w,
                 hub,
-                gk::MANAGED_CLUSTER,
-                "",
-                mc,
-                "ClusterClaimsSynced",
-                "False",
+                [gk::MANAGED_CLUSTER, "", mc],
+                ["ClusterClaimsSynced", "False"],
                 msg,
             )
         }

@@ -487,11 +487,8 @@ fn fail_set(w: &World, k: &Work, msg: &str) -> Vec<Op> {
     mark(
         w,
         hub,
-        gk::CLUSTER_SET,
-        "",
-        set,
-        "ClusterSetEmpty",
-        "Unknown",
+        [gk::CLUSTER_SET, "", set],
+        ["ClusterSetEmpty", "Unknown"],
         msg,
     )
 }
@@ -552,11 +549,8 @@ static BINDING: Controller = Controller {
         mark(
             w,
             k.cluster(),
-            gk::SET_BINDING,
-            ns,
-            name,
-            "Bound",
-            "False",
+            [gk::SET_BINDING, ns, name],
+            ["Bound", "False"],
             msg,
         )
     },
@@ -595,11 +589,8 @@ static LIFECYCLE_NS: Controller = Controller {
                 mark(
                     w,
                     hub,
-                    gk::SET_BINDING,
-                    ns,
-                    util::name(b),
-                    cond,
-                    "False",
+                    [gk::SET_BINDING, ns, util::name(b)],
+                    [cond, "False"],
                     msg,
                 )
             })
@@ -620,7 +611,7 @@ static LIFECYCLE_CLUSTER: Controller = Controller {
     fail: |w, k, msg| {
         let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "ClusterProfilesSynced";
-        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "False", msg)
+        mark(w, hub, [gk::MANAGED_CLUSTER, "", mc], [cond, "False"], msg)
     },
 };
 
@@ -649,7 +640,13 @@ static PROFILE_STATUS: Controller = Controller {
             .into_iter()
             .flat_map(|ns| {
                 let cond = "ControlPlaneHealthy";
-                mark(w, hub, gk::CLUSTER_PROFILE, &ns, mc, cond, "Unknown", msg)
+                mark(
+                    w,
+                    hub,
+                    [gk::CLUSTER_PROFILE, &ns, mc],
+                    [cond, "Unknown"],
+                    msg,
+                )
             })
             .collect()
     },
@@ -687,6 +684,12 @@ static PLACEMENT: Controller = Controller {
     fail: |w, k, msg| {
         let [ns, name] = k.key();
         let cond = "PlacementSatisfied";
-        mark(w, k.cluster(), gk::PLACEMENT, ns, name, cond, "False", msg)
+        mark(
+            w,
+            k.cluster(),
+            [gk::PLACEMENT, ns, name],
+            [cond, "False"],
+            msg,
+        )
     },
 };
