@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::ocm::addon_manager;
 use super::sets::{decided, decides};
 use super::{
-    Controller, Op, Queue, Resync, WatchFn, is_hub, mark, namespace_exists, namespace_obj,
-    owner_ref,
+    Controller, Op, Queue, Resync, WatchFn, any_change, is_hub, mark, mark_work, namespace_exists,
+    namespace_obj, owner_ref, spec_of,
 };
 use crate::apiserver::gk;
 use crate::charts::deployment;
@@ -741,16 +741,7 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
         }
     }),
     run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let (hub, addon) = (k.cluster(), &k.key()[0]);
-        mark(
-            w,
-            hub,
-            [gk::CMA, "", addon],
-            ["AddonInstallDegraded", "True"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::CMA, ["AddonInstallDegraded", "True"], msg),
 };
 
 pub(super) static ADDON_CLUSTER: Controller = Controller {
@@ -764,9 +755,8 @@ pub(super) static ADDON_CLUSTER: Controller = Controller {
     resync: Resync::Never,
     run: |w, k| addon_cluster(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
-        let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "AddonInstallDegraded";
-        mark(w, hub, [gk::MANAGED_CLUSTER, "", mc], [cond, "True"], msg)
+        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "True"], msg)
     },
 };
 
@@ -789,11 +779,7 @@ static ADDON_STATUS: Controller = Controller {
         (gk::CMA, |w, ch, q| {
             addon_statuses(w, &ch.cluster, &ch.name, q)
         }),
-        (gk::MCA, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.ns, &ch.name);
-            }
-        }),
+        (gk::MCA, spec_of),
     ],
     resync: Resync::Hub(|w, c, q| {
         for a in w.list(c, gk::MCA, None) {
@@ -804,16 +790,7 @@ static ADDON_STATUS: Controller = Controller {
         let [mc, addon] = k.key();
         addon_status(w, k.cluster(), mc, addon)
     },
-    fail: |w, k, msg| {
-        let [mc, addon] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            [gk::MCA, mc, addon],
-            ["Available", "False"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MCA, ["Available", "False"], msg),
 };
 
 static PROXY_CERT: Controller = Controller {
@@ -830,8 +807,8 @@ static PROXY_CERT: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::NAMESPACE, |_, ch, q| q.add(&ch.cluster, "", "")),
-        (gk::MPC, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::NAMESPACE, any_change),
+        (gk::MPC, any_change),
     ],
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_cert(w, k.cluster()),
@@ -850,26 +827,15 @@ static PROXY_CERT: Controller = Controller {
 static PROXY_PROFILE: Controller = Controller {
     name: "cluster-proxy-access-provider",
     behaviour: Behaviour::ProxyAccessProvider,
-    watches: &[(gk::CLUSTER_PROFILE, |_, ch, q| {
-        if !ch.kind.status_only() {
-            q.add(&ch.cluster, &ch.ns, &ch.name);
-        }
-    })],
+    watches: &[(gk::CLUSTER_PROFILE, spec_of)],
     resync: Resync::Never,
     run: |w, k| {
         let [ns, name] = k.key();
         proxy_profiles(w, k.cluster(), Some((ns, name)))
     },
     fail: |w, k, msg| {
-        let [ns, name] = k.key();
         let cond = "AccessProviderDegraded";
-        mark(
-            w,
-            k.cluster(),
-            [gk::CLUSTER_PROFILE, ns, name],
-            [cond, "True"],
-            msg,
-        )
+        mark_work(w, k, gk::CLUSTER_PROFILE, [cond, "True"], msg)
     },
 };
 
@@ -887,7 +853,7 @@ static PROXY_ALL: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::MPC, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::MPC, any_change),
     ],
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_profiles(w, k.cluster(), None),
@@ -912,16 +878,7 @@ static MSA_TOKEN: Controller = Controller {
         let [ns, name] = k.key();
         msa_token(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            [gk::MSA, ns, name],
-            ["TokenReported", "False"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MSA, ["TokenReported", "False"], msg),
 };
 
 static MSA_SYNC: Controller = Controller {
@@ -955,9 +912,8 @@ static MSA_SYNC: Controller = Controller {
         msa_sync(w, k.cluster(), ns, name)
     },
     fail: |w, k, msg| {
-        let [ns, name] = k.key();
         let cond = "ClusterProfileCredentialsSynced";
-        mark(w, k.cluster(), [gk::MSA, ns, name], [cond, "False"], msg)
+        mark_work(w, k, gk::MSA, [cond, "False"], msg)
     },
 };
 

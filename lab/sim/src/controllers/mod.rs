@@ -41,6 +41,24 @@ pub(crate) struct Controller {
 /// Queues the work one change of a watched kind makes necessary.
 pub(crate) type WatchFn = fn(&World, &Change, &mut Queue<'_>);
 
+/// A watch: any change queues the controller's work on the whole cluster.
+pub(crate) fn any_change(_: &World, ch: &Change, q: &mut Queue<'_>) {
+    q.add(&ch.cluster, "", "");
+}
+
+/// A watch: a change to more than the status queues the work about the changed object, keyed
+/// `[namespace, name]`, or `[name, ""]` for a cluster-scoped kind (as [`mark_work`] reads it).
+pub(crate) fn spec_of(_: &World, ch: &Change, q: &mut Queue<'_>) {
+    if ch.kind.status_only() {
+        return;
+    }
+    if ch.ns.is_empty() {
+        q.add(&ch.cluster, &ch.name, "");
+    } else {
+        q.add(&ch.cluster, &ch.ns, &ch.name);
+    }
+}
+
 /// When a controller looks at everything on a cluster again.
 pub(crate) enum Resync {
     /// Never: only changes queue its work.
@@ -280,6 +298,16 @@ pub(super) fn mark(
         }
         None => Vec::new(),
     }
+}
+
+/// [`mark`]s the object the work is about: its key is `[namespace, name]`, or `[name, ""]` for a
+/// cluster-scoped kind.
+pub(super) fn mark_work(w: &World, k: &Work, key: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
+    let (ns, name) = match k.key() {
+        [name, b] if b.is_empty() => ("", name.as_str()),
+        [ns, name] => (ns.as_str(), name.as_str()),
+    };
+    mark(w, k.cluster(), [key, ns, name], cond, msg)
 }
 
 // ---- what the controllers share ------------------------------------------------------------------

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Controller, Op, Resync, Work, available_deployment, is_hub, mark, namespace_obj};
+use super::{
+    Controller, Op, Resync, Work, any_change, available_deployment, is_hub, mark, mark_work,
+    namespace_obj, spec_of,
+};
 use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
 use crate::faults::Behaviour;
@@ -1156,27 +1159,14 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
 static CRD_ESTABLISH: Controller = Controller {
     name: "crd-establish",
     behaviour: Behaviour::CrdEstablish,
-    watches: &[(gk::CRD, |_, ch, q| {
-        if !ch.kind.status_only() {
-            q.add(&ch.cluster, &ch.name, "");
-        }
-    })],
+    watches: &[(gk::CRD, spec_of)],
     resync: Resync::Restart(|w, c, q| {
         for crd in w.list(c, gk::CRD, None) {
             q.add(c, util::name(crd), "");
         }
     }),
     run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let c = k.cluster();
-        mark(
-            w,
-            c,
-            [gk::CRD, "", &k.key()[0]],
-            ["Established", "False"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::CRD, ["Established", "False"], msg),
 };
 
 static IMAGE_PULL: Controller = Controller {
@@ -1214,11 +1204,7 @@ static ROLLOUT: Controller = Controller {
     name: "deployment-rollout",
     behaviour: Behaviour::DeploymentRollout,
     watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.ns, &ch.name);
-            }
-        }),
+        (gk::DEPLOYMENT, spec_of),
         // The user server restarts on a new serving certificate (open-cluster-management-io/cluster-proxy
         // v0.10.0 `cmd/addon-agent/main.go`).
         (gk::SECRET, |_, ch, q| {
@@ -1243,23 +1229,14 @@ static ROLLOUT: Controller = Controller {
         let [ns, name] = k.key();
         rollout(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            [gk::DEPLOYMENT, ns, name],
-            ["Available", "False"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::DEPLOYMENT, ["Available", "False"], msg),
 };
 
 static HUB_OPERATOR: Controller = Controller {
     name: "cluster-manager-operator",
     behaviour: Behaviour::HubOperator,
     watches: &[
-        (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CRD, any_change),
         (gk::DEPLOYMENT, |_, ch, q| {
             // The operator watches its Deployments' rollout (open-cluster-management-io/ocm v1.3.1
             // `pkg/operator/.../clustermanager_controller.go`).
@@ -1267,7 +1244,7 @@ static HUB_OPERATOR: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::CLUSTER_MANAGER, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CLUSTER_MANAGER, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| hub_operator(w, k.cluster()),
@@ -1293,7 +1270,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::KLUSTERLET, any_change),
         // A registration agent Pod deleted: its ReplicaSet starts another.
         (POD, |_, ch, q| {
             if ch.kind == ChangeKind::Deleted {
@@ -1321,14 +1298,14 @@ static REGISTRATION: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::KLUSTERLET, any_change),
         (gk::SECRET, |_, ch, q| {
             if ch.name == "bootstrap-hub-kubeconfig" {
                 q.add(&ch.cluster, "", "");
             }
         }),
         // The agent's Pods: started, deleted, running.
-        (POD, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (POD, any_change),
         // A deleted ManagedCluster: the agent registers again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted
@@ -1383,15 +1360,7 @@ static CSR_SIGN: Controller = Controller {
         }
     }),
     run: |w, k| csr_sign(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        mark(
-            w,
-            k.cluster(),
-            [gk::CSR, "", &k.key()[0]],
-            ["Failed", "True"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::CSR, ["Failed", "True"], msg),
 };
 
 pub(crate) static HUB_ACCEPT: Controller = Controller {
@@ -1399,11 +1368,7 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
     behaviour: Behaviour::HubAccept,
     watches: &[
         // Accepting reads the spec, the agent and its CSR (whose changes queue it), not the status.
-        (gk::MANAGED_CLUSTER, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.name, "");
-            }
-        }),
+        (gk::MANAGED_CLUSTER, spec_of),
         (gk::CSR, |w, ch, q| {
             if let Some(mc) = w
                 .get(&ch.cluster, gk::CSR, "", &ch.name)
@@ -1420,9 +1385,8 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
     }),
     run: |w, k| hub_accept(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
-        let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "HubAcceptedManagedCluster";
-        mark(w, hub, [gk::MANAGED_CLUSTER, "", mc], [cond, "False"], msg)
+        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "False"], msg)
     },
 };
 
@@ -1430,8 +1394,8 @@ static CLAIM_SYNC: Controller = Controller {
     name: "claim-sync",
     behaviour: Behaviour::ClaimSync,
     watches: &[
-        (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
-        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CRD, any_change),
+        (gk::KLUSTERLET, any_change),
         (gk::SECRET, |_, ch, q| {
             if ch.name == "hub-kubeconfig-secret" {
                 q.add(&ch.cluster, "", "");
@@ -1442,8 +1406,8 @@ static CLAIM_SYNC: Controller = Controller {
                 q.add(spoke, "", "");
             }
         }),
-        (gk::CLUSTER_PROPERTY, |_, ch, q| q.add(&ch.cluster, "", "")),
-        (gk::CLUSTER_CLAIM, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CLUSTER_PROPERTY, any_change),
+        (gk::CLUSTER_CLAIM, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| claim_sync(w, k.cluster()),

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::addons::{ADDON_CLUSTER, ADDON_INSTALL};
 use super::{
-    Controller, Op, Queue, Resync, Work, is_hub, mark, namespace_exists, owner_ref,
-    profiles_enabled,
+    Controller, Op, Queue, Resync, Work, is_hub, mark, mark_work, namespace_exists, owner_ref,
+    profiles_enabled, spec_of,
 };
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
@@ -497,11 +497,7 @@ static SET_STATUS: Controller = Controller {
     name: "clusterset-status",
     behaviour: Behaviour::SetBinding,
     watches: &[
-        (gk::CLUSTER_SET, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.name, "");
-            }
-        }),
+        (gk::CLUSTER_SET, spec_of),
         // A cluster joined, left or was relabelled: every set counts again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind.membership() {
@@ -544,16 +540,7 @@ static BINDING: Controller = Controller {
         let [ns, name] = k.key();
         binding(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            [gk::SET_BINDING, ns, name],
-            ["Bound", "False"],
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::SET_BINDING, ["Bound", "False"], msg),
 };
 
 static LIFECYCLE_NS: Controller = Controller {
@@ -609,9 +596,8 @@ static LIFECYCLE_CLUSTER: Controller = Controller {
     resync: Resync::Never,
     run: |w, k| lifecycle_cluster(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
-        let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "ClusterProfilesSynced";
-        mark(w, hub, [gk::MANAGED_CLUSTER, "", mc], [cond, "False"], msg)
+        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "False"], msg)
     },
 };
 
@@ -656,11 +642,7 @@ static PLACEMENT: Controller = Controller {
     name: "placement",
     behaviour: Behaviour::Placement,
     watches: &[
-        (gk::PLACEMENT, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.ns, &ch.name);
-            }
-        }),
+        (gk::PLACEMENT, spec_of),
         (gk::CLUSTER_SET, |w, ch, q| {
             if !ch.kind.status_only() && set_membership_may_change(ch.kind) {
                 all_placements(w, &ch.cluster, None, q);
@@ -682,14 +664,7 @@ static PLACEMENT: Controller = Controller {
         placement(w, k.cluster(), ns, name)
     },
     fail: |w, k, msg| {
-        let [ns, name] = k.key();
         let cond = "PlacementSatisfied";
-        mark(
-            w,
-            k.cluster(),
-            [gk::PLACEMENT, ns, name],
-            [cond, "False"],
-            msg,
-        )
+        mark_work(w, k, gk::PLACEMENT, [cond, "False"], msg)
     },
 };
