@@ -441,7 +441,7 @@ pub(crate) fn unreachable(cluster: &str) -> KubeError {
     }
 }
 
-fn check_reachable(w: &World, cluster: &str) -> Result<(), KubeError> {
+pub(crate) fn check_reachable(w: &World, cluster: &str) -> Result<(), KubeError> {
     if w.reachable(cluster) {
         Ok(())
     } else {
