@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::ocm::addon_manager;
 use super::sets::{decided, decides};
 use super::{
-    Controller, Op, Queue, Resync, WatchFn, any_change, is_hub, mark, mark_work, namespace_exists,
-    namespace_obj, owner_ref, spec_of,
+    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, WatchFn,
+    any_change, is_hub, mark, mark_work, namespace_exists, namespace_obj, owner_ref, s, spec_of,
 };
 use crate::apiserver::gk;
 use crate::charts::deployment;
@@ -23,15 +23,8 @@ use crate::world::{ChangeKind, TokenInfo, World};
 const PROXY_ADDON: &str = "cluster-proxy";
 const MSA_ADDON: &str = "managed-serviceaccount";
 const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
-const OCM: &str = "open-cluster-management";
-const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
-const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const SYNC_LABEL: &str = "authentication.open-cluster-management.io/sync-to-clusterprofile";
 const SYNCED_FROM_LABEL: &str = "authentication.open-cluster-management.io/synced-from";
-
-fn s(x: &str) -> String {
-    x.to_owned()
-}
 
 /// Where an addon's agent runs on a managed cluster when the ManagedClusterAddOn does not say:
 /// managed-serviceaccount → `open-cluster-management-agent-addon`

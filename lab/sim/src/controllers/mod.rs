@@ -312,6 +312,14 @@ pub(super) fn mark_work(w: &World, k: &Work, key: &str, cond: [&str; 2], msg: &s
 
 // ---- what the controllers share ------------------------------------------------------------------
 
+const OCM: &str = "open-cluster-management";
+const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
+const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+
+fn s(x: &str) -> String {
+    x.to_owned()
+}
+
 /// The cluster runs an OCM hub: a ClusterManager and the registration controller the operator deployed.
 pub(crate) fn is_hub(w: &World, c: &str) -> bool {
     w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager")

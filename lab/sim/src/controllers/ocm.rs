@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{
-    Controller, Op, Resync, Work, any_change, available_deployment, is_hub, mark, mark_work,
-    namespace_obj, spec_of,
+    CLUSTER_NAME_LABEL, Controller, Op, Resync, Work, any_change, available_deployment, is_hub,
+    mark, mark_work, namespace_obj, s, spec_of,
 };
 use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
@@ -20,7 +20,6 @@ pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
 const BOOTSTRAP_SA_NS: &str = "open-cluster-management";
 const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
-const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const SPOKE_ONLY_LABEL: &str = "open-cluster-management.io/spoke-only";
 
 /// Reserved claim names (open-cluster-management-io/api v1.3.0 `cluster/v1alpha1/types.go`,
@@ -66,10 +65,6 @@ pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
         .unwrap_or_default();
     n["status"]["storedVersions"] = Value::Array(stored);
     vec![Op::Put(s(c), n)]
-}
-
-fn s(x: &str) -> String {
-    x.to_owned()
 }
 
 /// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose

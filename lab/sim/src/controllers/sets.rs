@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::addons::{ADDON_CLUSTER, ADDON_INSTALL};
 use super::{
-    Controller, Op, Queue, Resync, Work, is_hub, mark, mark_work, namespace_exists, owner_ref,
-    profiles_enabled, spec_of,
+    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, Work, is_hub,
+    mark, mark_work, namespace_exists, owner_ref, profiles_enabled, s, spec_of,
 };
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
@@ -18,15 +18,8 @@ use crate::util::{self, set_condition};
 use crate::world::{ChangeKind, World};
 use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
-const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
-const OCM: &str = "open-cluster-management";
-const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const PROFILE_SET_LABEL: &str = "multicluster.x-k8s.io/clusterset";
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
-
-fn s(x: &str) -> String {
-    x.to_owned()
-}
 
 /// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
 /// missing selector matches everything.
