@@ -94,12 +94,7 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
                 .is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
         });
         if owned {
-            ops.push(Op::Delete {
-                cluster: s(hub),
-                gk: s(gk::MCA),
-                ns,
-                name: s(addon),
-            });
+            ops.push(Op::delete(hub, [gk::MCA, &ns, addon]));
         }
     }
     ops
@@ -219,23 +214,13 @@ fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
     let name = agent_name(addon);
     let mut ops = Vec::new();
     if w.get(spoke, gk::DEPLOYMENT, ns, &name).is_some() {
-        ops.push(Op::Delete {
-            cluster: s(spoke),
-            gk: s(gk::DEPLOYMENT),
-            ns: s(ns),
-            name,
-        });
+        ops.push(Op::delete(spoke, [gk::DEPLOYMENT, ns, &name]));
     }
     if addon == PROXY_ADDON
         && w.get(spoke, CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE)
             .is_some()
     {
-        ops.push(Op::Delete {
-            cluster: s(spoke),
-            gk: s(CLUSTER_ROLE_GK),
-            ns: String::new(),
-            name: s(PROXY_AGENT_ROLE),
-        });
+        ops.push(Op::delete(spoke, [CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]));
     }
     ops
 }
@@ -565,12 +550,7 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             }
             _ => {
                 if existing.is_some() {
-                    ops.push(Op::Delete {
-                        cluster: s(hub),
-                        gk: s(gk::SECRET),
-                        ns: pns,
-                        name: target.clone(),
-                    });
+                    ops.push(Op::delete(hub, [gk::SECRET, &pns, &target]));
                 }
             }
         }
@@ -728,11 +708,7 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for a in w.list(c, gk::CMA, None) {
-            q.add(c, util::name(a), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CMA)),
     run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| mark_work(w, k, gk::CMA, ["AddonInstallDegraded", "True"], msg),
 };
@@ -774,11 +750,7 @@ static ADDON_STATUS: Controller = Controller {
         }),
         (gk::MCA, spec_of),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for a in w.list(c, gk::MCA, None) {
-            q.add(c, util::namespace(a), util::name(a));
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MCA)),
     run: |w, k| {
         let [mc, addon] = k.key();
         addon_status(w, k.cluster(), mc, addon)

@@ -38,6 +38,13 @@ pub(crate) struct Controller {
     pub fail: fn(&World, &Work, &str) -> Vec<Op>,
 }
 
+impl Op {
+    /// Deletes `[gk, namespace, name]` on `cluster`.
+    fn delete(cluster: &str, [gk, ns, name]: [&str; 3]) -> Op {
+        Op::Delete(s(cluster), [s(gk), s(ns), s(name)])
+    }
+}
+
 /// Queues the work one change of a watched kind makes necessary.
 pub(crate) type WatchFn = fn(&World, &Change, &mut Queue<'_>);
 
@@ -49,13 +56,8 @@ pub(crate) fn any_change(_: &World, ch: &Change, q: &mut Queue<'_>) {
 /// A watch: a change to more than the status queues the work about the changed object, keyed
 /// `[namespace, name]`, or `[name, ""]` for a cluster-scoped kind (as [`mark_work`] reads it).
 pub(crate) fn spec_of(_: &World, ch: &Change, q: &mut Queue<'_>) {
-    if ch.kind.status_only() {
-        return;
-    }
-    if ch.ns.is_empty() {
-        q.add(&ch.cluster, &ch.name, "");
-    } else {
-        q.add(&ch.cluster, &ch.ns, &ch.name);
+    if !ch.kind.status_only() {
+        q.object(&ch.cluster, &ch.ns, &ch.name);
     }
 }
 
@@ -154,6 +156,23 @@ impl Queue<'_> {
             key: [a.to_owned(), b.to_owned()],
         });
     }
+
+    /// Queues this controller's work about one object: `[namespace, name]`, or `[name, ""]` for a
+    /// cluster-scoped one (as [`mark_work`] reads it).
+    pub fn object(&mut self, cluster: &str, ns: &str, name: &str) {
+        if ns.is_empty() {
+            self.add(cluster, name, "");
+        } else {
+            self.add(cluster, ns, name);
+        }
+    }
+
+    /// Queues this controller's work about every object of kind `gk` on `cluster`.
+    pub fn every(&mut self, w: &World, cluster: &str, gk: &str) {
+        for o in w.list(cluster, gk, None) {
+            self.object(cluster, util::namespace(o), util::name(o));
+        }
+    }
 }
 
 /// A write a controller wants.
@@ -163,12 +182,8 @@ pub(crate) enum Op {
     Create(String, Value),
     /// Create or replace the object (nothing when equal).
     Put(String, Value),
-    Delete {
-        cluster: String,
-        gk: String,
-        ns: String,
-        name: String,
-    },
+    /// Delete the object `[gk, namespace, name]` (nothing when absent).
+    Delete(String, [String; 3]),
     /// Set a cluster's agent state.
     Agent(String, Option<Agent>),
     /// Remember which lab cluster registered `<hub>/<managed cluster>`.
@@ -194,12 +209,7 @@ impl Op {
                 None => true,
                 Some(old) => !super::world::same_ignoring_server_fields(old, v),
             },
-            Op::Delete {
-                cluster,
-                gk,
-                ns,
-                name,
-            } => w.get(cluster, gk, ns, name).is_some(),
+            Op::Delete(c, [gk, ns, name]) => w.get(c, gk, ns, name).is_some(),
             Op::Agent(c, a) => w.clusters.get(c).is_some_and(|c| &c.agent != a),
             Op::AgentIndex(k, v) => w.agents.get(k) != Some(v),
             Op::Token(t, _) => !w.tokens.contains_key(t),
@@ -225,13 +235,8 @@ impl Op {
             Op::Put(c, v) => {
                 w.put(&c, v);
             }
-            Op::Delete {
-                cluster,
-                gk,
-                ns,
-                name,
-            } => {
-                w.remove(&cluster, &gk, &ns, &name);
+            Op::Delete(c, [gk, ns, name]) => {
+                w.remove(&c, &gk, &ns, &name);
             }
             Op::Agent(c, a) => {
                 if let Some(cl) = w.clusters.get_mut(&c) {

@@ -1155,11 +1155,7 @@ static CRD_ESTABLISH: Controller = Controller {
     name: "crd-establish",
     behaviour: Behaviour::CrdEstablish,
     watches: &[(gk::CRD, spec_of)],
-    resync: Resync::Restart(|w, c, q| {
-        for crd in w.list(c, gk::CRD, None) {
-            q.add(c, util::name(crd), "");
-        }
-    }),
+    resync: Resync::Restart(|w, c, q| q.every(w, c, gk::CRD)),
     run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| mark_work(w, k, gk::CRD, ["Established", "False"], msg),
 };
@@ -1215,11 +1211,7 @@ static ROLLOUT: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Restart(|w, c, q| {
-        for d in w.list(c, gk::DEPLOYMENT, None) {
-            q.add(c, util::namespace(d), util::name(d));
-        }
-    }),
+    resync: Resync::Restart(|w, c, q| q.every(w, c, gk::DEPLOYMENT)),
     run: |w, k| {
         let [ns, name] = k.key();
         rollout(w, k.cluster(), ns, name)
@@ -1349,11 +1341,7 @@ static CSR_SIGN: Controller = Controller {
     name: "csr-signer",
     behaviour: Behaviour::CsrSign,
     watches: &[(gk::CSR, |_, ch, q| q.add(&ch.cluster, &ch.name, ""))],
-    resync: Resync::Hub(|w, c, q| {
-        for csr in w.list(c, gk::CSR, None) {
-            q.add(c, util::name(csr), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CSR)),
     run: |w, k| csr_sign(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| mark_work(w, k, gk::CSR, ["Failed", "True"], msg),
 };
@@ -1373,11 +1361,7 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, util::name(m), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MANAGED_CLUSTER)),
     run: |w, k| hub_accept(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let cond = "HubAcceptedManagedCluster";

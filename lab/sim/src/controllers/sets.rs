@@ -182,12 +182,11 @@ pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
         .difference(&existing)
         .map(|c| Op::Create(s(hub), new_profile(ns, c)))
         .collect();
-    ops.extend(existing.difference(&desired).map(|c| Op::Delete {
-        cluster: s(hub),
-        gk: s(gk::CLUSTER_PROFILE),
-        ns: s(ns),
-        name: c.clone(),
-    }));
+    ops.extend(
+        existing
+            .difference(&desired)
+            .map(|c| Op::delete(hub, [gk::CLUSTER_PROFILE, ns, c])),
+    );
     ops
 }
 
@@ -214,12 +213,7 @@ pub(super) fn lifecycle_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
             .filter(|p| is_ocm_profile(p));
         match (want, have) {
             (true, None) => ops.push(Op::Create(s(hub), new_profile(&ns, mc))),
-            (false, Some(_)) => ops.push(Op::Delete {
-                cluster: s(hub),
-                gk: s(gk::CLUSTER_PROFILE),
-                ns,
-                name: s(mc),
-            }),
+            (false, Some(_)) => ops.push(Op::delete(hub, [gk::CLUSTER_PROFILE, &ns, mc])),
             _ => {}
         }
     }
@@ -500,11 +494,7 @@ static SET_STATUS: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for set in w.list(c, gk::CLUSTER_SET, None) {
-            q.add(c, util::name(set), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CLUSTER_SET)),
     run: |w, k| set_status(w, k.cluster(), &k.key()[0]),
     fail: fail_set,
 };
@@ -524,11 +514,7 @@ static BINDING: Controller = Controller {
             q.add(&ch.cluster, &ch.ns, &ch.name)
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for b in w.list(c, gk::SET_BINDING, None) {
-            q.add(c, util::namespace(b), util::name(b));
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::SET_BINDING)),
     run: |w, k| {
         let [ns, name] = k.key();
         binding(w, k.cluster(), ns, name)
@@ -607,11 +593,7 @@ static PROFILE_STATUS: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, util::name(m), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MANAGED_CLUSTER)),
     run: |w, k| profile_status(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let (hub, mc) = (k.cluster(), &k.key()[0]);
