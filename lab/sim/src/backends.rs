@@ -649,12 +649,7 @@ impl ChartRenderer for SimHelm {
             true,
             move |st| {
                 let key = release_key(&chart.namespace, &chart.release);
-                let previous = st
-                    .world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
-                    .cloned();
+                let previous = st.world.release(&cluster, &key).cloned();
                 let mut manifest = Vec::new();
                 let mut result = Ok(());
                 for obj in &rendered.objects {
@@ -779,9 +774,7 @@ impl ChartRenderer for SimHelm {
                 // Only this lab's release (labelled at install); anything else is left alone.
                 let Some(release) = st
                     .world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
+                    .release(&cluster, &key)
                     .filter(|r| r.labels.get(ocm_lab_core::topology::LAB_LABEL) == Some(&lab))
                     .cloned()
                 else {
@@ -1192,13 +1185,7 @@ async fn read_release<T: Send + 'static>(
                     &apiserver::unreachable(&cluster),
                 ));
             }
-            Ok(read(
-                st.world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
-                    .map(|r| &**r),
-            ))
+            Ok(read(st.world.release(&cluster, &key)))
         },
     )
     .await

@@ -250,6 +250,11 @@ impl World {
             .collect()
     }
 
+    /// The simulated Helm release `<namespace>/<release>` (`key`) on `cluster`.
+    pub(crate) fn release(&self, cluster: &str, key: &str) -> Option<&SimRelease> {
+        self.releases.get(cluster)?.get(key).map(|r| &**r)
+    }
+
     /// Adds a deployed release that someone else installed (labelled for lab `owner`, if any).
     pub fn add_foreign_release(
         &mut self,
