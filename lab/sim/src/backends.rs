@@ -145,7 +145,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn ensure_network(&self, name: &str) -> Result<bool, DockerError> {
-        let n = name.to_owned();
         call(
             &self.0,
             Behaviour::DockerNetwork,
@@ -153,8 +152,8 @@ impl ContainerRuntime for SimDocker {
             "docker.ensure-network",
             format!("network {name}"),
             false,
-            move |st| {
-                let created = st.world.ensure_network(&n);
+            |st| {
+                let created = st.world.ensure_network(name);
                 if created {
                     st.mutations += 1;
                 }
@@ -165,7 +164,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn network_id(&self, name: &str) -> Result<Option<String>, DockerError> {
-        let n = name.to_owned();
         call(
             &self.0,
             Behaviour::DockerPing,
@@ -173,7 +171,7 @@ impl ContainerRuntime for SimDocker {
             "docker.network-id",
             format!("network {name}"),
             false,
-            move |st| Ok(st.world.networks.get(&n).map(|net| net.id.clone())),
+            |st| Ok(st.world.networks.get(name).map(|net| net.id.clone())),
         )
         .await
     }
@@ -247,7 +245,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize, DockerError> {
-        let c = cluster.to_owned();
         call(
             &self.0,
             Behaviour::KindDelete,
@@ -255,7 +252,7 @@ impl ContainerRuntime for SimDocker {
             "docker.remove-containers",
             format!("containers of {cluster}"),
             true,
-            move |st| Ok(st.remove_cluster(&c)),
+            |st| Ok(st.remove_cluster(cluster)),
         )
         .await
     }
@@ -366,7 +363,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError> {
-        let n = node.to_owned();
         call(
             &self.0,
             Behaviour::DockerPing,
@@ -374,8 +370,8 @@ impl ContainerRuntime for SimDocker {
             "docker.node-images",
             format!("images in node {node}"),
             false,
-            move |st| {
-                let c = running_node(st, &n)?;
+            |st| {
+                let c = running_node(st, node)?;
                 Ok(c.images
                     .iter()
                     .map(|r| NodeImage {
@@ -396,8 +392,6 @@ impl ContainerRuntime for SimDocker {
         node: &str,
         archive: &ImageArchive,
     ) -> Result<(), DockerError> {
-        let n = node.to_owned();
-        let image = archive.image.clone();
         call(
             &self.0,
             Behaviour::NodeImageImport,
@@ -409,11 +403,11 @@ impl ContainerRuntime for SimDocker {
                 archive.file.display()
             ),
             true,
-            move |st| {
-                running_node(st, &n)?;
-                let c = st.world.containers.get_mut(&n).expect("just found");
+            |st| {
+                running_node(st, node)?;
+                let c = st.world.containers.get_mut(node).expect("just found");
                 c.images
-                    .insert(ocm_lab_core::backend::full_reference(&image));
+                    .insert(ocm_lab_core::backend::full_reference(&archive.image));
                 Ok(())
             },
         )
@@ -516,7 +510,6 @@ impl ClusterProvisioner for SimKind {
     }
 
     async fn delete(&self, name: &str) -> Result<(), KindError> {
-        let n = name.to_owned();
         call(
             &self.0,
             Behaviour::KindDelete,
@@ -524,8 +517,8 @@ impl ClusterProvisioner for SimKind {
             "kind.delete",
             format!("cluster {name}"),
             true,
-            move |st| {
-                st.remove_cluster(&n);
+            |st| {
+                st.remove_cluster(name);
                 Ok(())
             },
         )
