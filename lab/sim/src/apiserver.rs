@@ -441,7 +441,7 @@ pub(crate) fn unreachable(cluster: &str) -> KubeError {
     }
 }
 
-fn check_reachable(w: &World, cluster: &str) -> Result<(), KubeError> {
+pub(crate) fn check_reachable(w: &World, cluster: &str) -> Result<(), KubeError> {
     if w.reachable(cluster) {
         Ok(())
     } else {
@@ -467,28 +467,11 @@ pub(crate) fn list_metadata(
     namespace: Option<&str>,
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
-    let (gk, ns, sel) = list_request(w, cluster, api_version, kind, namespace, labels)?;
-    Ok(w.list(cluster, &gk, ns)
-        .filter(|o| selector_matches(&sel, o))
+    let objects = list(w, cluster, api_version, kind, namespace, labels)?;
+    Ok(objects
+        .into_iter()
         .map(|o| json!({"apiVersion": api_version, "kind": kind, "metadata": o["metadata"]}))
         .collect())
-}
-
-/// What a list asks for, checked as the API server checks it: the kind's gk, the namespace (none for a
-/// cluster-scoped kind) and the parsed label selector.
-fn list_request<'a>(
-    w: &World,
-    cluster: &str,
-    api_version: &str,
-    kind: &str,
-    namespace: Option<&'a str>,
-    labels: Option<&str>,
-) -> Result<(String, Option<&'a str>, Selector), KubeError> {
-    check_reachable(w, cluster)?;
-    let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
-    let sel = parse_selector(labels.unwrap_or(""))?;
-    let ns = if info.namespaced { namespace } else { None };
-    Ok((gk::make(&info.group, &info.kind), ns, sel))
 }
 
 pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
@@ -562,8 +545,12 @@ pub(crate) fn list(
     namespace: Option<&str>,
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
-    let (gk, ns, sel) = list_request(w, cluster, api_version, kind, namespace, labels)?;
-    Ok(w.list(cluster, &gk, ns)
+    check_reachable(w, cluster)?;
+    let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
+    let sel = parse_selector(labels.unwrap_or(""))?;
+    // A cluster-scoped kind ignores the namespace asked for.
+    let ns = if info.namespaced { namespace } else { None };
+    Ok(w.list(cluster, &gk::make(&info.group, &info.kind), ns)
         .filter(|o| selector_matches(&sel, o))
         .map(|o| at_version(o, api_version))
         .collect())

@@ -145,7 +145,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn ensure_network(&self, name: &str) -> Result<bool, DockerError> {
-        let n = name.to_owned();
         call(
             &self.0,
             Behaviour::DockerNetwork,
@@ -153,8 +152,8 @@ impl ContainerRuntime for SimDocker {
             "docker.ensure-network",
             format!("network {name}"),
             false,
-            move |st| {
-                let created = st.world.ensure_network(&n);
+            |st| {
+                let created = st.world.ensure_network(name);
                 if created {
                     st.mutations += 1;
                 }
@@ -165,7 +164,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn network_id(&self, name: &str) -> Result<Option<String>, DockerError> {
-        let n = name.to_owned();
         call(
             &self.0,
             Behaviour::DockerPing,
@@ -173,7 +171,7 @@ impl ContainerRuntime for SimDocker {
             "docker.network-id",
             format!("network {name}"),
             false,
-            move |st| Ok(st.world.networks.get(&n).map(|net| net.id.clone())),
+            |st| Ok(st.world.networks.get(name).map(|net| net.id.clone())),
         )
         .await
     }
@@ -247,7 +245,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize, DockerError> {
-        let c = cluster.to_owned();
         call(
             &self.0,
             Behaviour::KindDelete,
@@ -255,7 +252,7 @@ impl ContainerRuntime for SimDocker {
             "docker.remove-containers",
             format!("containers of {cluster}"),
             true,
-            move |st| Ok(st.remove_cluster(&c)),
+            |st| Ok(st.remove_cluster(cluster)),
         )
         .await
     }
@@ -366,7 +363,6 @@ impl ContainerRuntime for SimDocker {
     }
 
     async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError> {
-        let n = node.to_owned();
         call(
             &self.0,
             Behaviour::DockerPing,
@@ -374,8 +370,8 @@ impl ContainerRuntime for SimDocker {
             "docker.node-images",
             format!("images in node {node}"),
             false,
-            move |st| {
-                let c = running_node(st, &n)?;
+            |st| {
+                let c = running_node(st, node)?;
                 Ok(c.images
                     .iter()
                     .map(|r| NodeImage {
@@ -396,8 +392,6 @@ impl ContainerRuntime for SimDocker {
         node: &str,
         archive: &ImageArchive,
     ) -> Result<(), DockerError> {
-        let n = node.to_owned();
-        let image = archive.image.clone();
         call(
             &self.0,
             Behaviour::NodeImageImport,
@@ -409,11 +403,11 @@ impl ContainerRuntime for SimDocker {
                 archive.file.display()
             ),
             true,
-            move |st| {
-                running_node(st, &n)?;
-                let c = st.world.containers.get_mut(&n).expect("just found");
+            |st| {
+                running_node(st, node)?;
+                let c = st.world.containers.get_mut(node).expect("just found");
                 c.images
-                    .insert(ocm_lab_core::backend::full_reference(&image));
+                    .insert(ocm_lab_core::backend::full_reference(&archive.image));
                 Ok(())
             },
         )
@@ -516,7 +510,6 @@ impl ClusterProvisioner for SimKind {
     }
 
     async fn delete(&self, name: &str) -> Result<(), KindError> {
-        let n = name.to_owned();
         call(
             &self.0,
             Behaviour::KindDelete,
@@ -524,8 +517,8 @@ impl ClusterProvisioner for SimKind {
             "kind.delete",
             format!("cluster {name}"),
             true,
-            move |st| {
-                st.remove_cluster(&n);
+            |st| {
+                st.remove_cluster(name);
                 Ok(())
             },
         )
@@ -649,12 +642,7 @@ impl ChartRenderer for SimHelm {
             true,
             move |st| {
                 let key = release_key(&chart.namespace, &chart.release);
-                let previous = st
-                    .world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
-                    .cloned();
+                let previous = st.world.release(&cluster, &key).cloned();
                 let mut manifest = Vec::new();
                 let mut result = Ok(());
                 for obj in &rendered.objects {
@@ -779,9 +767,7 @@ impl ChartRenderer for SimHelm {
                 // Only this lab's release (labelled at install); anything else is left alone.
                 let Some(release) = st
                     .world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
+                    .release(&cluster, &key)
                     .filter(|r| r.labels.get(ocm_lab_core::topology::LAB_LABEL) == Some(&lab))
                     .cloned()
                 else {
@@ -895,63 +881,52 @@ async fn watch<T>(
 }
 
 impl SimApi {
+    /// A [`call`] on this API's cluster; `f` gets the state and the cluster's name.
     async fn call<T>(
         &self,
         b: Behaviour,
         verb: &str,
         object: String,
         mutating: bool,
-        f: impl FnOnce(&mut State) -> Result<T, KubeError>,
+        f: impl FnOnce(&mut State, &str) -> Result<T, KubeError>,
     ) -> Result<T, KubeError> {
-        call(&self.shared, b, &self.cluster, verb, object, mutating, f).await
+        let c = &self.cluster;
+        call(&self.shared, b, c, verb, object, mutating, |st| f(st, c)).await
+    }
+
+    /// A [`call`] that reads: it fails as [`Behaviour::KubeRead`] and changes nothing.
+    async fn read<T>(
+        &self,
+        verb: &str,
+        object: String,
+        f: impl FnOnce(&mut State, &str) -> Result<T, KubeError>,
+    ) -> Result<T, KubeError> {
+        self.call(Behaviour::KubeRead, verb, object, false, f).await
     }
 }
 
 #[async_trait]
 impl ClusterApi for SimApi {
     async fn version(&self) -> Result<String, KubeError> {
-        let c = self.cluster.clone();
-        self.call(
-            Behaviour::KubeRead,
-            "kube.version",
-            String::new(),
-            false,
-            move |st| {
-                if !st.world.reachable(&c) {
-                    return Err(apiserver::unreachable(&c));
-                }
-                Ok(st.world.clusters[&c].version())
-            },
-        )
+        self.read("kube.version", String::new(), |st, c| {
+            apiserver::check_reachable(&st.world, c)?;
+            Ok(st.world.clusters[c].version())
+        })
         .await
     }
 
     async fn served(&self, api_version: &str, kind: &str) -> Result<bool, KubeError> {
-        let c = self.cluster.clone();
-        self.call(
-            Behaviour::KubeRead,
-            "kube.served",
-            format!("{kind} {api_version}"),
-            false,
-            move |st| {
-                if !st.world.reachable(&c) {
-                    return Err(apiserver::unreachable(&c));
-                }
-                Ok(apiserver::resolve(&st.world, &c, api_version, kind).is_some())
-            },
-        )
+        self.read("kube.served", format!("{kind} {api_version}"), |st, c| {
+            apiserver::check_reachable(&st.world, c)?;
+            Ok(apiserver::resolve(&st.world, c, api_version, kind).is_some())
+        })
         .await
     }
 
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
-        let c = self.cluster.clone();
-        self.call(
-            Behaviour::KubeRead,
-            "kube.get",
-            r.to_string(),
-            false,
-            move |st| apiserver::get(&st.world, &c, r),
-        )
+        self.read("kube.get", r.to_string(), |st, c| {
+            apiserver::get(&st.world, c, r)
+        })
         .await
     }
 
@@ -962,14 +937,10 @@ impl ClusterApi for SimApi {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>, KubeError> {
-        let c = self.cluster.clone();
-        self.call(
-            Behaviour::KubeRead,
-            "kube.list",
-            list_description(api_version, kind, namespace, labels),
-            false,
-            move |st| apiserver::list(&st.world, &c, api_version, kind, namespace, labels),
-        )
+        let what = list_description(api_version, kind, namespace, labels);
+        self.read("kube.list", what, |st, c| {
+            apiserver::list(&st.world, c, api_version, kind, namespace, labels)
+        })
         .await
     }
 
@@ -980,28 +951,26 @@ impl ClusterApi for SimApi {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>, KubeError> {
-        let c = self.cluster.clone();
-        self.call(
-            Behaviour::KubeRead,
-            "kube.list-metadata",
-            list_description(api_version, kind, namespace, labels),
-            false,
-            move |st| apiserver::list_metadata(&st.world, &c, api_version, kind, namespace, labels),
-        )
+        let what = list_description(api_version, kind, namespace, labels);
+        self.read("kube.list-metadata", what, |st, c| {
+            apiserver::list_metadata(&st.world, c, api_version, kind, namespace, labels)
+        })
         .await
     }
 
     async fn apply(&self, obj: &Value) -> Result<(), KubeError> {
-        let c = self.cluster.clone();
         let desc =
             ObjectRef::of(obj).map_or_else(|| "(invalid object)".to_owned(), |r| r.to_string());
-        self.call(Behaviour::Apply, "kube.apply", desc, true, move |st| {
+        self.call(Behaviour::Apply, "kube.apply", desc, true, |st, c| {
             let api_version = obj["apiVersion"].as_str().unwrap_or_default();
             let kind = obj["kind"].as_str().unwrap_or_default();
-            st.webhook_fault(&c, &gk::of_obj(obj), api_version, kind)?;
-            apiserver::apply(&mut st.world, &c, obj)?;
+            st.webhook_fault(c, &gk::of_obj(obj), api_version, kind)?;
+            apiserver::apply(&mut st.world, c, obj)?;
             if st.record {
-                st.applied.entry(c).or_default().push(obj.clone());
+                st.applied
+                    .entry(c.to_owned())
+                    .or_default()
+                    .push(obj.clone());
             }
             Ok(())
         })
@@ -1009,28 +978,27 @@ impl ClusterApi for SimApi {
     }
 
     async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<(), KubeError> {
-        let c = self.cluster.clone();
+        let what = r.to_string();
         self.call(
             Behaviour::MergePatch,
             "kube.merge-patch",
-            r.to_string(),
+            what,
             true,
-            move |st| {
-                st.webhook_fault(&c, &gk::of_ref(r), &r.api_version, &r.kind)?;
-                apiserver::merge_patch(&mut st.world, &c, r, patch)
+            |st, c| {
+                st.webhook_fault(c, &gk::of_ref(r), &r.api_version, &r.kind)?;
+                apiserver::merge_patch(&mut st.world, c, r, patch)
             },
         )
         .await
     }
 
     async fn delete(&self, r: &ObjectRef) -> Result<bool, KubeError> {
-        let c = self.cluster.clone();
         self.call(
             Behaviour::Delete,
             "kube.delete",
             r.to_string(),
             true,
-            move |st| apiserver::delete(&mut st.world, &c, r),
+            |st, c| apiserver::delete(&mut st.world, c, r),
         )
         .await
     }
@@ -1120,14 +1088,14 @@ impl ClusterApi for SimApi {
         service_account: &str,
         seconds: i64,
     ) -> Result<Secret, KubeError> {
-        let c = self.cluster.clone();
+        let what = format!("ServiceAccount {namespace}/{service_account}");
         self.call(
             Behaviour::TokenRequest,
             "kube.token-request",
-            format!("ServiceAccount {namespace}/{service_account}"),
+            what,
             true,
-            move |st| {
-                apiserver::token_request(&mut st.world, &c, namespace, service_account, seconds)
+            |st, c| {
+                apiserver::token_request(&mut st.world, c, namespace, service_account, seconds)
                     .map(Secret::new)
             },
         )
@@ -1143,23 +1111,21 @@ impl ClusterApi for SimApi {
         ca_pem: &[u8],
         token: &Secret,
     ) -> Result<(u16, String), KubeError> {
-        let c = self.cluster.clone();
+        let what = format!("GET {path} via Service {namespace}/{service}:{port}");
         self.call(
             Behaviour::ServiceRequest,
             "kube.get-via-service",
-            format!("GET {path} via Service {namespace}/{service}:{port}"),
+            what,
             false,
-            move |st| {
-                if !st.world.reachable(&c) {
-                    return Err(apiserver::unreachable(&c));
-                }
+            |st, c| {
+                apiserver::check_reachable(&st.world, c)?;
                 // The hub's proxy server, as the user server's tunnel sees it
                 // (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
                 let proxy_server = st.take_failure(Behaviour::ProxyServer).map_or(Ok(()), Err);
                 super::userserver::get(
                     &st.world,
                     proxy_server,
-                    &c,
+                    c,
                     namespace,
                     service,
                     port,
@@ -1173,13 +1139,13 @@ impl ClusterApi for SimApi {
     }
 
     async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), KubeError> {
-        let c = self.cluster.clone();
+        let what = format!("CertificateSigningRequest {name}");
         self.call(
             Behaviour::CsrApprove,
             "kube.approve-csr",
-            format!("CertificateSigningRequest {name}"),
+            what,
             true,
-            move |st| apiserver::approve_csr(&mut st.world, &c, name, reason),
+            |st, c| apiserver::approve_csr(&mut st.world, c, name, reason),
         )
         .await
     }
@@ -1212,13 +1178,7 @@ async fn read_release<T: Send + 'static>(
                     &apiserver::unreachable(&cluster),
                 ));
             }
-            Ok(read(
-                st.world
-                    .releases
-                    .get(&cluster)
-                    .and_then(|rs| rs.get(&key))
-                    .map(|r| &**r),
-            ))
+            Ok(read(st.world.release(&cluster, &key)))
         },
     )
     .await

@@ -131,29 +131,6 @@ pub enum Behaviour {
 }
 
 impl Behaviour {
-    /// Behaviours that are backend calls (the others are controllers).
-    pub fn is_call(self) -> bool {
-        matches!(
-            self,
-            Behaviour::DockerPing
-                | Behaviour::DockerNetwork
-                | Behaviour::KindCreate
-                | Behaviour::KindDelete
-                | Behaviour::HelmTemplate
-                | Behaviour::Connect
-                | Behaviour::KubeRead
-                | Behaviour::Apply
-                | Behaviour::MergePatch
-                | Behaviour::Delete
-                | Behaviour::TokenRequest
-                | Behaviour::CsrApprove
-                | Behaviour::ServiceRequest
-                | Behaviour::NodeImageImport
-        )
-    }
-}
-
-impl Behaviour {
     /// Behaviours whose delay is a rollout (Pods pulled and started): charged on a controller's first act
     /// on a work item only. The operator's later passes on the same item react to its Deployments (the
     /// cluster-manager operator reconciles on Deployment events, and 5 s after a not-ready requeue,

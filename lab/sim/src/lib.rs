@@ -217,17 +217,6 @@ impl SimLab {
         st.rolled_out.retain(|(x, _)| *x != b);
     }
 
-    /// Removes the fault of one behaviour; the controllers look at everything again.
-    pub fn clear_fault(&self, b: Behaviour) {
-        {
-            let mut st = self.shared.lock();
-            st.faults.remove(&b);
-            st.wanted.retain(|(x, _), _| *x != b);
-            st.rolled_out.retain(|(x, _)| *x != b);
-        }
-        self.shared.resync();
-    }
-
     /// Removes every fault; the controllers look at everything again (a controller that failed
     /// retries, as real ones do with backoff).
     pub fn clear_faults(&self) {

@@ -240,10 +240,6 @@ impl World {
         self.containers.keys().cloned().collect()
     }
 
-    pub fn network_names(&self) -> Vec<String> {
-        self.networks.keys().cloned().collect()
-    }
-
     /// The simulated Helm releases on `cluster`, by `<namespace>/<release>`.
     pub fn releases(&self, cluster: &str) -> BTreeMap<String, SimRelease> {
         self.releases
@@ -252,6 +248,11 @@ impl World {
             .flatten()
             .map(|(key, r)| (key.clone(), SimRelease::clone(r)))
             .collect()
+    }
+
+    /// The simulated Helm release `<namespace>/<release>` (`key`) on `cluster`.
+    pub(crate) fn release(&self, cluster: &str, key: &str) -> Option<&SimRelease> {
+        self.releases.get(cluster)?.get(key).map(|r| &**r)
     }
 
     /// Adds a deployed release that someone else installed (labelled for lab `owner`, if any).
@@ -466,14 +467,6 @@ impl World {
     /// The registration agent's state on a cluster.
     pub fn agent(&self, cluster: &str) -> Option<&Agent> {
         self.clusters.get(cluster)?.agent.as_ref()
-    }
-
-    /// How many tokens a cluster has minted.
-    pub fn tokens_minted(&self, cluster: &str) -> usize {
-        self.tokens
-            .values()
-            .filter(|t| t.cluster == cluster)
-            .count()
     }
 
     /// Number of objects stored in a cluster.

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::ocm::addon_manager;
 use super::sets::{decided, decides};
 use super::{
-    Controller, Op, Queue, Resync, WatchFn, is_hub, mark, namespace_exists, namespace_obj,
-    owner_ref,
+    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, WatchFn,
+    any_change, is_hub, mark, mark_work, namespace_exists, namespace_obj, owner_ref, s, spec_of,
 };
 use crate::apiserver::gk;
 use crate::charts::deployment;
@@ -23,15 +23,8 @@ use crate::world::{ChangeKind, TokenInfo, World};
 const PROXY_ADDON: &str = "cluster-proxy";
 const MSA_ADDON: &str = "managed-serviceaccount";
 const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
-const OCM: &str = "open-cluster-management";
-const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
-const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const SYNC_LABEL: &str = "authentication.open-cluster-management.io/sync-to-clusterprofile";
 const SYNCED_FROM_LABEL: &str = "authentication.open-cluster-management.io/synced-from";
-
-fn s(x: &str) -> String {
-    x.to_owned()
-}
 
 /// Where an addon's agent runs on a managed cluster when the ManagedClusterAddOn does not say:
 /// managed-serviceaccount → `open-cluster-management-agent-addon`
@@ -101,12 +94,7 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
                 .is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
         });
         if owned {
-            ops.push(Op::Delete {
-                cluster: s(hub),
-                gk: s(gk::MCA),
-                ns,
-                name: s(addon),
-            });
+            ops.push(Op::delete(hub, [gk::MCA, &ns, addon]));
         }
     }
     ops
@@ -226,23 +214,13 @@ fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
     let name = agent_name(addon);
     let mut ops = Vec::new();
     if w.get(spoke, gk::DEPLOYMENT, ns, &name).is_some() {
-        ops.push(Op::Delete {
-            cluster: s(spoke),
-            gk: s(gk::DEPLOYMENT),
-            ns: s(ns),
-            name,
-        });
+        ops.push(Op::delete(spoke, [gk::DEPLOYMENT, ns, &name]));
     }
     if addon == PROXY_ADDON
         && w.get(spoke, CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE)
             .is_some()
     {
-        ops.push(Op::Delete {
-            cluster: s(spoke),
-            gk: s(CLUSTER_ROLE_GK),
-            ns: String::new(),
-            name: s(PROXY_AGENT_ROLE),
-        });
+        ops.push(Op::delete(spoke, [CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]));
     }
     ops
 }
@@ -572,12 +550,7 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             }
             _ => {
                 if existing.is_some() {
-                    ops.push(Op::Delete {
-                        cluster: s(hub),
-                        gk: s(gk::SECRET),
-                        ns: pns,
-                        name: target.clone(),
-                    });
+                    ops.push(Op::delete(hub, [gk::SECRET, &pns, &target]));
                 }
             }
         }
@@ -735,25 +708,9 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for a in w.list(c, gk::CMA, None) {
-            q.add(c, util::name(a), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CMA)),
     run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let (hub, addon) = (k.cluster(), &k.key()[0]);
-        mark(
-            w,
-            hub,
-            gk::CMA,
-            "",
-            addon,
-            "AddonInstallDegraded",
-            "True",
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::CMA, ["AddonInstallDegraded", "True"], msg),
 };
 
 pub(super) static ADDON_CLUSTER: Controller = Controller {
@@ -767,9 +724,8 @@ pub(super) static ADDON_CLUSTER: Controller = Controller {
     resync: Resync::Never,
     run: |w, k| addon_cluster(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
-        let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "AddonInstallDegraded";
-        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "True", msg)
+        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "True"], msg)
     },
 };
 
@@ -792,34 +748,14 @@ static ADDON_STATUS: Controller = Controller {
         (gk::CMA, |w, ch, q| {
             addon_statuses(w, &ch.cluster, &ch.name, q)
         }),
-        (gk::MCA, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.ns, &ch.name);
-            }
-        }),
+        (gk::MCA, spec_of),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for a in w.list(c, gk::MCA, None) {
-            q.add(c, util::namespace(a), util::name(a));
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MCA)),
     run: |w, k| {
         let [mc, addon] = k.key();
         addon_status(w, k.cluster(), mc, addon)
     },
-    fail: |w, k, msg| {
-        let [mc, addon] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            gk::MCA,
-            mc,
-            addon,
-            "Available",
-            "False",
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MCA, ["Available", "False"], msg),
 };
 
 static PROXY_CERT: Controller = Controller {
@@ -836,43 +772,35 @@ static PROXY_CERT: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::NAMESPACE, |_, ch, q| q.add(&ch.cluster, "", "")),
-        (gk::MPC, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::NAMESPACE, any_change),
+        (gk::MPC, any_change),
     ],
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_cert(w, k.cluster()),
     fail: |w, k, msg| {
         let cond = "UserServerSecretSigned";
-        mark(w, k.cluster(), gk::MPC, "", PROXY_ADDON, cond, "False", msg)
+        mark(
+            w,
+            k.cluster(),
+            [gk::MPC, "", PROXY_ADDON],
+            [cond, "False"],
+            msg,
+        )
     },
 };
 
 static PROXY_PROFILE: Controller = Controller {
     name: "cluster-proxy-access-provider",
     behaviour: Behaviour::ProxyAccessProvider,
-    watches: &[(gk::CLUSTER_PROFILE, |_, ch, q| {
-        if !ch.kind.status_only() {
-            q.add(&ch.cluster, &ch.ns, &ch.name);
-        }
-    })],
+    watches: &[(gk::CLUSTER_PROFILE, spec_of)],
     resync: Resync::Never,
     run: |w, k| {
         let [ns, name] = k.key();
         proxy_profiles(w, k.cluster(), Some((ns, name)))
     },
     fail: |w, k, msg| {
-        let [ns, name] = k.key();
         let cond = "AccessProviderDegraded";
-        mark(
-            w,
-            k.cluster(),
-            gk::CLUSTER_PROFILE,
-            ns,
-            name,
-            cond,
-            "True",
-            msg,
-        )
+        mark_work(w, k, gk::CLUSTER_PROFILE, [cond, "True"], msg)
     },
 };
 
@@ -890,7 +818,7 @@ static PROXY_ALL: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::MPC, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::MPC, any_change),
     ],
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_profiles(w, k.cluster(), None),
@@ -900,7 +828,7 @@ static PROXY_ALL: Controller = Controller {
             .flat_map(|p| {
                 let (ns, name) = (util::namespace(p), util::name(p));
                 let cond = "AccessProviderDegraded";
-                mark(w, hub, gk::CLUSTER_PROFILE, ns, name, cond, "True", msg)
+                mark(w, hub, [gk::CLUSTER_PROFILE, ns, name], [cond, "True"], msg)
             })
             .collect()
     },
@@ -915,19 +843,7 @@ static MSA_TOKEN: Controller = Controller {
         let [ns, name] = k.key();
         msa_token(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            gk::MSA,
-            ns,
-            name,
-            "TokenReported",
-            "False",
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MSA, ["TokenReported", "False"], msg),
 };
 
 static MSA_SYNC: Controller = Controller {
@@ -961,9 +877,8 @@ static MSA_SYNC: Controller = Controller {
         msa_sync(w, k.cluster(), ns, name)
     },
     fail: |w, k, msg| {
-        let [ns, name] = k.key();
         let cond = "ClusterProfileCredentialsSynced";
-        mark(w, k.cluster(), gk::MSA, ns, name, cond, "False", msg)
+        mark_work(w, k, gk::MSA, [cond, "False"], msg)
     },
 };
 

@@ -420,10 +420,7 @@ static POD_RUN: Controller = Controller {
         run_pod(w, k.cluster(), ns, name)
     },
     // The Pod never runs: it stays Pending, the failure on its PodScheduled condition.
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        super::mark(w, k.cluster(), POD, ns, name, "PodScheduled", "False", msg)
-    },
+    fail: |w, k, msg| super::mark_work(w, k, POD, ["PodScheduled", "False"], msg),
 };
 
 /// This file's controllers.

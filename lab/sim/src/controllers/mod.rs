@@ -38,8 +38,28 @@ pub(crate) struct Controller {
     pub fail: fn(&World, &Work, &str) -> Vec<Op>,
 }
 
+impl Op {
+    /// Deletes `[gk, namespace, name]` on `cluster`.
+    fn delete(cluster: &str, [gk, ns, name]: [&str; 3]) -> Op {
+        Op::Delete(s(cluster), [s(gk), s(ns), s(name)])
+    }
+}
+
 /// Queues the work one change of a watched kind makes necessary.
 pub(crate) type WatchFn = fn(&World, &Change, &mut Queue<'_>);
+
+/// A watch: any change queues the controller's work on the whole cluster.
+pub(crate) fn any_change(_: &World, ch: &Change, q: &mut Queue<'_>) {
+    q.add(&ch.cluster, "", "");
+}
+
+/// A watch: a change to more than the status queues the work about the changed object, keyed
+/// `[namespace, name]`, or `[name, ""]` for a cluster-scoped kind (as [`mark_work`] reads it).
+pub(crate) fn spec_of(_: &World, ch: &Change, q: &mut Queue<'_>) {
+    if !ch.kind.status_only() {
+        q.object(&ch.cluster, &ch.ns, &ch.name);
+    }
+}
 
 /// When a controller looks at everything on a cluster again.
 pub(crate) enum Resync {
@@ -136,6 +156,23 @@ impl Queue<'_> {
             key: [a.to_owned(), b.to_owned()],
         });
     }
+
+    /// Queues this controller's work about one object: `[namespace, name]`, or `[name, ""]` for a
+    /// cluster-scoped one (as [`mark_work`] reads it).
+    pub fn object(&mut self, cluster: &str, ns: &str, name: &str) {
+        if ns.is_empty() {
+            self.add(cluster, name, "");
+        } else {
+            self.add(cluster, ns, name);
+        }
+    }
+
+    /// Queues this controller's work about every object of kind `gk` on `cluster`.
+    pub fn every(&mut self, w: &World, cluster: &str, gk: &str) {
+        for o in w.list(cluster, gk, None) {
+            self.object(cluster, util::namespace(o), util::name(o));
+        }
+    }
 }
 
 /// A write a controller wants.
@@ -145,12 +182,8 @@ pub(crate) enum Op {
     Create(String, Value),
     /// Create or replace the object (nothing when equal).
     Put(String, Value),
-    Delete {
-        cluster: String,
-        gk: String,
-        ns: String,
-        name: String,
-    },
+    /// Delete the object `[gk, namespace, name]` (nothing when absent).
+    Delete(String, [String; 3]),
     /// Set a cluster's agent state.
     Agent(String, Option<Agent>),
     /// Remember which lab cluster registered `<hub>/<managed cluster>`.
@@ -176,12 +209,7 @@ impl Op {
                 None => true,
                 Some(old) => !super::world::same_ignoring_server_fields(old, v),
             },
-            Op::Delete {
-                cluster,
-                gk,
-                ns,
-                name,
-            } => w.get(cluster, gk, ns, name).is_some(),
+            Op::Delete(c, [gk, ns, name]) => w.get(c, gk, ns, name).is_some(),
             Op::Agent(c, a) => w.clusters.get(c).is_some_and(|c| &c.agent != a),
             Op::AgentIndex(k, v) => w.agents.get(k) != Some(v),
             Op::Token(t, _) => !w.tokens.contains_key(t),
@@ -207,13 +235,8 @@ impl Op {
             Op::Put(c, v) => {
                 w.put(&c, v);
             }
-            Op::Delete {
-                cluster,
-                gk,
-                ns,
-                name,
-            } => {
-                w.remove(&cluster, &gk, &ns, &name);
+            Op::Delete(c, [gk, ns, name]) => {
+                w.remove(&c, &gk, &ns, &name);
             }
             Op::Agent(c, a) => {
                 if let Some(cl) = w.clusters.get_mut(&c) {
@@ -265,18 +288,11 @@ pub(crate) fn fail(w: &World, work: &Work, msg: &str) -> Vec<Op> {
 
 /// Sets condition `kind` to `status` with `msg` on the object, as a failing controller leaves it: the
 /// simulated failure shows where a wait looks.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the object's coordinates and the condition set on it, each written into the object as it is"
-)]
 pub(super) fn mark(
     w: &World,
     cluster: &str,
-    key: &str,
-    ns: &str,
-    name: &str,
-    kind: &str,
-    status: &str,
+    [key, ns, name]: [&str; 3],
+    [kind, status]: [&str; 2],
     msg: &str,
 ) -> Vec<Op> {
     match w.get(cluster, key, ns, name) {
@@ -289,7 +305,25 @@ pub(super) fn mark(
     }
 }
 
+/// [`mark`]s the object the work is about: its key is `[namespace, name]`, or `[name, ""]` for a
+/// cluster-scoped kind.
+pub(super) fn mark_work(w: &World, k: &Work, key: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
+    let (ns, name) = match k.key() {
+        [name, b] if b.is_empty() => ("", name.as_str()),
+        [ns, name] => (ns.as_str(), name.as_str()),
+    };
+    mark(w, k.cluster(), [key, ns, name], cond, msg)
+}
+
 // ---- what the controllers share ------------------------------------------------------------------
+
+const OCM: &str = "open-cluster-management";
+const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
+const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
+
+fn s(x: &str) -> String {
+    x.to_owned()
+}
 
 /// The cluster runs an OCM hub: a ClusterManager and the registration controller the operator deployed.
 pub(crate) fn is_hub(w: &World, c: &str) -> bool {

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Controller, Op, Resync, Work, available_deployment, is_hub, mark, namespace_obj};
+use super::{
+    CLUSTER_NAME_LABEL, Controller, Op, Resync, Work, any_change, available_deployment, is_hub,
+    mark, mark_work, namespace_obj, s, spec_of,
+};
 use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
 use crate::faults::Behaviour;
@@ -17,7 +20,6 @@ pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
 const BOOTSTRAP_SA_NS: &str = "open-cluster-management";
 const BOOTSTRAP_SA: &str = "agent-registration-bootstrap";
-const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const SPOKE_ONLY_LABEL: &str = "open-cluster-management.io/spoke-only";
 
 /// Reserved claim names (open-cluster-management-io/api v1.3.0 `cluster/v1alpha1/types.go`,
@@ -63,10 +65,6 @@ pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
         .unwrap_or_default();
     n["status"]["storedVersions"] = Value::Array(stored);
     vec![Op::Put(s(c), n)]
-}
-
-fn s(x: &str) -> String {
-    x.to_owned()
 }
 
 /// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
@@ -1156,21 +1154,10 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
 static CRD_ESTABLISH: Controller = Controller {
     name: "crd-establish",
     behaviour: Behaviour::CrdEstablish,
-    watches: &[(gk::CRD, |_, ch, q| {
-        if !ch.kind.status_only() {
-            q.add(&ch.cluster, &ch.name, "");
-        }
-    })],
-    resync: Resync::Restart(|w, c, q| {
-        for crd in w.list(c, gk::CRD, None) {
-            q.add(c, util::name(crd), "");
-        }
-    }),
+    watches: &[(gk::CRD, spec_of)],
+    resync: Resync::Restart(|w, c, q| q.every(w, c, gk::CRD)),
     run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let c = k.cluster();
-        mark(w, c, gk::CRD, "", &k.key()[0], "Established", "False", msg)
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::CRD, ["Established", "False"], msg),
 };
 
 static IMAGE_PULL: Controller = Controller {
@@ -1195,11 +1182,8 @@ static IMAGE_PULL: Controller = Controller {
                 mark(
                     w,
                     c,
-                    gk::DEPLOYMENT,
-                    ns,
-                    name,
-                    "Available",
-                    "False",
+                    [gk::DEPLOYMENT, ns, name],
+                    ["Available", "False"],
                     &format!("pods are Pending: ErrImagePull: {image}: {msg}"),
                 )
             })
@@ -1211,11 +1195,7 @@ static ROLLOUT: Controller = Controller {
     name: "deployment-rollout",
     behaviour: Behaviour::DeploymentRollout,
     watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.ns, &ch.name);
-            }
-        }),
+        (gk::DEPLOYMENT, spec_of),
         // The user server restarts on a new serving certificate (open-cluster-management-io/cluster-proxy
         // v0.10.0 `cmd/addon-agent/main.go`).
         (gk::SECRET, |_, ch, q| {
@@ -1231,35 +1211,19 @@ static ROLLOUT: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Restart(|w, c, q| {
-        for d in w.list(c, gk::DEPLOYMENT, None) {
-            q.add(c, util::namespace(d), util::name(d));
-        }
-    }),
+    resync: Resync::Restart(|w, c, q| q.every(w, c, gk::DEPLOYMENT)),
     run: |w, k| {
         let [ns, name] = k.key();
         rollout(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            gk::DEPLOYMENT,
-            ns,
-            name,
-            "Available",
-            "False",
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::DEPLOYMENT, ["Available", "False"], msg),
 };
 
 static HUB_OPERATOR: Controller = Controller {
     name: "cluster-manager-operator",
     behaviour: Behaviour::HubOperator,
     watches: &[
-        (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CRD, any_change),
         (gk::DEPLOYMENT, |_, ch, q| {
             // The operator watches its Deployments' rollout (open-cluster-management-io/ocm v1.3.1
             // `pkg/operator/.../clustermanager_controller.go`).
@@ -1267,7 +1231,7 @@ static HUB_OPERATOR: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::CLUSTER_MANAGER, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CLUSTER_MANAGER, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| hub_operator(w, k.cluster()),
@@ -1276,11 +1240,8 @@ static HUB_OPERATOR: Controller = Controller {
         mark(
             w,
             c,
-            gk::CLUSTER_MANAGER,
-            "",
-            cm,
-            "HubRegistrationDegraded",
-            "True",
+            [gk::CLUSTER_MANAGER, "", cm],
+            ["HubRegistrationDegraded", "True"],
             msg,
         )
     },
@@ -1296,7 +1257,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::KLUSTERLET, any_change),
         // A registration agent Pod deleted: its ReplicaSet starts another.
         (POD, |_, ch, q| {
             if ch.kind == ChangeKind::Deleted {
@@ -1310,7 +1271,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         let c = k.cluster();
         let name = klusterlet(w, c).map(|k| util::name(k).to_owned());
         name.map_or_else(Vec::new, |n| {
-            mark(w, c, gk::KLUSTERLET, "", &n, "Applied", "False", msg)
+            mark(w, c, [gk::KLUSTERLET, "", &n], ["Applied", "False"], msg)
         })
     },
 };
@@ -1324,14 +1285,14 @@ static REGISTRATION: Controller = Controller {
                 q.add(&ch.cluster, "", "");
             }
         }),
-        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::KLUSTERLET, any_change),
         (gk::SECRET, |_, ch, q| {
             if ch.name == "bootstrap-hub-kubeconfig" {
                 q.add(&ch.cluster, "", "");
             }
         }),
         // The agent's Pods: started, deleted, running.
-        (POD, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (POD, any_change),
         // A deleted ManagedCluster: the agent registers again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted
@@ -1348,7 +1309,7 @@ static REGISTRATION: Controller = Controller {
         let name = klusterlet(w, spoke).map(|k| util::name(k).to_owned());
         name.map_or_else(Vec::new, |n| {
             let cond = "HubConnectionDegraded";
-            mark(w, spoke, gk::KLUSTERLET, "", &n, cond, "True", msg)
+            mark(w, spoke, [gk::KLUSTERLET, "", &n], [cond, "True"], msg)
         })
     },
 };
@@ -1380,24 +1341,9 @@ static CSR_SIGN: Controller = Controller {
     name: "csr-signer",
     behaviour: Behaviour::CsrSign,
     watches: &[(gk::CSR, |_, ch, q| q.add(&ch.cluster, &ch.name, ""))],
-    resync: Resync::Hub(|w, c, q| {
-        for csr in w.list(c, gk::CSR, None) {
-            q.add(c, util::name(csr), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CSR)),
     run: |w, k| csr_sign(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        mark(
-            w,
-            k.cluster(),
-            gk::CSR,
-            "",
-            &k.key()[0],
-            "Failed",
-            "True",
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::CSR, ["Failed", "True"], msg),
 };
 
 pub(crate) static HUB_ACCEPT: Controller = Controller {
@@ -1405,11 +1351,7 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
     behaviour: Behaviour::HubAccept,
     watches: &[
         // Accepting reads the spec, the agent and its CSR (whose changes queue it), not the status.
-        (gk::MANAGED_CLUSTER, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.name, "");
-            }
-        }),
+        (gk::MANAGED_CLUSTER, spec_of),
         (gk::CSR, |w, ch, q| {
             if let Some(mc) = w
                 .get(&ch.cluster, gk::CSR, "", &ch.name)
@@ -1419,16 +1361,11 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, util::name(m), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MANAGED_CLUSTER)),
     run: |w, k| hub_accept(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
-        let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "HubAcceptedManagedCluster";
-        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "False", msg)
+        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "False"], msg)
     },
 };
 
@@ -1436,8 +1373,8 @@ static CLAIM_SYNC: Controller = Controller {
     name: "claim-sync",
     behaviour: Behaviour::ClaimSync,
     watches: &[
-        (gk::CRD, |_, ch, q| q.add(&ch.cluster, "", "")),
-        (gk::KLUSTERLET, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CRD, any_change),
+        (gk::KLUSTERLET, any_change),
         (gk::SECRET, |_, ch, q| {
             if ch.name == "hub-kubeconfig-secret" {
                 q.add(&ch.cluster, "", "");
@@ -1448,8 +1385,8 @@ static CLAIM_SYNC: Controller = Controller {
                 q.add(spoke, "", "");
             }
         }),
-        (gk::CLUSTER_PROPERTY, |_, ch, q| q.add(&ch.cluster, "", "")),
-        (gk::CLUSTER_CLAIM, |_, ch, q| q.add(&ch.cluster, "", "")),
+        (gk::CLUSTER_PROPERTY, any_change),
+        (gk::CLUSTER_CLAIM, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| claim_sync(w, k.cluster()),
@@ -1459,11 +1396,8 @@ static CLAIM_SYNC: Controller = Controller {
             mark(
                 w,
                 hub,
-                gk::MANAGED_CLUSTER,
-                "",
-                mc,
-                "ClusterClaimsSynced",
-                "False",
+                [gk::MANAGED_CLUSTER, "", mc],
+                ["ClusterClaimsSynced", "False"],
                 msg,
             )
         }

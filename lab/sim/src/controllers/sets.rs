@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::addons::{ADDON_CLUSTER, ADDON_INSTALL};
 use super::{
-    Controller, Op, Queue, Resync, Work, is_hub, mark, namespace_exists, owner_ref,
-    profiles_enabled,
+    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, Work, is_hub,
+    mark, mark_work, namespace_exists, owner_ref, profiles_enabled, s, spec_of,
 };
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
@@ -18,15 +18,8 @@ use crate::util::{self, set_condition};
 use crate::world::{ChangeKind, World};
 use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
-const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
-const OCM: &str = "open-cluster-management";
-const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 const PROFILE_SET_LABEL: &str = "multicluster.x-k8s.io/clusterset";
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
-
-fn s(x: &str) -> String {
-    x.to_owned()
-}
 
 /// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
 /// missing selector matches everything.
@@ -189,12 +182,11 @@ pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
         .difference(&existing)
         .map(|c| Op::Create(s(hub), new_profile(ns, c)))
         .collect();
-    ops.extend(existing.difference(&desired).map(|c| Op::Delete {
-        cluster: s(hub),
-        gk: s(gk::CLUSTER_PROFILE),
-        ns: s(ns),
-        name: c.clone(),
-    }));
+    ops.extend(
+        existing
+            .difference(&desired)
+            .map(|c| Op::delete(hub, [gk::CLUSTER_PROFILE, ns, c])),
+    );
     ops
 }
 
@@ -221,12 +213,7 @@ pub(super) fn lifecycle_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
             .filter(|p| is_ocm_profile(p));
         match (want, have) {
             (true, None) => ops.push(Op::Create(s(hub), new_profile(&ns, mc))),
-            (false, Some(_)) => ops.push(Op::Delete {
-                cluster: s(hub),
-                gk: s(gk::CLUSTER_PROFILE),
-                ns,
-                name: s(mc),
-            }),
+            (false, Some(_)) => ops.push(Op::delete(hub, [gk::CLUSTER_PROFILE, &ns, mc])),
             _ => {}
         }
     }
@@ -487,11 +474,8 @@ fn fail_set(w: &World, k: &Work, msg: &str) -> Vec<Op> {
     mark(
         w,
         hub,
-        gk::CLUSTER_SET,
-        "",
-        set,
-        "ClusterSetEmpty",
-        "Unknown",
+        [gk::CLUSTER_SET, "", set],
+        ["ClusterSetEmpty", "Unknown"],
         msg,
     )
 }
@@ -500,11 +484,7 @@ static SET_STATUS: Controller = Controller {
     name: "clusterset-status",
     behaviour: Behaviour::SetBinding,
     watches: &[
-        (gk::CLUSTER_SET, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.name, "");
-            }
-        }),
+        (gk::CLUSTER_SET, spec_of),
         // A cluster joined, left or was relabelled: every set counts again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind.membership() {
@@ -514,11 +494,7 @@ static SET_STATUS: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for set in w.list(c, gk::CLUSTER_SET, None) {
-            q.add(c, util::name(set), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CLUSTER_SET)),
     run: |w, k| set_status(w, k.cluster(), &k.key()[0]),
     fail: fail_set,
 };
@@ -538,28 +514,12 @@ static BINDING: Controller = Controller {
             q.add(&ch.cluster, &ch.ns, &ch.name)
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for b in w.list(c, gk::SET_BINDING, None) {
-            q.add(c, util::namespace(b), util::name(b));
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::SET_BINDING)),
     run: |w, k| {
         let [ns, name] = k.key();
         binding(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let [ns, name] = k.key();
-        mark(
-            w,
-            k.cluster(),
-            gk::SET_BINDING,
-            ns,
-            name,
-            "Bound",
-            "False",
-            msg,
-        )
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::SET_BINDING, ["Bound", "False"], msg),
 };
 
 static LIFECYCLE_NS: Controller = Controller {
@@ -595,11 +555,8 @@ static LIFECYCLE_NS: Controller = Controller {
                 mark(
                     w,
                     hub,
-                    gk::SET_BINDING,
-                    ns,
-                    util::name(b),
-                    cond,
-                    "False",
+                    [gk::SET_BINDING, ns, util::name(b)],
+                    [cond, "False"],
                     msg,
                 )
             })
@@ -618,9 +575,8 @@ static LIFECYCLE_CLUSTER: Controller = Controller {
     resync: Resync::Never,
     run: |w, k| lifecycle_cluster(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
-        let (hub, mc) = (k.cluster(), &k.key()[0]);
         let cond = "ClusterProfilesSynced";
-        mark(w, hub, gk::MANAGED_CLUSTER, "", mc, cond, "False", msg)
+        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "False"], msg)
     },
 };
 
@@ -637,11 +593,7 @@ static PROFILE_STATUS: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for m in w.list(c, gk::MANAGED_CLUSTER, None) {
-            q.add(c, util::name(m), "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MANAGED_CLUSTER)),
     run: |w, k| profile_status(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let (hub, mc) = (k.cluster(), &k.key()[0]);
@@ -649,7 +601,13 @@ static PROFILE_STATUS: Controller = Controller {
             .into_iter()
             .flat_map(|ns| {
                 let cond = "ControlPlaneHealthy";
-                mark(w, hub, gk::CLUSTER_PROFILE, &ns, mc, cond, "Unknown", msg)
+                mark(
+                    w,
+                    hub,
+                    [gk::CLUSTER_PROFILE, &ns, mc],
+                    [cond, "Unknown"],
+                    msg,
+                )
             })
             .collect()
     },
@@ -659,11 +617,7 @@ static PLACEMENT: Controller = Controller {
     name: "placement",
     behaviour: Behaviour::Placement,
     watches: &[
-        (gk::PLACEMENT, |_, ch, q| {
-            if !ch.kind.status_only() {
-                q.add(&ch.cluster, &ch.ns, &ch.name);
-            }
-        }),
+        (gk::PLACEMENT, spec_of),
         (gk::CLUSTER_SET, |w, ch, q| {
             if !ch.kind.status_only() && set_membership_may_change(ch.kind) {
                 all_placements(w, &ch.cluster, None, q);
@@ -685,8 +639,7 @@ static PLACEMENT: Controller = Controller {
         placement(w, k.cluster(), ns, name)
     },
     fail: |w, k, msg| {
-        let [ns, name] = k.key();
         let cond = "PlacementSatisfied";
-        mark(w, k.cluster(), gk::PLACEMENT, ns, name, cond, "False", msg)
+        mark_work(w, k, gk::PLACEMENT, [cond, "False"], msg)
     },
 };
