@@ -218,6 +218,12 @@ fn draw(mut looker: super::Looker) -> Result<(), crate::error::Error> {
     let on_terminal = console::Term::stdout().is_term();
     let rt = crate::commands::runner::runtime()?;
     let drawn = rt.block_on(async {
+        // One Ctrl-C listener for the whole watch, polled once here so that it listens from now on: a
+        // `ctrl_c()` made afresh for each wait would miss a Ctrl-C that comes while a picture is written.
+        let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+        if futures::poll!(ctrl_c.as_mut()).is_ready() {
+            return Ok(());
+        }
         loop {
             let frame = render(&pictures.borrow_and_update());
             let frame = if on_terminal {
@@ -231,7 +237,7 @@ fn draw(mut looker: super::Looker) -> Result<(), crate::error::Error> {
             crate::commands::stdout(&frame)?;
             tokio::select! {
                 changed = pictures.changed() => if changed.is_err() { return Ok(()) },
-                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = ctrl_c.as_mut() => return Ok(()),
             }
         }
     });
