@@ -83,14 +83,15 @@ pub fn summarize(plan: &Plan, times: &[Option<(u64, u64)>]) -> Timing {
             .cmp(&a.elapsed_ms())
             .then(a.start_ms.cmp(&b.start_ms))
     });
-    // The path ends at the step that ended last (the first in plan order on a tie) and walks back through
-    // the need that released each step.
+    // The path ends at the step that ended last and walks back through the need that released each step.
+    // Ends are whole milliseconds, so a step and the need it waited on can end in the same one: a tie goes
+    // to the last in plan order, which puts every step after its needs (the final `verify`, not `prune`).
     let mut path = Vec::new();
     let last = ran
         .iter()
         .copied()
         .fold(None::<usize>, |best, i| match best {
-            Some(b) if times[b].expect("ran").1 >= times[i].expect("ran").1 => Some(b),
+            Some(b) if times[b].expect("ran").1 > times[i].expect("ran").1 => Some(b),
             _ => Some(i),
         });
     let mut at = last;
@@ -320,6 +321,25 @@ mod tests {
         let t = summarize(&plan, &times);
         let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
         assert_eq!(path, ["preflight", "network", "create"]);
+    }
+
+    /// A last step quicker than a millisecond ends in the same one as the need it waited on: the path ends
+    /// at the step that waited, not at its need.
+    #[test]
+    fn the_step_that_ended_last_is_the_one_that_waited_when_ends_tie() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![
+                step("create", &[]),
+                step("prune", &["create"]),
+                step("verify", &["prune", "create"]),
+            ],
+        };
+        let times = vec![Some((0, 40)), Some((40, 52)), Some((52, 52))];
+        let t = summarize(&plan, &times);
+        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(path, ["create", "prune", "verify"]);
     }
 
     #[test]
