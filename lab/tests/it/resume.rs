@@ -132,9 +132,11 @@ impl Sandbox {
     }
 
     /// Runs a command with `--output json` and presses Ctrl-C (SIGINT) once its event stream says the
-    /// `n`-th step finished; returns how it ended.
-    pub fn interrupted_after(&self, args: &[&str], n: usize) -> Ended {
-        self.signal_after(args, n, "", true)
+    /// `n`-th step whose id starts with `prefix` finished; returns how it ended. The rest of the run must
+    /// outlast the moment between that event and the signal (a simulated step takes a millisecond or so),
+    /// so pick an early step.
+    pub fn interrupted_after(&self, args: &[&str], n: usize, prefix: &str) -> Ended {
+        self.signal_after(args, n, prefix, true)
     }
 
     /// SIGKILL, or with `interrupt` SIGINT, after the `n`-th step boundary (of the steps whose id starts
@@ -172,11 +174,17 @@ impl Sandbox {
             {
                 boundaries += 1;
                 if boundaries == n && interrupt {
-                    let sent = Command::new("kill")
-                        .args(["-INT", &child.id().to_string()])
-                        .status()
-                        .unwrap();
-                    assert!(sent.success(), "kill -INT failed");
+                    // kill(2) itself, not a `kill` process: starting one takes long enough on a loaded
+                    // machine for the simulated run to finish first.
+                    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
+                    // SAFETY: kill(2) with a valid signal number has no memory-safety preconditions.
+                    let sent = unsafe { libc::kill(pid, libc::SIGINT) };
+                    assert_eq!(
+                        sent,
+                        0,
+                        "kill -INT failed: {}",
+                        std::io::Error::last_os_error()
+                    );
                 } else if boundaries == n {
                     child.kill().unwrap();
                     break;
@@ -297,7 +305,9 @@ fn a_kill_of_a_later_up_loses_nothing_the_last_command_saved() {
 )]
 fn a_ctrl_c_saves_the_simulated_world_and_the_next_up_keeps_what_was_done() {
     let s = Sandbox::new();
-    let r = s.interrupted_after(&["up", "--simulate"], up_steps() / 2);
+    // Right after the hub's cluster was created: the next `up` must find it, and the dozens of steps
+    // still to run leave the signal time to land before the run could end on its own.
+    let r = s.interrupted_after(&["up", "--simulate"], 1, "create[hub]");
     assert_eq!(r.code, Some(130), "cancelled: {}", r.stderr);
     let r = s.ok(&["up", "--simulate", "--output", "json"]);
     let outcome = |step: &str| {

@@ -48,18 +48,22 @@ pub fn summarize(plan: &Plan, times: &[Option<(u64, u64)>]) -> Timing {
         .enumerate()
         .map(|(i, s)| (s.id.as_str(), i))
         .collect();
-    // When each step became ready: the end of its latest need (the run's start for a root).
+    // When each step became ready: the end of its latest need that ran in this run (the run's start for
+    // a root). Every such need is a candidate, one that ended in the run's first millisecond (end 0) too:
+    // the path walks back through needs only, so it always starts at a root or at a step whose needs
+    // were carried over from an interrupted run.
     let ready_at = |i: usize| -> (u64, Option<usize>) {
         plan.steps[i]
             .needs
             .iter()
             .filter_map(|n| index.get(n.as_str()).copied())
-            .filter_map(|n| times[n].map(|(_, end)| (end, Some(n))))
+            .filter_map(|n| times[n].map(|(_, end)| (end, n)))
             // ties go to the need listed first, so the path is stable
-            .fold(
-                (0, None),
-                |best, cur| if cur.0 > best.0 { cur } else { best },
-            )
+            .fold(None::<(u64, usize)>, |best, cur| match best {
+                Some(b) if b.0 >= cur.0 => Some(b),
+                _ => Some(cur),
+            })
+            .map_or((0, None), |(end, n)| (end, Some(n)))
     };
     let time = |i: usize| {
         let (start, end) = times[i].expect("ran");
@@ -79,14 +83,15 @@ pub fn summarize(plan: &Plan, times: &[Option<(u64, u64)>]) -> Timing {
             .cmp(&a.elapsed_ms())
             .then(a.start_ms.cmp(&b.start_ms))
     });
-    // The path ends at the step that ended last (the first in plan order on a tie) and walks back through
-    // the need that released each step.
+    // The path ends at the step that ended last and walks back through the need that released each step.
+    // Ends are whole milliseconds, so a step and the need it waited on can end in the same one: a tie goes
+    // to the last in plan order, which puts every step after its needs (the final `verify`, not `prune`).
     let mut path = Vec::new();
     let last = ran
         .iter()
         .copied()
         .fold(None::<usize>, |best, i| match best {
-            Some(b) if times[b].expect("ran").1 >= times[i].expect("ran").1 => Some(b),
+            Some(b) if times[b].expect("ran").1 > times[i].expect("ran").1 => Some(b),
             _ => Some(i),
         });
     let mut at = last;
@@ -297,6 +302,44 @@ mod tests {
             .collect();
         assert_eq!(path, [("a", 0), ("c", 3_000)]);
         assert_eq!(t.steps.len(), 2);
+    }
+
+    /// Times are whole milliseconds since the run started, so a quick first step ends at 0 (as `preflight`
+    /// does on a fast machine); it still released the steps that need it and heads the path.
+    #[test]
+    fn a_need_that_ended_in_the_first_millisecond_is_still_on_the_path() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![
+                step("preflight", &[]),
+                step("network", &["preflight"]),
+                step("create", &["network", "preflight"]),
+            ],
+        };
+        let times = vec![Some((0, 0)), Some((0, 0)), Some((0, 5))];
+        let t = summarize(&plan, &times);
+        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(path, ["preflight", "network", "create"]);
+    }
+
+    /// A last step quicker than a millisecond ends in the same one as the need it waited on: the path ends
+    /// at the step that waited, not at its need.
+    #[test]
+    fn the_step_that_ended_last_is_the_one_that_waited_when_ends_tie() {
+        let plan = Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps: vec![
+                step("create", &[]),
+                step("prune", &["create"]),
+                step("verify", &["prune", "create"]),
+            ],
+        };
+        let times = vec![Some((0, 40)), Some((40, 52)), Some((52, 52))];
+        let t = summarize(&plan, &times);
+        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(path, ["create", "prune", "verify"]);
     }
 
     #[test]
