@@ -237,7 +237,8 @@ pub fn run(
                 help,
             }
         })?;
-    let state = crate::state::StateDir::for_run(&lab.name, run_args.simulate)?;
+    // Read-only: a lab that is not up gets no state folder from a look at it.
+    let state = crate::state::StateDir::to_look_at(&lab.name, run_args.simulate)?;
     ensure_up(&lab, &state, &run_args)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, &run_args, &state, Purpose::Look, &lab)?;

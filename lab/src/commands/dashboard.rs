@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::picture::{Looker, Picture};
-use super::runner::{ensure_up, runtime};
+use super::runner::runtime;
 use crate::cli::{DashboardArgs, RunArgs};
 use crate::error::Error;
 
@@ -48,11 +48,7 @@ struct App {
 /// `ocm-lab dashboard`: serves until Ctrl-C, then exits 0.
 pub fn run(args: &DashboardArgs, host: &crate::topology::Host) -> Result<(), Error> {
     let run_args = RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&run_args.lab, host)?;
-    super::warn(&loaded);
-    let lab = loaded.lab;
-    let state = crate::state::StateDir::to_look_at(&lab.name, run_args.simulate)?;
-    ensure_up(&lab, &state, &run_args)?;
+    let (lab, state, patches) = super::runner::look_at(&run_args, host)?;
     let mut looker = Looker::new(run_args, lab, state, patches)?;
     let first = looker.look()?;
     let rt = runtime()?;

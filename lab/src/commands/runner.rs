@@ -509,6 +509,21 @@ fn run_workflow(
     }
 }
 
+/// What a read-only command (`status`, `status --watch`, `dashboard`) looks at: the topology's lab (its
+/// warnings printed), its state folder, never created (a look at a lab that is not up leaves nothing
+/// behind), and the chart patches. A lab that is not up is [`ensure_up`]'s error.
+pub fn look_at(
+    args: &RunArgs,
+    host: &crate::topology::Host,
+) -> Result<(Lab, StateDir, PatchSet), Error> {
+    let (loaded, _, patches) = super::inputs(&args.lab, host)?;
+    super::warn(&loaded);
+    let lab = loaded.lab;
+    let state = StateDir::to_look_at(&lab.name, args.simulate)?;
+    ensure_up(&lab, &state, args)?;
+    Ok((lab, state, patches))
+}
+
 /// `verify`, `reset` and `status` need a lab: say so, and what to run, when this machine never created
 /// it. A lab with an `existing` cluster is assumed up (someone else runs it); connecting then tells the
 /// truth.

@@ -401,17 +401,12 @@ pub fn run(
     args: &crate::cli::StatusArgs,
     host: &crate::topology::Host,
 ) -> Result<(), crate::error::Error> {
-    use super::runner::{Purpose, ensure_up, open_backends, runtime};
+    use super::runner::{Purpose, look_at, open_backends, runtime};
     use crate::error::Error;
     use crate::step::events::Events;
     let output = args.output.output;
     let args = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = super::inputs(&args.lab, host)?;
-    super::warn(&loaded);
-    let lab = loaded.lab;
-    // Read-only: a lab that is not up gets no state folder from a look at it.
-    let state = crate::state::StateDir::to_look_at(&lab.name, args.simulate)?;
-    ensure_up(&lab, &state, &args)?;
+    let (lab, state, patches) = look_at(&args, host)?;
     let rt = runtime()?;
     let opened = open_backends(&rt, &args, &state, Purpose::Look, &lab)?;
     let status = rt.block_on(async {

@@ -140,6 +140,37 @@ fn status_and_verify_on_a_lab_that_is_not_up_say_so_and_fail() {
     }
 }
 
+/// The read-only commands look at a lab without making it: on a lab that is not up, they fail and leave no
+/// state folder behind.
+#[test]
+#[cfg_attr(
+    not(feature = "simulate"),
+    ignore = "needs the simulated lab: built without feature `simulate`"
+)]
+fn read_only_commands_on_a_lab_that_is_not_up_leave_no_state_behind() {
+    let cli = Cli::new();
+    for args in [
+        &["status", "--simulate", "-t", "minimal"][..],
+        &[
+            "consumer",
+            "cluster-inventory",
+            "--simulate",
+            "-t",
+            "minimal",
+        ],
+        &["dashboard", "--simulate", "-t", "minimal"],
+    ] {
+        let r = cli.run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("is not up"), "{args:?}: {}", r.stderr);
+        let left: Vec<_> = std::fs::read_dir(cli.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "simulate"),

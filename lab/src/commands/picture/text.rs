@@ -200,12 +200,7 @@ pub fn watch(
     host: &crate::topology::Host,
 ) -> Result<(), crate::error::Error> {
     let args = crate::cli::RunArgs::from(args);
-    let (loaded, _, patches) = crate::commands::inputs(&args.lab, host)?;
-    crate::commands::warn(&loaded);
-    let lab = loaded.lab;
-    // Read-only: a lab that is not up gets no state folder from a look at it.
-    let state = crate::state::StateDir::to_look_at(&lab.name, args.simulate)?;
-    crate::commands::runner::ensure_up(&lab, &state, &args)?;
+    let (lab, state, patches) = crate::commands::runner::look_at(&args, host)?;
     draw(super::Looker::new(args, lab, state, patches)?)
 }
 
