@@ -6,15 +6,14 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{
-    CLUSTER_NAME_LABEL, Controller, Op, Resync, Work, any_change, available_deployment, is_hub,
-    mark, mark_work, namespace_obj, s, spec_of,
+    CLUSTER_NAME_LABEL, Controller, Op, Queue, Resync, Work, any_change, available_deployment,
+    is_hub, mark, mark_work, namespace_obj, s, spec_of,
 };
 use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
 use crate::faults::Behaviour;
 use crate::util::{self, set_condition};
-use crate::world::ChangeKind;
-use crate::world::{Agent, KIND_NETWORK, World, control_plane};
+use crate::world::{Agent, Change, ChangeKind, KIND_NETWORK, World, control_plane};
 
 pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
@@ -31,6 +30,26 @@ const RESERVED_CLAIMS: &[&str] = &[
     "product.open-cluster-management.io",
 ];
 
+/// Sets each condition of a list (`type`, `status`, `reason`, `message`) as [`set_condition`] does.
+fn set_conditions(obj: &mut Value, conds: Value) {
+    for c in conds.as_array().into_iter().flatten() {
+        let f = |k: &str| c[k].as_str().unwrap_or_default();
+        set_condition(obj, f("type"), f("status"), f("reason"), f("message"));
+    }
+}
+
+/// The CRDs named that do not exist yet, to create (built only when missing: the operators run on every
+/// change of what they watch).
+fn missing_crds(w: &World, c: &str, names: &[&str], gated: Option<&str>) -> Vec<Op> {
+    names
+        .iter()
+        .copied()
+        .chain(gated)
+        .filter(|n| w.get(c, gk::CRD, "", n).is_none())
+        .map(|n| Op::Create(s(c), charts::crd(n)))
+        .collect()
+}
+
 /// The API server establishes a CRD's names (the lab waits for this before applying custom
 /// resources, open-cluster-management-io/ocm v1.3.1
 /// `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`).
@@ -39,38 +58,23 @@ pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
         return Vec::new();
     };
     let mut n = crd.clone();
-    set_condition(
-        &mut n,
-        "NamesAccepted",
-        "True",
-        "NoConflicts",
-        "no conflicts found",
-    );
-    set_condition(
-        &mut n,
-        "Established",
-        "True",
-        "InitialNamesAccepted",
-        "the initial names have been accepted",
-    );
-    n["status"]["acceptedNames"] = n["spec"]["names"].clone();
-    let stored: Vec<Value> = n["spec"]["versions"]
+    let conds = json!([
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+    ]);
+    set_conditions(&mut n, conds);
+    let stored: Vec<&Value> = crd["spec"]["versions"]
         .as_array()
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v["storage"] == true)
-                .map(|v| v["name"].clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    n["status"]["storedVersions"] = Value::Array(stored);
+        .into_iter()
+        .flatten()
+        .filter(|v| v["storage"] == true)
+        .map(|v| &v["name"])
+        .collect();
+    n["status"]["acceptedNames"] = crd["spec"]["names"].clone();
+    n["status"]["storedVersions"] = json!(stored);
     vec![Op::Put(s(c), n)]
 }
 
-/// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
-/// pods cannot start (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-manager/main.go`: the manager
-/// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
-/// server stays Pending without its serving cert Secret).
 /// The images a Deployment's Pods run (init containers and containers), as written. The simulation's
 /// placeholder `simulated` is not an image.
 pub(super) fn pod_images(d: &Value) -> Vec<&str> {
@@ -107,25 +111,26 @@ fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> 
 /// there already and costs nothing. (Addon availability does not wait for its agent's image yet: the
 /// ManagedClusterAddOn's lease is modelled on the hub alone.)
 pub(super) fn image_pull(w: &World, c: &str) -> Vec<Op> {
-    let Some(node) = w.image_node(c) else {
+    let (Some(node), Some((image, waiting))) = (w.image_node(c), missing_image(w, c)) else {
         return Vec::new();
     };
-    let Some((image, waiting)) = missing_image(w, c) else {
-        return Vec::new();
-    };
+    let node = node.name.clone();
     let mut ops = vec![
-        Op::Pull {
-            node: node.name.clone(),
-            image,
-        },
+        Op::Pull { node, image },
         Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])),
     ];
-    for (ns, name) in waiting {
-        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, [&ns, &name])));
-    }
+    ops.extend(
+        waiting
+            .iter()
+            .map(|(ns, name)| Op::Enqueue(Work::new(&ROLLOUT, c, [ns, name]))),
+    );
     ops
 }
 
+/// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
+/// pods cannot start (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-manager/main.go`: the manager
+/// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
+/// server stays Pending without its serving cert Secret).
 pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name) else {
         return Vec::new();
@@ -134,104 +139,62 @@ pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     if pod_images(d).iter().any(|i| !w.node_has_image(c, i)) {
         return Vec::new();
     }
+    let no_cert = w
+        .get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert")
+        .is_none();
+    let no_mpc = w.get(c, gk::MPC, "", "cluster-proxy").is_none();
     let blocker = match name {
-        "cluster-proxy-addon-user"
-            if w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert")
-                .is_none() =>
-        {
-            Some(
-                "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
-            )
-        }
-        "cluster-proxy-addon-manager" if w.get(c, gk::MPC, "", "cluster-proxy").is_none() => Some(
+        "cluster-proxy-addon-user" if no_cert => Some(
+            "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
+        ),
+        "cluster-proxy-addon-manager" if no_mpc => Some(
             "pods are in CrashLoopBackOff: the addon manager exits because ManagedProxyConfiguration cluster-proxy does not exist",
         ),
         _ => None,
     };
-    let replicas = d
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let generation = d
-        .pointer("/metadata/generation")
-        .cloned()
-        .unwrap_or(json!(1));
+    let replicas = d["spec"]["replicas"].as_i64().unwrap_or(1);
+    // `null` removes the field (JSON merge patch).
+    let count = |yes: bool| if yes { json!(replicas) } else { Value::Null };
+    let up = blocker.is_none();
     let mut n = d.clone();
-    {
-        let st = util::obj_at(&mut n, &["status"]);
-        st.insert("observedGeneration".into(), generation);
-        st.insert("replicas".into(), json!(replicas));
-        st.insert("updatedReplicas".into(), json!(replicas));
-        if blocker.is_none() {
-            st.insert("readyReplicas".into(), json!(replicas));
-            st.insert("availableReplicas".into(), json!(replicas));
-            st.remove("unavailableReplicas");
-        } else {
-            st.remove("readyReplicas");
-            st.remove("availableReplicas");
-            st.insert("unavailableReplicas".into(), json!(replicas));
-        }
-    }
-    match blocker {
-        None => set_condition(
-            &mut n,
-            "Available",
-            "True",
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        ),
-        Some(why) => set_condition(
-            &mut n,
-            "Available",
-            "False",
-            "MinimumReplicasUnavailable",
-            &format!("Deployment does not have minimum availability: {why}"),
-        ),
-    }
-    set_condition(
+    util::merge(
         &mut n,
-        "Progressing",
-        "True",
-        "NewReplicaSetAvailable",
-        &format!("ReplicaSet \"{name}-5d8f7c9b6\" has successfully progressed."),
+        &json!({"status": {
+            "observedGeneration": d.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+            "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": count(up), "availableReplicas": count(up), "unavailableReplicas": count(!up),
+        }}),
     );
+    let available = match blocker {
+        None => {
+            json!({"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability."})
+        }
+        Some(why) => {
+            let msg = format!("Deployment does not have minimum availability: {why}");
+            json!({"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": msg})
+        }
+    };
+    let progressing = format!("ReplicaSet \"{name}-5d8f7c9b6\" has successfully progressed.");
+    let conds = json!([
+            available,
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": progressing},
+    ]);
+    set_conditions(&mut n, conds);
     vec![Op::Put(s(c), n)]
 }
 
 /// The six hub Deployments the cluster-manager operator runs in `open-cluster-management-hub` with the
 /// chart's values (open-cluster-management-io/ocm v1.3.1
-/// `pkg/operator/.../clustermanager_runtime_reconcile.go`): (name, label `app`, ClusterManager image field).
-const HUB_DEPLOYMENTS: &[(&str, &str, &str)] = &[
-    (
-        "cluster-manager-registration-controller",
-        "clustermanager-registration-controller",
-        "registrationImagePullSpec",
-    ),
-    (
-        "cluster-manager-registration-webhook",
-        "cluster-manager-registration-webhook",
-        "registrationImagePullSpec",
-    ),
-    (
-        "cluster-manager-work-webhook",
-        "cluster-manager-work-webhook",
-        "workImagePullSpec",
-    ),
-    (
-        "cluster-manager-placement-controller",
-        "clustermanager-placement-controller",
-        "placementImagePullSpec",
-    ),
-    (
-        "cluster-manager-addon-manager-controller",
-        "clustermanager-addon-manager-controller",
-        "addOnManagerImagePullSpec",
-    ),
-    (
-        "cluster-manager-addon-webhook",
-        "cluster-manager-addon-webhook",
-        "addOnManagerImagePullSpec",
-    ),
+/// `pkg/operator/.../clustermanager_runtime_reconcile.go`): name and the ClusterManager's image field
+/// (`<component>ImagePullSpec`). A controller's label `app` is its name spelled `clustermanager-`, a
+/// webhook's its name.
+const HUB_DEPLOYMENTS: &[(&str, &str)] = &[
+    ("cluster-manager-registration-controller", "registration"),
+    ("cluster-manager-registration-webhook", "registration"),
+    ("cluster-manager-work-webhook", "work"),
+    ("cluster-manager-placement-controller", "placement"),
+    ("cluster-manager-addon-manager-controller", "addOnManager"),
+    ("cluster-manager-addon-webhook", "addOnManager"),
 ];
 
 /// The cluster-manager operator (open-cluster-management-io/ocm v1.3.1
@@ -247,140 +210,101 @@ pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
         return Vec::new();
     }
     let mut ops = vec![Op::Create(s(c), namespace_obj(HUB_NAMESPACE))];
-    let gate = apiserver::hub_gate(w, c, "ClusterProfile");
-    let crds = charts::HUB_CRDS
-        .iter()
-        .chain(gate.then_some(&charts::CLUSTER_PROFILE_CRD));
-    for crd in crds {
-        if w.get(c, gk::CRD, "", crd).is_none() {
-            ops.push(Op::Create(s(c), charts::crd(crd)));
-        }
-    }
-    for (name, app, image) in HUB_DEPLOYMENTS {
+    let profile =
+        apiserver::hub_gate(w, c, "ClusterProfile").then_some(charts::CLUSTER_PROFILE_CRD);
+    ops.extend(missing_crds(w, c, charts::HUB_CRDS, profile));
+    for (name, component) in HUB_DEPLOYMENTS {
         if w.get(c, gk::DEPLOYMENT, HUB_NAMESPACE, name).is_some() {
             continue;
         }
-        let pull_spec = cm["spec"][*image]
-            .as_str()
-            .unwrap_or("quay.io/open-cluster-management/registration:v1.3.1")
-            .to_owned();
-        ops.push(Op::Create(
-            s(c),
-            deployment(
-                HUB_NAMESPACE,
-                name,
-                app,
-                1,
-                json!([{"name": "hub", "image": pull_spec, "args": ["/registration", "controller"]}]),
-            ),
-        ));
+        let app = match name.strip_suffix("-controller") {
+            Some(_) => name.replacen("cluster-manager", "clustermanager", 1),
+            None => s(name),
+        };
+        let image = util::str_at(cm, &format!("/spec/{component}ImagePullSpec"))
+            .unwrap_or("quay.io/open-cluster-management/registration:v1.3.1");
+        let containers =
+            json!([{"name": "hub", "image": image, "args": ["/registration", "controller"]}]);
+        let d = deployment(HUB_NAMESPACE, name, &app, 1, containers);
+        ops.push(Op::Create(s(c), d));
     }
     if apiserver::hub_gate(w, c, "DefaultClusterSet") && w.served(c, gk::CLUSTER_SET) {
-        ops.push(Op::Create(
-            s(c),
-            json!({
+        let set = |name: &str, selector: Value| {
+            let set = json!({
                 "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
-                "metadata": {"name": "default"},
-                "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}},
-            }),
+                "metadata": {"name": name}, "spec": {"clusterSelector": selector},
+            });
+            Op::Create(s(c), set)
+        };
+        ops.push(set(
+            "default",
+            json!({"selectorType": "ExclusiveClusterSetLabel"}),
         ));
-        ops.push(Op::Create(
-            s(c),
-            json!({
-                "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
-                "metadata": {"name": "global"},
-                "spec": {"clusterSelector": {"selectorType": "LabelSelector", "labelSelector": {}}},
-            }),
+        ops.push(set(
+            "global",
+            json!({"selectorType": "LabelSelector", "labelSelector": {}}),
         ));
     }
-    // open-cluster-management-io/ocm v1.3.1 `pkg/operator/.../clustermanager_webhook_reconcile.go`,
-    // `pkg/operator/.../clustermanager_controller.go`: `Applied` comes with the first pass; `Progressing` stays
-    // True until every Deployment is ready, and only then are the webhook configurations registered.
+    ops.extend(cluster_manager_status(w, c, cm));
+    ops
+}
+
+/// The ClusterManager's status (open-cluster-management-io/ocm v1.3.1
+/// `pkg/operator/.../clustermanager_webhook_reconcile.go`, `pkg/operator/.../clustermanager_controller.go`):
+/// `Applied` comes with the first pass; `Progressing` stays True until every Deployment is ready, and only
+/// then are the webhook configurations registered.
+fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     let ready = |name: &str| {
         w.get(c, gk::DEPLOYMENT, HUB_NAMESPACE, name)
             .is_some_and(super::available)
     };
-    let rolling: Vec<&str> = HUB_DEPLOYMENTS
-        .iter()
-        .map(|(name, _, _)| *name)
-        .filter(|name| !ready(name))
-        .collect();
+    // The Deployments of `component` (all with `None`) that are not ready, comma-separated.
+    let down = |component: Option<&str>| {
+        let down: Vec<&str> = HUB_DEPLOYMENTS
+            .iter()
+            .filter(|(name, comp)| component.is_none_or(|c| c == *comp) && !ready(name))
+            .map(|(name, _)| *name)
+            .collect();
+        down.join(", ")
+    };
+    // `Hub<What>Degraded`, about the Deployments of component `what`.
+    let health = |what: &str, fine: &str| {
+        let (kind, down) = (
+            format!("Hub{what}Degraded"),
+            down(Some(&what.to_lowercase())),
+        );
+        if down.is_empty() {
+            json!({"type": kind, "status": "False", "reason": format!("{what}Functional"), "message": fine})
+        } else {
+            let msg = format!("{what} pods are unavailable: {down}");
+            json!({"type": kind, "status": "True", "reason": format!("Unavailable{what}Pod"), "message": msg})
+        }
+    };
+    let registration = health("Registration", "Registration is managing credentials");
+    let placement = health("Placement", "Placement is scheduling placement decisions");
+    let rolling = down(None);
+    let mut ops = Vec::new();
+    let progressing = if rolling.is_empty() {
+        ops.extend(
+            apiserver::HUB_ADMISSION_WEBHOOKS
+                .iter()
+                .map(|(key, hook)| Op::Create(s(c), webhook_configuration(key, hook))),
+        );
+        json!({"type": "Progressing", "status": "False", "reason": "ClusterManagerUpToDate", "message": "Components of cluster manager are up to date"})
+    } else {
+        let msg = format!("Deployments {rolling} is still rolling");
+        json!({"type": "Progressing", "status": "True", "reason": "ClusterManagerDeploymentRolling", "message": msg})
+    };
     let mut n = cm.clone();
     n["status"]["observedGeneration"] = cm["metadata"]["generation"].clone();
-    set_condition(
-        &mut n,
-        "Applied",
-        "True",
-        "ClusterManagerApplied",
-        "Components of cluster manager are applied",
-    );
-    set_condition(
-        &mut n,
-        "ValidFeatureGates",
-        "True",
-        "FeatureGatesAllValid",
-        "Feature gates are all valid",
-    );
-    let degraded =
-        |n: &mut Value, kind: &str, pods: &[&str], fine: (&str, &str), bad: &str, what: &str| {
-            let down: Vec<&str> = pods.iter().copied().filter(|p| !ready(p)).collect();
-            if down.is_empty() {
-                set_condition(n, kind, "False", fine.0, fine.1);
-            } else {
-                set_condition(
-                    n,
-                    kind,
-                    "True",
-                    bad,
-                    &format!("{} pods are unavailable: {}", what, down.join(", ")),
-                );
-            }
-        };
-    degraded(
-        &mut n,
-        "HubRegistrationDegraded",
-        &[
-            "cluster-manager-registration-controller",
-            "cluster-manager-registration-webhook",
-        ],
-        (
-            "RegistrationFunctional",
-            "Registration is managing credentials",
-        ),
-        "UnavailableRegistrationPod",
-        "Registration",
-    );
-    degraded(
-        &mut n,
-        "HubPlacementDegraded",
-        &["cluster-manager-placement-controller"],
-        (
-            "PlacementFunctional",
-            "Placement is scheduling placement decisions",
-        ),
-        "UnavailablePlacementPod",
-        "Placement",
-    );
-    if rolling.is_empty() {
-        set_condition(
-            &mut n,
-            "Progressing",
-            "False",
-            "ClusterManagerUpToDate",
-            "Components of cluster manager are up to date",
-        );
-        for (key, hook) in apiserver::HUB_ADMISSION_WEBHOOKS {
-            ops.push(Op::Create(s(c), webhook_configuration(key, hook)));
-        }
-    } else {
-        set_condition(
-            &mut n,
-            "Progressing",
-            "True",
-            "ClusterManagerDeploymentRolling",
-            &format!("Deployments {} is still rolling", rolling.join(", ")),
-        );
-    }
+    let conds = json!([
+            {"type": "Applied", "status": "True", "reason": "ClusterManagerApplied", "message": "Components of cluster manager are applied"},
+            {"type": "ValidFeatureGates", "status": "True", "reason": "FeatureGatesAllValid", "message": "Feature gates are all valid"},
+            registration,
+            placement,
+            progressing,
+    ]);
+    set_conditions(&mut n, conds);
     ops.push(Op::Put(s(c), n));
     ops
 }
@@ -436,7 +360,7 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
         return Vec::new();
     };
     // The operator runs while its Deployment has a replica: scaled to 0, nothing reconciles the agents.
-    let running = |d: &Value| d.pointer("/spec/replicas").and_then(Value::as_i64) != Some(0);
+    let running = |d: &Value| d["spec"]["replicas"].as_i64() != Some(0);
     if !w
         .find_named(c, gk::DEPLOYMENT, "klusterlet")
         .is_some_and(running)
@@ -444,27 +368,19 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
         return Vec::new();
     }
     let ns = agent_namespace(k);
-    let mut ops = Vec::new();
-    let gate = spoke_gate(k, "ClusterProperty", false);
-    let crds = [charts::CLUSTER_CLAIM_CRD, charts::APPLIED_WORK_CRD]
-        .into_iter()
-        .chain(gate.then_some(charts::CLUSTER_PROPERTY_CRD));
-    for crd in crds {
-        // Built only when missing: this runs on every Klusterlet change.
-        if w.get(c, gk::CRD, "", crd).is_none() {
-            ops.push(Op::Create(s(c), charts::crd(crd)));
-        }
-    }
+    let property = spoke_gate(k, "ClusterProperty", false).then_some(charts::CLUSTER_PROPERTY_CRD);
+    let crds = [charts::CLUSTER_CLAIM_CRD, charts::APPLIED_WORK_CRD];
+    let mut ops = missing_crds(w, c, &crds, property);
     ops.push(Op::Create(s(c), namespace_obj(&ns)));
     for (name, image) in [
-        ("klusterlet-registration-agent", "registrationImagePullSpec"),
+        (REGISTRATION_APP, "registrationImagePullSpec"),
         ("klusterlet-work-agent", "workImagePullSpec"),
     ] {
         if let Some(d) = w.get(c, gk::DEPLOYMENT, &ns, name) {
             // Applied with the operator's replica count on every reconcile, 1 on a one-node cluster: a
             // scaled agent is scaled back (ocm manifests/klusterlet/management/klusterlet-registration-deployment.yaml
             // `replicas: {{ .Replica }}`, pkg/operator/helpers `DetermineReplica`).
-            if d.pointer("/spec/replicas").and_then(Value::as_i64) != Some(1) {
+            if d["spec"]["replicas"].as_i64() != Some(1) {
                 let mut d = d.clone();
                 d["spec"]["replicas"] = json!(1);
                 ops.push(Op::Put(s(c), d));
@@ -473,21 +389,13 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
         }
         let image = util::str_at(k, &format!("/spec/{image}"))
             .unwrap_or("quay.io/open-cluster-management/registration:v1.3.1");
-        ops.push(Op::Create(
-            s(c),
-            deployment(
-                &ns,
-                name,
-                name,
-                1,
-                json!([{"name": "agent", "image": image, "args": ["agent"]}]),
-            ),
-        ));
+        let containers = json!([{"name": "agent", "image": image, "args": ["agent"]}]);
+        ops.push(Op::Create(s(c), deployment(&ns, name, name, 1, containers)));
     }
     // The registration Deployment's ReplicaSet starts its Pod: with the bootstrap Secret there the kubelet
     // mounts it at once, else the Pod waits (see [`Behaviour::BootstrapMount`]).
     let scaled_down = w
-        .get(c, gk::DEPLOYMENT, &ns, "klusterlet-registration-agent")
+        .get(c, gk::DEPLOYMENT, &ns, REGISTRATION_APP)
         .is_some_and(|d| !running(d));
     if registration_pods(w, c, &ns).is_empty() && !scaled_down {
         let mounted = w.get(c, gk::SECRET, &ns, BOOTSTRAP_SECRET).is_some();
@@ -495,27 +403,12 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     }
     let mut n = k.clone();
     n["status"]["observedGeneration"] = k["metadata"]["generation"].clone();
-    set_condition(
-        &mut n,
-        "Applied",
-        "True",
-        "KlusterletApplied",
-        "Klusterlet Component Applied",
-    );
-    set_condition(
-        &mut n,
-        "RegistrationDesiredDegraded",
-        "False",
-        "DeploymentsFunctional",
-        "deployments are ready",
-    );
-    set_condition(
-        &mut n,
-        "WorkDesiredDegraded",
-        "False",
-        "DeploymentsFunctional",
-        "deployments are ready",
-    );
+    let conds = json!([
+            {"type": "Applied", "status": "True", "reason": "KlusterletApplied", "message": "Klusterlet Component Applied"},
+            {"type": "RegistrationDesiredDegraded", "status": "False", "reason": "DeploymentsFunctional", "message": "deployments are ready"},
+            {"type": "WorkDesiredDegraded", "status": "False", "reason": "DeploymentsFunctional", "message": "deployments are ready"},
+    ]);
+    set_conditions(&mut n, conds);
     ops.push(Op::Put(s(c), n));
     ops
 }
@@ -527,52 +420,55 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
 fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
     let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
     let boot = parse_bootstrap(data)?;
-    let (server, token) = (boot.server.as_str(), boot.token.as_str());
+    let server = boot.server.trim_end_matches('/');
+    let dial = |why: &str| {
+        format!(
+            "Get \"{}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: {why}",
+            boot.server
+        )
+    };
     // A cluster's own endpoint (an existing cluster's address) is reached from anywhere while it runs.
     let by_endpoint = w
         .clusters
         .values()
-        .find(|c| c.endpoint.as_deref() == Some(server.trim_end_matches('/')))
+        .find(|c| c.endpoint.as_deref() == Some(server))
         .map(|c| c.name.as_str());
-    let hub = if let Some(hub) = by_endpoint {
-        if !w.reachable(hub) {
-            return Err(format!(
-                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused"
-            ));
+    let hub = match by_endpoint {
+        Some(hub) if !w.reachable(hub) => return Err(dial("connect: connection refused")),
+        Some(hub) => hub,
+        None => {
+            let host = server
+                .strip_prefix("https://")
+                .and_then(|h| h.strip_suffix(":6443"))
+                .and_then(|h| h.strip_suffix("-control-plane"));
+            let Some(hub) = host else {
+                return Err(dial(
+                    "connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub)",
+                ));
+            };
+            let on_kind = |c: &str| {
+                w.containers
+                    .get(&control_plane(c))
+                    .is_some_and(|ct| ct.running && ct.networks.contains_key(KIND_NETWORK))
+            };
+            if !w.reachable(hub) || !on_kind(hub) || !on_kind(spoke) {
+                return Err(dial(&format!(
+                    "lookup {hub}-control-plane on 127.0.0.11:53: no such host"
+                )));
+            }
+            hub
         }
-        hub
-    } else {
-        let host = server
-            .trim_end_matches('/')
-            .strip_prefix("https://")
-            .and_then(|h| h.strip_suffix(":6443"))
-            .and_then(|h| h.strip_suffix("-control-plane"));
-        let Some(hub) = host else {
-            return Err(format!(
-                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: connect: connection refused (from inside a kind node only https://<hub>-control-plane:6443 reaches the hub)"
-            ));
-        };
-        let on_kind = |c: &str| {
-            w.containers
-                .get(&control_plane(c))
-                .is_some_and(|ct| ct.running && ct.networks.contains_key(KIND_NETWORK))
-        };
-        if !w.reachable(hub) || !on_kind(hub) || !on_kind(spoke) {
-            return Err(format!(
-                "Get \"{server}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: lookup {hub}-control-plane on 127.0.0.11:53: no such host"
-            ));
-        }
-        hub
     };
     // TLS first: the agent verifies the hub's serving certificate with the kubeconfig's CA.
     if let Some(ca) = &boot.ca
         && !trusts(ca, w.ca_pem(hub))
     {
         return Err(format!(
-            "Post \"{server}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": tls: failed to verify certificate: x509: certificate signed by unknown authority (the bootstrap kubeconfig's certificate-authority-data is not cluster {hub}'s CA)"
+            "Post \"{}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": tls: failed to verify certificate: x509: certificate signed by unknown authority (the bootstrap kubeconfig's certificate-authority-data is not cluster {hub}'s CA)",
+            boot.server
         ));
     }
-    let minted = w.tokens.get(token).is_some_and(|t| {
+    let minted = w.tokens.get(&boot.token).is_some_and(|t| {
         t.cluster == hub && t.namespace == BOOTSTRAP_SA_NS && t.service_account == BOOTSTRAP_SA
     });
     if !minted {
@@ -587,12 +483,11 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
 }
 
 /// What the registration agent reads from its bootstrap kubeconfig.
-#[derive(Debug, Clone)]
-pub(crate) struct Bootstrap {
-    pub server: String,
-    pub token: String,
+struct Bootstrap {
+    server: String,
+    token: String,
     /// `certificate-authority-data`, decoded (PEM); `None` with `insecure-skip-tls-verify`.
-    pub ca: Option<String>,
+    ca: Option<String>,
 }
 
 /// Whether a PEM CA bundle holds the CA certificate `ca_pem` (compared as DER).
@@ -610,36 +505,25 @@ fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
         .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
     let cfg: Value = serde_saphyr::from_str(&text)
         .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
-    let field = |path: &str, missing: &str| {
-        cfg.pointer(path)
-            .and_then(Value::as_str)
+    let cluster = &cfg["clusters"][0]["cluster"];
+    let field = |v: &Value, path: &str| {
+        v.as_str()
             .map(str::to_owned)
-            .ok_or_else(|| missing.to_owned())
+            .ok_or_else(|| format!("the bootstrap kubeconfig has no {path}"))
     };
-    let insecure =
-        cfg.pointer("/clusters/0/cluster/insecure-skip-tls-verify") == Some(&json!(true));
-    let ca = match cfg
-        .pointer("/clusters/0/cluster/certificate-authority-data")
-        .and_then(Value::as_str)
-    {
+    let ca = match cluster["certificate-authority-data"].as_str() {
         Some(b64) => Some(
             util::b64_decode(b64.trim())
                 .and_then(|b| String::from_utf8(b).ok())
                 .ok_or("certificate-authority-data is not base64-encoded PEM")?,
         ),
         // Neither a CA nor insecure: the system roots, which do not hold a kind cluster's CA.
-        None if !insecure => Some(String::new()),
+        None if cluster["insecure-skip-tls-verify"] != true => Some(String::new()),
         None => None,
     };
     Ok(Bootstrap {
-        server: field(
-            "/clusters/0/cluster/server",
-            "the bootstrap kubeconfig has no clusters[0].cluster.server",
-        )?,
-        token: field(
-            "/users/0/user/token",
-            "the bootstrap kubeconfig has no users[0].user.token",
-        )?,
+        server: field(&cluster["server"], "clusters[0].cluster.server")?,
+        token: field(&cfg["users"][0]["user"]["token"], "users[0].user.token")?,
         ca,
     })
 }
@@ -672,7 +556,7 @@ fn registration_pod(ns: &str, mounted: bool) -> Value {
 
 /// Queues every Pending registration Pod on `c` whose bootstrap Secret now exists: the kubelet mounts it
 /// at its next retry ([`Behaviour::BootstrapMount`]).
-fn queue_waiting_mounts(w: &World, c: &str, q: &mut super::Queue<'_>) {
+fn queue_waiting_mounts(w: &World, c: &str, q: &mut Queue<'_>) {
     for p in w.list(c, POD, None) {
         let ns = util::namespace(p);
         if util::label(p, "app") == Some(REGISTRATION_APP)
@@ -697,78 +581,73 @@ fn mount_bootstrap(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     vec![Op::Put(s(c), n)]
 }
 
-fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Op {
+/// The Klusterlet says why the agent cannot reach the hub.
+fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Vec<Op> {
     let mut n = k.clone();
     set_condition(&mut n, "HubConnectionDegraded", "True", reason, msg);
-    Op::Put(s(c), n)
+    vec![Op::Put(s(c), n)]
 }
 
 /// The registration agent (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/`): with a usable
-/// bootstrap kubeconfig it creates its ManagedCluster (`hubAcceptsClient: false`; the hub webhook adds the
-/// `default` set label) and a CSR labelled with the cluster name; otherwise the Klusterlet says why
+/// bootstrap kubeconfig it registers (see [`register`]); otherwise the Klusterlet says why
 /// (`HubConnectionDegraded`).
 pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, spoke) else {
         return Vec::new();
     };
-    if w.agent(spoke).is_some_and(|a| a.stopped.is_some()) {
-        // A stopped agent does nothing (open-cluster-management-io/ocm v1.3.1
-        // `pkg/registration/hub/lease/controller.go`).
-        return Vec::new();
-    }
-    if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")
-        .is_none()
+    // A stopped agent does nothing (open-cluster-management-io/ocm v1.3.1
+    // `pkg/registration/hub/lease/controller.go`).
+    let stopped = w.agent(spoke).is_some_and(|a| a.stopped.is_some());
+    if stopped
+        || w.find_named(spoke, gk::DEPLOYMENT, REGISTRATION_APP)
+            .is_none()
     {
         return Vec::new();
     }
     let ns = agent_namespace(k);
-    let cluster_name = util::str_at(k, "/spec/clusterName")
-        .unwrap_or("")
-        .to_owned();
+    let cluster_name = util::str_at(k, "/spec/clusterName").unwrap_or("");
     if cluster_name.is_empty() {
-        return vec![degraded(
+        return degraded(
             k,
             spoke,
             "BootstrapSecretError",
             "spec.clusterName is empty",
-        )];
+        );
     }
-    let secret_there = w
-        .get(spoke, gk::SECRET, &ns, "bootstrap-hub-kubeconfig")
-        .is_some();
+    let secret = w.get(spoke, gk::SECRET, &ns, BOOTSTRAP_SECRET);
     let pods = registration_pods(w, spoke, &ns);
-    if secret_there && !pods.is_empty() && !pods.iter().any(|p| p["status"]["phase"] == "Running") {
+    if secret.is_some()
+        && !pods.is_empty()
+        && !pods.iter().any(|p| p["status"]["phase"] == "Running")
+    {
         // Waiting for the kubelet's next mount retry.
         return Vec::new();
     }
-    let Some(secret) = w.get(spoke, gk::SECRET, &ns, "bootstrap-hub-kubeconfig") else {
-        return vec![degraded(
-            k,
-            spoke,
-            "BootstrapSecretMissing",
-            &format!(
-                "Failed to get bootstrap secret \"{ns}/bootstrap-hub-kubeconfig\": secrets \"bootstrap-hub-kubeconfig\" not found"
-            ),
-        )];
+    let Some(secret) = secret else {
+        let msg = format!(
+            "Failed to get bootstrap secret \"{ns}/{BOOTSTRAP_SECRET}\": secrets \"{BOOTSTRAP_SECRET}\" not found"
+        );
+        return degraded(k, spoke, "BootstrapSecretMissing", &msg);
     };
-    let hub = match bootstrap_hub(w, spoke, secret) {
-        Ok(h) => h,
+    match bootstrap_hub(w, spoke, secret) {
+        Ok(hub) => register(w, spoke, k, &hub, cluster_name),
         Err(why) => {
-            return vec![degraded(
-                k,
-                spoke,
-                "BootstrapSecretError",
-                &format!(
-                    "Failed to create SelfSubjectAccessReview with bootstrap secret \"{ns}/bootstrap-hub-kubeconfig\": {why}"
-                ),
-            )];
+            let msg = format!(
+                "Failed to create SelfSubjectAccessReview with bootstrap secret \"{ns}/{BOOTSTRAP_SECRET}\": {why}"
+            );
+            degraded(k, spoke, "BootstrapSecretError", &msg)
         }
-    };
+    }
+}
+
+/// The agent registers with `hub`: it creates its ManagedCluster (again when deleted on the hub) and a
+/// CSR labelled with the cluster name until it has joined.
+fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) -> Vec<Op> {
     let mut agent = match w.agent(spoke) {
         Some(a) if a.hub == hub && a.cluster_name == cluster_name => a.clone(),
         _ => Agent {
-            hub: hub.clone(),
-            cluster_name: cluster_name.clone(),
+            hub: s(hub),
+            cluster_name: s(cluster_name),
             csr: None,
             joined: false,
             claim_error: None,
@@ -778,47 +657,25 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
         },
     };
     let mut ops = vec![Op::AgentIndex(format!("{hub}/{cluster_name}"), s(spoke))];
-    if w.get(&hub, gk::MANAGED_CLUSTER, "", &cluster_name)
-        .is_none()
-    {
+    if w.get(hub, gk::MANAGED_CLUSTER, "", cluster_name).is_none() {
         // Deleted on the hub: the agent registers again.
         agent.joined = false;
         agent.csr = None;
-        let urls: Vec<Value> = k["spec"]["externalServerURLs"]
-            .as_array()
-            .map(|us| {
-                us.iter()
-                    .filter_map(|u| u["url"].as_str())
-                    // The spoke's own API server, so the spoke's CA.
-                    .map(|u| json!({"url": u, "caBundle": util::b64_encode(w.ca_pem(spoke).as_bytes())}))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut mc = json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1",
-            "kind": "ManagedCluster",
-            "metadata": {"name": cluster_name},
-            "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
-        });
-        if !urls.is_empty() {
-            mc["spec"]["managedClusterClientConfigs"] = Value::Array(urls);
-        }
-        // The hub's mutating webhook (open-cluster-management-io/ocm v1.3.1
-        // `pkg/registration/webhook/v1/managedcluster_mutating.go`): no error path for this object.
-        let _ = apiserver::admit(w, &hub, gk::MANAGED_CLUSTER, &mut mc);
-        ops.push(Op::Create(hub.clone(), mc));
+        let mc = managed_cluster(w, k, hub, spoke, cluster_name);
+        ops.push(Op::Create(s(hub), mc));
     }
     let csr_missing = agent
         .csr
         .as_ref()
-        .is_none_or(|n| w.get(&hub, gk::CSR, "", n).is_none());
+        .is_none_or(|n| w.get(hub, gk::CSR, "", n).is_none());
     if !agent.joined && csr_missing {
-        let name = csr_name(w, &hub, &cluster_name, spoke);
-        ops.push(Op::Create(hub.clone(), csr(&cluster_name, &name, spoke)));
+        let name = csr_name(w, hub, cluster_name, spoke);
+        ops.push(Op::Create(s(hub), csr(cluster_name, &name, spoke)));
         agent.csr = Some(name);
     }
     if !agent.joined {
-        ops.push(degraded(
+        let ns = agent_namespace(k);
+        ops.extend(degraded(
             k,
             spoke,
             "BootstrapSecretFunctional,HubKubeConfigSecretMissing",
@@ -827,6 +684,32 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
     }
     ops.push(Op::Agent(s(spoke), Some(agent)));
     ops
+}
+
+/// The agent's ManagedCluster (`hubAcceptsClient: false`), as the hub's mutating webhook admits it (it adds
+/// the `default` set label; open-cluster-management-io/ocm v1.3.1
+/// `pkg/registration/webhook/v1/managedcluster_mutating.go`: no error path for this object).
+fn managed_cluster(w: &World, k: &Value, hub: &str, spoke: &str, name: &str) -> Value {
+    // The spoke's own API server, so the spoke's CA.
+    let ca = util::b64_encode(w.ca_pem(spoke).as_bytes());
+    let urls: Vec<Value> = k["spec"]["externalServerURLs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|u| u["url"].as_str())
+        .map(|u| json!({"url": u, "caBundle": ca}))
+        .collect();
+    let mut mc = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1",
+        "kind": "ManagedCluster",
+        "metadata": {"name": name},
+        "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
+    });
+    if !urls.is_empty() {
+        mc["spec"]["managedClusterClientConfigs"] = json!(urls);
+    }
+    let _ = apiserver::admit(w, hub, gk::MANAGED_CLUSTER, &mut mc);
+    mc
 }
 
 /// `generateName: <cluster>-` with a 5-character suffix, unique on the hub.
@@ -842,16 +725,19 @@ fn csr_name(w: &World, hub: &str, cluster: &str, spoke: &str) -> String {
     }
 }
 
+/// A PEM block of `kind` holding `text`.
+fn pem_block(kind: &str, text: &str) -> String {
+    let body = util::b64_encode(text.as_bytes());
+    format!("-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\n")
+}
+
 /// The agent's CSR, shaped like `fixtures/recorded/5-csr/`.
 fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
     let agent_id = format!("{:016x}", util::fnv1a(spoke));
     let subject = format!(
         "simulated certificate request: CN=system:open-cluster-management:{cluster}:{agent_id}, O=system:open-cluster-management:{cluster}, O=system:open-cluster-management:managed-clusters"
     );
-    let pem = format!(
-        "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
-        util::b64_encode(subject.as_bytes())
-    );
+    let pem = pem_block("CERTIFICATE REQUEST", &subject);
     json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
@@ -903,16 +789,9 @@ pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
     {
         return Vec::new();
     }
-    let pem = format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        util::b64_encode(
-            format!(
-                "simulated client certificate for {}",
-                util::str_at(csr, "/spec/username").unwrap_or("")
-            )
-            .as_bytes()
-        )
-    );
+    let user = util::str_at(csr, "/spec/username").unwrap_or("");
+    let cert = format!("simulated client certificate for {user}");
+    let pem = pem_block("CERTIFICATE", &cert);
     let mut n = csr.clone();
     n["status"]["certificate"] = json!(util::b64_encode(pem.as_bytes()));
     vec![Op::Put(s(hub), n)]
@@ -920,8 +799,7 @@ pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
 
 /// Accept and join (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`):
 /// `hubAcceptsClient: true` makes the hub accept the cluster and create its namespace; with the agent's CSR
-/// approved and signed, the agent joins: ManagedCluster conditions `ManagedClusterJoined` and
-/// `ManagedClusterConditionAvailable`, `status.version`, and a healthy Klusterlet.
+/// approved and signed, the agent joins (see [`join`]).
 pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
         return Vec::new();
@@ -943,107 +821,101 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         let fins = util::obj_at(&mut n, &["metadata"])
             .entry("finalizers")
             .or_insert_with(|| json!([]));
-        if let Some(list) = fins.as_array_mut() {
-            for f in [
-                "cluster.open-cluster-management.io/resource-cleanup",
-                "cluster.open-cluster-management.io/api-resource-cleanup",
-            ] {
-                if !list.iter().any(|x| x == f) {
-                    list.push(json!(f));
-                }
+        for f in [
+            "cluster.open-cluster-management.io/resource-cleanup",
+            "cluster.open-cluster-management.io/api-resource-cleanup",
+        ] {
+            if let Some(list) = fins.as_array_mut()
+                && !list.iter().any(|x| x == f)
+            {
+                list.push(json!(f));
             }
         }
         ops.push(Op::Create(s(hub), namespace_obj(mc)));
     }
-    let spoke = w
-        .spoke_of(hub, mc)
-        .filter(|s| w.reachable(s))
-        .map(str::to_owned);
-    if let Some(spoke) = spoke
-        && let Some(agent) = w
-            .agent(&spoke)
-            .filter(|a| a.hub == hub && a.cluster_name == mc)
+    let spoke = w.spoke_of(hub, mc).filter(|s| w.reachable(s));
+    let agent = spoke
+        .and_then(|sp| w.agent(sp))
+        .filter(|a| a.hub == hub && a.cluster_name == mc);
+    if let (Some(spoke), Some(agent)) = (spoke, agent)
+        && accepted
+        && (agent.joined || csr_signed(w, hub, agent))
     {
-        let signed = agent.joined
-            || agent.csr.as_ref().is_some_and(|c| {
-                w.get(hub, gk::CSR, "", c)
-                    .is_some_and(|o| o.pointer("/status/certificate").is_some())
-            });
-        if accepted && signed && agent.stopped.is_some() {
-            // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
-            // past the grace period the hub's lease controller sets Available Unknown. Joined stays
-            // True: no hub code sets it False (open-cluster-management-io/ocm v1.3.1
-            // `pkg/registration/spoke/managedcluster/joining_reconcile.go`,
-            // `pkg/registration/hub/lease/controller.go`).
-            if agent.lease_expired {
-                set_condition(
-                    &mut n,
-                    "ManagedClusterConditionAvailable",
-                    "Unknown",
-                    "ManagedClusterLeaseUpdateStopped",
-                    "Registration agent stopped updating its lease.",
-                );
-            }
-        } else if accepted && signed {
-            let version = w.clusters[&spoke].version();
-            set_condition(
-                &mut n,
-                "ManagedClusterConditionClockSynced",
-                "True",
-                "ManagedClusterClockSynced",
-                "The clock of the managed cluster is synced with the hub.",
-            );
-            set_condition(
-                &mut n,
-                "ManagedClusterJoined",
-                "True",
-                "ManagedClusterJoined",
-                "Managed cluster joined",
-            );
+        // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
+        // past the grace period the hub's lease controller sets Available Unknown. Joined stays
+        // True: no hub code sets it False (open-cluster-management-io/ocm v1.3.1
+        // `pkg/registration/spoke/managedcluster/joining_reconcile.go`,
+        // `pkg/registration/hub/lease/controller.go`).
+        if agent.stopped.is_none() {
+            ops.extend(join(w, hub, spoke, agent, &mut n));
+        } else if agent.lease_expired {
             set_condition(
                 &mut n,
                 "ManagedClusterConditionAvailable",
-                "True",
-                "ManagedClusterAvailable",
-                "Managed cluster is available",
+                "Unknown",
+                "ManagedClusterLeaseUpdateStopped",
+                "Registration agent stopped updating its lease.",
             );
-            n["status"]["version"] = json!({"kubernetes": version});
-            if let Some(k) = klusterlet(w, &spoke) {
-                let ns = agent_namespace(k);
-                let mut kn = k.clone();
-                set_condition(
-                    &mut kn,
-                    "HubConnectionDegraded",
-                    "False",
-                    "HubConnectionFunctional",
-                    "Hub connection is functional",
-                );
-                ops.push(Op::Put(spoke.clone(), kn));
-                let hub_kubeconfig = format!(
-                    "# simulated hub kubeconfig of the registration agent\napiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://{hub}-control-plane:6443\ncontexts:\n- name: default-context\n  context:\n    cluster: hub\n    user: default-auth\ncurrent-context: default-context\nusers:\n- name: default-auth\n  user:\n    client-certificate: tls.crt\n    client-key: tls.key\n"
-                );
-                ops.push(Op::Create(
-                    spoke.clone(),
-                    json!({
-                        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                        "metadata": {"name": "hub-kubeconfig-secret", "namespace": ns},
-                        "data": {
-                            "cluster-name": util::b64_encode(mc.as_bytes()),
-                            "kubeconfig": util::b64_encode(hub_kubeconfig.as_bytes()),
-                        },
-                    }),
-                ));
-            }
-            if !agent.joined {
-                let mut a = agent.clone();
-                a.joined = true;
-                ops.push(Op::Agent(spoke.clone(), Some(a)));
-                ops.push(Op::Enqueue(Work::new(&CLAIM_SYNC, &spoke, ["", ""])));
-            }
         }
     }
     ops.push(Op::Put(s(hub), n));
     ops
+}
+
+/// The agent's CSR has its certificate.
+fn csr_signed(w: &World, hub: &str, agent: &Agent) -> bool {
+    agent.csr.as_ref().is_some_and(|c| {
+        w.get(hub, gk::CSR, "", c)
+            .is_some_and(|o| o.pointer("/status/certificate").is_some())
+    })
+}
+
+/// The agent joins: ManagedCluster `n` gets `ManagedClusterJoined`, `ManagedClusterConditionAvailable` and
+/// `status.version`; the Klusterlet is healthy and the agent writes its hub kubeconfig Secret.
+fn join(w: &World, hub: &str, spoke: &str, agent: &Agent, n: &mut Value) -> Vec<Op> {
+    let conds = json!([
+            {"type": "ManagedClusterConditionClockSynced", "status": "True", "reason": "ManagedClusterClockSynced", "message": "The clock of the managed cluster is synced with the hub."},
+            {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined", "message": "Managed cluster joined"},
+            {"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "ManagedClusterAvailable", "message": "Managed cluster is available"},
+    ]);
+    set_conditions(n, conds);
+    n["status"]["version"] = json!({"kubernetes": w.clusters[spoke].version()});
+    let mut ops = Vec::new();
+    if let Some(k) = klusterlet(w, spoke) {
+        let mut kn = k.clone();
+        set_condition(
+            &mut kn,
+            "HubConnectionDegraded",
+            "False",
+            "HubConnectionFunctional",
+            "Hub connection is functional",
+        );
+        ops.push(Op::Put(s(spoke), kn));
+        let secret = hub_kubeconfig_secret(hub, &agent.cluster_name, &agent_namespace(k));
+        ops.push(Op::Create(s(spoke), secret));
+    }
+    if !agent.joined {
+        let mut joined = agent.clone();
+        joined.joined = true;
+        ops.push(Op::Agent(s(spoke), Some(joined)));
+        ops.push(Op::Enqueue(Work::new(&CLAIM_SYNC, spoke, ["", ""])));
+    }
+    ops
+}
+
+/// The Secret the joined agent keeps its hub kubeconfig in.
+fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
+    let kubeconfig = format!(
+        "# simulated hub kubeconfig of the registration agent\napiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://{hub}-control-plane:6443\ncontexts:\n- name: default-context\n  context:\n    cluster: hub\n    user: default-auth\ncurrent-context: default-context\nusers:\n- name: default-auth\n  user:\n    client-certificate: tls.crt\n    client-key: tls.key\n"
+    );
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "hub-kubeconfig-secret", "namespace": ns},
+        "data": {
+            "cluster-name": util::b64_encode(mc.as_bytes()),
+            "kubeconfig": util::b64_encode(kubeconfig.as_bytes()),
+        },
+    })
 }
 
 /// The registration agent's claim sync (open-cluster-management-io/ocm v1.3.1
@@ -1065,49 +937,39 @@ pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, spoke) else {
         return Vec::new();
     };
-    let spoke_only = |o: &Value| util::label(o, SPOKE_ONLY_LABEL).is_some();
-    let mut by_name: BTreeMap<String, String> = BTreeMap::new();
-    if spoke_gate(k, "ClusterClaim", true) && w.served(spoke, gk::CLUSTER_CLAIM) {
-        for c in w
-            .list(spoke, gk::CLUSTER_CLAIM, None)
-            .filter(|o| !spoke_only(o))
-        {
-            let v = util::str_at(c, "/spec/value").unwrap_or("");
-            by_name.insert(s(util::name(c)), s(v));
+    let mut by_name: BTreeMap<&str, &str> = BTreeMap::new();
+    for (kind, gate, default) in [
+        (gk::CLUSTER_CLAIM, "ClusterClaim", true),
+        (gk::CLUSTER_PROPERTY, "ClusterProperty", false),
+    ] {
+        if !spoke_gate(k, gate, default) || !w.served(spoke, kind) {
+            continue;
+        }
+        for o in w.list(spoke, kind, None) {
+            if util::label(o, SPOKE_ONLY_LABEL).is_none() {
+                let value = util::str_at(o, "/spec/value").unwrap_or("");
+                by_name.insert(util::name(o), value);
+            }
         }
     }
-    if spoke_gate(k, "ClusterProperty", false) && w.served(spoke, gk::CLUSTER_PROPERTY) {
-        for p in w
-            .list(spoke, gk::CLUSTER_PROPERTY, None)
-            .filter(|o| !spoke_only(o))
-        {
-            let v = util::str_at(p, "/spec/value").unwrap_or("");
-            by_name.insert(s(util::name(p)), s(v));
-        }
-    }
-    let cfg = k.pointer("/spec/registrationConfiguration/clusterClaimConfiguration");
-    let max = cfg
-        .and_then(|c| c["maxCustomClusterClaims"].as_u64())
-        .unwrap_or(20) as usize;
-    let suffixes: Vec<&str> = cfg
-        .and_then(|c| c["reservedClusterClaimSuffixes"].as_array())
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let cfg = &k["spec"]["registrationConfiguration"]["clusterClaimConfiguration"];
+    let max = cfg["maxCustomClusterClaims"].as_u64().unwrap_or(20) as usize;
+    let suffixes: Vec<&str> = cfg["reservedClusterClaimSuffixes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     let reserved =
         |n: &str| RESERVED_CLAIMS.contains(&n) || suffixes.iter().any(|s| n.ends_with(s));
-    let claims: Vec<Value> = by_name
+    let claims: Vec<(&str, &str)> = by_name
         .iter()
         .filter(|(n, _)| reserved(n))
         .chain(by_name.iter().filter(|(n, _)| !reserved(n)).take(max))
-        .map(|(n, v)| json!({"name": n, "value": v}))
+        .map(|(n, v)| (*n, *v))
         .collect();
     let mut a = agent.clone();
-    let too_long = claims.iter().enumerate().find(|(_, c)| {
-        c["value"]
-            .as_str()
-            .is_some_and(|v| v.chars().count() > 1024)
-    });
-    if let Some((i, _)) = too_long {
+    if let Some(i) = claims.iter().position(|(_, v)| v.chars().count() > 1024) {
         a.claim_error = Some(format!(
             "ManagedCluster.cluster.open-cluster-management.io \"{}\" is invalid: status.clusterClaims[{i}].value: Too long: may not be more than 1024 bytes",
             agent.cluster_name
@@ -1117,15 +979,11 @@ pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     a.claim_error = None;
     let mut n = mc.clone();
     util::remove_condition(&mut n, "ClusterClaimsSynced");
-    let current = mc.pointer("/status/clusterClaims");
-    if claims.is_empty() {
-        if current.is_some()
-            && let Some(st) = n["status"].as_object_mut()
-        {
-            st.remove("clusterClaims");
-        }
-    } else {
-        n["status"]["clusterClaims"] = Value::Array(claims);
+    if !claims.is_empty() {
+        let claims = claims.iter().map(|(n, v)| json!({"name": n, "value": v}));
+        n["status"]["clusterClaims"] = claims.collect();
+    } else if let Some(st) = n.pointer_mut("/status").and_then(Value::as_object_mut) {
+        st.remove("clusterClaims");
     }
     vec![Op::Agent(s(spoke), Some(a)), Op::Put(agent.hub.clone(), n)]
 }
@@ -1151,6 +1009,32 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
     &CLAIM_SYNC,
 ];
 
+/// A watch's body: when `yes`, queues the controller's work on the changed cluster.
+fn queue_if(yes: bool, ch: &Change, q: &mut Queue<'_>) {
+    if yes {
+        q.add(&ch.cluster, "", "");
+    }
+}
+
+/// A watch: a ManagedCluster's change queues the work on the spoke that registered it.
+fn queue_spoke(w: &World, ch: &Change, q: &mut Queue<'_>) {
+    if let Some(spoke) = w.spoke_of(&ch.cluster, &ch.name) {
+        q.add(spoke, "", "");
+    }
+}
+
+/// [`mark`]s the Klusterlet of cluster `c`.
+fn mark_klusterlet(w: &World, c: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
+    klusterlet(w, c).map_or_else(Vec::new, |k| {
+        mark(w, c, [gk::KLUSTERLET, "", util::name(k)], cond, msg)
+    })
+}
+
+/// A whole-cluster resync.
+fn resync_cluster(_: &World, c: &str, q: &mut Queue<'_>) {
+    q.add(c, "", "");
+}
+
 static CRD_ESTABLISH: Controller = Controller {
     name: "crd-establish",
     behaviour: Behaviour::CrdEstablish,
@@ -1164,11 +1048,9 @@ static IMAGE_PULL: Controller = Controller {
     name: "kubelet-image-pull",
     behaviour: Behaviour::ImagePull,
     watches: &[(gk::DEPLOYMENT, |_, ch, q| {
-        if !ch.kind.status_only() {
-            q.add(&ch.cluster, "", "");
-        }
+        queue_if(!ch.kind.status_only(), ch, q);
     })],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(resync_cluster),
     run: |w, k| image_pull(w, k.cluster()),
     fail: |w, k, msg| {
         // Every Deployment waiting for the image shows the failed pull.
@@ -1176,17 +1058,11 @@ static IMAGE_PULL: Controller = Controller {
         let Some((image, waiting)) = missing_image(w, c) else {
             return Vec::new();
         };
+        let msg = format!("pods are Pending: ErrImagePull: {image}: {msg}");
+        let cond = ["Available", "False"];
         waiting
             .iter()
-            .flat_map(|(ns, name)| {
-                mark(
-                    w,
-                    c,
-                    [gk::DEPLOYMENT, ns, name],
-                    ["Available", "False"],
-                    &format!("pods are Pending: ErrImagePull: {image}: {msg}"),
-                )
-            })
+            .flat_map(|(ns, name)| mark(w, c, [gk::DEPLOYMENT, ns, name], cond, &msg))
             .collect()
     },
 };
@@ -1224,26 +1100,22 @@ static HUB_OPERATOR: Controller = Controller {
     behaviour: Behaviour::HubOperator,
     watches: &[
         (gk::CRD, any_change),
+        // The operator watches its Deployments' rollout (open-cluster-management-io/ocm v1.3.1
+        // `pkg/operator/.../clustermanager_controller.go`).
         (gk::DEPLOYMENT, |_, ch, q| {
-            // The operator watches its Deployments' rollout (open-cluster-management-io/ocm v1.3.1
-            // `pkg/operator/.../clustermanager_controller.go`).
-            if ch.ns == HUB_NAMESPACE || ch.name == "cluster-manager" {
-                q.add(&ch.cluster, "", "");
-            }
+            queue_if(
+                ch.ns == HUB_NAMESPACE || ch.name == "cluster-manager",
+                ch,
+                q,
+            );
         }),
         (gk::CLUSTER_MANAGER, any_change),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(resync_cluster),
     run: |w, k| hub_operator(w, k.cluster()),
     fail: |w, k, msg| {
-        let (c, cm) = (k.cluster(), "cluster-manager");
-        mark(
-            w,
-            c,
-            [gk::CLUSTER_MANAGER, "", cm],
-            ["HubRegistrationDegraded", "True"],
-            msg,
-        )
+        let cm = [gk::CLUSTER_MANAGER, "", "cluster-manager"];
+        mark(w, k.cluster(), cm, ["HubRegistrationDegraded", "True"], msg)
     },
 };
 
@@ -1253,27 +1125,21 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
     watches: &[
         // Its own Deployment, and the agents' it applies (scaled by hand, they are scaled back).
         (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "klusterlet" || ch.name.starts_with("klusterlet-") {
-                q.add(&ch.cluster, "", "");
-            }
+            queue_if(
+                ch.name == "klusterlet" || ch.name.starts_with("klusterlet-"),
+                ch,
+                q,
+            );
         }),
         (gk::KLUSTERLET, any_change),
         // A registration agent Pod deleted: its ReplicaSet starts another.
         (POD, |_, ch, q| {
-            if ch.kind == ChangeKind::Deleted {
-                q.add(&ch.cluster, "", "");
-            }
+            queue_if(ch.kind == ChangeKind::Deleted, ch, q)
         }),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(resync_cluster),
     run: |w, k| klusterlet_operator(w, k.cluster()),
-    fail: |w, k, msg| {
-        let c = k.cluster();
-        let name = klusterlet(w, c).map(|k| util::name(k).to_owned());
-        name.map_or_else(Vec::new, |n| {
-            mark(w, c, [gk::KLUSTERLET, "", &n], ["Applied", "False"], msg)
-        })
-    },
+    fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["Applied", "False"], msg),
 };
 
 static REGISTRATION: Controller = Controller {
@@ -1281,54 +1147,37 @@ static REGISTRATION: Controller = Controller {
     behaviour: Behaviour::Registration,
     watches: &[
         (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "klusterlet-registration-agent" {
-                q.add(&ch.cluster, "", "");
-            }
+            queue_if(ch.name == REGISTRATION_APP, ch, q)
         }),
         (gk::KLUSTERLET, any_change),
         (gk::SECRET, |_, ch, q| {
-            if ch.name == "bootstrap-hub-kubeconfig" {
-                q.add(&ch.cluster, "", "");
-            }
+            queue_if(ch.name == BOOTSTRAP_SECRET, ch, q)
         }),
         // The agent's Pods: started, deleted, running.
         (POD, any_change),
         // A deleted ManagedCluster: the agent registers again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
-            if ch.kind == ChangeKind::Deleted
-                && let Some(spoke) = w.spoke_of(&ch.cluster, &ch.name)
-            {
-                q.add(spoke, "", "");
+            if ch.kind == ChangeKind::Deleted {
+                queue_spoke(w, ch, q);
             }
         }),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(resync_cluster),
     run: |w, k| registration(w, k.cluster()),
-    fail: |w, k, msg| {
-        let spoke = k.cluster();
-        let name = klusterlet(w, spoke).map(|k| util::name(k).to_owned());
-        name.map_or_else(Vec::new, |n| {
-            let cond = "HubConnectionDegraded";
-            mark(w, spoke, [gk::KLUSTERLET, "", &n], [cond, "True"], msg)
-        })
-    },
+    fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["HubConnectionDegraded", "True"], msg),
 };
+
+/// The kubelet retries a Pending Pod's mount when a Pod or the bootstrap Secret is written.
+fn mount_watch(w: &World, ch: &Change, q: &mut Queue<'_>) {
+    if ch.kind != ChangeKind::Deleted && (ch.gk == POD || ch.name == BOOTSTRAP_SECRET) {
+        queue_waiting_mounts(w, &ch.cluster, q);
+    }
+}
 
 static KUBELET_MOUNT: Controller = Controller {
     name: "kubelet-secret-mount",
     behaviour: Behaviour::BootstrapMount,
-    watches: &[
-        (gk::SECRET, |w, ch, q| {
-            if ch.name == BOOTSTRAP_SECRET && ch.kind != ChangeKind::Deleted {
-                queue_waiting_mounts(w, &ch.cluster, q);
-            }
-        }),
-        (POD, |w, ch, q| {
-            if ch.kind != ChangeKind::Deleted {
-                queue_waiting_mounts(w, &ch.cluster, q);
-            }
-        }),
-    ],
+    watches: &[(gk::SECRET, mount_watch), (POD, mount_watch)],
     resync: Resync::Restart(queue_waiting_mounts),
     run: |w, k| {
         let [ns, name] = k.key();
@@ -1376,31 +1225,19 @@ static CLAIM_SYNC: Controller = Controller {
         (gk::CRD, any_change),
         (gk::KLUSTERLET, any_change),
         (gk::SECRET, |_, ch, q| {
-            if ch.name == "hub-kubeconfig-secret" {
-                q.add(&ch.cluster, "", "");
-            }
+            queue_if(ch.name == "hub-kubeconfig-secret", ch, q);
         }),
-        (gk::MANAGED_CLUSTER, |w, ch, q| {
-            if let Some(spoke) = w.spoke_of(&ch.cluster, &ch.name) {
-                q.add(spoke, "", "");
-            }
-        }),
+        (gk::MANAGED_CLUSTER, queue_spoke),
         (gk::CLUSTER_PROPERTY, any_change),
         (gk::CLUSTER_CLAIM, any_change),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(resync_cluster),
     run: |w, k| claim_sync(w, k.cluster()),
-    fail: |w, k, msg| match w.agent(k.cluster()) {
-        Some(a) => {
-            let (hub, mc) = (&a.hub, &a.cluster_name);
-            mark(
-                w,
-                hub,
-                [gk::MANAGED_CLUSTER, "", mc],
-                ["ClusterClaimsSynced", "False"],
-                msg,
-            )
-        }
-        None => Vec::new(),
+    fail: |w, k, msg| {
+        let Some(a) = w.agent(k.cluster()) else {
+            return Vec::new();
+        };
+        let mc = [gk::MANAGED_CLUSTER, "", &a.cluster_name];
+        mark(w, &a.hub, mc, ["ClusterClaimsSynced", "False"], msg)
     },
 };
