@@ -13,7 +13,8 @@ use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
 use crate::faults::Behaviour;
 use crate::util::{self, set_condition};
-use crate::world::{Agent, Change, ChangeKind, KIND_NETWORK, World, control_plane};
+use crate::world::ChangeKind::Deleted;
+use crate::world::{Agent, Change, KIND_NETWORK, World, control_plane};
 
 pub(crate) const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
@@ -59,8 +60,8 @@ pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
     };
     let mut n = crd.clone();
     let conds = json!([
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
+        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
     ]);
     set_conditions(&mut n, conds);
     let stored: Vec<&Value> = crd["spec"]["versions"]
@@ -176,8 +177,8 @@ pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     };
     let progressing = format!("ReplicaSet \"{name}-5d8f7c9b6\" has successfully progressed.");
     let conds = json!([
-            available,
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": progressing},
+        available,
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": progressing},
     ]);
     set_conditions(&mut n, conds);
     vec![Op::Put(s(c), n)]
@@ -298,11 +299,11 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     let mut n = cm.clone();
     n["status"]["observedGeneration"] = cm["metadata"]["generation"].clone();
     let conds = json!([
-            {"type": "Applied", "status": "True", "reason": "ClusterManagerApplied", "message": "Components of cluster manager are applied"},
-            {"type": "ValidFeatureGates", "status": "True", "reason": "FeatureGatesAllValid", "message": "Feature gates are all valid"},
-            registration,
-            placement,
-            progressing,
+        {"type": "Applied", "status": "True", "reason": "ClusterManagerApplied", "message": "Components of cluster manager are applied"},
+        {"type": "ValidFeatureGates", "status": "True", "reason": "FeatureGatesAllValid", "message": "Feature gates are all valid"},
+        registration,
+        placement,
+        progressing,
     ]);
     set_conditions(&mut n, conds);
     ops.push(Op::Put(s(c), n));
@@ -312,22 +313,13 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
 /// A webhook configuration as the operator registers it (`failurePolicy: Fail`, port 9443).
 fn webhook_configuration(key: &str, hook: &apiserver::HubWebhook) -> Value {
     let kind = key.split_once('.').map_or(key, |(k, _)| k);
+    let service =
+        json!({"namespace": HUB_NAMESPACE, "name": hook.service, "path": hook.path, "port": 9443});
     json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": kind,
-        "metadata": {"name": hook.name},
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": hook.name},
         "webhooks": [{
-            "name": hook.name,
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-            "admissionReviewVersions": ["v1beta1", "v1"],
-            "sideEffects": "None",
-            "clientConfig": {"service": {
-                "namespace": HUB_NAMESPACE,
-                "name": hook.service,
-                "path": hook.path,
-                "port": 9443,
-            }},
+            "name": hook.name, "failurePolicy": "Fail", "timeoutSeconds": 10, "sideEffects": "None",
+            "admissionReviewVersions": ["v1beta1", "v1"], "clientConfig": {"service": service},
         }],
     })
 }
@@ -345,11 +337,8 @@ fn agent_namespace(k: &Value) -> String {
 }
 
 fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
-    apiserver::gate_on(
-        k.pointer("/spec/registrationConfiguration/featureGates"),
-        gate,
-        default,
-    )
+    let gates = k.pointer("/spec/registrationConfiguration/featureGates");
+    apiserver::gate_on(gates, gate, default)
 }
 
 /// The klusterlet operator (open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/klusterlet/`):
@@ -397,16 +386,16 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     let scaled_down = w
         .get(c, gk::DEPLOYMENT, &ns, REGISTRATION_APP)
         .is_some_and(|d| !running(d));
-    if registration_pods(w, c, &ns).is_empty() && !scaled_down {
+    if registration_pods(w, c, Some(&ns)).is_empty() && !scaled_down {
         let mounted = w.get(c, gk::SECRET, &ns, BOOTSTRAP_SECRET).is_some();
         ops.push(Op::Create(s(c), registration_pod(&ns, mounted)));
     }
     let mut n = k.clone();
     n["status"]["observedGeneration"] = k["metadata"]["generation"].clone();
     let conds = json!([
-            {"type": "Applied", "status": "True", "reason": "KlusterletApplied", "message": "Klusterlet Component Applied"},
-            {"type": "RegistrationDesiredDegraded", "status": "False", "reason": "DeploymentsFunctional", "message": "deployments are ready"},
-            {"type": "WorkDesiredDegraded", "status": "False", "reason": "DeploymentsFunctional", "message": "deployments are ready"},
+        {"type": "Applied", "status": "True", "reason": "KlusterletApplied", "message": "Klusterlet Component Applied"},
+        {"type": "RegistrationDesiredDegraded", "status": "False", "reason": "DeploymentsFunctional", "message": "deployments are ready"},
+        {"type": "WorkDesiredDegraded", "status": "False", "reason": "DeploymentsFunctional", "message": "deployments are ready"},
     ]);
     set_conditions(&mut n, conds);
     ops.push(Op::Put(s(c), n));
@@ -419,12 +408,11 @@ pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
 /// open-cluster-management-io/clusteradm#292).
 fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, String> {
     let data = util::str_at(secret, "/data/kubeconfig").ok_or("secret has no key `kubeconfig`")?;
-    let boot = parse_bootstrap(data)?;
-    let server = boot.server.trim_end_matches('/');
+    let (url, token, ca) = parse_bootstrap(data)?;
+    let server = url.trim_end_matches('/');
     let dial = |why: &str| {
         format!(
-            "Get \"{}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: {why}",
-            boot.server
+            "Get \"{url}/apis/cluster.open-cluster-management.io/v1/managedclusters\": dial tcp: {why}"
         )
     };
     // A cluster's own endpoint (an existing cluster's address) is reached from anywhere while it runs.
@@ -460,15 +448,14 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
         }
     };
     // TLS first: the agent verifies the hub's serving certificate with the kubeconfig's CA.
-    if let Some(ca) = &boot.ca
+    if let Some(ca) = &ca
         && !trusts(ca, w.ca_pem(hub))
     {
         return Err(format!(
-            "Post \"{}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": tls: failed to verify certificate: x509: certificate signed by unknown authority (the bootstrap kubeconfig's certificate-authority-data is not cluster {hub}'s CA)",
-            boot.server
+            "Post \"{url}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": tls: failed to verify certificate: x509: certificate signed by unknown authority (the bootstrap kubeconfig's certificate-authority-data is not cluster {hub}'s CA)"
         ));
     }
-    let minted = w.tokens.get(&boot.token).is_some_and(|t| {
+    let minted = w.tokens.get(&token).is_some_and(|t| {
         t.cluster == hub && t.namespace == BOOTSTRAP_SA_NS && t.service_account == BOOTSTRAP_SA
     });
     if !minted {
@@ -482,14 +469,6 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
     Ok(hub.to_owned())
 }
 
-/// What the registration agent reads from its bootstrap kubeconfig.
-struct Bootstrap {
-    server: String,
-    token: String,
-    /// `certificate-authority-data`, decoded (PEM); `None` with `insecure-skip-tls-verify`.
-    ca: Option<String>,
-}
-
 /// Whether a PEM CA bundle holds the CA certificate `ca_pem` (compared as DER).
 fn trusts(bundle: &str, ca_pem: &str) -> bool {
     let Ok(ca) = pem::parse(ca_pem) else {
@@ -498,8 +477,9 @@ fn trusts(bundle: &str, ca_pem: &str) -> bool {
     pem::parse_many(bundle).is_ok_and(|certs| certs.iter().any(|c| c.contents() == ca.contents()))
 }
 
-/// The hub server, token and CA of a base64-encoded bootstrap kubeconfig.
-fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
+/// What the registration agent reads from its base64-encoded bootstrap kubeconfig: the hub server, the
+/// token, and the CA (`certificate-authority-data`, decoded PEM; `None` with `insecure-skip-tls-verify`).
+fn parse_bootstrap(data: &str) -> Result<(String, String, Option<String>), String> {
     let text = util::b64_decode(data)
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
@@ -521,11 +501,9 @@ fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
         None if cluster["insecure-skip-tls-verify"] != true => Some(String::new()),
         None => None,
     };
-    Ok(Bootstrap {
-        server: field(&cluster["server"], "clusters[0].cluster.server")?,
-        token: field(&cfg["users"][0]["user"]["token"], "users[0].user.token")?,
-        ca,
-    })
+    let server = field(&cluster["server"], "clusters[0].cluster.server")?;
+    let token = field(&cfg["users"][0]["user"]["token"], "users[0].user.token")?;
+    Ok((server, token, ca))
 }
 
 /// The registration agent's Pods carry `app=klusterlet-registration-agent` (ocm v1.3.1
@@ -533,9 +511,11 @@ fn parse_bootstrap(data: &str) -> Result<Bootstrap, String> {
 const REGISTRATION_APP: &str = "klusterlet-registration-agent";
 const POD: &str = "Pod";
 const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
+const HUB_SECRET: &str = "hub-kubeconfig-secret";
 
-fn registration_pods<'a>(w: &'a World, spoke: &'a str, ns: &'a str) -> Vec<&'a Value> {
-    w.list(spoke, POD, Some(ns))
+/// The registration agent's Pods on `spoke`, in namespace `ns` or all.
+fn registration_pods<'a>(w: &'a World, spoke: &'a str, ns: Option<&'a str>) -> Vec<&'a Value> {
+    w.list(spoke, POD, ns)
         .filter(|p| util::label(p, "app") == Some(REGISTRATION_APP))
         .collect()
 }
@@ -557,35 +537,40 @@ fn registration_pod(ns: &str, mounted: bool) -> Value {
 /// Queues every Pending registration Pod on `c` whose bootstrap Secret now exists: the kubelet mounts it
 /// at its next retry ([`Behaviour::BootstrapMount`]).
 fn queue_waiting_mounts(w: &World, c: &str, q: &mut Queue<'_>) {
-    for p in w.list(c, POD, None) {
-        let ns = util::namespace(p);
-        if util::label(p, "app") == Some(REGISTRATION_APP)
-            && p["status"]["phase"] == "Pending"
-            && w.get(c, gk::SECRET, ns, BOOTSTRAP_SECRET).is_some()
-        {
-            q.add(c, ns, util::name(p));
+    for p in registration_pods(w, c, None) {
+        if mountable(w, c, p) {
+            q.add(c, util::namespace(p), util::name(p));
         }
     }
 }
 
+/// A Pending Pod whose bootstrap Secret exists.
+fn mountable(w: &World, c: &str, p: &Value) -> bool {
+    p["status"]["phase"] == "Pending"
+        && w.get(c, gk::SECRET, util::namespace(p), BOOTSTRAP_SECRET)
+            .is_some()
+}
+
 /// The kubelet's mount retry succeeds: the waiting Pod starts.
 fn mount_bootstrap(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(p) = w.get(c, POD, ns, name) else {
+    let Some(p) = w.get(c, POD, ns, name).filter(|p| mountable(w, c, p)) else {
         return Vec::new();
     };
-    if p["status"]["phase"] != "Pending" || w.get(c, gk::SECRET, ns, BOOTSTRAP_SECRET).is_none() {
-        return Vec::new();
-    }
     let mut n = p.clone();
     n["status"]["phase"] = json!("Running");
     vec![Op::Put(s(c), n)]
 }
 
+/// The Klusterlet `k` of cluster `c` with its `HubConnectionDegraded` condition.
+fn hub_connection(k: &Value, c: &str, degraded: &str, reason: &str, msg: &str) -> Op {
+    let mut n = k.clone();
+    set_condition(&mut n, "HubConnectionDegraded", degraded, reason, msg);
+    Op::Put(s(c), n)
+}
+
 /// The Klusterlet says why the agent cannot reach the hub.
 fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Vec<Op> {
-    let mut n = k.clone();
-    set_condition(&mut n, "HubConnectionDegraded", "True", reason, msg);
-    vec![Op::Put(s(c), n)]
+    vec![hub_connection(k, c, "True", reason, msg)]
 }
 
 /// The registration agent (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/`): with a usable
@@ -598,28 +583,22 @@ pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
     // A stopped agent does nothing (open-cluster-management-io/ocm v1.3.1
     // `pkg/registration/hub/lease/controller.go`).
     let stopped = w.agent(spoke).is_some_and(|a| a.stopped.is_some());
-    if stopped
-        || w.find_named(spoke, gk::DEPLOYMENT, REGISTRATION_APP)
-            .is_none()
-    {
+    let deployed = w
+        .find_named(spoke, gk::DEPLOYMENT, REGISTRATION_APP)
+        .is_some();
+    if stopped || !deployed {
         return Vec::new();
     }
     let ns = agent_namespace(k);
     let cluster_name = util::str_at(k, "/spec/clusterName").unwrap_or("");
     if cluster_name.is_empty() {
-        return degraded(
-            k,
-            spoke,
-            "BootstrapSecretError",
-            "spec.clusterName is empty",
-        );
+        let why = "spec.clusterName is empty";
+        return degraded(k, spoke, "BootstrapSecretError", why);
     }
     let secret = w.get(spoke, gk::SECRET, &ns, BOOTSTRAP_SECRET);
-    let pods = registration_pods(w, spoke, &ns);
-    if secret.is_some()
-        && !pods.is_empty()
-        && !pods.iter().any(|p| p["status"]["phase"] == "Running")
-    {
+    let pods = registration_pods(w, spoke, Some(&ns));
+    let running = pods.iter().any(|p| p["status"]["phase"] == "Running");
+    if secret.is_some() && !pods.is_empty() && !running {
         // Waiting for the kubelet's next mount retry.
         return Vec::new();
     }
@@ -675,12 +654,11 @@ fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) ->
     }
     if !agent.joined {
         let ns = agent_namespace(k);
-        ops.extend(degraded(
-            k,
-            spoke,
-            "BootstrapSecretFunctional,HubKubeConfigSecretMissing",
-            &format!("Failed to get hub kubeconfig secret \"{ns}\" \"hub-kubeconfig-secret\": secrets \"hub-kubeconfig-secret\" not found"),
-        ));
+        let reason = "BootstrapSecretFunctional,HubKubeConfigSecretMissing";
+        let msg = format!(
+            "Failed to get hub kubeconfig secret \"{ns}\" \"{HUB_SECRET}\": secrets \"{HUB_SECRET}\" not found"
+        );
+        ops.extend(degraded(k, spoke, reason, &msg));
     }
     ops.push(Op::Agent(s(spoke), Some(agent)));
     ops
@@ -874,23 +852,16 @@ fn csr_signed(w: &World, hub: &str, agent: &Agent) -> bool {
 /// `status.version`; the Klusterlet is healthy and the agent writes its hub kubeconfig Secret.
 fn join(w: &World, hub: &str, spoke: &str, agent: &Agent, n: &mut Value) -> Vec<Op> {
     let conds = json!([
-            {"type": "ManagedClusterConditionClockSynced", "status": "True", "reason": "ManagedClusterClockSynced", "message": "The clock of the managed cluster is synced with the hub."},
-            {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined", "message": "Managed cluster joined"},
-            {"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "ManagedClusterAvailable", "message": "Managed cluster is available"},
+        {"type": "ManagedClusterConditionClockSynced", "status": "True", "reason": "ManagedClusterClockSynced", "message": "The clock of the managed cluster is synced with the hub."},
+        {"type": "ManagedClusterJoined", "status": "True", "reason": "ManagedClusterJoined", "message": "Managed cluster joined"},
+        {"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "ManagedClusterAvailable", "message": "Managed cluster is available"},
     ]);
     set_conditions(n, conds);
     n["status"]["version"] = json!({"kubernetes": w.clusters[spoke].version()});
     let mut ops = Vec::new();
     if let Some(k) = klusterlet(w, spoke) {
-        let mut kn = k.clone();
-        set_condition(
-            &mut kn,
-            "HubConnectionDegraded",
-            "False",
-            "HubConnectionFunctional",
-            "Hub connection is functional",
-        );
-        ops.push(Op::Put(s(spoke), kn));
+        let (reason, fine) = ("HubConnectionFunctional", "Hub connection is functional");
+        ops.push(hub_connection(k, spoke, "False", reason, fine));
         let secret = hub_kubeconfig_secret(hub, &agent.cluster_name, &agent_namespace(k));
         ops.push(Op::Create(s(spoke), secret));
     }
@@ -910,7 +881,7 @@ fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
     );
     json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": "hub-kubeconfig-secret", "namespace": ns},
+        "metadata": {"name": HUB_SECRET, "namespace": ns},
         "data": {
             "cluster-name": util::b64_encode(mc.as_bytes()),
             "kubeconfig": util::b64_encode(kubeconfig.as_bytes()),
@@ -925,16 +896,12 @@ fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
 /// custom ones sorted by name and cut after the maximum (default 20). The hub rejects the whole update when a
 /// value is longer than 1024 characters, so nothing changes until it is removed.
 pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
-    let Some(agent) = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none()) else {
+    let agent = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none());
+    let Some(agent) = agent.filter(|a| w.reachable(&a.hub)) else {
         return Vec::new();
     };
-    if !w.reachable(&agent.hub) {
-        return Vec::new();
-    }
-    let Some(mc) = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name) else {
-        return Vec::new();
-    };
-    let Some(k) = klusterlet(w, spoke) else {
+    let mc = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name);
+    let (Some(mc), Some(k)) = (mc, klusterlet(w, spoke)) else {
         return Vec::new();
     };
     let mut by_name: BTreeMap<&str, &str> = BTreeMap::new();
@@ -962,11 +929,10 @@ pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
         .collect();
     let reserved =
         |n: &str| RESERVED_CLAIMS.contains(&n) || suffixes.iter().any(|s| n.ends_with(s));
-    let claims: Vec<(&str, &str)> = by_name
+    let claims: Vec<_> = by_name
         .iter()
         .filter(|(n, _)| reserved(n))
         .chain(by_name.iter().filter(|(n, _)| !reserved(n)).take(max))
-        .map(|(n, v)| (*n, *v))
         .collect();
     let mut a = agent.clone();
     if let Some(i) = claims.iter().position(|(_, v)| v.chars().count() > 1024) {
@@ -1014,6 +980,11 @@ fn queue_if(yes: bool, ch: &Change, q: &mut Queue<'_>) {
     if yes {
         q.add(&ch.cluster, "", "");
     }
+}
+
+/// A watch's body: queues the controller's work on the changed cluster when the changed object is `name`.
+fn named(ch: &Change, q: &mut Queue<'_>, name: &str) {
+    queue_if(ch.name == name, ch, q);
 }
 
 /// A watch: a ManagedCluster's change queues the work on the spoke that registered it.
@@ -1088,10 +1059,7 @@ static ROLLOUT: Controller = Controller {
         }),
     ],
     resync: Resync::Restart(|w, c, q| q.every(w, c, gk::DEPLOYMENT)),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        rollout(w, k.cluster(), ns, name)
-    },
+    run: |w, k| rollout(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| mark_work(w, k, gk::DEPLOYMENT, ["Available", "False"], msg),
 };
 
@@ -1133,9 +1101,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         }),
         (gk::KLUSTERLET, any_change),
         // A registration agent Pod deleted: its ReplicaSet starts another.
-        (POD, |_, ch, q| {
-            queue_if(ch.kind == ChangeKind::Deleted, ch, q)
-        }),
+        (POD, |_, ch, q| queue_if(ch.kind == Deleted, ch, q)),
     ],
     resync: Resync::Restart(resync_cluster),
     run: |w, k| klusterlet_operator(w, k.cluster()),
@@ -1146,18 +1112,14 @@ static REGISTRATION: Controller = Controller {
     name: "registration-agent",
     behaviour: Behaviour::Registration,
     watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            queue_if(ch.name == REGISTRATION_APP, ch, q)
-        }),
+        (gk::DEPLOYMENT, |_, ch, q| named(ch, q, REGISTRATION_APP)),
         (gk::KLUSTERLET, any_change),
-        (gk::SECRET, |_, ch, q| {
-            queue_if(ch.name == BOOTSTRAP_SECRET, ch, q)
-        }),
+        (gk::SECRET, |_, ch, q| named(ch, q, BOOTSTRAP_SECRET)),
         // The agent's Pods: started, deleted, running.
         (POD, any_change),
         // A deleted ManagedCluster: the agent registers again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
-            if ch.kind == ChangeKind::Deleted {
+            if ch.kind == Deleted {
                 queue_spoke(w, ch, q);
             }
         }),
@@ -1169,7 +1131,7 @@ static REGISTRATION: Controller = Controller {
 
 /// The kubelet retries a Pending Pod's mount when a Pod or the bootstrap Secret is written.
 fn mount_watch(w: &World, ch: &Change, q: &mut Queue<'_>) {
-    if ch.kind != ChangeKind::Deleted && (ch.gk == POD || ch.name == BOOTSTRAP_SECRET) {
+    if ch.kind != Deleted && (ch.gk == POD || ch.name == BOOTSTRAP_SECRET) {
         queue_waiting_mounts(w, &ch.cluster, q);
     }
 }
@@ -1179,10 +1141,7 @@ static KUBELET_MOUNT: Controller = Controller {
     behaviour: Behaviour::BootstrapMount,
     watches: &[(gk::SECRET, mount_watch), (POD, mount_watch)],
     resync: Resync::Restart(queue_waiting_mounts),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        mount_bootstrap(w, k.cluster(), ns, name)
-    },
+    run: |w, k| mount_bootstrap(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |_, _, _| Vec::new(),
 };
 
@@ -1224,9 +1183,7 @@ static CLAIM_SYNC: Controller = Controller {
     watches: &[
         (gk::CRD, any_change),
         (gk::KLUSTERLET, any_change),
-        (gk::SECRET, |_, ch, q| {
-            queue_if(ch.name == "hub-kubeconfig-secret", ch, q);
-        }),
+        (gk::SECRET, |_, ch, q| named(ch, q, HUB_SECRET)),
         (gk::MANAGED_CLUSTER, queue_spoke),
         (gk::CLUSTER_PROPERTY, any_change),
         (gk::CLUSTER_CLAIM, any_change),
