@@ -54,7 +54,7 @@ fn missing_crds(w: &World, c: &str, names: &[&str], gated: Option<&str>) -> Vec<
 /// The API server establishes a CRD's names (the lab waits for this before applying custom
 /// resources, open-cluster-management-io/ocm v1.3.1
 /// `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`).
-pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
+fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
     let Some(crd) = w.get(c, gk::CRD, "", name) else {
         return Vec::new();
     };
@@ -78,7 +78,7 @@ pub(super) fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
 
 /// The images a Deployment's Pods run (init containers and containers), as written. The simulation's
 /// placeholder `simulated` is not an image.
-pub(super) fn pod_images(d: &Value) -> Vec<&str> {
+fn pod_images(d: &Value) -> Vec<&str> {
     let spec = &d["spec"]["template"]["spec"];
     ["initContainers", "containers"]
         .iter()
@@ -111,20 +111,16 @@ fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> 
 /// for the image roll out after it. An image the `node-images` step pre-pulled or loaded from a bundle is
 /// there already and costs nothing. (Addon availability does not wait for its agent's image yet: the
 /// ManagedClusterAddOn's lease is modelled on the hub alone.)
-pub(super) fn image_pull(w: &World, c: &str) -> Vec<Op> {
+fn image_pull(w: &World, c: &str) -> Vec<Op> {
     let (Some(node), Some((image, waiting))) = (w.image_node(c), missing_image(w, c)) else {
         return Vec::new();
     };
     let node = node.name.clone();
-    let mut ops = vec![
-        Op::Pull { node, image },
-        Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])),
-    ];
-    ops.extend(
-        waiting
-            .iter()
-            .map(|(ns, name)| Op::Enqueue(Work::new(&ROLLOUT, c, [ns, name]))),
-    );
+    let mut ops = vec![Op::Pull { node, image }];
+    ops.push(Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])));
+    for (ns, name) in &waiting {
+        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, [ns, name])));
+    }
     ops
 }
 
@@ -132,7 +128,7 @@ pub(super) fn image_pull(w: &World, c: &str) -> Vec<Op> {
 /// pods cannot start (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-manager/main.go`: the manager
 /// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
 /// server stays Pending without its serving cert Secret).
-pub(super) fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
+fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name) else {
         return Vec::new();
     };
@@ -203,7 +199,7 @@ const HUB_DEPLOYMENTS: &[(&str, &str)] = &[
 /// installs the hub CRDs (the ClusterProfile CRD only with the gate), the hub controllers, and, with
 /// `DefaultClusterSet`, the sets `default` and `global` (open-cluster-management-io/ocm v1.3.1
 /// `pkg/registration/hub/managedclusterset/`).
-pub(super) fn hub_operator(w: &World, c: &str) -> Vec<Op> {
+fn hub_operator(w: &World, c: &str) -> Vec<Op> {
     let Some(cm) = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
         return Vec::new();
     };
@@ -286,11 +282,9 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     let rolling = down(None);
     let mut ops = Vec::new();
     let progressing = if rolling.is_empty() {
-        ops.extend(
-            apiserver::HUB_ADMISSION_WEBHOOKS
-                .iter()
-                .map(|(key, hook)| Op::Create(s(c), webhook_configuration(key, hook))),
-        );
+        for (key, hook) in apiserver::HUB_ADMISSION_WEBHOOKS {
+            ops.push(Op::Create(s(c), webhook_configuration(key, hook)));
+        }
         json!({"type": "Progressing", "status": "False", "reason": "ClusterManagerUpToDate", "message": "Components of cluster manager are up to date"})
     } else {
         let msg = format!("Deployments {rolling} is still rolling");
@@ -325,7 +319,7 @@ fn webhook_configuration(key: &str, hook: &apiserver::HubWebhook) -> Value {
 }
 
 /// The first Klusterlet on a cluster (the chart names it `klusterlet`).
-pub(super) fn klusterlet<'a>(w: &'a World, c: &str) -> Option<&'a Value> {
+fn klusterlet<'a>(w: &'a World, c: &str) -> Option<&'a Value> {
     w.list(c, gk::KLUSTERLET, None).next()
 }
 
@@ -344,7 +338,7 @@ fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
 /// The klusterlet operator (open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/klusterlet/`):
 /// installs the agents and the spoke CRDs — ClusterClaim always, ClusterProperty (about.k8s.io/v1alpha1,
 /// cluster-scoped) only with the `ClusterProperty` gate.
-pub(super) fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
+fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, c) else {
         return Vec::new();
     };
@@ -576,7 +570,7 @@ fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Vec<Op> {
 /// The registration agent (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/`): with a usable
 /// bootstrap kubeconfig it registers (see [`register`]); otherwise the Klusterlet says why
 /// (`HubConnectionDegraded`).
-pub(super) fn registration(w: &World, spoke: &str) -> Vec<Op> {
+fn registration(w: &World, spoke: &str) -> Vec<Op> {
     let Some(k) = klusterlet(w, spoke) else {
         return Vec::new();
     };
@@ -759,7 +753,7 @@ fn uuid_like(seed: &str) -> String {
 /// The CSR signer (kube-controller-manager): an approved CSR gets its certificate
 /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`; approved and signed within ~35 ms on
 /// a real rig).
-pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
+fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
     let Some(csr) = w.get(hub, gk::CSR, "", name) else {
         return Vec::new();
     };
@@ -778,7 +772,7 @@ pub(super) fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
 /// Accept and join (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`):
 /// `hubAcceptsClient: true` makes the hub accept the cluster and create its namespace; with the agent's CSR
 /// approved and signed, the agent joins (see [`join`]).
-pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
+fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
         return Vec::new();
     };
@@ -789,24 +783,17 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let mut n = m.clone();
     let mut ops = Vec::new();
     if accepted {
-        set_condition(
-            &mut n,
-            "HubAcceptedManagedCluster",
-            "True",
-            "HubClusterAdminAccepted",
-            "Accepted by hub cluster admin",
-        );
+        let cond = json!([{"type": "HubAcceptedManagedCluster", "status": "True", "reason": "HubClusterAdminAccepted", "message": "Accepted by hub cluster admin"}]);
+        set_conditions(&mut n, cond);
         let fins = util::obj_at(&mut n, &["metadata"])
             .entry("finalizers")
             .or_insert_with(|| json!([]));
-        for f in [
-            "cluster.open-cluster-management.io/resource-cleanup",
-            "cluster.open-cluster-management.io/api-resource-cleanup",
-        ] {
+        for f in ["resource-cleanup", "api-resource-cleanup"] {
+            let f = json!(format!("cluster.open-cluster-management.io/{f}"));
             if let Some(list) = fins.as_array_mut()
-                && !list.iter().any(|x| x == f)
+                && !list.contains(&f)
             {
-                list.push(json!(f));
+                list.push(f);
             }
         }
         ops.push(Op::Create(s(hub), namespace_obj(mc)));
@@ -827,13 +814,8 @@ pub(super) fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         if agent.stopped.is_none() {
             ops.extend(join(w, hub, spoke, agent, &mut n));
         } else if agent.lease_expired {
-            set_condition(
-                &mut n,
-                "ManagedClusterConditionAvailable",
-                "Unknown",
-                "ManagedClusterLeaseUpdateStopped",
-                "Registration agent stopped updating its lease.",
-            );
+            let cond = json!([{"type": "ManagedClusterConditionAvailable", "status": "Unknown", "reason": "ManagedClusterLeaseUpdateStopped", "message": "Registration agent stopped updating its lease."}]);
+            set_conditions(&mut n, cond);
         }
     }
     ops.push(Op::Put(s(hub), n));
@@ -895,7 +877,7 @@ fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
 /// not labelled spoke-only, a property winning over a claim of the same name; reserved claims first, then
 /// custom ones sorted by name and cut after the maximum (default 20). The hub rejects the whole update when a
 /// value is longer than 1024 characters, so nothing changes until it is removed.
-pub(super) fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
+fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     let agent = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none());
     let Some(agent) = agent.filter(|a| w.reachable(&a.hub)) else {
         return Vec::new();
@@ -1161,10 +1143,8 @@ pub(crate) static HUB_ACCEPT: Controller = Controller {
         // Accepting reads the spec, the agent and its CSR (whose changes queue it), not the status.
         (gk::MANAGED_CLUSTER, spec_of),
         (gk::CSR, |w, ch, q| {
-            if let Some(mc) = w
-                .get(&ch.cluster, gk::CSR, "", &ch.name)
-                .and_then(|o| util::label(o, CLUSTER_NAME_LABEL))
-            {
+            let csr = w.get(&ch.cluster, gk::CSR, "", &ch.name);
+            if let Some(mc) = csr.and_then(|o| util::label(o, CLUSTER_NAME_LABEL)) {
                 q.add(&ch.cluster, mc, "");
             }
         }),
