@@ -233,14 +233,9 @@ fn hub_operator(w: &World, c: &str) -> Vec<Op> {
             });
             Op::Create(s(c), set)
         };
-        ops.push(set(
-            "default",
-            json!({"selectorType": "ExclusiveClusterSetLabel"}),
-        ));
-        ops.push(set(
-            "global",
-            json!({"selectorType": "LabelSelector", "labelSelector": {}}),
-        ));
+        let exclusive = json!({"selectorType": "ExclusiveClusterSetLabel"});
+        let all = json!({"selectorType": "LabelSelector", "labelSelector": {}});
+        ops.extend([set("default", exclusive), set("global", all)]);
     }
     ops.extend(cluster_manager_status(w, c, cm));
     ops
@@ -266,10 +261,8 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     };
     // `Hub<What>Degraded`, about the Deployments of component `what`.
     let health = |what: &str, fine: &str| {
-        let (kind, down) = (
-            format!("Hub{what}Degraded"),
-            down(Some(&what.to_lowercase())),
-        );
+        let kind = format!("Hub{what}Degraded");
+        let down = down(Some(&what.to_lowercase()));
         if down.is_empty() {
             json!({"type": kind, "status": "False", "reason": format!("{what}Functional"), "message": fine})
         } else {
@@ -713,17 +706,9 @@ fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
     json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
-        "metadata": {
-            "name": name,
-            "generateName": format!("{cluster}-"),
-            "labels": {CLUSTER_NAME_LABEL: cluster},
-        },
+        "metadata": {"name": name, "generateName": format!("{cluster}-"), "labels": {CLUSTER_NAME_LABEL: cluster}},
         "spec": {
-            "groups": [
-                "system:serviceaccounts",
-                "system:serviceaccounts:open-cluster-management",
-                "system:authenticated",
-            ],
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:open-cluster-management", "system:authenticated"],
             "request": util::b64_encode(pem.as_bytes()),
             "signerName": "kubernetes.io/kube-apiserver-client",
             "usages": ["digital signature", "key encipherment", "client auth"],
@@ -1008,9 +993,7 @@ static IMAGE_PULL: Controller = Controller {
     fail: |w, k, msg| {
         // Every Deployment waiting for the image shows the failed pull.
         let c = k.cluster();
-        let Some((image, waiting)) = missing_image(w, c) else {
-            return Vec::new();
-        };
+        let (image, waiting) = missing_image(w, c).unwrap_or_default();
         let msg = format!("pods are Pending: ErrImagePull: {image}: {msg}");
         let cond = ["Available", "False"];
         waiting
