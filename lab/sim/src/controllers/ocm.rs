@@ -129,13 +129,11 @@ fn image_pull(w: &World, c: &str) -> Vec<Op> {
 /// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
 /// server stays Pending without its serving cert Secret).
 fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name) else {
+    // Pods wait (ContainerCreating) while their node pulls an image: the pull re-queues this rollout.
+    let pulling = |d: &Value| pod_images(d).iter().any(|i| !w.node_has_image(c, i));
+    let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d)) else {
         return Vec::new();
     };
-    // Pods wait (ContainerCreating) while their node pulls an image: the pull re-queues this rollout.
-    if pod_images(d).iter().any(|i| !w.node_has_image(c, i)) {
-        return Vec::new();
-    }
     let no_cert = w
         .get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert")
         .is_none();
@@ -200,12 +198,10 @@ const HUB_DEPLOYMENTS: &[(&str, &str)] = &[
 /// `DefaultClusterSet`, the sets `default` and `global` (open-cluster-management-io/ocm v1.3.1
 /// `pkg/registration/hub/managedclusterset/`).
 fn hub_operator(w: &World, c: &str) -> Vec<Op> {
-    let Some(cm) = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
+    let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager");
+    let (Some(cm), Some(_)) = (cm, w.find_named(c, gk::DEPLOYMENT, "cluster-manager")) else {
         return Vec::new();
     };
-    if w.find_named(c, gk::DEPLOYMENT, "cluster-manager").is_none() {
-        return Vec::new();
-    }
     let mut ops = vec![Op::Create(s(c), namespace_obj(HUB_NAMESPACE))];
     let profile =
         apiserver::hub_gate(w, c, "ClusterProfile").then_some(charts::CLUSTER_PROFILE_CRD);
@@ -317,10 +313,8 @@ fn klusterlet<'a>(w: &'a World, c: &str) -> Option<&'a Value> {
 }
 
 fn agent_namespace(k: &Value) -> String {
-    util::str_at(k, "/spec/namespace")
-        .filter(|n| !n.is_empty())
-        .unwrap_or(AGENT_NAMESPACE)
-        .to_owned()
+    let ns = util::str_at(k, "/spec/namespace").filter(|n| !n.is_empty());
+    s(ns.unwrap_or(AGENT_NAMESPACE))
 }
 
 fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
@@ -332,17 +326,12 @@ fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
 /// installs the agents and the spoke CRDs — ClusterClaim always, ClusterProperty (about.k8s.io/v1alpha1,
 /// cluster-scoped) only with the `ClusterProperty` gate.
 fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
-    let Some(k) = klusterlet(w, c) else {
-        return Vec::new();
-    };
     // The operator runs while its Deployment has a replica: scaled to 0, nothing reconciles the agents.
     let running = |d: &Value| d["spec"]["replicas"].as_i64() != Some(0);
-    if !w
-        .find_named(c, gk::DEPLOYMENT, "klusterlet")
-        .is_some_and(running)
-    {
+    let operator = w.find_named(c, gk::DEPLOYMENT, "klusterlet");
+    let (Some(k), true) = (klusterlet(w, c), operator.is_some_and(running)) else {
         return Vec::new();
-    }
+    };
     let ns = agent_namespace(k);
     let property = spoke_gate(k, "ClusterProperty", false).then_some(charts::CLUSTER_PROPERTY_CRD);
     let crds = [charts::CLUSTER_CLAIM_CRD, charts::APPLIED_WORK_CRD];
@@ -564,18 +553,13 @@ fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Vec<Op> {
 /// bootstrap kubeconfig it registers (see [`register`]); otherwise the Klusterlet says why
 /// (`HubConnectionDegraded`).
 fn registration(w: &World, spoke: &str) -> Vec<Op> {
-    let Some(k) = klusterlet(w, spoke) else {
-        return Vec::new();
-    };
     // A stopped agent does nothing (open-cluster-management-io/ocm v1.3.1
     // `pkg/registration/hub/lease/controller.go`).
     let stopped = w.agent(spoke).is_some_and(|a| a.stopped.is_some());
-    let deployed = w
-        .find_named(spoke, gk::DEPLOYMENT, REGISTRATION_APP)
-        .is_some();
-    if stopped || !deployed {
+    let deployed = w.find_named(spoke, gk::DEPLOYMENT, REGISTRATION_APP);
+    let (Some(k), Some(_), false) = (klusterlet(w, spoke), deployed, stopped) else {
         return Vec::new();
-    }
+    };
     let ns = agent_namespace(k);
     let cluster_name = util::str_at(k, "/spec/clusterName").unwrap_or("");
     if cluster_name.is_empty() {
@@ -739,13 +723,10 @@ fn uuid_like(seed: &str) -> String {
 /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`; approved and signed within ~35 ms on
 /// a real rig).
 fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
-    let Some(csr) = w.get(hub, gk::CSR, "", name) else {
+    let signable = |c: &&Value| util::condition_is(c, "Approved", "True") && !signed(c);
+    let Some(csr) = w.get(hub, gk::CSR, "", name).filter(signable) else {
         return Vec::new();
     };
-    if !util::condition_is(csr, "Approved", "True") || csr.pointer("/status/certificate").is_some()
-    {
-        return Vec::new();
-    }
     let user = util::str_at(csr, "/spec/username").unwrap_or("");
     let cert = format!("simulated client certificate for {user}");
     let pem = pem_block("CERTIFICATE", &cert);
@@ -758,12 +739,9 @@ fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
 /// `hubAcceptsClient: true` makes the hub accept the cluster and create its namespace; with the agent's CSR
 /// approved and signed, the agent joins (see [`join`]).
 fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
-    let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
+    let (Some(m), true) = (w.get(hub, gk::MANAGED_CLUSTER, "", mc), is_hub(w, hub)) else {
         return Vec::new();
     };
-    if !is_hub(w, hub) {
-        return Vec::new();
-    }
     let accepted = m.pointer("/spec/hubAcceptsClient") == Some(&json!(true));
     let mut n = m.clone();
     let mut ops = Vec::new();
@@ -809,10 +787,13 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
 
 /// The agent's CSR has its certificate.
 fn csr_signed(w: &World, hub: &str, agent: &Agent) -> bool {
-    agent.csr.as_ref().is_some_and(|c| {
-        w.get(hub, gk::CSR, "", c)
-            .is_some_and(|o| o.pointer("/status/certificate").is_some())
-    })
+    let csr = agent.csr.as_ref().and_then(|c| w.get(hub, gk::CSR, "", c));
+    csr.is_some_and(signed)
+}
+
+/// A CSR has its certificate.
+fn signed(csr: &Value) -> bool {
+    csr.pointer("/status/certificate").is_some()
 }
 
 /// The agent joins: ManagedCluster `n` gets `ManagedClusterJoined`, `ManagedClusterConditionAvailable` and
@@ -903,9 +884,9 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
         .collect();
     let mut a = agent.clone();
     if let Some(i) = claims.iter().position(|(_, v)| v.chars().count() > 1024) {
+        let mc = &agent.cluster_name;
         a.claim_error = Some(format!(
-            "ManagedCluster.cluster.open-cluster-management.io \"{}\" is invalid: status.clusterClaims[{i}].value: Too long: may not be more than 1024 bytes",
-            agent.cluster_name
+            "ManagedCluster.cluster.open-cluster-management.io \"{mc}\" is invalid: status.clusterClaims[{i}].value: Too long: may not be more than 1024 bytes"
         ));
         return vec![Op::Agent(s(spoke), Some(a))];
     }
