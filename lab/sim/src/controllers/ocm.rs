@@ -207,9 +207,6 @@ fn hub_operator(w: &World, c: &str) -> Vec<Op> {
         apiserver::hub_gate(w, c, "ClusterProfile").then_some(charts::CLUSTER_PROFILE_CRD);
     ops.extend(missing_crds(w, c, charts::HUB_CRDS, profile));
     for (name, component) in HUB_DEPLOYMENTS {
-        if w.get(c, gk::DEPLOYMENT, HUB_NAMESPACE, name).is_some() {
-            continue;
-        }
         let app = match name.strip_suffix("-controller") {
             Some(_) => name.replacen("cluster-manager", "clustermanager", 1),
             None => s(name),
@@ -345,11 +342,9 @@ fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
             // Applied with the operator's replica count on every reconcile, 1 on a one-node cluster: a
             // scaled agent is scaled back (ocm manifests/klusterlet/management/klusterlet-registration-deployment.yaml
             // `replicas: {{ .Replica }}`, pkg/operator/helpers `DetermineReplica`).
-            if d["spec"]["replicas"].as_i64() != Some(1) {
-                let mut d = d.clone();
-                d["spec"]["replicas"] = json!(1);
-                ops.push(Op::Put(s(c), d));
-            }
+            let mut d = d.clone();
+            d["spec"]["replicas"] = json!(1);
+            ops.push(Op::Put(s(c), d));
             continue;
         }
         let image = util::str_at(k, &format!("/spec/{image}"))
@@ -649,9 +644,7 @@ fn managed_cluster(w: &World, k: &Value, hub: &str, spoke: &str, name: &str) -> 
         .map(|u| json!({"url": u, "caBundle": ca}))
         .collect();
     let mut mc = json!({
-        "apiVersion": "cluster.open-cluster-management.io/v1",
-        "kind": "ManagedCluster",
-        "metadata": {"name": name},
+        "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster", "metadata": {"name": name},
         "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
     });
     if !urls.is_empty() {
@@ -674,10 +667,10 @@ fn csr_name(w: &World, hub: &str, cluster: &str, spoke: &str) -> String {
     }
 }
 
-/// A PEM block of `kind` holding `text`.
-fn pem_block(kind: &str, text: &str) -> String {
+/// A PEM block of `kind` holding `text`, base64-encoded (as a CSR's request and certificate are).
+fn pem_b64(kind: &str, text: &str) -> String {
     let body = util::b64_encode(text.as_bytes());
-    format!("-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\n")
+    util::b64_encode(format!("-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\n").as_bytes())
 }
 
 /// The agent's CSR, shaped like `fixtures/recorded/5-csr/`.
@@ -686,14 +679,13 @@ fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
     let subject = format!(
         "simulated certificate request: CN=system:open-cluster-management:{cluster}:{agent_id}, O=system:open-cluster-management:{cluster}, O=system:open-cluster-management:managed-clusters"
     );
-    let pem = pem_block("CERTIFICATE REQUEST", &subject);
     json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
         "metadata": {"name": name, "generateName": format!("{cluster}-"), "labels": {CLUSTER_NAME_LABEL: cluster}},
         "spec": {
             "groups": ["system:serviceaccounts", "system:serviceaccounts:open-cluster-management", "system:authenticated"],
-            "request": util::b64_encode(pem.as_bytes()),
+            "request": pem_b64("CERTIFICATE REQUEST", &subject),
             "signerName": "kubernetes.io/kube-apiserver-client",
             "usages": ["digital signature", "key encipherment", "client auth"],
             "username": format!("system:serviceaccount:{BOOTSTRAP_SA_NS}:{BOOTSTRAP_SA}"),
@@ -729,9 +721,8 @@ fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
     };
     let user = util::str_at(csr, "/spec/username").unwrap_or("");
     let cert = format!("simulated client certificate for {user}");
-    let pem = pem_block("CERTIFICATE", &cert);
     let mut n = csr.clone();
-    n["status"]["certificate"] = json!(util::b64_encode(pem.as_bytes()));
+    n["status"]["certificate"] = json!(pem_b64("CERTIFICATE", &cert));
     vec![Op::Put(s(hub), n)]
 }
 
@@ -827,13 +818,11 @@ fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
     let kubeconfig = format!(
         "# simulated hub kubeconfig of the registration agent\napiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://{hub}-control-plane:6443\ncontexts:\n- name: default-context\n  context:\n    cluster: hub\n    user: default-auth\ncurrent-context: default-context\nusers:\n- name: default-auth\n  user:\n    client-certificate: tls.crt\n    client-key: tls.key\n"
     );
+    let b64 = |s: &str| util::b64_encode(s.as_bytes());
     json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": HUB_SECRET, "namespace": ns},
-        "data": {
-            "cluster-name": util::b64_encode(mc.as_bytes()),
-            "kubeconfig": util::b64_encode(kubeconfig.as_bytes()),
-        },
+        "data": {"cluster-name": b64(mc), "kubeconfig": b64(&kubeconfig)},
     })
 }
 
@@ -860,11 +849,9 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
         if !spoke_gate(k, gate, default) || !w.served(spoke, kind) {
             continue;
         }
-        for o in w.list(spoke, kind, None) {
-            if util::label(o, SPOKE_ONLY_LABEL).is_none() {
-                let value = util::str_at(o, "/spec/value").unwrap_or("");
-                by_name.insert(util::name(o), value);
-            }
+        let synced = |o: &&Value| util::label(o, SPOKE_ONLY_LABEL).is_none();
+        for o in w.list(spoke, kind, None).filter(synced) {
+            by_name.insert(util::name(o), util::str_at(o, "/spec/value").unwrap_or(""));
         }
     }
     let cfg = &k["spec"]["registrationConfiguration"]["clusterClaimConfiguration"];
