@@ -64,10 +64,8 @@ fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
         {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
     ]);
     set_conditions(&mut n, conds);
-    let stored: Vec<&Value> = crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let versions = crd["spec"]["versions"].as_array().into_iter().flatten();
+    let stored: Vec<&Value> = versions
         .filter(|v| v["storage"] == true)
         .map(|v| &v["name"])
         .collect();
@@ -152,14 +150,12 @@ fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     let count = |yes: bool| if yes { json!(replicas) } else { Value::Null };
     let up = blocker.is_none();
     let mut n = d.clone();
-    util::merge(
-        &mut n,
-        &json!({"status": {
-            "observedGeneration": d.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
-            "replicas": replicas, "updatedReplicas": replicas,
-            "readyReplicas": count(up), "availableReplicas": count(up), "unavailableReplicas": count(!up),
-        }}),
-    );
+    let status = json!({
+        "observedGeneration": d.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "replicas": replicas, "updatedReplicas": replicas,
+        "readyReplicas": count(up), "availableReplicas": count(up), "unavailableReplicas": count(!up),
+    });
+    util::merge(&mut n["status"], &status);
     let available = match blocker {
         None => {
             json!({"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "Deployment has minimum availability."})
@@ -609,11 +605,8 @@ fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) ->
         let mc = managed_cluster(w, k, hub, spoke, cluster_name);
         ops.push(Op::Create(s(hub), mc));
     }
-    let csr_missing = agent
-        .csr
-        .as_ref()
-        .is_none_or(|n| w.get(hub, gk::CSR, "", n).is_none());
-    if !agent.joined && csr_missing {
+    let pending = agent.csr.as_ref().and_then(|n| w.get(hub, gk::CSR, "", n));
+    if !agent.joined && pending.is_none() {
         let name = csr_name(w, hub, cluster_name, spoke);
         ops.push(Op::Create(s(hub), csr(cluster_name, &name, spoke)));
         agent.csr = Some(name);
@@ -636,9 +629,8 @@ fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) ->
 fn managed_cluster(w: &World, k: &Value, hub: &str, spoke: &str, name: &str) -> Value {
     // The spoke's own API server, so the spoke's CA.
     let ca = util::b64_encode(w.ca_pem(spoke).as_bytes());
-    let urls: Vec<Value> = k["spec"]["externalServerURLs"]
-        .as_array()
-        .into_iter()
+    let urls = k["spec"]["externalServerURLs"].as_array().into_iter();
+    let urls: Vec<Value> = urls
         .flatten()
         .filter_map(|u| u["url"].as_str())
         .map(|u| json!({"url": u, "caBundle": ca}))
@@ -739,17 +731,15 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     if accepted {
         let cond = json!([{"type": "HubAcceptedManagedCluster", "status": "True", "reason": "HubClusterAdminAccepted", "message": "Accepted by hub cluster admin"}]);
         set_conditions(&mut n, cond);
-        let fins = util::obj_at(&mut n, &["metadata"])
-            .entry("finalizers")
-            .or_insert_with(|| json!([]));
+        let fins = n["metadata"]["finalizers"].as_array();
+        let mut fins = fins.cloned().unwrap_or_default();
         for f in ["resource-cleanup", "api-resource-cleanup"] {
             let f = json!(format!("cluster.open-cluster-management.io/{f}"));
-            if let Some(list) = fins.as_array_mut()
-                && !list.contains(&f)
-            {
-                list.push(f);
+            if !fins.contains(&f) {
+                fins.push(f);
             }
         }
+        n["metadata"]["finalizers"] = json!(fins);
         ops.push(Op::Create(s(hub), namespace_obj(mc)));
     }
     let spoke = w.spoke_of(hub, mc).filter(|s| w.reachable(s));
@@ -856,12 +846,8 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     }
     let cfg = &k["spec"]["registrationConfiguration"]["clusterClaimConfiguration"];
     let max = cfg["maxCustomClusterClaims"].as_u64().unwrap_or(20) as usize;
-    let suffixes: Vec<&str> = cfg["reservedClusterClaimSuffixes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let suffixes = cfg["reservedClusterClaimSuffixes"].as_array().into_iter();
+    let suffixes: Vec<&str> = suffixes.flatten().filter_map(Value::as_str).collect();
     let reserved =
         |n: &str| RESERVED_CLAIMS.contains(&n) || suffixes.iter().any(|s| n.ends_with(s));
     let claims: Vec<_> = by_name
