@@ -334,19 +334,16 @@ fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
         (REGISTRATION_APP, "registrationImagePullSpec"),
         ("klusterlet-work-agent", "workImagePullSpec"),
     ] {
-        if let Some(d) = w.get(c, gk::DEPLOYMENT, &ns, name) {
-            // Applied with the operator's replica count on every reconcile, 1 on a one-node cluster: a
-            // scaled agent is scaled back (ocm manifests/klusterlet/management/klusterlet-registration-deployment.yaml
-            // `replicas: {{ .Replica }}`, pkg/operator/helpers `DetermineReplica`).
-            let mut d = d.clone();
-            d["spec"]["replicas"] = json!(1);
-            ops.push(Op::Put(s(c), d));
-            continue;
-        }
         let image = util::str_at(k, &format!("/spec/{image}"))
             .unwrap_or("quay.io/open-cluster-management/registration:v1.3.1");
         let containers = json!([{"name": "agent", "image": image, "args": ["agent"]}]);
-        ops.push(Op::Create(s(c), deployment(&ns, name, name, 1, containers)));
+        let existing = w.get(c, gk::DEPLOYMENT, &ns, name).cloned();
+        let mut d = existing.unwrap_or_else(|| deployment(&ns, name, name, 1, containers));
+        // Applied with the operator's replica count on every reconcile, 1 on a one-node cluster: a
+        // scaled agent is scaled back (ocm manifests/klusterlet/management/klusterlet-registration-deployment.yaml
+        // `replicas: {{ .Replica }}`, pkg/operator/helpers `DetermineReplica`).
+        d["spec"]["replicas"] = json!(1);
+        ops.push(Op::Put(s(c), d));
     }
     // The registration Deployment's ReplicaSet starts its Pod: with the bootstrap Secret there the kubelet
     // mounts it at once, else the Pod waits (see [`Behaviour::BootstrapMount`]).
@@ -990,11 +987,8 @@ static HUB_OPERATOR: Controller = Controller {
         // The operator watches its Deployments' rollout (open-cluster-management-io/ocm v1.3.1
         // `pkg/operator/.../clustermanager_controller.go`).
         (gk::DEPLOYMENT, |_, ch, q| {
-            queue_if(
-                ch.ns == HUB_NAMESPACE || ch.name == "cluster-manager",
-                ch,
-                q,
-            );
+            let ours = ch.ns == HUB_NAMESPACE || ch.name == "cluster-manager";
+            queue_if(ours, ch, q);
         }),
         (gk::CLUSTER_MANAGER, any_change),
     ],
@@ -1012,11 +1006,8 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
     watches: &[
         // Its own Deployment, and the agents' it applies (scaled by hand, they are scaled back).
         (gk::DEPLOYMENT, |_, ch, q| {
-            queue_if(
-                ch.name == "klusterlet" || ch.name.starts_with("klusterlet-"),
-                ch,
-                q,
-            );
+            let ours = ch.name == "klusterlet" || ch.name.starts_with("klusterlet-");
+            queue_if(ours, ch, q);
         }),
         (gk::KLUSTERLET, any_change),
         // A registration agent Pod deleted: its ReplicaSet starts another.
