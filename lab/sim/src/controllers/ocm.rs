@@ -132,15 +132,13 @@ fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d)) else {
         return Vec::new();
     };
-    let no_cert = w
-        .get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert")
-        .is_none();
-    let no_mpc = w.get(c, gk::MPC, "", "cluster-proxy").is_none();
+    let cert = w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert");
+    let mpc = w.get(c, gk::MPC, "", "cluster-proxy");
     let blocker = match name {
-        "cluster-proxy-addon-user" if no_cert => Some(
+        "cluster-proxy-addon-user" if cert.is_none() => Some(
             "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
         ),
-        "cluster-proxy-addon-manager" if no_mpc => Some(
+        "cluster-proxy-addon-manager" if mpc.is_none() => Some(
             "pods are in CrashLoopBackOff: the addon manager exits because ManagedProxyConfiguration cluster-proxy does not exist",
         ),
         _ => None,
@@ -259,8 +257,6 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
             json!({"type": kind, "status": "True", "reason": format!("Unavailable{what}Pod"), "message": msg})
         }
     };
-    let registration = health("Registration", "Registration is managing credentials");
-    let placement = health("Placement", "Placement is scheduling placement decisions");
     let rolling = down(None);
     let mut ops = Vec::new();
     let progressing = if rolling.is_empty() {
@@ -277,8 +273,8 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     let conds = json!([
         {"type": "Applied", "status": "True", "reason": "ClusterManagerApplied", "message": "Components of cluster manager are applied"},
         {"type": "ValidFeatureGates", "status": "True", "reason": "FeatureGatesAllValid", "message": "Feature gates are all valid"},
-        registration,
-        placement,
+        health("Registration", "Registration is managing credentials"),
+        health("Placement", "Placement is scheduling placement decisions"),
         progressing,
     ]);
     set_conditions(&mut n, conds);
@@ -347,9 +343,8 @@ fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     }
     // The registration Deployment's ReplicaSet starts its Pod: with the bootstrap Secret there the kubelet
     // mounts it at once, else the Pod waits (see [`Behaviour::BootstrapMount`]).
-    let scaled_down = w
-        .get(c, gk::DEPLOYMENT, &ns, REGISTRATION_APP)
-        .is_some_and(|d| !running(d));
+    let agent = w.get(c, gk::DEPLOYMENT, &ns, REGISTRATION_APP);
+    let scaled_down = agent.is_some_and(|d| !running(d));
     if registration_pods(w, c, Some(&ns)).is_empty() && !scaled_down {
         let mounted = w.get(c, gk::SECRET, &ns, BOOTSTRAP_SECRET).is_some();
         ops.push(Op::Create(s(c), registration_pod(&ns, mounted)));
@@ -412,9 +407,7 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
         }
     };
     // TLS first: the agent verifies the hub's serving certificate with the kubeconfig's CA.
-    if let Some(ca) = &ca
-        && !trusts(ca, w.ca_pem(hub))
-    {
+    if ca.is_some_and(|ca| !trusts(&ca, w.ca_pem(hub))) {
         return Err(format!(
             "Post \"{url}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\": tls: failed to verify certificate: x509: certificate signed by unknown authority (the bootstrap kubeconfig's certificate-authority-data is not cluster {hub}'s CA)"
         ));
@@ -435,10 +428,10 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
 
 /// Whether a PEM CA bundle holds the CA certificate `ca_pem` (compared as DER).
 fn trusts(bundle: &str, ca_pem: &str) -> bool {
-    let Ok(ca) = pem::parse(ca_pem) else {
+    let (Ok(ca), Ok(certs)) = (pem::parse(ca_pem), pem::parse_many(bundle)) else {
         return false;
     };
-    pem::parse_many(bundle).is_ok_and(|certs| certs.iter().any(|c| c.contents() == ca.contents()))
+    certs.iter().any(|c| c.contents() == ca.contents())
 }
 
 /// What the registration agent reads from its base64-encoded bootstrap kubeconfig: the hub server, the
@@ -510,9 +503,8 @@ fn queue_waiting_mounts(w: &World, c: &str, q: &mut Queue<'_>) {
 
 /// A Pending Pod whose bootstrap Secret exists.
 fn mountable(w: &World, c: &str, p: &Value) -> bool {
-    p["status"]["phase"] == "Pending"
-        && w.get(c, gk::SECRET, util::namespace(p), BOOTSTRAP_SECRET)
-            .is_some()
+    let secret = w.get(c, gk::SECRET, util::namespace(p), BOOTSTRAP_SECRET);
+    p["status"]["phase"] == "Pending" && secret.is_some()
 }
 
 /// The kubelet's mount retry succeeds: the waiting Pod starts.
@@ -525,16 +517,12 @@ fn mount_bootstrap(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
     vec![Op::Put(s(c), n)]
 }
 
-/// The Klusterlet `k` of cluster `c` with its `HubConnectionDegraded` condition.
-fn hub_connection(k: &Value, c: &str, degraded: &str, reason: &str, msg: &str) -> Op {
+/// The Klusterlet `k` of cluster `c` with its `HubConnectionDegraded` condition (`True`: why the agent
+/// cannot reach the hub).
+fn hub_connection(k: &Value, c: &str, degraded: &str, reason: &str, msg: &str) -> Vec<Op> {
     let mut n = k.clone();
     set_condition(&mut n, "HubConnectionDegraded", degraded, reason, msg);
-    Op::Put(s(c), n)
-}
-
-/// The Klusterlet says why the agent cannot reach the hub.
-fn degraded(k: &Value, c: &str, reason: &str, msg: &str) -> Vec<Op> {
-    vec![hub_connection(k, c, "True", reason, msg)]
+    vec![Op::Put(s(c), n)]
 }
 
 /// The registration agent (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/`): with a usable
@@ -552,7 +540,7 @@ fn registration(w: &World, spoke: &str) -> Vec<Op> {
     let cluster_name = util::str_at(k, "/spec/clusterName").unwrap_or("");
     if cluster_name.is_empty() {
         let why = "spec.clusterName is empty";
-        return degraded(k, spoke, "BootstrapSecretError", why);
+        return hub_connection(k, spoke, "True", "BootstrapSecretError", why);
     }
     let secret = w.get(spoke, gk::SECRET, &ns, BOOTSTRAP_SECRET);
     let pods = registration_pods(w, spoke, Some(&ns));
@@ -565,7 +553,7 @@ fn registration(w: &World, spoke: &str) -> Vec<Op> {
         let msg = format!(
             "Failed to get bootstrap secret \"{ns}/{BOOTSTRAP_SECRET}\": secrets \"{BOOTSTRAP_SECRET}\" not found"
         );
-        return degraded(k, spoke, "BootstrapSecretMissing", &msg);
+        return hub_connection(k, spoke, "True", "BootstrapSecretMissing", &msg);
     };
     match bootstrap_hub(w, spoke, secret) {
         Ok(hub) => register(w, spoke, k, &hub, cluster_name),
@@ -573,7 +561,7 @@ fn registration(w: &World, spoke: &str) -> Vec<Op> {
             let msg = format!(
                 "Failed to create SelfSubjectAccessReview with bootstrap secret \"{ns}/{BOOTSTRAP_SECRET}\": {why}"
             );
-            degraded(k, spoke, "BootstrapSecretError", &msg)
+            hub_connection(k, spoke, "True", "BootstrapSecretError", &msg)
         }
     }
 }
@@ -614,7 +602,7 @@ fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) ->
         let msg = format!(
             "Failed to get hub kubeconfig secret \"{ns}\" \"{HUB_SECRET}\": secrets \"{HUB_SECRET}\" not found"
         );
-        ops.extend(degraded(k, spoke, reason, &msg));
+        ops.extend(hub_connection(k, spoke, "True", reason, &msg));
     }
     ops.push(Op::Agent(s(spoke), Some(agent)));
     ops
@@ -787,7 +775,7 @@ fn join(w: &World, hub: &str, spoke: &str, agent: &Agent, n: &mut Value) -> Vec<
     let mut ops = Vec::new();
     if let Some(k) = klusterlet(w, spoke) {
         let (reason, fine) = ("HubConnectionFunctional", "Hub connection is functional");
-        ops.push(hub_connection(k, spoke, "False", reason, fine));
+        ops.extend(hub_connection(k, spoke, "False", reason, fine));
         let secret = hub_kubeconfig_secret(hub, &agent.cluster_name, &agent_namespace(k));
         ops.push(Op::Create(s(spoke), secret));
     }
@@ -919,11 +907,6 @@ fn mark_klusterlet(w: &World, c: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
     })
 }
 
-/// A whole-cluster resync.
-fn resync_cluster(_: &World, c: &str, q: &mut Queue<'_>) {
-    q.add(c, "", "");
-}
-
 static CRD_ESTABLISH: Controller = Controller {
     name: "crd-establish",
     behaviour: Behaviour::CrdEstablish,
@@ -939,7 +922,7 @@ static IMAGE_PULL: Controller = Controller {
     watches: &[(gk::DEPLOYMENT, |_, ch, q| {
         queue_if(!ch.kind.status_only(), ch, q);
     })],
-    resync: Resync::Restart(resync_cluster),
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| image_pull(w, k.cluster()),
     fail: |w, k, msg| {
         // Every Deployment waiting for the image shows the failed pull.
@@ -992,7 +975,7 @@ static HUB_OPERATOR: Controller = Controller {
         }),
         (gk::CLUSTER_MANAGER, any_change),
     ],
-    resync: Resync::Restart(resync_cluster),
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| hub_operator(w, k.cluster()),
     fail: |w, k, msg| {
         let cm = [gk::CLUSTER_MANAGER, "", "cluster-manager"];
@@ -1013,7 +996,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         // A registration agent Pod deleted: its ReplicaSet starts another.
         (POD, |_, ch, q| queue_if(ch.kind == Deleted, ch, q)),
     ],
-    resync: Resync::Restart(resync_cluster),
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| klusterlet_operator(w, k.cluster()),
     fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["Applied", "False"], msg),
 };
@@ -1034,7 +1017,7 @@ static REGISTRATION: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Restart(resync_cluster),
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| registration(w, k.cluster()),
     fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["HubConnectionDegraded", "True"], msg),
 };
@@ -1096,7 +1079,7 @@ static CLAIM_SYNC: Controller = Controller {
         (gk::CLUSTER_PROPERTY, any_change),
         (gk::CLUSTER_CLAIM, any_change),
     ],
-    resync: Resync::Restart(resync_cluster),
+    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| claim_sync(w, k.cluster()),
     fail: |w, k, msg| {
         let Some(a) = w.agent(k.cluster()) else {
