@@ -38,6 +38,30 @@ fn default_install_namespace(addon: &str) -> &'static str {
     }
 }
 
+/// The `(namespace, name)` of a ClusterManagementAddOn's placements; `None` when its install strategy is
+/// not `Placements`.
+fn placements(cma: &Value) -> Option<Vec<(&str, &str)>> {
+    let strategy = &cma["spec"]["installStrategy"];
+    (strategy["type"] == "Placements").then(|| {
+        let list = strategy["placements"].as_array().into_iter().flatten();
+        list.filter_map(|p| Some((p["namespace"].as_str()?, p["name"].as_str()?)))
+            .collect()
+    })
+}
+
+/// The ManagedClusterAddOn the install strategy creates in cluster namespace `mc`, owned by `cma`.
+fn new_mca(hub: &str, cma: &Value, mc: &str) -> Op {
+    Op::Create(
+        s(hub),
+        json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": util::name(cma), "namespace": mc, "ownerReferences": [owner_ref(cma, false)]},
+            "spec": {},
+        }),
+    )
+}
+
 /// Install strategy `Placements` (open-cluster-management-io/ocm v1.3.1
 /// `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go`): a ManagedClusterAddOn in the namespace
 /// of every cluster the placements decided on, owned by the ClusterManagementAddOn; ones it owns for clusters
@@ -46,58 +70,32 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
     let Some(cma) = w.get(hub, gk::CMA, "", addon) else {
         return Vec::new();
     };
-    if !is_hub(w, hub) || !w.served(hub, gk::MCA) {
+    let Some(placements) = placements(cma).filter(|_| is_hub(w, hub) && w.served(hub, gk::MCA))
+    else {
         return Vec::new();
-    }
-    if cma.pointer("/spec/installStrategy/type") != Some(&json!("Placements")) {
-        return Vec::new();
-    }
-    let mut selected = BTreeSet::new();
-    for p in cma
-        .pointer("/spec/installStrategy/placements")
-        .and_then(Value::as_array)
+    };
+    // A Placement that is gone decides nothing (ocm v1.3.1
+    // `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go` `getAllDecisions`).
+    let selected: BTreeSet<String> = placements
         .into_iter()
-        .flatten()
-    {
-        let (Some(name), Some(ns)) = (p["name"].as_str(), p["namespace"].as_str()) else {
-            continue;
-        };
-        // A Placement that is gone decides nothing (ocm v1.3.1
-        // `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go` `getAllDecisions`).
-        if w.get(hub, gk::PLACEMENT, ns, name).is_none() {
-            continue;
-        }
-        selected.extend(decided(w, hub, ns, name));
-    }
+        .filter(|(ns, name)| w.get(hub, gk::PLACEMENT, ns, name).is_some())
+        .flat_map(|(ns, name)| decided(w, hub, ns, name))
+        .collect();
     let uid = util::uid(cma);
-    let mut ops = Vec::new();
-    for c in &selected {
-        if namespace_exists(w, hub, c) && w.get(hub, gk::MCA, c, addon).is_none() {
-            ops.push(Op::Create(
-                s(hub),
-                json!({
-                    "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                    "kind": "ManagedClusterAddOn",
-                    "metadata": {"name": addon, "namespace": c, "ownerReferences": [owner_ref(cma, false)]},
-                    "spec": {},
-                }),
-            ));
-        }
-    }
-    for ns in w.namespaces_with(hub, gk::MCA) {
-        if selected.contains(&ns) {
-            continue;
-        }
-        let owned = w.get(hub, gk::MCA, &ns, addon).is_some_and(|a| {
-            a.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
-        });
-        if owned {
-            ops.push(Op::delete(hub, [gk::MCA, &ns, addon]));
-        }
-    }
-    ops
+    let owned = |a: &Value| {
+        let refs = a["metadata"]["ownerReferences"].as_array();
+        refs.is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
+    };
+    let create = selected
+        .iter()
+        .filter(|c| namespace_exists(w, hub, c) && w.get(hub, gk::MCA, c, addon).is_none())
+        .map(|c| new_mca(hub, cma, c));
+    let delete = w
+        .namespaces_with(hub, gk::MCA)
+        .into_iter()
+        .filter(|ns| !selected.contains(ns) && w.get(hub, gk::MCA, ns, addon).is_some_and(owned))
+        .map(|ns| Op::delete(hub, [gk::MCA, &ns, addon]));
+    create.chain(delete).collect()
 }
 
 /// Addon health (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`,
@@ -109,77 +107,68 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
     let Some(a) = w.get(hub, gk::MCA, mc, addon) else {
         return agent_removed(w, hub, mc, addon);
     };
-    let cma = w.get(hub, gk::CMA, "", addon);
-    let joined = w
-        .get(hub, gk::MANAGED_CLUSTER, "", mc)
-        .is_some_and(|m| util::condition_is(m, "ManagedClusterJoined", "True"));
-    if cma.is_none() || !joined {
+    let cluster = w.get(hub, gk::MANAGED_CLUSTER, "", mc);
+    let joined = cluster.is_some_and(|m| util::condition_is(m, "ManagedClusterJoined", "True"));
+    if w.get(hub, gk::CMA, "", addon).is_none() || !joined {
         return Vec::new();
     }
-    let manager_ok = match addon {
-        PROXY_ADDON | MSA_ADDON => addon_manager(w, hub, addon).is_some(),
-        _ => true,
-    };
+    let manager_ok =
+        ![PROXY_ADDON, MSA_ADDON].contains(&addon) || addon_manager(w, hub, addon).is_some();
     let install_ns = util::str_at(a, "/spec/installNamespace")
         .filter(|n| !n.is_empty())
         .unwrap_or(default_install_namespace(addon))
         .to_owned();
-    let mut n = a.clone();
-    let mut ops = Vec::new();
-    let lease_stopped = w
-        .get(hub, gk::MANAGED_CLUSTER, "", mc)
-        .is_some_and(|m| lease_update_stopped(m, "ManagedClusterConditionAvailable"));
-    if lease_stopped {
-        // The hub's ManagedClusterAddonHealthCheckController: once the cluster's lease expired, every addon
-        // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
-        set_condition(
-            &mut n,
-            "Available",
+    // The hub's ManagedClusterAddonHealthCheckController: once the cluster's lease expired, every addon
+    // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
+    let stopped =
+        cluster.is_some_and(|m| lease_update_stopped(m, "ManagedClusterConditionAvailable"));
+    let (status, reason, msg) = match (stopped, manager_ok) {
+        (true, _) => (
             "Unknown",
             "ManagedClusterLeaseUpdateStopped",
-            "Registration agent stopped updating its lease.",
-        );
-    } else if manager_ok {
-        set_condition(
-            &mut n,
-            "Available",
+            s("Registration agent stopped updating its lease."),
+        ),
+        (false, true) => (
             "True",
             "ManagedClusterAddOnLeaseUpdated",
-            &format!("{addon} add-on is available."),
-        );
-        n["status"]["namespace"] = json!(install_ns);
-        if let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) {
-            let agent = agent_name(addon);
-            let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
-            ops.push(Op::Create(s(spoke), namespace_obj(&install_ns)));
-            if addon == PROXY_ADDON {
-                // Cluster-scoped, from the same ManifestWork: what only the work agent removes.
-                ops.push(Op::Create(
-                    s(spoke),
-                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": PROXY_AGENT_ROLE}, "rules": []}),
-                ));
-            }
-            ops.push(Op::Create(
-                s(spoke),
-                deployment(
-                    &install_ns,
-                    &agent,
-                    &agent,
-                    1,
-                    json!([{"name": "agent", "image": image, "args": ["agent"]}]),
-                ),
-            ));
-        }
-    } else {
-        set_condition(
-            &mut n,
-            "Available",
+            format!("{addon} add-on is available."),
+        ),
+        (false, false) => (
             "Unknown",
             "ManagedClusterAddOnLeaseNotFound",
-            &format!("The status of {addon} add-on is unknown."),
-        );
+            format!("The status of {addon} add-on is unknown."),
+        ),
+    };
+    let mut n = a.clone();
+    set_condition(&mut n, "Available", status, reason, &msg);
+    let mut ops = Vec::new();
+    if status == "True" {
+        n["status"]["namespace"] = json!(install_ns);
+        if let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) {
+            ops = agent_installed(w, hub, spoke, addon, &install_ns);
+        }
     }
     ops.push(Op::Put(s(hub), n));
+    ops
+}
+
+/// What the addon's ManifestWork applies on the managed cluster: the install namespace, the agent's
+/// Deployment and, for cluster-proxy, a cluster-scoped ClusterRole (what only the work agent removes).
+fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> Vec<Op> {
+    let agent = agent_name(addon);
+    let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
+    let container = json!([{"name": "agent", "image": image, "args": ["agent"]}]);
+    let mut ops = vec![Op::Create(s(spoke), namespace_obj(ns))];
+    if addon == PROXY_ADDON {
+        ops.push(Op::Create(
+            s(spoke),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": PROXY_AGENT_ROLE}, "rules": []}),
+        ));
+    }
+    ops.push(Op::Create(
+        s(spoke),
+        deployment(ns, &agent, &agent, 1, container),
+    ));
     ops
 }
 
@@ -344,7 +333,7 @@ fn args_gate(container: &Value, gate: &str) -> bool {
 /// and the serving cert Secret in `spec.proxyServer.namespace`, every ClusterProfile labelled
 /// `x-k8s.io/cluster-manager=open-cluster-management` with a cluster-name label gets the
 /// `open-cluster-management` access provider (only that entry is replaced).
-pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<(&String, &String)>) -> Vec<Op> {
+pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) -> Vec<Op> {
     let Some(d) = addon_manager(w, hub, PROXY_ADDON) else {
         return Vec::new();
     };
@@ -364,7 +353,7 @@ pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<(&String, &String
         return Vec::new();
     };
     let targets: Vec<&Value> = match one {
-        Some((pns, name)) => w
+        Some([pns, name]) => w
             .get(hub, gk::CLUSTER_PROFILE, pns, name)
             .into_iter()
             .collect(),
@@ -485,20 +474,12 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
                 .to_string()
         );
     }
-    set_condition(
-        &mut n,
-        "SecretCreated",
-        "True",
-        "SecretCreated",
-        "The token secret has been created",
-    );
-    set_condition(
-        &mut n,
-        "TokenReported",
-        "True",
-        "TokenReported",
-        "ServiceAccount token was reported",
-    );
+    for (kind, msg) in [
+        ("SecretCreated", "The token secret has been created"),
+        ("TokenReported", "ServiceAccount token was reported"),
+    ] {
+        set_condition(&mut n, kind, "True", kind, msg);
+    }
     ops.push(Op::Put(s(hub), n));
     ops
 }
@@ -539,13 +520,10 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
                 secret["type"] = json!("Opaque");
                 util::set_label(&mut secret, SYNCED_FROM_LABEL, &target);
                 secret["metadata"]["ownerReferences"] = json!([owner_ref(p, true)]);
-                let mut data = serde_json::Map::new();
-                for k in ["token", "ca.crt"] {
-                    if let Some(v) = src["data"].get(k) {
-                        data.insert(k.to_owned(), v.clone());
-                    }
-                }
-                secret["data"] = Value::Object(data);
+                let data = ["token", "ca.crt"]
+                    .into_iter()
+                    .filter_map(|k| Some((k.to_owned(), src["data"].get(k)?.clone())));
+                secret["data"] = Value::Object(data.collect());
                 ops.push(Op::Put(s(hub), secret));
             }
             _ => {
@@ -564,34 +542,17 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     if !is_hub(w, hub) || !w.served(hub, gk::MCA) || !namespace_exists(w, hub, mc) {
         return Vec::new();
     }
-    let mut ops = Vec::new();
-    for cma in w.list(hub, gk::CMA, None) {
-        if cma.pointer("/spec/installStrategy/type") != Some(&json!("Placements")) {
-            continue;
-        }
-        let addon = util::name(cma);
-        let selected = cma
-            .pointer("/spec/installStrategy/placements")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|p| match (p["name"].as_str(), p["namespace"].as_str()) {
-                (Some(name), Some(ns)) => decides(w, hub, ns, name, mc),
-                _ => false,
-            });
-        if selected && w.get(hub, gk::MCA, mc, addon).is_none() {
-            ops.push(Op::Create(
-                s(hub),
-                json!({
-                    "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                    "kind": "ManagedClusterAddOn",
-                    "metadata": {"name": addon, "namespace": mc, "ownerReferences": [owner_ref(cma, false)]},
-                    "spec": {},
-                }),
-            ));
-        }
-    }
-    ops
+    let selected = |cma: &&Value| {
+        let placements = placements(cma).unwrap_or_default();
+        placements
+            .iter()
+            .any(|(ns, name)| decides(w, hub, ns, name, mc))
+    };
+    w.list(hub, gk::CMA, None)
+        .filter(selected)
+        .filter(|cma| w.get(hub, gk::MCA, mc, util::name(cma)).is_none())
+        .map(|cma| new_mca(hub, cma, mc))
+        .collect()
 }
 
 /// The spoke's cluster-proxy `proxy-agent` dials the hub's proxy server and holds a tunnel while the addon
@@ -657,6 +618,15 @@ fn addon_statuses(w: &World, c: &str, addon: &str, q: &mut Queue<'_>) {
     }
 }
 
+/// The tunnel work of every cluster with a cluster-proxy addon.
+fn all_tunnels(w: &World, c: &str, q: &mut Queue<'_>) {
+    for a in w.list(c, gk::MCA, None) {
+        if util::name(a) == PROXY_ADDON {
+            q.add(c, util::namespace(a), "");
+        }
+    }
+}
+
 fn all_msas(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
     for m in w.list(c, gk::MSA, ns) {
         q.add(c, util::namespace(m), util::name(m));
@@ -689,6 +659,8 @@ const MSA_WATCHES: &[(&str, WatchFn)] = &[
     (gk::MSA, |_, ch, q| q.add(&ch.cluster, &ch.ns, &ch.name)),
 ];
 
+const ADDON_INSTALL_DEGRADED: [&str; 2] = ["AddonInstallDegraded", "True"];
+
 pub(super) static ADDON_INSTALL: Controller = Controller {
     name: "addon-install",
     behaviour: Behaviour::AddonPlacement,
@@ -710,7 +682,7 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
     ],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CMA)),
     run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| mark_work(w, k, gk::CMA, ["AddonInstallDegraded", "True"], msg),
+    fail: |w, k, msg| mark_work(w, k, gk::CMA, ADDON_INSTALL_DEGRADED, msg),
 };
 
 pub(super) static ADDON_CLUSTER: Controller = Controller {
@@ -723,22 +695,18 @@ pub(super) static ADDON_CLUSTER: Controller = Controller {
     })],
     resync: Resync::Never,
     run: |w, k| addon_cluster(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let cond = "AddonInstallDegraded";
-        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "True"], msg)
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MANAGED_CLUSTER, ADDON_INSTALL_DEGRADED, msg),
 };
 
 static ADDON_STATUS: Controller = Controller {
     name: "addon-status",
     behaviour: Behaviour::AddonInstall,
     watches: &[
-        (gk::DEPLOYMENT, |w, ch, q| match ch.name.as_str() {
-            "cluster-proxy-addon-manager" => addon_statuses(w, &ch.cluster, PROXY_ADDON, q),
-            "managed-serviceaccount-addon-manager" => {
-                addon_statuses(w, &ch.cluster, MSA_ADDON, q);
+        (gk::DEPLOYMENT, |w, ch, q| {
+            let addon = ch.name.strip_suffix("-addon-manager");
+            if let Some(addon) = addon.filter(|a| [PROXY_ADDON, MSA_ADDON].contains(a)) {
+                addon_statuses(w, &ch.cluster, addon, q);
             }
-            _ => {}
         }),
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             for a in w.list(&ch.cluster, gk::MCA, Some(&ch.name)) {
@@ -751,75 +719,58 @@ static ADDON_STATUS: Controller = Controller {
         (gk::MCA, spec_of),
     ],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MCA)),
-    run: |w, k| {
-        let [mc, addon] = k.key();
-        addon_status(w, k.cluster(), mc, addon)
-    },
+    run: |w, k| addon_status(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| mark_work(w, k, gk::MCA, ["Available", "False"], msg),
 };
+
+/// What wakes both cluster-proxy hub controllers (serving cert and access providers): the addon manager
+/// rolling out, the serving cert Secret, the ManagedProxyConfiguration.
+const PROXY_WATCHES: &[(&str, WatchFn)] = &[
+    (gk::DEPLOYMENT, |_, ch, q| {
+        if ch.name == "cluster-proxy-addon-manager" {
+            q.add(&ch.cluster, "", "");
+        }
+    }),
+    (gk::SECRET, |_, ch, q| {
+        if ch.name == SERVING_CERT {
+            q.add(&ch.cluster, "", "");
+        }
+    }),
+    (gk::MPC, any_change),
+];
 
 static PROXY_CERT: Controller = Controller {
     name: "cluster-proxy-serving-cert",
     behaviour: Behaviour::ProxyServingCert,
     watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "cluster-proxy-addon-manager" {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
-        (gk::SECRET, |_, ch, q| {
-            if ch.name == SERVING_CERT {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
+        PROXY_WATCHES[0],
+        PROXY_WATCHES[1],
+        PROXY_WATCHES[2],
         (gk::NAMESPACE, any_change),
-        (gk::MPC, any_change),
     ],
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_cert(w, k.cluster()),
     fail: |w, k, msg| {
-        let cond = "UserServerSecretSigned";
-        mark(
-            w,
-            k.cluster(),
-            [gk::MPC, "", PROXY_ADDON],
-            [cond, "False"],
-            msg,
-        )
+        let cond = ["UserServerSecretSigned", "False"];
+        mark(w, k.cluster(), [gk::MPC, "", PROXY_ADDON], cond, msg)
     },
 };
+
+const PROVIDER_DEGRADED: [&str; 2] = ["AccessProviderDegraded", "True"];
 
 static PROXY_PROFILE: Controller = Controller {
     name: "cluster-proxy-access-provider",
     behaviour: Behaviour::ProxyAccessProvider,
     watches: &[(gk::CLUSTER_PROFILE, spec_of)],
     resync: Resync::Never,
-    run: |w, k| {
-        let [ns, name] = k.key();
-        proxy_profiles(w, k.cluster(), Some((ns, name)))
-    },
-    fail: |w, k, msg| {
-        let cond = "AccessProviderDegraded";
-        mark_work(w, k, gk::CLUSTER_PROFILE, [cond, "True"], msg)
-    },
+    run: |w, k| proxy_profiles(w, k.cluster(), Some(k.key())),
+    fail: |w, k, msg| mark_work(w, k, gk::CLUSTER_PROFILE, PROVIDER_DEGRADED, msg),
 };
 
 static PROXY_ALL: Controller = Controller {
     name: "cluster-proxy-access-providers",
     behaviour: Behaviour::ProxyAccessProvider,
-    watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "cluster-proxy-addon-manager" {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
-        (gk::SECRET, |_, ch, q| {
-            if ch.name == SERVING_CERT {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
-        (gk::MPC, any_change),
-    ],
+    watches: PROXY_WATCHES,
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_profiles(w, k.cluster(), None),
     fail: |w, k, msg| {
@@ -827,8 +778,13 @@ static PROXY_ALL: Controller = Controller {
         w.list(hub, gk::CLUSTER_PROFILE, None)
             .flat_map(|p| {
                 let (ns, name) = (util::namespace(p), util::name(p));
-                let cond = "AccessProviderDegraded";
-                mark(w, hub, [gk::CLUSTER_PROFILE, ns, name], [cond, "True"], msg)
+                mark(
+                    w,
+                    hub,
+                    [gk::CLUSTER_PROFILE, ns, name],
+                    PROVIDER_DEGRADED,
+                    msg,
+                )
             })
             .collect()
     },
@@ -839,10 +795,7 @@ static MSA_TOKEN: Controller = Controller {
     behaviour: Behaviour::MsaToken,
     watches: MSA_WATCHES,
     resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        msa_token(w, k.cluster(), ns, name)
-    },
+    run: |w, k| msa_token(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| mark_work(w, k, gk::MSA, ["TokenReported", "False"], msg),
 };
 
@@ -872,13 +825,10 @@ static MSA_SYNC: Controller = Controller {
         }),
     ],
     resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        msa_sync(w, k.cluster(), ns, name)
-    },
+    run: |w, k| msa_sync(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| {
-        let cond = "ClusterProfileCredentialsSynced";
-        mark_work(w, k, gk::MSA, [cond, "False"], msg)
+        let cond = ["ClusterProfileCredentialsSynced", "False"];
+        mark_work(w, k, gk::MSA, cond, msg)
     },
 };
 
@@ -892,21 +842,9 @@ static PROXY_TUNNEL: Controller = Controller {
             }
         }),
         // The agents' replicas come from the ManagedProxyConfiguration: every cluster's tunnel may change.
-        (gk::MPC, |w, ch, q| {
-            for a in w.list(&ch.cluster, gk::MCA, None) {
-                if util::name(a) == PROXY_ADDON {
-                    q.add(&ch.cluster, util::namespace(a), "");
-                }
-            }
-        }),
+        (gk::MPC, |w, ch, q| all_tunnels(w, &ch.cluster, q)),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for a in w.list(c, gk::MCA, None) {
-            if util::name(a) == PROXY_ADDON {
-                q.add(c, util::namespace(a), "");
-            }
-        }
-    }),
+    resync: Resync::Hub(all_tunnels),
     run: |w, k| proxy_tunnel(w, k.cluster(), &k.key()[0]),
     // No status reports a tunnel (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`):
     // only the user server's answers show it.
