@@ -191,27 +191,26 @@ fn agent_name(addon: &str) -> String {
 /// `klusterlet_managed_reconcile.go` `cleanUpAppliedManifestWorks`). Only the default install namespace
 /// is looked at (the gone addon's `spec.installNamespace` is not known any more).
 fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
-    let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) else {
+    let work_agent = |s: &&str| {
+        w.find_named(s, gk::DEPLOYMENT, "klusterlet-work-agent")
+            .is_some()
+    };
+    let Some(spoke) = w
+        .spoke_of(hub, mc)
+        .filter(|s| w.reachable(s) && work_agent(s))
+    else {
         return Vec::new();
     };
-    if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-work-agent")
-        .is_none()
-    {
-        return Vec::new();
-    }
-    let ns = default_install_namespace(addon);
     let name = agent_name(addon);
-    let mut ops = Vec::new();
-    if w.get(spoke, gk::DEPLOYMENT, ns, &name).is_some() {
-        ops.push(Op::delete(spoke, [gk::DEPLOYMENT, ns, &name]));
+    let mut gone = vec![[gk::DEPLOYMENT, default_install_namespace(addon), &name]];
+    if addon == PROXY_ADDON {
+        gone.push([CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]);
     }
-    if addon == PROXY_ADDON
-        && w.get(spoke, CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE)
-            .is_some()
-    {
-        ops.push(Op::delete(spoke, [CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]));
-    }
-    ops
+    let exists = |[kind, ns, name]: &[&str; 3]| w.get(spoke, kind, ns, name).is_some();
+    gone.into_iter()
+        .filter(exists)
+        .map(|k| Op::delete(spoke, k))
+        .collect()
 }
 
 /// The ClusterRole cluster-proxy's agent work applies on the spoke (cluster-proxy v0.10.0
@@ -224,20 +223,15 @@ const CLUSTER_ROLE_GK: &str = "ClusterRole.rbac.authorization.k8s.io";
 /// the user server's serving certificate Secret in `spec.proxyServer.namespace` (a PEM that parses as
 /// X.509: simulation test data).
 pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
-    let Some(mpc) = w.get(hub, gk::MPC, "", "cluster-proxy") else {
+    let mpc = mpc(w, hub).filter(|m| m["spec"]["userServer"].is_object());
+    let Some(ns) = mpc.and_then(|m| util::str_at(m, "/spec/proxyServer/namespace")) else {
         return Vec::new();
     };
-    if addon_manager(w, hub, PROXY_ADDON).is_none() || !mpc["spec"]["userServer"].is_object() {
-        return Vec::new();
-    }
-    let Some(ns) = util::str_at(mpc, "/spec/proxyServer/namespace") else {
-        return Vec::new();
-    };
-    if !namespace_exists(w, hub, ns) {
-        return Vec::new();
-    }
     // Made once (a new key per reconcile would be wasted work): the Secret is only ever created.
-    if w.get(hub, gk::SECRET, ns, SERVING_CERT).is_some() {
+    if addon_manager(w, hub, PROXY_ADDON).is_none()
+        || !namespace_exists(w, hub, ns)
+        || w.get(hub, gk::SECRET, ns, SERVING_CERT).is_some()
+    {
         return Vec::new();
     }
     // Issued by a CA of this hub's cluster-proxy (`open-cluster-management:cluster-proxy`, as in
@@ -245,14 +239,14 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     // and the access providers carry it as their CA bundle (open-cluster-management-io/cluster-proxy v0.10.0
     // `pkg/proxyserver/controllers/clusterprofile_controller.go`): this hub's, no other cluster's.
     let ca = crate::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
-    let dns: Vec<String> = [
-        "localhost".to_owned(),
-        "cluster-proxy-addon-user".to_owned(),
-        format!("cluster-proxy-addon-user.{ns}"),
-        format!("cluster-proxy-addon-user.{ns}.svc"),
-    ]
-    .into();
-    let cert = ca.issue("cluster-proxy-addon-user", &dns, &[[127, 0, 0, 1]]);
+    let user = "cluster-proxy-addon-user";
+    let dns = [
+        s("localhost"),
+        s(user),
+        format!("{user}.{ns}"),
+        format!("{user}.{ns}.svc"),
+    ];
+    let cert = ca.issue(user, &dns, &[[127, 0, 0, 1]]);
     vec![Op::Create(
         s(hub),
         json!({
@@ -266,6 +260,24 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     )]
 }
 
+/// The hub's ManagedProxyConfiguration `cluster-proxy`.
+fn mpc<'w>(w: &'w World, hub: &str) -> Option<&'w Value> {
+    w.get(hub, gk::MPC, "", PROXY_ADDON)
+}
+
+/// A Deployment's containers, and a container's args.
+fn containers(d: &Value) -> impl Iterator<Item = &Value> {
+    d["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+}
+
+fn args(container: &Value) -> impl Iterator<Item = &str> {
+    let args = container["args"].as_array().into_iter().flatten();
+    args.filter_map(Value::as_str)
+}
+
 /// The image an addon's agent runs, as its manager deploys it: cluster-proxy's from the
 /// ManagedProxyConfiguration's `proxyAgent.image`, managed-serviceaccount's from the manager's
 /// `--agent-image-name=` (open-cluster-management-io/cluster-proxy v0.10.0
@@ -274,24 +286,16 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
 /// `charts/managed-serviceaccount/templates/manager-deployment.yaml`). `None` for another addon (the
 /// simulation's placeholder image then).
 fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
-    match addon {
-        PROXY_ADDON => w
-            .get(hub, gk::MPC, "", "cluster-proxy")
-            .and_then(|m| util::str_at(m, "/spec/proxyAgent/image"))
-            .map(str::to_owned),
+    let image = match addon {
+        PROXY_ADDON => mpc(w, hub).and_then(|m| util::str_at(m, "/spec/proxyAgent/image")),
         MSA_ADDON => {
             let d = w.find_named(hub, gk::DEPLOYMENT, "managed-serviceaccount-addon-manager")?;
-            d["spec"]["template"]["spec"]["containers"]
-                .as_array()?
-                .iter()
-                .filter_map(|c| c["args"].as_array())
-                .flatten()
-                .filter_map(|a| a.as_str()?.strip_prefix("--agent-image-name="))
-                .next()
-                .map(str::to_owned)
+            let mut args = containers(d).flat_map(args);
+            args.find_map(|a| a.strip_prefix("--agent-image-name="))
         }
         _ => None,
-    }
+    };
+    image.map(str::to_owned)
 }
 
 /// Whether the addon manager Deployment has its ClusterProfile gate on, read from its args the way its
@@ -301,10 +305,8 @@ fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
 /// PR #274).
 fn proxy_gate_on(d: &Value) -> bool {
     let container = &d["spec"]["template"]["spec"]["containers"][0];
-    let tag = container["image"]
-        .as_str()
-        .and_then(|i| i.rsplit_once(':'))
-        .map_or("", |(_, t)| t);
+    let image = container["image"].as_str().and_then(|i| i.rsplit_once(':'));
+    let tag = image.map_or("", |(_, t)| t);
     let old = ["v0.8.", "v0.9.", "v0.10."]
         .iter()
         .any(|p| tag.starts_with(p));
@@ -318,14 +320,17 @@ fn proxy_gate_on(d: &Value) -> bool {
 
 /// `--feature-gates=A=true,B=false` in a container's args.
 fn args_gate(container: &Value, gate: &str) -> bool {
-    container["args"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|a| a.strip_prefix("--feature-gates="))
+    let lists = args(container).filter_map(|a| a.strip_prefix("--feature-gates="));
+    lists
         .flat_map(|l| l.split(','))
         .any(|kv| kv == format!("{gate}=true"))
+}
+
+/// A ClusterProfile OCM manages: labelled `x-k8s.io/cluster-manager=open-cluster-management`, with a
+/// cluster-name label.
+fn ocm_profile(p: &&Value) -> bool {
+    util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
+        && util::label(p, CLUSTER_NAME_LABEL).is_some()
 }
 
 /// The `clusterProfileReconciler` of the cluster-proxy addon manager (open-cluster-management-io/cluster-proxy
@@ -340,16 +345,11 @@ pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) ->
     if !proxy_gate_on(d) || !w.served(hub, gk::CLUSTER_PROFILE) {
         return Vec::new();
     }
-    let Some(ns) = w
-        .get(hub, gk::MPC, "", "cluster-proxy")
-        .and_then(|m| util::str_at(m, "/spec/proxyServer/namespace"))
-    else {
+    let Some(ns) = mpc(w, hub).and_then(|m| util::str_at(m, "/spec/proxyServer/namespace")) else {
         return Vec::new();
     };
-    let Some(ca) = w
-        .get(hub, gk::SECRET, ns, SERVING_CERT)
-        .and_then(|s| util::str_at(s, "/data/tls.crt"))
-    else {
+    let secret = w.get(hub, gk::SECRET, ns, SERVING_CERT);
+    let Some(ca) = secret.and_then(|s| util::str_at(s, "/data/tls.crt")) else {
         return Vec::new();
     };
     let targets: Vec<&Value> = match one {
@@ -361,10 +361,7 @@ pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) ->
     };
     targets
         .into_iter()
-        .filter(|p| {
-            util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
-                && util::label(p, CLUSTER_NAME_LABEL).is_some()
-        })
+        .filter(ocm_profile)
         .map(|p| {
             let name = util::name(p);
             let entry = json!({
@@ -396,33 +393,25 @@ pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) ->
         .collect()
 }
 
-fn msa_install_namespace(mca: &Value) -> String {
-    util::str_at(mca, "/status/namespace")
-        .or_else(|| util::str_at(mca, "/spec/installNamespace"))
-        .filter(|n| !n.is_empty())
-        .unwrap_or(default_install_namespace(MSA_ADDON))
-        .to_owned()
-}
-
 /// managed-serviceaccount (open-cluster-management-io/managed-serviceaccount v0.10.0
 /// `charts/managed-serviceaccount/`): a ManagedServiceAccount in cluster namespace C, once C's
 /// `managed-serviceaccount` addon is Available, gets its ServiceAccount on the managed cluster (in the agent's
 /// install namespace, no RBAC), a token Secret `<msa>` in C, and `status.tokenSecretRef` with
 /// `TokenReported=True`.
+/// How long a simulated ManagedServiceAccount token is valid: 8640h (360 days).
+const TOKEN_SECONDS: u64 = 8640 * 3600;
+
 pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(msa) = w.get(hub, gk::MSA, ns, name) else {
+    let mca = w.get(hub, gk::MCA, ns, MSA_ADDON);
+    let mca = mca.filter(|a| util::condition_is(a, "Available", "True"));
+    let spoke = w.spoke_of(hub, ns).filter(|s| w.reachable(s));
+    let (Some(msa), Some(mca), Some(spoke)) = (w.get(hub, gk::MSA, ns, name), mca, spoke) else {
         return Vec::new();
     };
-    let Some(mca) = w
-        .get(hub, gk::MCA, ns, MSA_ADDON)
-        .filter(|a| util::condition_is(a, "Available", "True"))
-    else {
-        return Vec::new();
-    };
-    let Some(spoke) = w.spoke_of(hub, ns).filter(|s| w.reachable(s)) else {
-        return Vec::new();
-    };
-    let install_ns = msa_install_namespace(mca);
+    let install_ns = util::str_at(mca, "/status/namespace")
+        .or_else(|| util::str_at(mca, "/spec/installNamespace"))
+        .filter(|n| !n.is_empty())
+        .unwrap_or(default_install_namespace(MSA_ADDON));
     let mut ops = vec![
         Op::Create(s(spoke), namespace_obj(&install_ns)),
         Op::Create(
@@ -440,9 +429,9 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             token.clone(),
             TokenInfo {
                 cluster: s(spoke),
-                namespace: install_ns.clone(),
+                namespace: s(install_ns),
                 service_account: s(name),
-                expiration_seconds: 8640 * 3600,
+                expiration_seconds: TOKEN_SECONDS as i64,
             },
         ));
         ops.push(Op::Create(
@@ -470,7 +459,7 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             "lastRefreshTimestamp": util::now_rfc3339(),
         });
         n["status"]["expirationTimestamp"] = json!(
-            humantime::format_rfc3339_seconds(now + std::time::Duration::from_secs(8640 * 3600))
+            humantime::format_rfc3339_seconds(now + std::time::Duration::from_secs(TOKEN_SECONDS))
                 .to_string()
         );
     }
@@ -490,13 +479,8 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
 /// copied into every namespace holding a labelled ClusterProfile named like the MSA's namespace, as Opaque
 /// `<cluster>-<msa>` labelled `synced-from` and owned by the profile; copies no longer wanted are deleted.
 pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let on = addon_manager(w, hub, MSA_ADDON).is_some_and(|d| {
-        d["spec"]["template"]["spec"]["containers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| args_gate(c, "ClusterProfileCredSyncer"))
-    });
+    let on = addon_manager(w, hub, MSA_ADDON)
+        .is_some_and(|d| containers(d).any(|c| args_gate(c, "ClusterProfileCredSyncer")));
     let msa = w.get(hub, gk::MSA, ns, name);
     let source = msa
         .filter(|m| util::label(m, SYNC_LABEL) == Some("true"))
@@ -505,10 +489,9 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let target = format!("{ns}-{name}");
     let mut ops = Vec::new();
     for pns in w.namespaces_with(hub, gk::CLUSTER_PROFILE) {
-        let profile = w.get(hub, gk::CLUSTER_PROFILE, &pns, ns).filter(|p| {
-            util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
-                && util::label(p, CLUSTER_NAME_LABEL).is_some()
-        });
+        let profile = w
+            .get(hub, gk::CLUSTER_PROFILE, &pns, ns)
+            .filter(ocm_profile);
         let existing = w
             .get(hub, gk::SECRET, &pns, &target)
             .filter(|s| util::label(s, SYNCED_FROM_LABEL).is_some());
@@ -575,11 +558,7 @@ pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     // proxyConfig.Spec.ProxyAgent.Replicas`, into manifests/charts/addon-agent/templates/addon-agent-deployment.yaml):
     // at 0 no proxy agent dials the hub. (Its lease, renewed by the same Pod, would expire too and the
     // addon turn unavailable after the grace period: not modelled.)
-    let agents = w
-        .get(hub, gk::MPC, "", "cluster-proxy")
-        .and_then(|m| m.pointer("/spec/proxyAgent/replicas"))
-        .and_then(Value::as_i64)
-        != Some(0);
+    let agents = !mpc(w, hub).is_some_and(|m| m["spec"]["proxyAgent"]["replicas"] == 0);
     vec![Op::Tunnel(
         key,
         (available || stays) && spoke_runs && agents,
@@ -627,8 +606,9 @@ fn all_tunnels(w: &World, c: &str, q: &mut Queue<'_>) {
     }
 }
 
-fn all_msas(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
-    for m in w.list(c, gk::MSA, ns) {
+/// The work of every ManagedServiceAccount in cluster namespace `ns`.
+fn msas_in(w: &World, c: &str, ns: &str, q: &mut Queue<'_>) {
+    for m in w.list(c, gk::MSA, Some(ns)) {
         q.add(c, util::namespace(m), util::name(m));
     }
 }
@@ -638,7 +618,7 @@ fn all_msas(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
 const MSA_WATCHES: &[(&str, WatchFn)] = &[
     (gk::DEPLOYMENT, |w, ch, q| {
         if ch.name == "managed-serviceaccount-addon-manager" {
-            all_msas(w, &ch.cluster, None, q);
+            q.every(w, &ch.cluster, gk::MSA);
         }
     }),
     (gk::SECRET, |w, ch, q| {
@@ -648,12 +628,12 @@ const MSA_WATCHES: &[(&str, WatchFn)] = &[
     }),
     (gk::CLUSTER_PROFILE, |w, ch, q| {
         if !ch.kind.status_only() {
-            all_msas(w, &ch.cluster, Some(&ch.name), q);
+            msas_in(w, &ch.cluster, &ch.name, q);
         }
     }),
     (gk::MCA, |w, ch, q| {
         if ch.name == MSA_ADDON {
-            all_msas(w, &ch.cluster, Some(&ch.ns), q);
+            msas_in(w, &ch.cluster, &ch.ns, q);
         }
     }),
     (gk::MSA, |_, ch, q| q.add(&ch.cluster, &ch.ns, &ch.name)),
@@ -674,9 +654,7 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
         // A Placement deleted: the addons it installed are removed.
         (gk::PLACEMENT, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted {
-                for a in w.list(&ch.cluster, gk::CMA, None) {
-                    q.add(&ch.cluster, util::name(a), "");
-                }
+                q.every(w, &ch.cluster, gk::CMA);
             }
         }),
     ],
@@ -794,7 +772,7 @@ static MSA_TOKEN: Controller = Controller {
     name: "managed-serviceaccount-token",
     behaviour: Behaviour::MsaToken,
     watches: MSA_WATCHES,
-    resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MSA)),
     run: |w, k| msa_token(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| mark_work(w, k, gk::MSA, ["TokenReported", "False"], msg),
 };
@@ -824,7 +802,7 @@ static MSA_SYNC: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MSA)),
     run: |w, k| msa_sync(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| {
         let cond = ["ClusterProfileCredentialsSynced", "False"];
