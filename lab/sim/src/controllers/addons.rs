@@ -5,6 +5,7 @@
 //! open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -165,10 +166,8 @@ fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> 
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": PROXY_AGENT_ROLE}, "rules": []}),
         ));
     }
-    ops.push(Op::Create(
-        s(spoke),
-        deployment(ns, &agent, &agent, 1, container),
-    ));
+    let agent = deployment(ns, &agent, &agent, 1, container);
+    ops.push(Op::Create(s(spoke), agent));
     ops
 }
 
@@ -190,15 +189,12 @@ fn agent_name(addon: &str) -> String {
 /// is deleted: the klusterlet's cleanup only removes the AppliedManifestWorks' finalizers (ocm v1.3.1
 /// `klusterlet_managed_reconcile.go` `cleanUpAppliedManifestWorks`). Only the default install namespace
 /// is looked at (the gone addon's `spec.installNamespace` is not known any more).
+const WORK_AGENT: &str = "klusterlet-work-agent";
+
 fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
-    let work_agent = |s: &&str| {
-        w.find_named(s, gk::DEPLOYMENT, "klusterlet-work-agent")
-            .is_some()
-    };
-    let Some(spoke) = w
-        .spoke_of(hub, mc)
-        .filter(|s| w.reachable(s) && work_agent(s))
-    else {
+    let work_agent = |s: &&str| w.find_named(s, gk::DEPLOYMENT, WORK_AGENT).is_some();
+    let spoke = w.spoke_of(hub, mc);
+    let Some(spoke) = spoke.filter(|s| w.reachable(s) && work_agent(s)) else {
         return Vec::new();
     };
     let name = agent_name(addon);
@@ -339,25 +335,16 @@ fn ocm_profile(p: &&Value) -> bool {
 /// `x-k8s.io/cluster-manager=open-cluster-management` with a cluster-name label gets the
 /// `open-cluster-management` access provider (only that entry is replaced).
 pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) -> Vec<Op> {
-    let Some(d) = addon_manager(w, hub, PROXY_ADDON) else {
-        return Vec::new();
-    };
-    if !proxy_gate_on(d) || !w.served(hub, gk::CLUSTER_PROFILE) {
-        return Vec::new();
-    }
-    let Some(ns) = mpc(w, hub).and_then(|m| util::str_at(m, "/spec/proxyServer/namespace")) else {
-        return Vec::new();
-    };
-    let secret = w.get(hub, gk::SECRET, ns, SERVING_CERT);
-    let Some(ca) = secret.and_then(|s| util::str_at(s, "/data/tls.crt")) else {
+    let on = addon_manager(w, hub, PROXY_ADDON).is_some_and(proxy_gate_on);
+    let ns = mpc(w, hub).and_then(|m| util::str_at(m, "/spec/proxyServer/namespace"));
+    let secret = ns.and_then(|ns| w.get(hub, gk::SECRET, ns, SERVING_CERT));
+    let ca = secret.and_then(|s| util::str_at(s, "/data/tls.crt"));
+    let (true, Some(ns), Some(ca)) = (on && w.served(hub, gk::CLUSTER_PROFILE), ns, ca) else {
         return Vec::new();
     };
     let targets: Vec<&Value> = match one {
-        Some([pns, name]) => w
-            .get(hub, gk::CLUSTER_PROFILE, pns, name)
-            .into_iter()
-            .collect(),
-        None => w.list(hub, gk::CLUSTER_PROFILE, None).collect(),
+        Some([pns, name]) => Vec::from_iter(w.get(hub, gk::CLUSTER_PROFILE, pns, name)),
+        None => Vec::from_iter(w.list(hub, gk::CLUSTER_PROFILE, None)),
     };
     targets
         .into_iter()
@@ -376,31 +363,31 @@ pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) ->
                     }],
                 },
             });
-            let mut n = p.clone();
-            let status = util::obj_at(&mut n, &["status"]);
-            status.entry("conditions").or_insert_with(|| json!([]));
-            let list = status.entry("accessProviders").or_insert_with(|| json!([]));
-            if !list.is_array() {
-                *list = json!([]);
-            }
-            let list = list.as_array_mut().expect("just made an array");
+            let mut list = p["status"]["accessProviders"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             match list.iter_mut().find(|e| e["name"] == OCM) {
                 Some(e) => *e = entry,
                 None => list.push(entry),
             }
+            let mut n = p.clone();
+            let status = util::obj_at(&mut n, &["status"]);
+            status.entry("conditions").or_insert_with(|| json!([]));
+            status.insert("accessProviders".into(), Value::Array(list));
             Op::Put(s(hub), n)
         })
         .collect()
 }
+
+/// How long a simulated ManagedServiceAccount token is valid: 8640h (360 days).
+const TOKEN_SECONDS: u64 = 8640 * 3600;
 
 /// managed-serviceaccount (open-cluster-management-io/managed-serviceaccount v0.10.0
 /// `charts/managed-serviceaccount/`): a ManagedServiceAccount in cluster namespace C, once C's
 /// `managed-serviceaccount` addon is Available, gets its ServiceAccount on the managed cluster (in the agent's
 /// install namespace, no RBAC), a token Secret `<msa>` in C, and `status.tokenSecretRef` with
 /// `TokenReported=True`.
-/// How long a simulated ManagedServiceAccount token is valid: 8640h (360 days).
-const TOKEN_SECONDS: u64 = 8640 * 3600;
-
 pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let mca = w.get(hub, gk::MCA, ns, MSA_ADDON);
     let mca = mca.filter(|a| util::condition_is(a, "Available", "True"));
@@ -413,7 +400,7 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         .filter(|n| !n.is_empty())
         .unwrap_or(default_install_namespace(MSA_ADDON));
     let mut ops = vec![
-        Op::Create(s(spoke), namespace_obj(&install_ns)),
+        Op::Create(s(spoke), namespace_obj(install_ns)),
         Op::Create(
             s(spoke),
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": install_ns}}),
@@ -453,15 +440,11 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     }
     let mut n = msa.clone();
     if util::str_at(msa, "/status/tokenSecretRef/name") != Some(name) {
-        let now = std::time::SystemTime::now();
-        n["status"]["tokenSecretRef"] = json!({
-            "name": name,
-            "lastRefreshTimestamp": util::now_rfc3339(),
-        });
-        n["status"]["expirationTimestamp"] = json!(
-            humantime::format_rfc3339_seconds(now + std::time::Duration::from_secs(TOKEN_SECONDS))
-                .to_string()
-        );
+        let expires = std::time::SystemTime::now() + Duration::from_secs(TOKEN_SECONDS);
+        let expires = humantime::format_rfc3339_seconds(expires).to_string();
+        n["status"]["tokenSecretRef"] =
+            json!({"name": name, "lastRefreshTimestamp": util::now_rfc3339()});
+        n["status"]["expirationTimestamp"] = json!(expires);
     }
     for (kind, msg) in [
         ("SecretCreated", "The token secret has been created"),
@@ -489,31 +472,25 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let target = format!("{ns}-{name}");
     let mut ops = Vec::new();
     for pns in w.namespaces_with(hub, gk::CLUSTER_PROFILE) {
-        let profile = w
-            .get(hub, gk::CLUSTER_PROFILE, &pns, ns)
-            .filter(ocm_profile);
+        let profile = w.get(hub, gk::CLUSTER_PROFILE, &pns, ns);
+        let profile = profile.filter(ocm_profile);
         let existing = w
             .get(hub, gk::SECRET, &pns, &target)
             .filter(|s| util::label(s, SYNCED_FROM_LABEL).is_some());
-        match (on, source, profile) {
-            (true, Some(src), Some(p)) => {
-                let mut secret = existing.cloned().unwrap_or_else(|| {
+        if let (true, Some(src), Some(p)) = (on, source, profile) {
+            let mut secret = existing.cloned().unwrap_or_else(|| {
                     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": target, "namespace": pns}})
                 });
-                secret["type"] = json!("Opaque");
-                util::set_label(&mut secret, SYNCED_FROM_LABEL, &target);
-                secret["metadata"]["ownerReferences"] = json!([owner_ref(p, true)]);
-                let data = ["token", "ca.crt"]
-                    .into_iter()
-                    .filter_map(|k| Some((k.to_owned(), src["data"].get(k)?.clone())));
-                secret["data"] = Value::Object(data.collect());
-                ops.push(Op::Put(s(hub), secret));
-            }
-            _ => {
-                if existing.is_some() {
-                    ops.push(Op::delete(hub, [gk::SECRET, &pns, &target]));
-                }
-            }
+            secret["type"] = json!("Opaque");
+            util::set_label(&mut secret, SYNCED_FROM_LABEL, &target);
+            secret["metadata"]["ownerReferences"] = json!([owner_ref(p, true)]);
+            let data = ["token", "ca.crt"]
+                .into_iter()
+                .filter_map(|k| Some((k.to_owned(), src["data"].get(k)?.clone())));
+            secret["data"] = Value::Object(data.collect());
+            ops.push(Op::Put(s(hub), secret));
+        } else if existing.is_some() {
+            ops.push(Op::delete(hub, [gk::SECRET, &pns, &target]));
         }
     }
     ops
@@ -526,10 +503,8 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         return Vec::new();
     }
     let selected = |cma: &&Value| {
-        let placements = placements(cma).unwrap_or_default();
-        placements
-            .iter()
-            .any(|(ns, name)| decides(w, hub, ns, name, mc))
+        let mut placements = placements(cma).unwrap_or_default().into_iter();
+        placements.any(|(ns, name)| decides(w, hub, ns, name, mc))
     };
     w.list(hub, gk::CMA, None)
         .filter(selected)
@@ -590,19 +565,18 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
 
 /// The addon managers' status work for every ManagedClusterAddOn of `addon`.
 fn addon_statuses(w: &World, c: &str, addon: &str, q: &mut Queue<'_>) {
-    for ns in w.namespaces_with(c, gk::MCA) {
-        if w.get(c, gk::MCA, &ns, addon).is_some() {
-            q.add(c, &ns, addon);
-        }
+    for a in w.list(c, gk::MCA, None).filter(|a| util::name(a) == addon) {
+        q.add(c, util::namespace(a), addon);
     }
 }
 
 /// The tunnel work of every cluster with a cluster-proxy addon.
 fn all_tunnels(w: &World, c: &str, q: &mut Queue<'_>) {
-    for a in w.list(c, gk::MCA, None) {
-        if util::name(a) == PROXY_ADDON {
-            q.add(c, util::namespace(a), "");
-        }
+    for a in w
+        .list(c, gk::MCA, None)
+        .filter(|a| util::name(a) == PROXY_ADDON)
+    {
+        q.add(c, util::namespace(a), "");
     }
 }
 
@@ -755,14 +729,8 @@ static PROXY_ALL: Controller = Controller {
         let hub = k.cluster();
         w.list(hub, gk::CLUSTER_PROFILE, None)
             .flat_map(|p| {
-                let (ns, name) = (util::namespace(p), util::name(p));
-                mark(
-                    w,
-                    hub,
-                    [gk::CLUSTER_PROFILE, ns, name],
-                    PROVIDER_DEGRADED,
-                    msg,
-                )
+                let key = [gk::CLUSTER_PROFILE, util::namespace(p), util::name(p)];
+                mark(w, hub, key, PROVIDER_DEGRADED, msg)
             })
             .collect()
     },
@@ -789,15 +757,16 @@ static MSA_SYNC: Controller = Controller {
         // A synced token Secret next to a ClusterProfile was deleted: copy it again.
         (gk::SECRET, |w, ch, q| {
             let c = ch.cluster.as_str();
-            if ch.kind == ChangeKind::Deleted
-                && w.list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
-                    .next()
-                    .is_some()
-            {
-                for m in w.list(c, gk::MSA, None) {
-                    if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
-                        q.add(c, util::namespace(m), util::name(m));
-                    }
+            let profiles = w
+                .list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
+                .next()
+                .is_some();
+            if ch.kind != ChangeKind::Deleted || !profiles {
+                return;
+            }
+            for m in w.list(c, gk::MSA, None) {
+                if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
+                    q.add(c, util::namespace(m), util::name(m));
                 }
             }
         }),

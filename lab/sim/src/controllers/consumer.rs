@@ -50,9 +50,7 @@ fn allowed(
     };
     let has = |list: &Value, want: &str| {
         list.as_array()
-            .into_iter()
-            .flatten()
-            .any(|v| v == want || v == "*")
+            .is_some_and(|l| l.iter().any(|v| v == want || v == "*"))
     };
     let rule_allows = |r: &Value| {
         has(&r["apiGroups"], group)
@@ -305,17 +303,11 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             let data = w.get(hub, "ConfigMap", ns, &cm.name)?;
             ProviderFile::parse(util::str_at(data, &format!("/data/{PROVIDER_FILE}"))?).ok()
         });
-    let report = match consume(w, hub, (ns, &sa), &plugin, file) {
-        Ok(spokes) => PodReport {
-            namespace: ns.to_owned(),
-            error: None,
-            spokes,
-        },
-        Err(f) => PodReport {
-            namespace: ns.to_owned(),
-            error: Some(f),
-            spokes: Vec::new(),
-        },
+    let outcome = consume(w, hub, (ns, &sa), &plugin, file);
+    let report = PodReport {
+        namespace: ns.to_owned(),
+        error: outcome.as_ref().err().cloned(),
+        spokes: outcome.unwrap_or_default(),
     };
     let ok = report.error.is_none() && report.spokes.iter().all(|s| s.failure.is_none());
     let code = i32::from(!ok);
