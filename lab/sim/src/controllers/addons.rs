@@ -27,15 +27,20 @@ const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
 const SYNC_LABEL: &str = "authentication.open-cluster-management.io/sync-to-clusterprofile";
 const SYNCED_FROM_LABEL: &str = "authentication.open-cluster-management.io/synced-from";
 
-/// Where an addon's agent runs on a managed cluster when the ManagedClusterAddOn does not say:
-/// managed-serviceaccount → `open-cluster-management-agent-addon`
-/// (open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/agent/agent.go`), cluster-proxy →
-/// `open-cluster-management-cluster-proxy` (open-cluster-management-io/cluster-proxy v0.10.0
-/// `pkg/config/agent.go`).
-fn default_install_namespace(addon: &str) -> &'static str {
+/// An addon's agent on a managed cluster: where it runs when the ManagedClusterAddOn does not say
+/// (managed-serviceaccount → `open-cluster-management-agent-addon`,
+/// open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/agent/agent.go`; cluster-proxy →
+/// `open-cluster-management-cluster-proxy`, open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/config/agent.go`), and its Deployment.
+fn agent_of(addon: &str) -> (&'static str, String) {
+    let ns = "open-cluster-management-agent-addon";
     match addon {
-        PROXY_ADDON => "open-cluster-management-cluster-proxy",
-        _ => "open-cluster-management-agent-addon",
+        PROXY_ADDON => (
+            "open-cluster-management-cluster-proxy",
+            s("cluster-proxy-proxy-agent"),
+        ),
+        MSA_ADDON => (ns, s("managed-serviceaccount-addon-agent")),
+        other => (ns, format!("{other}-agent")),
     }
 }
 
@@ -117,7 +122,7 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
         ![PROXY_ADDON, MSA_ADDON].contains(&addon) || addon_manager(w, hub, addon).is_some();
     let install_ns = util::str_at(a, "/spec/installNamespace")
         .filter(|n| !n.is_empty())
-        .unwrap_or(default_install_namespace(addon))
+        .unwrap_or(agent_of(addon).0)
         .to_owned();
     // The hub's ManagedClusterAddonHealthCheckController: once the cluster's lease expired, every addon
     // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
@@ -156,7 +161,7 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
 /// What the addon's ManifestWork applies on the managed cluster: the install namespace, the agent's
 /// Deployment and, for cluster-proxy, a cluster-scoped ClusterRole (what only the work agent removes).
 fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> Vec<Op> {
-    let agent = agent_name(addon);
+    let agent = agent_of(addon).1;
     let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
     let container = json!([{"name": "agent", "image": image, "args": ["agent"]}]);
     let mut ops = vec![Op::Create(s(spoke), namespace_obj(ns))];
@@ -169,15 +174,6 @@ fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> 
     let agent = deployment(ns, &agent, &agent, 1, container);
     ops.push(Op::Create(s(spoke), agent));
     ops
-}
-
-/// The Deployment of `addon`'s agent on a managed cluster.
-fn agent_name(addon: &str) -> String {
-    match addon {
-        PROXY_ADDON => "cluster-proxy-proxy-agent".to_owned(),
-        MSA_ADDON => "managed-serviceaccount-addon-agent".to_owned(),
-        other => format!("{other}-agent"),
-    }
 }
 
 /// A ManagedClusterAddOn that is gone: its manager deletes the addon's ManifestWork (addon-framework
@@ -197,8 +193,8 @@ fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
     let Some(spoke) = spoke.filter(|s| w.reachable(s) && work_agent(s)) else {
         return Vec::new();
     };
-    let name = agent_name(addon);
-    let mut gone = vec![[gk::DEPLOYMENT, default_install_namespace(addon), &name]];
+    let (ns, name) = agent_of(addon);
+    let mut gone = vec![[gk::DEPLOYMENT, ns, &name]];
     if addon == PROXY_ADDON {
         gone.push([CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]);
     }
@@ -398,7 +394,7 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let install_ns = util::str_at(mca, "/status/namespace")
         .or_else(|| util::str_at(mca, "/spec/installNamespace"))
         .filter(|n| !n.is_empty())
-        .unwrap_or(default_install_namespace(MSA_ADDON));
+        .unwrap_or(agent_of(MSA_ADDON).0);
     let mut ops = vec![
         Op::Create(s(spoke), namespace_obj(install_ns)),
         Op::Create(

@@ -91,11 +91,15 @@ fn allowed(
 }
 
 fn fail<T>(hop: Hop, status: Option<u16>, detail: String) -> Result<T, Failure> {
-    Err(Failure {
+    Err(failure(hop, status, detail))
+}
+
+fn failure(hop: Hop, status: Option<u16>, detail: String) -> Failure {
+    Failure {
         hop,
         status,
         detail,
-    })
+    }
 }
 
 /// The consumer's run in namespace `ns` as ServiceAccount `sa`, with `cp-creds` at `plugin` and the
@@ -158,11 +162,7 @@ fn reach(
     }
     let refused = |why: &str| {
         let why = format!("the exec plugin `{command}` refused (exit status 1): {why}");
-        Failure {
-            hop: Hop::PluginRefused,
-            status: None,
-            detail: why,
-        }
+        failure(Hop::PluginRefused, None, why)
     };
     let mut args = a.exec.args.iter();
     let Some(msa) = args.find_map(|x| x.strip_prefix("--managed-serviceaccount=")) else {
@@ -269,16 +269,10 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     if !checks(obj) || util::str_at(obj, "/status/phase").is_some() {
         return Vec::new();
     }
-    let spec = pod.spec.clone().unwrap_or_default();
-    let sa = spec
-        .service_account_name
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .find(|c| c.name == PLUGIN_CONTAINER);
+    let spec = pod.spec.unwrap_or_default();
+    let sa = spec.service_account_name.as_deref().unwrap_or("default");
+    let mut inits = spec.init_containers.iter().flatten();
+    let init = inits.find(|c| c.name == PLUGIN_CONTAINER);
     let msa_image = super::ocm::addon_manager(w, hub, "managed-serviceaccount")
         .and_then(|d| util::str_at(d, "/spec/template/spec/containers/0/image"))
         .map(str::to_owned);
@@ -294,16 +288,12 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             "state": terminated(1, "cp: cannot stat '/cp-creds': No such file or directory")}]});
         return vec![Op::Put(hub.to_owned(), out)];
     };
-    let file = spec
-        .volumes
-        .iter()
-        .flatten()
-        .find_map(|v| v.config_map.as_ref())
-        .and_then(|cm| {
-            let data = w.get(hub, "ConfigMap", ns, &cm.name)?;
-            ProviderFile::parse(util::str_at(data, &format!("/data/{PROVIDER_FILE}"))?).ok()
-        });
-    let outcome = consume(w, hub, (ns, &sa), &plugin, file);
+    let mut volumes = spec.volumes.iter().flatten();
+    let file = volumes.find_map(|v| v.config_map.as_ref()).and_then(|cm| {
+        let data = w.get(hub, "ConfigMap", ns, &cm.name)?;
+        ProviderFile::parse(util::str_at(data, &format!("/data/{PROVIDER_FILE}"))?).ok()
+    });
+    let outcome = consume(w, hub, (ns, sa), &plugin, file);
     let report = PodReport {
         namespace: ns.to_owned(),
         error: outcome.as_ref().err().cloned(),
@@ -333,10 +323,8 @@ static POD_RUN: Controller = Controller {
     name: "kubelet-consumer-pod",
     behaviour: Behaviour::PodRun,
     watches: &[(POD, |w, ch, q| {
-        let labelled = w
-            .get(&ch.cluster, POD, &ch.ns, &ch.name)
-            .is_some_and(checks);
-        if ch.kind == ChangeKind::Created && labelled {
+        let pod = w.get(&ch.cluster, POD, &ch.ns, &ch.name);
+        if ch.kind == ChangeKind::Created && pod.is_some_and(checks) {
             q.add(&ch.cluster, &ch.ns, &ch.name);
         }
     })],
