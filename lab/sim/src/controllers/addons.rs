@@ -128,22 +128,15 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
     // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
     let stopped =
         cluster.is_some_and(|m| lease_update_stopped(m, "ManagedClusterConditionAvailable"));
-    let (status, reason, msg) = match (stopped, manager_ok) {
-        (true, _) => (
-            "Unknown",
-            "ManagedClusterLeaseUpdateStopped",
-            s("Registration agent stopped updating its lease."),
-        ),
-        (false, true) => (
-            "True",
-            "ManagedClusterAddOnLeaseUpdated",
-            format!("{addon} add-on is available."),
-        ),
-        (false, false) => (
-            "Unknown",
-            "ManagedClusterAddOnLeaseNotFound",
-            format!("The status of {addon} add-on is unknown."),
-        ),
+    let (status, reason, msg) = if stopped {
+        let msg = s("Registration agent stopped updating its lease.");
+        ("Unknown", "ManagedClusterLeaseUpdateStopped", msg)
+    } else if manager_ok {
+        let msg = format!("{addon} add-on is available.");
+        ("True", "ManagedClusterAddOnLeaseUpdated", msg)
+    } else {
+        let msg = format!("The status of {addon} add-on is unknown.");
+        ("Unknown", "ManagedClusterAddOnLeaseNotFound", msg)
     };
     let mut n = a.clone();
     set_condition(&mut n, "Available", status, reason, &msg);
@@ -257,14 +250,13 @@ fn mpc<'w>(w: &'w World, hub: &str) -> Option<&'w Value> {
     w.get(hub, gk::MPC, "", PROXY_ADDON)
 }
 
-/// A Deployment's containers, and a container's args.
+/// A Deployment's containers.
 fn containers(d: &Value) -> impl Iterator<Item = &Value> {
-    d["spec"]["template"]["spec"]["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let list = d["spec"]["template"]["spec"]["containers"].as_array();
+    list.into_iter().flatten()
 }
 
+/// A container's args.
 fn args(container: &Value) -> impl Iterator<Item = &str> {
     let args = container["args"].as_array().into_iter().flatten();
     args.filter_map(Value::as_str)
@@ -299,9 +291,7 @@ fn proxy_gate_on(d: &Value) -> bool {
     let container = &d["spec"]["template"]["spec"]["containers"][0];
     let image = container["image"].as_str().and_then(|i| i.rsplit_once(':'));
     let tag = image.map_or("", |(_, t)| t);
-    let old = ["v0.8.", "v0.9.", "v0.10."]
-        .iter()
-        .any(|p| tag.starts_with(p));
+    let old = tag.starts_with("v0.8.") || tag.starts_with("v0.9.") || tag.starts_with("v0.10.");
     let gate = if old {
         "ClusterProfileAccessProvider"
     } else {

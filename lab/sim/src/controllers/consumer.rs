@@ -79,11 +79,8 @@ fn allowed(
     {
         return Ok(());
     }
-    let what = if group.is_empty() {
-        resource.to_owned()
-    } else {
-        format!("{resource}.{group}")
-    };
+    let what = format!("{resource}.{group}");
+    let what = what.trim_end_matches('.');
     let named = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
     Err(format!(
         "{what}{named} is forbidden: User \"system:serviceaccount:{ns}:{sa}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{ns}\""
@@ -122,11 +119,8 @@ fn consume(
     }
     let list: Vec<&Value> = w.list(hub, gk::CLUSTER_PROFILE, Some(ns)).collect();
     if list.is_empty() {
-        return fail(
-            Hop::Hub,
-            None,
-            format!("namespace {ns} holds no ClusterProfile"),
-        );
+        let why = format!("namespace {ns} holds no ClusterProfile");
+        return fail(Hop::Hub, None, why);
     }
     let spoke = |p: &Value| {
         let (access, outcome) = match ocm_lab_consumer::provider::access(p, &file) {
@@ -219,21 +213,15 @@ fn reach(
             .and_then(|v| v["gitVersion"].as_str().map(str::to_owned))
             .unwrap_or_default()),
         Ok((code, body)) => {
-            let hop = if matches!(code, 400 | 502) {
-                Hop::Proxy
-            } else {
-                Hop::Spoke
-            };
+            let proxy = matches!(code, 400 | 502);
+            let hop = if proxy { Hop::Proxy } else { Hop::Spoke };
             let why = format!("GET /version failed: {}", body.trim());
             fail(hop, Some(code), why)
         }
         Err(e) => {
             use ocm_lab_core::backend::KubeError::{NoCaCertificate, Request};
-            let hop = if matches!(e, Request { .. } | NoCaCertificate) {
-                Hop::Tls
-            } else {
-                Hop::Spoke
-            };
+            let tls = matches!(e, Request { .. } | NoCaCertificate);
+            let hop = if tls { Hop::Tls } else { Hop::Spoke };
             fail(hop, None, format!("GET /version failed: {e}"))
         }
     }
