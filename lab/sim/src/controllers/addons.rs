@@ -5,6 +5,7 @@
 //! open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -26,16 +27,45 @@ const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
 const SYNC_LABEL: &str = "authentication.open-cluster-management.io/sync-to-clusterprofile";
 const SYNCED_FROM_LABEL: &str = "authentication.open-cluster-management.io/synced-from";
 
-/// Where an addon's agent runs on a managed cluster when the ManagedClusterAddOn does not say:
-/// managed-serviceaccount → `open-cluster-management-agent-addon`
-/// (open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/agent/agent.go`), cluster-proxy →
-/// `open-cluster-management-cluster-proxy` (open-cluster-management-io/cluster-proxy v0.10.0
-/// `pkg/config/agent.go`).
-fn default_install_namespace(addon: &str) -> &'static str {
+/// An addon's agent on a managed cluster: where it runs when the ManagedClusterAddOn does not say
+/// (managed-serviceaccount → `open-cluster-management-agent-addon`,
+/// open-cluster-management-io/managed-serviceaccount v0.10.0 `cmd/agent/agent.go`; cluster-proxy →
+/// `open-cluster-management-cluster-proxy`, open-cluster-management-io/cluster-proxy v0.10.0
+/// `pkg/config/agent.go`), and its Deployment.
+fn agent_of(addon: &str) -> (&'static str, String) {
+    let ns = "open-cluster-management-agent-addon";
     match addon {
-        PROXY_ADDON => "open-cluster-management-cluster-proxy",
-        _ => "open-cluster-management-agent-addon",
+        PROXY_ADDON => (
+            "open-cluster-management-cluster-proxy",
+            s("cluster-proxy-proxy-agent"),
+        ),
+        MSA_ADDON => (ns, s("managed-serviceaccount-addon-agent")),
+        other => (ns, format!("{other}-agent")),
     }
+}
+
+/// The `(namespace, name)` of a ClusterManagementAddOn's placements; `None` when its install strategy is
+/// not `Placements`.
+fn placements(cma: &Value) -> Option<Vec<(&str, &str)>> {
+    let strategy = &cma["spec"]["installStrategy"];
+    (strategy["type"] == "Placements").then(|| {
+        let list = strategy["placements"].as_array().into_iter().flatten();
+        list.filter_map(|p| Some((p["namespace"].as_str()?, p["name"].as_str()?)))
+            .collect()
+    })
+}
+
+/// The ManagedClusterAddOn the install strategy creates in cluster namespace `mc`, owned by `cma`.
+fn new_mca(hub: &str, cma: &Value, mc: &str) -> Op {
+    Op::Create(
+        s(hub),
+        json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+            "kind": "ManagedClusterAddOn",
+            "metadata": {"name": util::name(cma), "namespace": mc, "ownerReferences": [owner_ref(cma, false)]},
+            "spec": {},
+        }),
+    )
 }
 
 /// Install strategy `Placements` (open-cluster-management-io/ocm v1.3.1
@@ -46,58 +76,32 @@ pub(super) fn addon_install(w: &World, hub: &str, addon: &str) -> Vec<Op> {
     let Some(cma) = w.get(hub, gk::CMA, "", addon) else {
         return Vec::new();
     };
-    if !is_hub(w, hub) || !w.served(hub, gk::MCA) {
+    let Some(placements) = placements(cma).filter(|_| is_hub(w, hub) && w.served(hub, gk::MCA))
+    else {
         return Vec::new();
-    }
-    if cma.pointer("/spec/installStrategy/type") != Some(&json!("Placements")) {
-        return Vec::new();
-    }
-    let mut selected = BTreeSet::new();
-    for p in cma
-        .pointer("/spec/installStrategy/placements")
-        .and_then(Value::as_array)
+    };
+    // A Placement that is gone decides nothing (ocm v1.3.1
+    // `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go` `getAllDecisions`).
+    let selected: BTreeSet<String> = placements
         .into_iter()
-        .flatten()
-    {
-        let (Some(name), Some(ns)) = (p["name"].as_str(), p["namespace"].as_str()) else {
-            continue;
-        };
-        // A Placement that is gone decides nothing (ocm v1.3.1
-        // `pkg/addon/controllers/addonmanagement/addon_install_reconciler.go` `getAllDecisions`).
-        if w.get(hub, gk::PLACEMENT, ns, name).is_none() {
-            continue;
-        }
-        selected.extend(decided(w, hub, ns, name));
-    }
+        .filter(|(ns, name)| w.get(hub, gk::PLACEMENT, ns, name).is_some())
+        .flat_map(|(ns, name)| decided(w, hub, ns, name))
+        .collect();
     let uid = util::uid(cma);
-    let mut ops = Vec::new();
-    for c in &selected {
-        if namespace_exists(w, hub, c) && w.get(hub, gk::MCA, c, addon).is_none() {
-            ops.push(Op::Create(
-                s(hub),
-                json!({
-                    "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                    "kind": "ManagedClusterAddOn",
-                    "metadata": {"name": addon, "namespace": c, "ownerReferences": [owner_ref(cma, false)]},
-                    "spec": {},
-                }),
-            ));
-        }
-    }
-    for ns in w.namespaces_with(hub, gk::MCA) {
-        if selected.contains(&ns) {
-            continue;
-        }
-        let owned = w.get(hub, gk::MCA, &ns, addon).is_some_and(|a| {
-            a.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
-        });
-        if owned {
-            ops.push(Op::delete(hub, [gk::MCA, &ns, addon]));
-        }
-    }
-    ops
+    let owned = |a: &Value| {
+        let refs = a["metadata"]["ownerReferences"].as_array();
+        refs.is_some_and(|r| r.iter().any(|r| r["uid"] == uid))
+    };
+    let create = selected
+        .iter()
+        .filter(|c| namespace_exists(w, hub, c) && w.get(hub, gk::MCA, c, addon).is_none())
+        .map(|c| new_mca(hub, cma, c));
+    let delete = w
+        .namespaces_with(hub, gk::MCA)
+        .into_iter()
+        .filter(|ns| !selected.contains(ns) && w.get(hub, gk::MCA, ns, addon).is_some_and(owned))
+        .map(|ns| Op::delete(hub, [gk::MCA, &ns, addon]));
+    create.chain(delete).collect()
 }
 
 /// Addon health (open-cluster-management-io/ocm v1.3.1 `pkg/registration/spoke/addon/lease_controller.go`,
@@ -109,87 +113,60 @@ pub(super) fn addon_status(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<O
     let Some(a) = w.get(hub, gk::MCA, mc, addon) else {
         return agent_removed(w, hub, mc, addon);
     };
-    let cma = w.get(hub, gk::CMA, "", addon);
-    let joined = w
-        .get(hub, gk::MANAGED_CLUSTER, "", mc)
-        .is_some_and(|m| util::condition_is(m, "ManagedClusterJoined", "True"));
-    if cma.is_none() || !joined {
+    let cluster = w.get(hub, gk::MANAGED_CLUSTER, "", mc);
+    let joined = cluster.is_some_and(|m| util::condition_is(m, "ManagedClusterJoined", "True"));
+    if w.get(hub, gk::CMA, "", addon).is_none() || !joined {
         return Vec::new();
     }
-    let manager_ok = match addon {
-        PROXY_ADDON | MSA_ADDON => addon_manager(w, hub, addon).is_some(),
-        _ => true,
-    };
+    let manager_ok =
+        ![PROXY_ADDON, MSA_ADDON].contains(&addon) || addon_manager(w, hub, addon).is_some();
     let install_ns = util::str_at(a, "/spec/installNamespace")
         .filter(|n| !n.is_empty())
-        .unwrap_or(default_install_namespace(addon))
+        .unwrap_or(agent_of(addon).0)
         .to_owned();
-    let mut n = a.clone();
-    let mut ops = Vec::new();
-    let lease_stopped = w
-        .get(hub, gk::MANAGED_CLUSTER, "", mc)
-        .is_some_and(|m| lease_update_stopped(m, "ManagedClusterConditionAvailable"));
-    if lease_stopped {
-        // The hub's ManagedClusterAddonHealthCheckController: once the cluster's lease expired, every addon
-        // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
-        set_condition(
-            &mut n,
-            "Available",
-            "Unknown",
-            "ManagedClusterLeaseUpdateStopped",
-            "Registration agent stopped updating its lease.",
-        );
+    // The hub's ManagedClusterAddonHealthCheckController: once the cluster's lease expired, every addon
+    // of it is Unknown too (fixtures/recorded/8-access-providers-and-agent-loss).
+    let stopped =
+        cluster.is_some_and(|m| lease_update_stopped(m, "ManagedClusterConditionAvailable"));
+    let (status, reason, msg) = if stopped {
+        let msg = s("Registration agent stopped updating its lease.");
+        ("Unknown", "ManagedClusterLeaseUpdateStopped", msg)
     } else if manager_ok {
-        set_condition(
-            &mut n,
-            "Available",
-            "True",
-            "ManagedClusterAddOnLeaseUpdated",
-            &format!("{addon} add-on is available."),
-        );
+        let msg = format!("{addon} add-on is available.");
+        ("True", "ManagedClusterAddOnLeaseUpdated", msg)
+    } else {
+        let msg = format!("The status of {addon} add-on is unknown.");
+        ("Unknown", "ManagedClusterAddOnLeaseNotFound", msg)
+    };
+    let mut n = a.clone();
+    set_condition(&mut n, "Available", status, reason, &msg);
+    let mut ops = Vec::new();
+    if status == "True" {
         n["status"]["namespace"] = json!(install_ns);
         if let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) {
-            let agent = agent_name(addon);
-            let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
-            ops.push(Op::Create(s(spoke), namespace_obj(&install_ns)));
-            if addon == PROXY_ADDON {
-                // Cluster-scoped, from the same ManifestWork: what only the work agent removes.
-                ops.push(Op::Create(
-                    s(spoke),
-                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": PROXY_AGENT_ROLE}, "rules": []}),
-                ));
-            }
-            ops.push(Op::Create(
-                s(spoke),
-                deployment(
-                    &install_ns,
-                    &agent,
-                    &agent,
-                    1,
-                    json!([{"name": "agent", "image": image, "args": ["agent"]}]),
-                ),
-            ));
+            ops = agent_installed(w, hub, spoke, addon, &install_ns);
         }
-    } else {
-        set_condition(
-            &mut n,
-            "Available",
-            "Unknown",
-            "ManagedClusterAddOnLeaseNotFound",
-            &format!("The status of {addon} add-on is unknown."),
-        );
     }
     ops.push(Op::Put(s(hub), n));
     ops
 }
 
-/// The Deployment of `addon`'s agent on a managed cluster.
-fn agent_name(addon: &str) -> String {
-    match addon {
-        PROXY_ADDON => "cluster-proxy-proxy-agent".to_owned(),
-        MSA_ADDON => "managed-serviceaccount-addon-agent".to_owned(),
-        other => format!("{other}-agent"),
+/// What the addon's ManifestWork applies on the managed cluster: the install namespace, the agent's
+/// Deployment and, for cluster-proxy, a cluster-scoped ClusterRole (what only the work agent removes).
+fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> Vec<Op> {
+    let agent = agent_of(addon).1;
+    let image = agent_image(w, hub, addon).unwrap_or_else(|| "simulated".to_owned());
+    let container = json!([{"name": "agent", "image": image, "args": ["agent"]}]);
+    let mut ops = vec![Op::Create(s(spoke), namespace_obj(ns))];
+    if addon == PROXY_ADDON {
+        ops.push(Op::Create(
+            s(spoke),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": PROXY_AGENT_ROLE}, "rules": []}),
+        ));
     }
+    let agent = deployment(ns, &agent, &agent, 1, container);
+    ops.push(Op::Create(s(spoke), agent));
+    ops
 }
 
 /// A ManagedClusterAddOn that is gone: its manager deletes the addon's ManifestWork (addon-framework
@@ -201,28 +178,24 @@ fn agent_name(addon: &str) -> String {
 /// is deleted: the klusterlet's cleanup only removes the AppliedManifestWorks' finalizers (ocm v1.3.1
 /// `klusterlet_managed_reconcile.go` `cleanUpAppliedManifestWorks`). Only the default install namespace
 /// is looked at (the gone addon's `spec.installNamespace` is not known any more).
+const WORK_AGENT: &str = "klusterlet-work-agent";
+
 fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
-    let Some(spoke) = w.spoke_of(hub, mc).filter(|s| w.reachable(s)) else {
+    let work_agent = |s: &&str| w.find_named(s, gk::DEPLOYMENT, WORK_AGENT).is_some();
+    let spoke = w.spoke_of(hub, mc);
+    let Some(spoke) = spoke.filter(|s| w.reachable(s) && work_agent(s)) else {
         return Vec::new();
     };
-    if w.find_named(spoke, gk::DEPLOYMENT, "klusterlet-work-agent")
-        .is_none()
-    {
-        return Vec::new();
+    let (ns, name) = agent_of(addon);
+    let mut gone = vec![[gk::DEPLOYMENT, ns, &name]];
+    if addon == PROXY_ADDON {
+        gone.push([CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]);
     }
-    let ns = default_install_namespace(addon);
-    let name = agent_name(addon);
-    let mut ops = Vec::new();
-    if w.get(spoke, gk::DEPLOYMENT, ns, &name).is_some() {
-        ops.push(Op::delete(spoke, [gk::DEPLOYMENT, ns, &name]));
-    }
-    if addon == PROXY_ADDON
-        && w.get(spoke, CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE)
-            .is_some()
-    {
-        ops.push(Op::delete(spoke, [CLUSTER_ROLE_GK, "", PROXY_AGENT_ROLE]));
-    }
-    ops
+    let exists = |[kind, ns, name]: &[&str; 3]| w.get(spoke, kind, ns, name).is_some();
+    gone.into_iter()
+        .filter(exists)
+        .map(|k| Op::delete(spoke, k))
+        .collect()
 }
 
 /// The ClusterRole cluster-proxy's agent work applies on the spoke (cluster-proxy v0.10.0
@@ -235,20 +208,15 @@ const CLUSTER_ROLE_GK: &str = "ClusterRole.rbac.authorization.k8s.io";
 /// the user server's serving certificate Secret in `spec.proxyServer.namespace` (a PEM that parses as
 /// X.509: simulation test data).
 pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
-    let Some(mpc) = w.get(hub, gk::MPC, "", "cluster-proxy") else {
+    let mpc = mpc(w, hub).filter(|m| m["spec"]["userServer"].is_object());
+    let Some(ns) = mpc.and_then(|m| util::str_at(m, "/spec/proxyServer/namespace")) else {
         return Vec::new();
     };
-    if addon_manager(w, hub, PROXY_ADDON).is_none() || !mpc["spec"]["userServer"].is_object() {
-        return Vec::new();
-    }
-    let Some(ns) = util::str_at(mpc, "/spec/proxyServer/namespace") else {
-        return Vec::new();
-    };
-    if !namespace_exists(w, hub, ns) {
-        return Vec::new();
-    }
     // Made once (a new key per reconcile would be wasted work): the Secret is only ever created.
-    if w.get(hub, gk::SECRET, ns, SERVING_CERT).is_some() {
+    if addon_manager(w, hub, PROXY_ADDON).is_none()
+        || !namespace_exists(w, hub, ns)
+        || w.get(hub, gk::SECRET, ns, SERVING_CERT).is_some()
+    {
         return Vec::new();
     }
     // Issued by a CA of this hub's cluster-proxy (`open-cluster-management:cluster-proxy`, as in
@@ -256,14 +224,14 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     // and the access providers carry it as their CA bundle (open-cluster-management-io/cluster-proxy v0.10.0
     // `pkg/proxyserver/controllers/clusterprofile_controller.go`): this hub's, no other cluster's.
     let ca = crate::certs::ClusterCa::authority(hub, "open-cluster-management:cluster-proxy");
-    let dns: Vec<String> = [
-        "localhost".to_owned(),
-        "cluster-proxy-addon-user".to_owned(),
-        format!("cluster-proxy-addon-user.{ns}"),
-        format!("cluster-proxy-addon-user.{ns}.svc"),
-    ]
-    .into();
-    let cert = ca.issue("cluster-proxy-addon-user", &dns, &[[127, 0, 0, 1]]);
+    let user = "cluster-proxy-addon-user";
+    let dns = [
+        s("localhost"),
+        s(user),
+        format!("{user}.{ns}"),
+        format!("{user}.{ns}.svc"),
+    ];
+    let cert = ca.issue(user, &dns, &[[127, 0, 0, 1]]);
     vec![Op::Create(
         s(hub),
         json!({
@@ -277,6 +245,23 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
     )]
 }
 
+/// The hub's ManagedProxyConfiguration `cluster-proxy`.
+fn mpc<'w>(w: &'w World, hub: &str) -> Option<&'w Value> {
+    w.get(hub, gk::MPC, "", PROXY_ADDON)
+}
+
+/// A Deployment's containers.
+fn containers(d: &Value) -> impl Iterator<Item = &Value> {
+    let list = d["spec"]["template"]["spec"]["containers"].as_array();
+    list.into_iter().flatten()
+}
+
+/// A container's args.
+fn args(container: &Value) -> impl Iterator<Item = &str> {
+    let args = container["args"].as_array().into_iter().flatten();
+    args.filter_map(Value::as_str)
+}
+
 /// The image an addon's agent runs, as its manager deploys it: cluster-proxy's from the
 /// ManagedProxyConfiguration's `proxyAgent.image`, managed-serviceaccount's from the manager's
 /// `--agent-image-name=` (open-cluster-management-io/cluster-proxy v0.10.0
@@ -285,24 +270,16 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
 /// `charts/managed-serviceaccount/templates/manager-deployment.yaml`). `None` for another addon (the
 /// simulation's placeholder image then).
 fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
-    match addon {
-        PROXY_ADDON => w
-            .get(hub, gk::MPC, "", "cluster-proxy")
-            .and_then(|m| util::str_at(m, "/spec/proxyAgent/image"))
-            .map(str::to_owned),
+    let image = match addon {
+        PROXY_ADDON => mpc(w, hub).and_then(|m| util::str_at(m, "/spec/proxyAgent/image")),
         MSA_ADDON => {
             let d = w.find_named(hub, gk::DEPLOYMENT, "managed-serviceaccount-addon-manager")?;
-            d["spec"]["template"]["spec"]["containers"]
-                .as_array()?
-                .iter()
-                .filter_map(|c| c["args"].as_array())
-                .flatten()
-                .filter_map(|a| a.as_str()?.strip_prefix("--agent-image-name="))
-                .next()
-                .map(str::to_owned)
+            let mut args = containers(d).flat_map(args);
+            args.find_map(|a| a.strip_prefix("--agent-image-name="))
         }
         _ => None,
-    }
+    };
+    image.map(str::to_owned)
 }
 
 /// Whether the addon manager Deployment has its ClusterProfile gate on, read from its args the way its
@@ -312,13 +289,9 @@ fn agent_image(w: &World, hub: &str, addon: &str) -> Option<String> {
 /// PR #274).
 fn proxy_gate_on(d: &Value) -> bool {
     let container = &d["spec"]["template"]["spec"]["containers"][0];
-    let tag = container["image"]
-        .as_str()
-        .and_then(|i| i.rsplit_once(':'))
-        .map_or("", |(_, t)| t);
-    let old = ["v0.8.", "v0.9.", "v0.10."]
-        .iter()
-        .any(|p| tag.starts_with(p));
+    let image = container["image"].as_str().and_then(|i| i.rsplit_once(':'));
+    let tag = image.map_or("", |(_, t)| t);
+    let old = tag.starts_with("v0.8.") || tag.starts_with("v0.9.") || tag.starts_with("v0.10.");
     let gate = if old {
         "ClusterProfileAccessProvider"
     } else {
@@ -329,14 +302,17 @@ fn proxy_gate_on(d: &Value) -> bool {
 
 /// `--feature-gates=A=true,B=false` in a container's args.
 fn args_gate(container: &Value, gate: &str) -> bool {
-    container["args"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|a| a.strip_prefix("--feature-gates="))
+    let lists = args(container).filter_map(|a| a.strip_prefix("--feature-gates="));
+    lists
         .flat_map(|l| l.split(','))
         .any(|kv| kv == format!("{gate}=true"))
+}
+
+/// A ClusterProfile OCM manages: labelled `x-k8s.io/cluster-manager=open-cluster-management`, with a
+/// cluster-name label.
+fn ocm_profile(p: &&Value) -> bool {
+    util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
+        && util::label(p, CLUSTER_NAME_LABEL).is_some()
 }
 
 /// The `clusterProfileReconciler` of the cluster-proxy addon manager (open-cluster-management-io/cluster-proxy
@@ -344,38 +320,21 @@ fn args_gate(container: &Value, gate: &str) -> bool {
 /// and the serving cert Secret in `spec.proxyServer.namespace`, every ClusterProfile labelled
 /// `x-k8s.io/cluster-manager=open-cluster-management` with a cluster-name label gets the
 /// `open-cluster-management` access provider (only that entry is replaced).
-pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<(&String, &String)>) -> Vec<Op> {
-    let Some(d) = addon_manager(w, hub, PROXY_ADDON) else {
-        return Vec::new();
-    };
-    if !proxy_gate_on(d) || !w.served(hub, gk::CLUSTER_PROFILE) {
-        return Vec::new();
-    }
-    let Some(ns) = w
-        .get(hub, gk::MPC, "", "cluster-proxy")
-        .and_then(|m| util::str_at(m, "/spec/proxyServer/namespace"))
-    else {
-        return Vec::new();
-    };
-    let Some(ca) = w
-        .get(hub, gk::SECRET, ns, SERVING_CERT)
-        .and_then(|s| util::str_at(s, "/data/tls.crt"))
-    else {
+pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<&[String; 2]>) -> Vec<Op> {
+    let on = addon_manager(w, hub, PROXY_ADDON).is_some_and(proxy_gate_on);
+    let ns = mpc(w, hub).and_then(|m| util::str_at(m, "/spec/proxyServer/namespace"));
+    let secret = ns.and_then(|ns| w.get(hub, gk::SECRET, ns, SERVING_CERT));
+    let ca = secret.and_then(|s| util::str_at(s, "/data/tls.crt"));
+    let (true, Some(ns), Some(ca)) = (on && w.served(hub, gk::CLUSTER_PROFILE), ns, ca) else {
         return Vec::new();
     };
     let targets: Vec<&Value> = match one {
-        Some((pns, name)) => w
-            .get(hub, gk::CLUSTER_PROFILE, pns, name)
-            .into_iter()
-            .collect(),
-        None => w.list(hub, gk::CLUSTER_PROFILE, None).collect(),
+        Some([pns, name]) => Vec::from_iter(w.get(hub, gk::CLUSTER_PROFILE, pns, name)),
+        None => Vec::from_iter(w.list(hub, gk::CLUSTER_PROFILE, None)),
     };
     targets
         .into_iter()
-        .filter(|p| {
-            util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
-                && util::label(p, CLUSTER_NAME_LABEL).is_some()
-        })
+        .filter(ocm_profile)
         .map(|p| {
             let name = util::name(p);
             let entry = json!({
@@ -390,30 +349,25 @@ pub(super) fn proxy_profiles(w: &World, hub: &str, one: Option<(&String, &String
                     }],
                 },
             });
-            let mut n = p.clone();
-            let status = util::obj_at(&mut n, &["status"]);
-            status.entry("conditions").or_insert_with(|| json!([]));
-            let list = status.entry("accessProviders").or_insert_with(|| json!([]));
-            if !list.is_array() {
-                *list = json!([]);
-            }
-            let list = list.as_array_mut().expect("just made an array");
+            let mut list = p["status"]["accessProviders"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             match list.iter_mut().find(|e| e["name"] == OCM) {
                 Some(e) => *e = entry,
                 None => list.push(entry),
             }
+            let mut n = p.clone();
+            let status = util::obj_at(&mut n, &["status"]);
+            status.entry("conditions").or_insert_with(|| json!([]));
+            status.insert("accessProviders".into(), Value::Array(list));
             Op::Put(s(hub), n)
         })
         .collect()
 }
 
-fn msa_install_namespace(mca: &Value) -> String {
-    util::str_at(mca, "/status/namespace")
-        .or_else(|| util::str_at(mca, "/spec/installNamespace"))
-        .filter(|n| !n.is_empty())
-        .unwrap_or(default_install_namespace(MSA_ADDON))
-        .to_owned()
-}
+/// How long a simulated ManagedServiceAccount token is valid: 8640h (360 days).
+const TOKEN_SECONDS: u64 = 8640 * 3600;
 
 /// managed-serviceaccount (open-cluster-management-io/managed-serviceaccount v0.10.0
 /// `charts/managed-serviceaccount/`): a ManagedServiceAccount in cluster namespace C, once C's
@@ -421,21 +375,18 @@ fn msa_install_namespace(mca: &Value) -> String {
 /// install namespace, no RBAC), a token Secret `<msa>` in C, and `status.tokenSecretRef` with
 /// `TokenReported=True`.
 pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(msa) = w.get(hub, gk::MSA, ns, name) else {
+    let mca = w.get(hub, gk::MCA, ns, MSA_ADDON);
+    let mca = mca.filter(|a| util::condition_is(a, "Available", "True"));
+    let spoke = w.spoke_of(hub, ns).filter(|s| w.reachable(s));
+    let (Some(msa), Some(mca), Some(spoke)) = (w.get(hub, gk::MSA, ns, name), mca, spoke) else {
         return Vec::new();
     };
-    let Some(mca) = w
-        .get(hub, gk::MCA, ns, MSA_ADDON)
-        .filter(|a| util::condition_is(a, "Available", "True"))
-    else {
-        return Vec::new();
-    };
-    let Some(spoke) = w.spoke_of(hub, ns).filter(|s| w.reachable(s)) else {
-        return Vec::new();
-    };
-    let install_ns = msa_install_namespace(mca);
+    let install_ns = util::str_at(mca, "/status/namespace")
+        .or_else(|| util::str_at(mca, "/spec/installNamespace"))
+        .filter(|n| !n.is_empty())
+        .unwrap_or(agent_of(MSA_ADDON).0);
     let mut ops = vec![
-        Op::Create(s(spoke), namespace_obj(&install_ns)),
+        Op::Create(s(spoke), namespace_obj(install_ns)),
         Op::Create(
             s(spoke),
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": install_ns}}),
@@ -451,9 +402,9 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             token.clone(),
             TokenInfo {
                 cluster: s(spoke),
-                namespace: install_ns.clone(),
+                namespace: s(install_ns),
                 service_account: s(name),
-                expiration_seconds: 8640 * 3600,
+                expiration_seconds: TOKEN_SECONDS as i64,
             },
         ));
         ops.push(Op::Create(
@@ -475,30 +426,18 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     }
     let mut n = msa.clone();
     if util::str_at(msa, "/status/tokenSecretRef/name") != Some(name) {
-        let now = std::time::SystemTime::now();
-        n["status"]["tokenSecretRef"] = json!({
-            "name": name,
-            "lastRefreshTimestamp": util::now_rfc3339(),
-        });
-        n["status"]["expirationTimestamp"] = json!(
-            humantime::format_rfc3339_seconds(now + std::time::Duration::from_secs(8640 * 3600))
-                .to_string()
-        );
+        let expires = std::time::SystemTime::now() + Duration::from_secs(TOKEN_SECONDS);
+        let expires = humantime::format_rfc3339_seconds(expires).to_string();
+        n["status"]["tokenSecretRef"] =
+            json!({"name": name, "lastRefreshTimestamp": util::now_rfc3339()});
+        n["status"]["expirationTimestamp"] = json!(expires);
     }
-    set_condition(
-        &mut n,
-        "SecretCreated",
-        "True",
-        "SecretCreated",
-        "The token secret has been created",
-    );
-    set_condition(
-        &mut n,
-        "TokenReported",
-        "True",
-        "TokenReported",
-        "ServiceAccount token was reported",
-    );
+    for (kind, msg) in [
+        ("SecretCreated", "The token secret has been created"),
+        ("TokenReported", "ServiceAccount token was reported"),
+    ] {
+        set_condition(&mut n, kind, "True", kind, msg);
+    }
     ops.push(Op::Put(s(hub), n));
     ops
 }
@@ -509,13 +448,8 @@ pub(super) fn msa_token(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
 /// copied into every namespace holding a labelled ClusterProfile named like the MSA's namespace, as Opaque
 /// `<cluster>-<msa>` labelled `synced-from` and owned by the profile; copies no longer wanted are deleted.
 pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let on = addon_manager(w, hub, MSA_ADDON).is_some_and(|d| {
-        d["spec"]["template"]["spec"]["containers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| args_gate(c, "ClusterProfileCredSyncer"))
-    });
+    let on = addon_manager(w, hub, MSA_ADDON)
+        .is_some_and(|d| containers(d).any(|c| args_gate(c, "ClusterProfileCredSyncer")));
     let msa = w.get(hub, gk::MSA, ns, name);
     let source = msa
         .filter(|m| util::label(m, SYNC_LABEL) == Some("true"))
@@ -524,35 +458,25 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let target = format!("{ns}-{name}");
     let mut ops = Vec::new();
     for pns in w.namespaces_with(hub, gk::CLUSTER_PROFILE) {
-        let profile = w.get(hub, gk::CLUSTER_PROFILE, &pns, ns).filter(|p| {
-            util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
-                && util::label(p, CLUSTER_NAME_LABEL).is_some()
-        });
+        let profile = w.get(hub, gk::CLUSTER_PROFILE, &pns, ns);
+        let profile = profile.filter(ocm_profile);
         let existing = w
             .get(hub, gk::SECRET, &pns, &target)
             .filter(|s| util::label(s, SYNCED_FROM_LABEL).is_some());
-        match (on, source, profile) {
-            (true, Some(src), Some(p)) => {
-                let mut secret = existing.cloned().unwrap_or_else(|| {
+        if let (true, Some(src), Some(p)) = (on, source, profile) {
+            let mut secret = existing.cloned().unwrap_or_else(|| {
                     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": target, "namespace": pns}})
                 });
-                secret["type"] = json!("Opaque");
-                util::set_label(&mut secret, SYNCED_FROM_LABEL, &target);
-                secret["metadata"]["ownerReferences"] = json!([owner_ref(p, true)]);
-                let mut data = serde_json::Map::new();
-                for k in ["token", "ca.crt"] {
-                    if let Some(v) = src["data"].get(k) {
-                        data.insert(k.to_owned(), v.clone());
-                    }
-                }
-                secret["data"] = Value::Object(data);
-                ops.push(Op::Put(s(hub), secret));
-            }
-            _ => {
-                if existing.is_some() {
-                    ops.push(Op::delete(hub, [gk::SECRET, &pns, &target]));
-                }
-            }
+            secret["type"] = json!("Opaque");
+            util::set_label(&mut secret, SYNCED_FROM_LABEL, &target);
+            secret["metadata"]["ownerReferences"] = json!([owner_ref(p, true)]);
+            let data = ["token", "ca.crt"]
+                .into_iter()
+                .filter_map(|k| Some((k.to_owned(), src["data"].get(k)?.clone())));
+            secret["data"] = Value::Object(data.collect());
+            ops.push(Op::Put(s(hub), secret));
+        } else if existing.is_some() {
+            ops.push(Op::delete(hub, [gk::SECRET, &pns, &target]));
         }
     }
     ops
@@ -564,34 +488,15 @@ pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     if !is_hub(w, hub) || !w.served(hub, gk::MCA) || !namespace_exists(w, hub, mc) {
         return Vec::new();
     }
-    let mut ops = Vec::new();
-    for cma in w.list(hub, gk::CMA, None) {
-        if cma.pointer("/spec/installStrategy/type") != Some(&json!("Placements")) {
-            continue;
-        }
-        let addon = util::name(cma);
-        let selected = cma
-            .pointer("/spec/installStrategy/placements")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|p| match (p["name"].as_str(), p["namespace"].as_str()) {
-                (Some(name), Some(ns)) => decides(w, hub, ns, name, mc),
-                _ => false,
-            });
-        if selected && w.get(hub, gk::MCA, mc, addon).is_none() {
-            ops.push(Op::Create(
-                s(hub),
-                json!({
-                    "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-                    "kind": "ManagedClusterAddOn",
-                    "metadata": {"name": addon, "namespace": mc, "ownerReferences": [owner_ref(cma, false)]},
-                    "spec": {},
-                }),
-            ));
-        }
-    }
-    ops
+    let selected = |cma: &&Value| {
+        let mut placements = placements(cma).unwrap_or_default().into_iter();
+        placements.any(|(ns, name)| decides(w, hub, ns, name, mc))
+    };
+    w.list(hub, gk::CMA, None)
+        .filter(selected)
+        .filter(|cma| w.get(hub, gk::MCA, mc, util::name(cma)).is_none())
+        .map(|cma| new_mca(hub, cma, mc))
+        .collect()
 }
 
 /// The spoke's cluster-proxy `proxy-agent` dials the hub's proxy server and holds a tunnel while the addon
@@ -614,11 +519,7 @@ pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     // proxyConfig.Spec.ProxyAgent.Replicas`, into manifests/charts/addon-agent/templates/addon-agent-deployment.yaml):
     // at 0 no proxy agent dials the hub. (Its lease, renewed by the same Pod, would expire too and the
     // addon turn unavailable after the grace period: not modelled.)
-    let agents = w
-        .get(hub, gk::MPC, "", "cluster-proxy")
-        .and_then(|m| m.pointer("/spec/proxyAgent/replicas"))
-        .and_then(Value::as_i64)
-        != Some(0);
+    let agents = !mpc(w, hub).is_some_and(|m| m["spec"]["proxyAgent"]["replicas"] == 0);
     vec![Op::Tunnel(
         key,
         (available || stays) && spoke_runs && agents,
@@ -650,15 +551,24 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
 
 /// The addon managers' status work for every ManagedClusterAddOn of `addon`.
 fn addon_statuses(w: &World, c: &str, addon: &str, q: &mut Queue<'_>) {
-    for ns in w.namespaces_with(c, gk::MCA) {
-        if w.get(c, gk::MCA, &ns, addon).is_some() {
-            q.add(c, &ns, addon);
-        }
+    for a in w.list(c, gk::MCA, None).filter(|a| util::name(a) == addon) {
+        q.add(c, util::namespace(a), addon);
     }
 }
 
-fn all_msas(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
-    for m in w.list(c, gk::MSA, ns) {
+/// The tunnel work of every cluster with a cluster-proxy addon.
+fn all_tunnels(w: &World, c: &str, q: &mut Queue<'_>) {
+    for a in w
+        .list(c, gk::MCA, None)
+        .filter(|a| util::name(a) == PROXY_ADDON)
+    {
+        q.add(c, util::namespace(a), "");
+    }
+}
+
+/// The work of every ManagedServiceAccount in cluster namespace `ns`.
+fn msas_in(w: &World, c: &str, ns: &str, q: &mut Queue<'_>) {
+    for m in w.list(c, gk::MSA, Some(ns)) {
         q.add(c, util::namespace(m), util::name(m));
     }
 }
@@ -668,7 +578,7 @@ fn all_msas(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
 const MSA_WATCHES: &[(&str, WatchFn)] = &[
     (gk::DEPLOYMENT, |w, ch, q| {
         if ch.name == "managed-serviceaccount-addon-manager" {
-            all_msas(w, &ch.cluster, None, q);
+            q.every(w, &ch.cluster, gk::MSA);
         }
     }),
     (gk::SECRET, |w, ch, q| {
@@ -678,16 +588,18 @@ const MSA_WATCHES: &[(&str, WatchFn)] = &[
     }),
     (gk::CLUSTER_PROFILE, |w, ch, q| {
         if !ch.kind.status_only() {
-            all_msas(w, &ch.cluster, Some(&ch.name), q);
+            msas_in(w, &ch.cluster, &ch.name, q);
         }
     }),
     (gk::MCA, |w, ch, q| {
         if ch.name == MSA_ADDON {
-            all_msas(w, &ch.cluster, Some(&ch.ns), q);
+            msas_in(w, &ch.cluster, &ch.ns, q);
         }
     }),
     (gk::MSA, |_, ch, q| q.add(&ch.cluster, &ch.ns, &ch.name)),
 ];
+
+const ADDON_INSTALL_DEGRADED: [&str; 2] = ["AddonInstallDegraded", "True"];
 
 pub(super) static ADDON_INSTALL: Controller = Controller {
     name: "addon-install",
@@ -702,15 +614,13 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
         // A Placement deleted: the addons it installed are removed.
         (gk::PLACEMENT, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted {
-                for a in w.list(&ch.cluster, gk::CMA, None) {
-                    q.add(&ch.cluster, util::name(a), "");
-                }
+                q.every(w, &ch.cluster, gk::CMA);
             }
         }),
     ],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CMA)),
     run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| mark_work(w, k, gk::CMA, ["AddonInstallDegraded", "True"], msg),
+    fail: |w, k, msg| mark_work(w, k, gk::CMA, ADDON_INSTALL_DEGRADED, msg),
 };
 
 pub(super) static ADDON_CLUSTER: Controller = Controller {
@@ -723,22 +633,18 @@ pub(super) static ADDON_CLUSTER: Controller = Controller {
     })],
     resync: Resync::Never,
     run: |w, k| addon_cluster(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let cond = "AddonInstallDegraded";
-        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "True"], msg)
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MANAGED_CLUSTER, ADDON_INSTALL_DEGRADED, msg),
 };
 
 static ADDON_STATUS: Controller = Controller {
     name: "addon-status",
     behaviour: Behaviour::AddonInstall,
     watches: &[
-        (gk::DEPLOYMENT, |w, ch, q| match ch.name.as_str() {
-            "cluster-proxy-addon-manager" => addon_statuses(w, &ch.cluster, PROXY_ADDON, q),
-            "managed-serviceaccount-addon-manager" => {
-                addon_statuses(w, &ch.cluster, MSA_ADDON, q);
+        (gk::DEPLOYMENT, |w, ch, q| {
+            let addon = ch.name.strip_suffix("-addon-manager");
+            if let Some(addon) = addon.filter(|a| [PROXY_ADDON, MSA_ADDON].contains(a)) {
+                addon_statuses(w, &ch.cluster, addon, q);
             }
-            _ => {}
         }),
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             for a in w.list(&ch.cluster, gk::MCA, Some(&ch.name)) {
@@ -751,84 +657,66 @@ static ADDON_STATUS: Controller = Controller {
         (gk::MCA, spec_of),
     ],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MCA)),
-    run: |w, k| {
-        let [mc, addon] = k.key();
-        addon_status(w, k.cluster(), mc, addon)
-    },
+    run: |w, k| addon_status(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| mark_work(w, k, gk::MCA, ["Available", "False"], msg),
 };
+
+/// What wakes both cluster-proxy hub controllers (serving cert and access providers): the addon manager
+/// rolling out, the serving cert Secret, the ManagedProxyConfiguration.
+const PROXY_WATCHES: &[(&str, WatchFn)] = &[
+    (gk::DEPLOYMENT, |_, ch, q| {
+        if ch.name == "cluster-proxy-addon-manager" {
+            q.add(&ch.cluster, "", "");
+        }
+    }),
+    (gk::SECRET, |_, ch, q| {
+        if ch.name == SERVING_CERT {
+            q.add(&ch.cluster, "", "");
+        }
+    }),
+    (gk::MPC, any_change),
+];
 
 static PROXY_CERT: Controller = Controller {
     name: "cluster-proxy-serving-cert",
     behaviour: Behaviour::ProxyServingCert,
     watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "cluster-proxy-addon-manager" {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
-        (gk::SECRET, |_, ch, q| {
-            if ch.name == SERVING_CERT {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
+        PROXY_WATCHES[0],
+        PROXY_WATCHES[1],
+        PROXY_WATCHES[2],
         (gk::NAMESPACE, any_change),
-        (gk::MPC, any_change),
     ],
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_cert(w, k.cluster()),
     fail: |w, k, msg| {
-        let cond = "UserServerSecretSigned";
-        mark(
-            w,
-            k.cluster(),
-            [gk::MPC, "", PROXY_ADDON],
-            [cond, "False"],
-            msg,
-        )
+        let cond = ["UserServerSecretSigned", "False"];
+        mark(w, k.cluster(), [gk::MPC, "", PROXY_ADDON], cond, msg)
     },
 };
+
+const PROVIDER_DEGRADED: [&str; 2] = ["AccessProviderDegraded", "True"];
 
 static PROXY_PROFILE: Controller = Controller {
     name: "cluster-proxy-access-provider",
     behaviour: Behaviour::ProxyAccessProvider,
     watches: &[(gk::CLUSTER_PROFILE, spec_of)],
     resync: Resync::Never,
-    run: |w, k| {
-        let [ns, name] = k.key();
-        proxy_profiles(w, k.cluster(), Some((ns, name)))
-    },
-    fail: |w, k, msg| {
-        let cond = "AccessProviderDegraded";
-        mark_work(w, k, gk::CLUSTER_PROFILE, [cond, "True"], msg)
-    },
+    run: |w, k| proxy_profiles(w, k.cluster(), Some(k.key())),
+    fail: |w, k, msg| mark_work(w, k, gk::CLUSTER_PROFILE, PROVIDER_DEGRADED, msg),
 };
 
 static PROXY_ALL: Controller = Controller {
     name: "cluster-proxy-access-providers",
     behaviour: Behaviour::ProxyAccessProvider,
-    watches: &[
-        (gk::DEPLOYMENT, |_, ch, q| {
-            if ch.name == "cluster-proxy-addon-manager" {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
-        (gk::SECRET, |_, ch, q| {
-            if ch.name == SERVING_CERT {
-                q.add(&ch.cluster, "", "");
-            }
-        }),
-        (gk::MPC, any_change),
-    ],
+    watches: PROXY_WATCHES,
     resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
     run: |w, k| proxy_profiles(w, k.cluster(), None),
     fail: |w, k, msg| {
         let hub = k.cluster();
         w.list(hub, gk::CLUSTER_PROFILE, None)
             .flat_map(|p| {
-                let (ns, name) = (util::namespace(p), util::name(p));
-                let cond = "AccessProviderDegraded";
-                mark(w, hub, [gk::CLUSTER_PROFILE, ns, name], [cond, "True"], msg)
+                let key = [gk::CLUSTER_PROFILE, util::namespace(p), util::name(p)];
+                mark(w, hub, key, PROVIDER_DEGRADED, msg)
             })
             .collect()
     },
@@ -838,11 +726,8 @@ static MSA_TOKEN: Controller = Controller {
     name: "managed-serviceaccount-token",
     behaviour: Behaviour::MsaToken,
     watches: MSA_WATCHES,
-    resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        msa_token(w, k.cluster(), ns, name)
-    },
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MSA)),
+    run: |w, k| msa_token(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| mark_work(w, k, gk::MSA, ["TokenReported", "False"], msg),
 };
 
@@ -858,27 +743,25 @@ static MSA_SYNC: Controller = Controller {
         // A synced token Secret next to a ClusterProfile was deleted: copy it again.
         (gk::SECRET, |w, ch, q| {
             let c = ch.cluster.as_str();
-            if ch.kind == ChangeKind::Deleted
-                && w.list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
-                    .next()
-                    .is_some()
-            {
-                for m in w.list(c, gk::MSA, None) {
-                    if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
-                        q.add(c, util::namespace(m), util::name(m));
-                    }
+            let profiles = w
+                .list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
+                .next()
+                .is_some();
+            if ch.kind != ChangeKind::Deleted || !profiles {
+                return;
+            }
+            for m in w.list(c, gk::MSA, None) {
+                if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
+                    q.add(c, util::namespace(m), util::name(m));
                 }
             }
         }),
     ],
-    resync: Resync::Hub(|w, c, q| all_msas(w, c, None, q)),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        msa_sync(w, k.cluster(), ns, name)
-    },
+    resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MSA)),
+    run: |w, k| msa_sync(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| {
-        let cond = "ClusterProfileCredentialsSynced";
-        mark_work(w, k, gk::MSA, [cond, "False"], msg)
+        let cond = ["ClusterProfileCredentialsSynced", "False"];
+        mark_work(w, k, gk::MSA, cond, msg)
     },
 };
 
@@ -892,21 +775,9 @@ static PROXY_TUNNEL: Controller = Controller {
             }
         }),
         // The agents' replicas come from the ManagedProxyConfiguration: every cluster's tunnel may change.
-        (gk::MPC, |w, ch, q| {
-            for a in w.list(&ch.cluster, gk::MCA, None) {
-                if util::name(a) == PROXY_ADDON {
-                    q.add(&ch.cluster, util::namespace(a), "");
-                }
-            }
-        }),
+        (gk::MPC, |w, ch, q| all_tunnels(w, &ch.cluster, q)),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for a in w.list(c, gk::MCA, None) {
-            if util::name(a) == PROXY_ADDON {
-                q.add(c, util::namespace(a), "");
-            }
-        }
-    }),
+    resync: Resync::Hub(all_tunnels),
     run: |w, k| proxy_tunnel(w, k.cluster(), &k.key()[0]),
     // No status reports a tunnel (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`):
     // only the user server's answers show it.

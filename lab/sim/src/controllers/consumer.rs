@@ -32,14 +32,15 @@ const CLUSTER_ROLE_BINDING: &str = "ClusterRoleBinding.rbac.authorization.k8s.io
 /// authorizer's rules (kubernetes v1.35 `plugin/pkg/auth/authorizer/rbac/rbac.go`, `RuleAllows`): a
 /// RoleBinding in `ns` or a ClusterRoleBinding naming the ServiceAccount, to a Role in `ns` or a ClusterRole
 /// whose rule lists the group, the resource and the verb (or `*`), and the name when it lists any.
-pub(crate) fn allowed(
+/// Otherwise the API server's Forbidden text.
+fn allowed(
     w: &World,
     hub: &str,
     (ns, sa): (&str, &str),
     verb: &str,
     (group, resource): (&str, &str),
     name: Option<&str>,
-) -> bool {
+) -> Result<(), String> {
     let names_sa = |b: &Value, binding_ns: &str| {
         b["subjects"].as_array().into_iter().flatten().any(|s| {
             s["kind"] == "ServiceAccount"
@@ -49,9 +50,7 @@ pub(crate) fn allowed(
     };
     let has = |list: &Value, want: &str| {
         list.as_array()
-            .into_iter()
-            .flatten()
-            .any(|v| v == want || v == "*")
+            .is_some_and(|l| l.iter().any(|v| v == want || v == "*"))
     };
     let rule_allows = |r: &Value| {
         has(&r["apiGroups"], group)
@@ -73,34 +72,23 @@ pub(crate) fn allowed(
             _ => None,
         }
     };
-    w.list(hub, ROLE_BINDING, Some(ns))
+    if w.list(hub, ROLE_BINDING, Some(ns))
         .any(|b| names_sa(b, ns) && role_allows(role_of(b, Some(ns))))
         || w.list(hub, CLUSTER_ROLE_BINDING, None)
             .any(|b| names_sa(b, "") && role_allows(role_of(b, None)))
+    {
+        return Ok(());
+    }
+    let what = format!("{resource}.{group}");
+    let what = what.trim_end_matches('.');
+    let named = name.map(|n| format!(" \"{n}\"")).unwrap_or_default();
+    Err(format!(
+        "{what}{named} is forbidden: User \"system:serviceaccount:{ns}:{sa}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{ns}\""
+    ))
 }
 
-/// `system:serviceaccount:<ns>:<sa>` may not `verb` …: the API server's Forbidden text.
-fn forbidden(
-    sa: (&str, &str),
-    verb: &str,
-    (group, resource): (&str, &str),
-    name: &str,
-    ns: &str,
-) -> String {
-    let what = if group.is_empty() {
-        resource.to_owned()
-    } else {
-        format!("{resource}.{group}")
-    };
-    let named = if name.is_empty() {
-        String::new()
-    } else {
-        format!(" \"{name}\"")
-    };
-    format!(
-        "{what}{named} is forbidden: User \"system:serviceaccount:{}:{}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{ns}\"",
-        sa.0, sa.1
-    )
+fn fail<T>(hop: Hop, status: Option<u16>, detail: String) -> Result<T, Failure> {
+    Err(failure(hop, status, detail))
 }
 
 fn failure(hop: Hop, status: Option<u16>, detail: String) -> Failure {
@@ -111,71 +99,46 @@ fn failure(hop: Hop, status: Option<u16>, detail: String) -> Failure {
     }
 }
 
-/// The consumer's run in namespace `ns` as ServiceAccount `sa`, with `cp-creds` at `plugin` (None: the
-/// initContainer put none there) and the provider file read from the Pod's ConfigMap.
+/// The consumer's run in namespace `ns` as ServiceAccount `sa`, with `cp-creds` at `plugin` and the
+/// provider file read from the Pod's ConfigMap.
 fn consume(
     w: &World,
     hub: &str,
     (ns, sa): (&str, &str),
-    plugin: Option<&str>,
+    plugin: &str,
     file: Option<ProviderFile>,
-) -> PodReport {
-    let failed = |f: Failure| PodReport {
-        namespace: ns.to_owned(),
-        error: Some(f),
-        spokes: Vec::new(),
-    };
+) -> Result<Vec<PodSpoke>, Failure> {
     let Some(file) = file else {
-        return failed(failure(Hop::Hub, None, "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read".into()));
+        let why = "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read";
+        return fail(Hop::Hub, None, why.into());
     };
     let profiles = ("multicluster.x-k8s.io", "clusterprofiles");
-    if !allowed(w, hub, (ns, sa), "list", profiles, None) {
-        let why = forbidden((ns, sa), "list", profiles, "", ns);
-        return failed(failure(
-            Hop::Hub,
-            Some(403),
-            format!("failed to list ClusterProfiles in namespace {ns}: {why}"),
-        ));
+    if let Err(why) = allowed(w, hub, (ns, sa), "list", profiles, None) {
+        let why = format!("failed to list ClusterProfiles in namespace {ns}: {why}");
+        return fail(Hop::Hub, Some(403), why);
     }
     let list: Vec<&Value> = w.list(hub, gk::CLUSTER_PROFILE, Some(ns)).collect();
     if list.is_empty() {
-        return failed(failure(
-            Hop::Hub,
-            None,
-            format!("namespace {ns} holds no ClusterProfile"),
-        ));
+        let why = format!("namespace {ns} holds no ClusterProfile");
+        return fail(Hop::Hub, None, why);
     }
-    let spokes = list
-        .into_iter()
-        .map(|p| {
-            let profile = util::name(p).to_owned();
-            let access = match ocm_lab_consumer::provider::access(p, &file) {
-                Ok(a) => a,
-                Err(e) => {
-                    return PodSpoke {
-                        profile,
-                        cluster: None,
-                        server: None,
-                        version: None,
-                        failure: Some(Failure::of(&e)),
-                    };
-                }
-            };
-            let outcome = reach(w, hub, (ns, sa), plugin, &access);
-            PodSpoke {
-                profile,
-                cluster: Some(access.cluster.clone()),
-                server: Some(access.server.clone()),
-                version: outcome.as_ref().ok().cloned(),
-                failure: outcome.err(),
+    let spoke = |p: &Value| {
+        let (access, outcome) = match ocm_lab_consumer::provider::access(p, &file) {
+            Ok(a) => {
+                let outcome = reach(w, hub, (ns, sa), plugin, &a);
+                (Some(a), outcome)
             }
-        })
-        .collect();
-    PodReport {
-        namespace: ns.to_owned(),
-        error: None,
-        spokes,
-    }
+            Err(e) => (None, Err(Failure::of(&e))),
+        };
+        PodSpoke {
+            profile: util::name(p).to_owned(),
+            cluster: access.as_ref().map(|a| a.cluster.clone()),
+            server: access.map(|a| a.server),
+            version: outcome.as_ref().ok().cloned(),
+            failure: outcome.err(),
+        }
+    };
+    Ok(list.into_iter().map(spoke).collect())
 }
 
 /// One profile's path: the plugin as `cp-creds`, then the request to the provider's server.
@@ -183,137 +146,84 @@ fn reach(
     w: &World,
     hub: &str,
     (ns, sa): (&str, &str),
-    plugin: Option<&str>,
+    plugin: &str,
     a: &ocm_lab_consumer::Access,
 ) -> Result<String, Failure> {
     let command = a.exec.command.as_str();
-    if plugin != Some(command) {
-        return Err(failure(
-            Hop::PluginMissing,
-            None,
-            format!("the exec plugin `{command}` was not found"),
-        ));
+    if plugin != command {
+        let why = format!("the exec plugin `{command}` was not found");
+        return fail(Hop::PluginMissing, None, why);
     }
-    let refused = |why: String| {
-        failure(
-            Hop::PluginRefused,
-            None,
-            format!("the exec plugin `{command}` refused (exit status 1): {why}"),
-        )
+    let refused = |why: &str| {
+        let why = format!("the exec plugin `{command}` refused (exit status 1): {why}");
+        failure(Hop::PluginRefused, None, why)
     };
-    let msa = a
-        .exec
-        .args
-        .iter()
-        .find_map(|x| x.strip_prefix("--managed-serviceaccount="));
-    let Some(msa) = msa else {
-        return Err(refused(
-            "Error: --managed-serviceaccount flag is required".into(),
-        ));
+    let mut args = a.exec.args.iter();
+    let Some(msa) = args.find_map(|x| x.strip_prefix("--managed-serviceaccount=")) else {
+        return Err(refused("Error: --managed-serviceaccount flag is required"));
     };
     if !a.exec.provide_cluster_info {
         return Err(refused(
-            "[open-cluster-management] spec.cluster.server is missing in KUBERNETES_EXEC_INFO"
-                .into(),
+            "[open-cluster-management] spec.cluster.server is missing in KUBERNETES_EXEC_INFO",
         ));
     }
-    let Some(cluster) = a
-        .exec_extension
-        .as_ref()
-        .and_then(|e| e["clusterName"].as_str())
-    else {
+    let extension = a.exec_extension.as_ref();
+    let Some(cluster) = extension.and_then(|e| e["clusterName"].as_str()) else {
         return Err(refused(
-            "[open-cluster-management] missing clusterName in ExecCredential.Spec.Cluster.Config"
-                .into(),
+            "[open-cluster-management] missing clusterName in ExecCredential.Spec.Cluster.Config",
         ));
     };
     let secret = format!("{cluster}-{msa}");
     let get_failed = |why: String| {
-        refused(format!(
+        refused(&format!(
             "[open-cluster-management] failed to get synced credential secret {ns}/{secret}: {why}"
         ))
     };
-    if !allowed(w, hub, (ns, sa), "get", ("", "secrets"), Some(&secret)) {
-        return Err(get_failed(forbidden(
-            (ns, sa),
-            "get",
-            ("", "secrets"),
-            &secret,
-            ns,
-        )));
-    }
+    allowed(w, hub, (ns, sa), "get", ("", "secrets"), Some(&secret)).map_err(get_failed)?;
     let Some(found) = w.get(hub, gk::SECRET, ns, &secret) else {
         return Err(get_failed(format!("secrets \"{secret}\" not found")));
     };
     let token = util::str_at(found, "/data/token")
         .and_then(util::b64_decode)
         .and_then(|t| String::from_utf8(t).ok())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            refused(format!(
-                "[open-cluster-management] secret {ns}/{secret} missing or empty \"token\" key"
-            ))
-        })?;
+        .filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return Err(refused(&format!(
+            "[open-cluster-management] secret {ns}/{secret} missing or empty \"token\" key"
+        )));
+    };
     // The provider's server, `https://<service>.<namespace>:<port>/<cluster>`, by the hub's cluster DNS.
-    let (service, svc_ns, port, path) = split_server(&a.server).ok_or_else(|| {
-        failure(
-            Hop::Spoke,
-            None,
-            format!("`{}` is not an https URL with a host", a.server),
-        )
-    })?;
+    let Some((service, svc_ns, port, path)) = split_server(&a.server) else {
+        let why = format!("`{}` is not an https URL with a host", a.server);
+        return fail(Hop::Spoke, None, why);
+    };
     if w.get(hub, "Service", &svc_ns, &service).is_none() {
-        let host = format!("{service}.{svc_ns}");
-        return Err(failure(
-            Hop::Dns,
-            None,
-            format!(
-                "{host} does not resolve here (failed to lookup address information: Name or service not known)"
-            ),
-        ));
+        let why = format!(
+            "{service}.{svc_ns} does not resolve here (failed to lookup address information: Name or service not known)"
+        );
+        return fail(Hop::Dns, None, why);
     }
-    let ca = a
-        .ca_data
-        .as_deref()
-        .and_then(util::b64_decode)
-        .unwrap_or_default();
-    let answer = crate::userserver::get(
-        w,
-        Ok(()),
-        hub,
-        &svc_ns,
-        &service,
-        port,
-        &format!("{path}/version"),
-        &ca,
-        &token,
-    );
+    let ca = a.ca_data.as_deref().and_then(util::b64_decode);
+    let (ca, path) = (ca.unwrap_or_default(), format!("{path}/version"));
+    let answer =
+        crate::userserver::get(w, Ok(()), hub, &svc_ns, &service, port, &path, &ca, &token);
     match answer {
         Ok((200, body)) => Ok(serde_json::from_str::<Value>(&body)
             .ok()
             .and_then(|v| v["gitVersion"].as_str().map(str::to_owned))
             .unwrap_or_default()),
         Ok((code, body)) => {
-            let hop = if matches!(code, 400 | 502) {
-                Hop::Proxy
-            } else {
-                Hop::Spoke
-            };
-            Err(failure(
-                hop,
-                Some(code),
-                format!("GET /version failed: {}", body.trim()),
-            ))
+            let proxy = matches!(code, 400 | 502);
+            let hop = if proxy { Hop::Proxy } else { Hop::Spoke };
+            let why = format!("GET /version failed: {}", body.trim());
+            fail(hop, Some(code), why)
         }
-        Err(
-            e @ (ocm_lab_core::backend::KubeError::Request { .. }
-            | ocm_lab_core::backend::KubeError::NoCaCertificate),
-        ) => Err(failure(Hop::Tls, None, format!("GET /version failed: {e}"))),
-        Err(e) => Err(failure(
-            Hop::Spoke,
-            None,
-            format!("GET /version failed: {e}"),
-        )),
+        Err(e) => {
+            use ocm_lab_core::backend::KubeError::{NoCaCertificate, Request};
+            let tls = matches!(e, Request { .. } | NoCaCertificate);
+            let hop = if tls { Hop::Tls } else { Hop::Spoke };
+            fail(hop, None, format!("GET /version failed: {e}"))
+        }
     }
 }
 
@@ -344,19 +254,13 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let Ok(pod) = serde_json::from_value::<Pod>(obj.clone()) else {
         return Vec::new();
     };
-    if util::label(obj, CHECK_LABEL).is_none() || util::str_at(obj, "/status/phase").is_some() {
+    if !checks(obj) || util::str_at(obj, "/status/phase").is_some() {
         return Vec::new();
     }
-    let spec = pod.spec.clone().unwrap_or_default();
-    let sa = spec
-        .service_account_name
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .find(|c| c.name == PLUGIN_CONTAINER);
+    let spec = pod.spec.unwrap_or_default();
+    let sa = spec.service_account_name.as_deref().unwrap_or("default");
+    let mut inits = spec.init_containers.iter().flatten();
+    let init = inits.find(|c| c.name == PLUGIN_CONTAINER);
     let msa_image = super::ocm::addon_manager(w, hub, "managed-serviceaccount")
         .and_then(|d| util::str_at(d, "/spec/template/spec/containers/0/image"))
         .map(str::to_owned);
@@ -372,16 +276,17 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
             "state": terminated(1, "cp: cannot stat '/cp-creds': No such file or directory")}]});
         return vec![Op::Put(hub.to_owned(), out)];
     };
-    let file = spec
-        .volumes
-        .iter()
-        .flatten()
-        .find_map(|v| v.config_map.as_ref())
-        .and_then(|cm| {
-            let data = w.get(hub, "ConfigMap", ns, &cm.name)?;
-            ProviderFile::parse(util::str_at(data, &format!("/data/{PROVIDER_FILE}"))?).ok()
-        });
-    let report = consume(w, hub, (ns, &sa), Some(&plugin), file);
+    let mut volumes = spec.volumes.iter().flatten();
+    let file = volumes.find_map(|v| v.config_map.as_ref()).and_then(|cm| {
+        let data = w.get(hub, "ConfigMap", ns, &cm.name)?;
+        ProviderFile::parse(util::str_at(data, &format!("/data/{PROVIDER_FILE}"))?).ok()
+    });
+    let outcome = consume(w, hub, (ns, sa), &plugin, file);
+    let report = PodReport {
+        namespace: ns.to_owned(),
+        error: outcome.as_ref().err().cloned(),
+        spokes: outcome.unwrap_or_default(),
+    };
     let ok = report.error.is_none() && report.spokes.iter().all(|s| s.failure.is_none());
     let code = i32::from(!ok);
     let client_image = spec
@@ -397,28 +302,26 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     vec![Op::Put(hub.to_owned(), out)]
 }
 
+/// A Pod of the `consumer` check.
+fn checks(pod: &Value) -> bool {
+    util::label(pod, CHECK_LABEL).is_some()
+}
+
 static POD_RUN: Controller = Controller {
     name: "kubelet-consumer-pod",
     behaviour: Behaviour::PodRun,
     watches: &[(POD, |w, ch, q| {
-        let labelled = w
-            .get(&ch.cluster, POD, &ch.ns, &ch.name)
-            .is_some_and(|p| util::label(p, CHECK_LABEL).is_some());
-        if ch.kind == ChangeKind::Created && labelled {
+        let pod = w.get(&ch.cluster, POD, &ch.ns, &ch.name);
+        if ch.kind == ChangeKind::Created && pod.is_some_and(checks) {
             q.add(&ch.cluster, &ch.ns, &ch.name);
         }
     })],
     resync: Resync::Restart(|w, c, q| {
-        for p in w.list(c, POD, None) {
-            if util::label(p, CHECK_LABEL).is_some() {
-                q.add(c, util::namespace(p), util::name(p));
-            }
+        for p in w.list(c, POD, None).filter(|p| checks(p)) {
+            q.add(c, util::namespace(p), util::name(p));
         }
     }),
-    run: |w, k| {
-        let [ns, name] = k.key();
-        run_pod(w, k.cluster(), ns, name)
-    },
+    run: |w, k| run_pod(w, k.cluster(), &k.key()[0], &k.key()[1]),
     // The Pod never runs: it stays Pending, the failure on its PodScheduled condition.
     fail: |w, k, msg| super::mark_work(w, k, POD, ["PodScheduled", "False"], msg),
 };
