@@ -27,11 +27,11 @@ mod controllers;
 mod engine;
 mod fail;
 mod faults;
-mod persist;
 mod userserver;
 mod util;
 mod world;
 
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,10 +76,7 @@ pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, gra
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
         if let Some(shared) = me.upgrade() {
-            let work = {
-                let mut st = shared.lock();
-                st.world.expire_lease(&spoke, seq)
-            };
+            let work = shared.lock().world.expire_lease(&spoke, seq);
             if let Some((hub, mc)) = work {
                 let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
                 shared.mutate_with(vec![work], |_| ());
@@ -97,21 +94,15 @@ pub(crate) fn follow_agents(shared: &Arc<Shared>, cluster: &str) {
         let mut st = shared.lock();
         let stop = st.world.follow_agent_deployment(cluster);
         let first = !std::mem::replace(&mut st.rearmed, true);
-        let waiting = if first {
-            st.world.lease_running_out()
-        } else {
-            Vec::new()
-        };
-        (stop, waiting)
+        (stop, first.then(|| st.world.lease_running_out()))
     };
     if stop.is_some() {
         shared.resync();
     }
-    let stopped = match stop {
-        Some(world::AgentChange::Stopped(seq, grace)) => Some((cluster.to_owned(), seq, grace)),
-        _ => None,
-    };
-    for (spoke, seq, grace) in stopped.into_iter().chain(waiting) {
+    if let Some(world::AgentChange::Stopped(seq, grace)) = stop {
+        arm_lease_timer(shared, cluster.to_owned(), seq, grace);
+    }
+    for (spoke, seq, grace) in waiting.into_iter().flatten() {
         arm_lease_timer(shared, spoke, seq, grace);
     }
 }
@@ -207,7 +198,23 @@ impl SimLab {
     /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_vec(&self.shared.lock().world).map_err(std::io::Error::other)?;
-        persist::write_atomically(path, &text)
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        // tempfile creates it 0600, and removes it if the save does not finish.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".sim-world-")
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        tmp.write_all(&text)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        // The rename is durable only once the folder is.
+        #[cfg(unix)]
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(())
     }
 
     /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.
@@ -287,12 +294,8 @@ impl SimLab {
     /// Whether the world holds a cluster the lab did not create (an `existing:` cluster, or one a test
     /// added): such a world outlives `down`.
     pub fn has_foreign_clusters(&self) -> bool {
-        self.shared
-            .lock()
-            .world
-            .clusters
-            .values()
-            .any(|c| c.foreign)
+        let st = self.shared.lock();
+        st.world.clusters.values().any(|c| c.foreign)
     }
 
     /// Lets a test read or change the world directly; afterwards every controller looks at everything

@@ -1,60 +1,27 @@
 //! Small helpers of the simulation: base64, JSON paths, conditions, timestamps, the PRNG.
 
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::{Map, Value, json};
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// Standard base64 that decodes with or without padding (and ignores bits a short last group leaves).
+const B64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// Standard base64 with padding (what Kubernetes uses for `data` and `*-data` fields).
 pub fn b64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        out.push(B64[(n >> 18) as usize & 63] as char);
-        out.push(B64[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 {
-            B64[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if chunk.len() > 2 {
-            B64[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    out
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Decodes standard base64 (padding optional, whitespace ignored); `None` when malformed.
 pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let mut acc: u32 = 0;
-    let mut bits = 0u32;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            b' ' | b'\n' | b'\r' | b'\t' => continue,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    let text: String = text.split_ascii_whitespace().collect();
+    B64.decode(text).ok()
 }
 
 /// RFC 3339 wall-clock time, seconds precision, as Kubernetes writes timestamps.
@@ -126,22 +93,19 @@ pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 /// A mutable object at a JSON pointer made of map keys, created (as `{}`) where missing.
-pub fn obj_at<'a>(v: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
-    let mut cur = v;
+pub fn obj_at<'a>(mut v: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
     for p in path {
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-        cur = cur
-            .as_object_mut()
-            .expect("just made an object")
-            .entry((*p).to_owned())
-            .or_insert_with(|| json!({}));
+        v = as_obj(v).entry(*p).or_insert_with(|| json!({}));
     }
-    if !cur.is_object() {
-        *cur = json!({});
+    as_obj(v)
+}
+
+/// `v` as a map, made `{}` first when it is not one.
+fn as_obj(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
     }
-    cur.as_object_mut().expect("just made an object")
+    v.as_object_mut().expect("just made an object")
 }
 
 /// Sets `metadata.labels[key] = value`.
@@ -164,10 +128,7 @@ pub fn condition_is(obj: &Value, kind: &str, status: &str) -> bool {
 /// Sets a metav1.Condition the way `meta.SetStatusCondition` does: `lastTransitionTime` moves only when the
 /// status changes, so re-setting the same condition leaves the object unchanged.
 pub fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
-    let status_map = obj_at(obj, &["status"]);
-    let list = status_map
-        .entry("conditions".to_owned())
-        .or_insert_with(|| json!([]));
+    let list = obj_at(obj, &["status"]).entry("conditions").or_insert(json!([]));
     if !list.is_array() {
         *list = json!([]);
     }
@@ -205,10 +166,7 @@ pub fn remove_condition(obj: &mut Value, kind: &str) {
 pub fn merge(target: &mut Value, patch: &Value) {
     match patch {
         Value::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            let t = target.as_object_mut().expect("just made an object");
+            let t = as_obj(target);
             for (k, v) in p {
                 if v.is_null() {
                     t.remove(k);
