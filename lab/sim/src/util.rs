@@ -1,27 +1,18 @@
 //! Small helpers of the simulation: base64, JSON paths, conditions, timestamps, the PRNG.
 
 use base64::Engine as _;
-use base64::alphabet;
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use serde_json::{Map, Value, json};
-
-/// Standard base64 that decodes with or without padding (and ignores bits a short last group leaves).
-const B64: GeneralPurpose = GeneralPurpose::new(
-    &alphabet::STANDARD,
-    GeneralPurposeConfig::new()
-        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
-        .with_decode_allow_trailing_bits(true),
-);
 
 /// Standard base64 with padding (what Kubernetes uses for `data` and `*-data` fields).
 pub fn b64_encode(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+    STANDARD.encode(bytes)
 }
 
 /// Decodes standard base64 (padding optional, whitespace ignored); `None` when malformed.
 pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
     let text: String = text.split_ascii_whitespace().collect();
-    B64.decode(text).ok()
+    STANDARD_NO_PAD.decode(text.trim_end_matches('=')).ok()
 }
 
 /// RFC 3339 wall-clock time, seconds precision, as Kubernetes writes timestamps.
@@ -128,7 +119,9 @@ pub fn condition_is(obj: &Value, kind: &str, status: &str) -> bool {
 /// Sets a metav1.Condition the way `meta.SetStatusCondition` does: `lastTransitionTime` moves only when the
 /// status changes, so re-setting the same condition leaves the object unchanged.
 pub fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
-    let list = obj_at(obj, &["status"]).entry("conditions").or_insert(json!([]));
+    let list = obj_at(obj, &["status"])
+        .entry("conditions")
+        .or_insert(json!([]));
     if !list.is_array() {
         *list = json!([]);
     }

@@ -42,6 +42,13 @@ pub struct Container {
     pub images: BTreeSet<String>,
 }
 
+impl Container {
+    /// Labelled as a node of kind cluster `cluster`.
+    fn node_of(&self, cluster: &str) -> bool {
+        self.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+    }
+}
+
 /// An image a simulated node pulled from its registry: what "no node pulled anything" is checked on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pull {
@@ -167,13 +174,7 @@ impl ChangeKind {
 
     /// Created, deleted, or labels changed: what set membership depends on.
     pub fn membership(self) -> bool {
-        !matches!(
-            self,
-            ChangeKind::Updated {
-                labels: false,
-                spec: _
-            }
-        )
+        !matches!(self, ChangeKind::Updated { labels: false, .. })
     }
 }
 
@@ -194,8 +195,9 @@ pub struct SimRelease {
     pub labels: BTreeMap<String, String>,
 }
 
-/// The whole simulated world.
+/// The whole simulated world (fields missing from an older save start empty).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct World {
     pub(crate) networks: BTreeMap<String, Network>,
     pub(crate) containers: BTreeMap<String, Container>,
@@ -206,16 +208,12 @@ pub struct World {
     pub(crate) agents: BTreeMap<String, String>,
     /// `<hub>/<managed cluster>` whose cluster-proxy agent holds a tunnel to the hub's proxy server
     /// (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`).
-    #[serde(default)]
     pub(crate) tunnels: BTreeSet<String>,
     /// Simulated Helm releases: cluster → `<namespace>/<release>` → release (as Helm's release Secrets
     /// hold them, helm/helm v3.19.5 `pkg/storage/driver/secrets.go`, `pkg/action/uninstall.go`).
-    #[serde(default)]
-    /// Boxed: most clusters hold one release, and a map node holds room for eleven.
     pub(crate) releases: BTreeMap<String, BTreeMap<String, Box<SimRelease>>>,
     /// Every image a simulated node pulled from a registry, in order (kept across commands, so a test can
     /// check that a lab brought up from a bundle pulled nothing).
-    #[serde(default)]
     pub pulls: Vec<Pull>,
     /// Counter for tokens, ports and addresses.
     pub(crate) seq: u64,
@@ -296,11 +294,12 @@ impl World {
     /// Adds a container, e.g. a leftover kind node (`kind_cluster` sets its kind labels) or an
     /// unrelated one.
     pub fn add_container(&mut self, name: &str, kind_cluster: Option<&str>, running: bool) {
-        let mut labels = BTreeMap::new();
-        if let Some(c) = kind_cluster {
-            labels.insert(KIND_CLUSTER_LABEL.to_owned(), c.to_owned());
-            labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
-        }
+        let labels = kind_cluster.map_or_else(BTreeMap::new, |c| {
+            BTreeMap::from([
+                (KIND_CLUSTER_LABEL.to_owned(), c.to_owned()),
+                (KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned()),
+            ])
+        });
         let id = self.hex_id();
         self.containers.insert(
             name.to_owned(),
@@ -328,7 +327,7 @@ impl World {
     /// joined and syncs nothing, and the hub shows its ManagedCluster as not joined
     /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/join/exec.go`, `pkg/cmd/accept/exec.go`).
     pub fn unjoin(&mut self, spoke: &str) {
-        let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) else {
+        let Some(agent) = self.agent_mut(spoke) else {
             return;
         };
         agent.joined = false;
@@ -348,24 +347,28 @@ impl World {
     }
 
     /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): it stops renewing its
-    /// lease and syncing claims. Returns the stop's number and the hub's grace period, 5 ×
-    /// `spec.leaseDurationSeconds` of its ManagedCluster (60 s when unset, open-cluster-management-io/ocm
-    /// v1.3.1 `pkg/registration/hub/lease/controller.go`); use [`crate::SimLab::stop_agent`], which also runs
-    /// the hub's lease timer.
+    /// lease and syncing claims. Returns the stop's number and the hub's grace period (`lease_grace`); use
+    /// [`crate::SimLab::stop_agent`], which also runs the hub's lease timer.
     pub fn stop_agent(&mut self, spoke: &str) -> Option<(u64, std::time::Duration)> {
         let seq = self.next_seq();
-        let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
-        agent.stopped = Some(seq);
+        self.set_agent_stopped(spoke, Some(seq))?;
+        Some((seq, self.lease_grace(spoke)?))
+    }
+
+    /// Records the agent as stopped (stop `seq`) or running (`None`), its lease not expired.
+    fn set_agent_stopped(&mut self, spoke: &str, seq: Option<u64>) -> Option<()> {
+        let agent = self.agent_mut(spoke)?;
+        agent.stopped = seq;
         agent.lease_expired = false;
         agent.scaled_down = false;
         self.touched.insert(spoke.to_owned());
-        Some((seq, self.lease_grace(spoke)?))
+        Some(())
     }
 
     /// The hub's grace period for `spoke`'s agent: 5 × `spec.leaseDurationSeconds` of its ManagedCluster,
     /// 60 s when unset (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`).
     pub(crate) fn lease_grace(&self, spoke: &str) -> Option<std::time::Duration> {
-        let agent = self.clusters.get(spoke)?.agent.as_ref()?;
+        let agent = self.agent(spoke)?;
         let lease_seconds = self
             .get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name)
             .and_then(|mc| mc["spec"]["leaseDurationSeconds"].as_u64())
@@ -379,17 +382,12 @@ impl World {
     /// change, for the caller to reconcile and to run the hub's lease timer of a stop.
     pub(crate) fn follow_agent_deployment(&mut self, spoke: &str) -> Option<AgentChange> {
         let agent = self.agent(spoke)?;
-        let (stopped, scaled_down) = (agent.stopped, agent.scaled_down);
         let d = self.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")?;
-        let replicas = d
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        match (replicas, stopped, scaled_down) {
+        let replicas = d["spec"]["replicas"].as_i64().unwrap_or(1);
+        match (replicas, agent.stopped, agent.scaled_down) {
             (0, None, _) => {
                 let (seq, grace) = self.stop_agent(spoke)?;
-                let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
-                agent.scaled_down = true;
+                self.agent_mut(spoke)?.scaled_down = true;
                 Some(AgentChange::Stopped(seq, grace))
             }
             (1.., Some(_), true) => {
@@ -404,11 +402,7 @@ impl World {
     /// cluster Available again (open-cluster-management-io/ocm v1.3.1
     /// `pkg/registration/hub/lease/controller.go`; a real agent reports Available again 0.5 s after a restart).
     pub fn start_agent(&mut self, spoke: &str) {
-        if let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) {
-            agent.stopped = None;
-            agent.lease_expired = false;
-            agent.scaled_down = false;
-        }
+        self.set_agent_stopped(spoke, None);
         self.touched.insert(spoke.to_owned());
     }
 
@@ -427,10 +421,7 @@ impl World {
     /// The hub's lease controller: the lease of stop `seq` expired (no-op if the agent was started or
     /// stopped again since).
     pub(crate) fn expire_lease(&mut self, spoke: &str, seq: u64) -> Option<(String, String)> {
-        let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
-        if agent.stopped != Some(seq) {
-            return None;
-        }
+        let agent = self.agent_mut(spoke).filter(|a| a.stopped == Some(seq))?;
         agent.lease_expired = true;
         Some((agent.hub.clone(), agent.cluster_name.clone()))
     }
@@ -448,25 +439,23 @@ impl World {
 
     /// Deletes an object (with the API server's cascades); `false` when absent.
     pub fn delete_object(&mut self, cluster: &str, r: &ObjectRef) -> bool {
-        let key = gk::of_ref(r);
-        self.remove(cluster, &key, r.namespace.as_deref().unwrap_or(""), &r.name)
-            .is_some()
+        let ns = r.namespace.as_deref().unwrap_or("");
+        self.remove(cluster, &gk::of_ref(r), ns, &r.name).is_some()
     }
 
     /// An object as stored (apiVersion as written).
     pub fn get_object(&self, cluster: &str, r: &ObjectRef) -> Option<Value> {
-        self.get(
-            cluster,
-            &gk::of_ref(r),
-            r.namespace.as_deref().unwrap_or(""),
-            &r.name,
-        )
-        .cloned()
+        let ns = r.namespace.as_deref().unwrap_or("");
+        self.get(cluster, &gk::of_ref(r), ns, &r.name).cloned()
     }
 
     /// The registration agent's state on a cluster.
     pub fn agent(&self, cluster: &str) -> Option<&Agent> {
         self.clusters.get(cluster)?.agent.as_ref()
+    }
+
+    fn agent_mut(&mut self, cluster: &str) -> Option<&mut Agent> {
+        self.clusters.get_mut(cluster)?.agent.as_mut()
     }
 
     /// Number of objects stored in a cluster.
@@ -486,9 +475,7 @@ impl World {
 
     /// Cluster names as `kind get clusters` prints them: the kind labels of existing containers.
     pub(crate) fn kind_clusters(&self) -> Vec<String> {
-        let names: BTreeSet<&String> = self
-            .containers
-            .values()
+        let names: BTreeSet<&String> = (self.containers.values())
             .filter_map(|c| c.labels.get(KIND_CLUSTER_LABEL))
             .collect();
         names.into_iter().cloned().collect()
@@ -504,10 +491,7 @@ impl World {
     /// containers (an `existing:` cluster) is not modelled: it has every image.
     pub(crate) fn node_has_image(&self, c: &str, image: &str) -> bool {
         let full = ocm_lab_core::backend::full_reference(image);
-        match self.image_node(c) {
-            Some(n) => n.images.contains(&full),
-            None => true,
-        }
+        self.image_node(c).is_none_or(|n| n.images.contains(&full))
     }
 
     /// Node `node` pulls `image` from its registry (`by`: `kubelet` or `crictl`), recorded in
@@ -529,7 +513,7 @@ impl World {
     pub(crate) fn containers_of(&self, cluster: &str) -> Vec<&Container> {
         self.containers
             .values()
-            .filter(|c| c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster))
+            .filter(|c| c.node_of(cluster))
             .collect()
     }
 
@@ -539,8 +523,7 @@ impl World {
         self.containers
             .values()
             .filter(|c| {
-                c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
-                    || ocm_lab_core::backend::is_kind_node_name(cluster, &c.name)
+                c.node_of(cluster) || ocm_lab_core::backend::is_kind_node_name(cluster, &c.name)
             })
             .collect()
     }
@@ -583,24 +566,11 @@ impl World {
     pub(crate) fn create_cluster(&mut self, name: &str, image: &str, foreign: bool) {
         self.ensure_network(KIND_NETWORK);
         let ip = self.next_ip();
-        let id = self.hex_id();
         let cp = control_plane(name);
-        let mut labels = BTreeMap::new();
-        labels.insert(KIND_CLUSTER_LABEL.to_owned(), name.to_owned());
-        labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
-        self.containers.insert(
-            cp.clone(),
-            Container {
-                id,
-                name: cp.clone(),
-                labels,
-                running: true,
-                networks: BTreeMap::from([(KIND_NETWORK.to_owned(), ip)]),
-                images: BTreeSet::new(),
-            },
-        );
-        self.seq += 1;
-        let host_port = 40000 + (self.seq % 20000) as u16;
+        self.add_container(&cp, Some(name), true);
+        let node = self.containers.get_mut(&cp).expect("just added");
+        node.networks.insert(KIND_NETWORK.to_owned(), ip);
+        let host_port = 40000 + (self.next_seq() % 20000) as u16;
         self.clusters.insert(
             name.to_owned(),
             SimCluster {
@@ -615,12 +585,9 @@ impl World {
             },
         );
         let ca_pem = self.ca_pem(name).to_owned();
-        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            self.put(
-                name,
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-            );
-        }
+        let namespaces = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|ns| {
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        });
         // kubeadm's cluster-info: the internal endpoint other kind nodes reach (kubernetes-sigs/kind v0.32.0
         // `pkg/cluster/internal/providers/docker/provider.go`).
         let kubeconfig = format!(
@@ -628,31 +595,21 @@ impl World {
             util::b64_encode(ca_pem.as_bytes()),
             name
         );
-        self.put(
-            name,
+        let objects = namespaces.into_iter().chain([
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": {"kubeconfig": kubeconfig}}),
-        );
-        self.put(
-            name,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": "kube-public"}, "data": {"ca.crt": ca_pem}}),
-        );
-        self.put(
-            name,
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "default"}}),
-        );
+        ]);
+        for obj in objects {
+            self.put(name, obj);
+        }
         self.touched.insert(name.to_owned());
     }
 
     /// Removes a cluster's containers and, with them, the cluster. Returns how many containers went.
     pub(crate) fn remove_cluster(&mut self, name: &str) -> usize {
-        let names: Vec<String> = self
-            .containers_of(name)
-            .iter()
-            .map(|c| c.name.clone())
-            .collect();
-        for n in &names {
-            self.containers.remove(n);
-        }
+        let before = self.containers.len();
+        self.containers.retain(|_, c| !c.node_of(name));
         self.releases.remove(name);
         if self.clusters.remove(name).is_some() {
             self.tokens.retain(|_, t| t.cluster != name);
@@ -660,7 +617,7 @@ impl World {
                 .retain(|k, v| v != name && k.split_once('/').map(|(h, _)| h) != Some(name));
         }
         self.touched.insert(name.to_owned());
-        names.len()
+        before - self.containers.len()
     }
 
     pub(crate) fn kubeconfig(&self, name: &str) -> Option<String> {
@@ -743,65 +700,42 @@ impl World {
     /// resourceVersion, generation). Returns whether anything changed.
     pub(crate) fn put(&mut self, cluster: &str, mut obj: Value) -> bool {
         let key = gk::of_obj(&obj);
+        let ns = util::namespace(&obj).to_owned();
+        let name = util::name(&obj).to_owned();
         let Some(c) = self.clusters.get(cluster) else {
             return false;
         };
-        let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
-        if old.is_some_and(|old| same_ignoring_server_fields(old, &obj)) {
-            return false;
-        }
-        let ns = util::namespace(&obj).to_owned();
-        let name = util::name(&obj).to_owned();
         let tracks_generation = gk::tracks_generation(&key);
-        let updated = match old {
-            None => None,
-            Some(old) => {
-                {
-                    let meta = util::obj_at(&mut obj, &["metadata"]);
-                    for k in SERVER_FIELDS {
-                        match old["metadata"].get(k) {
-                            Some(v) => meta.insert(k.to_owned(), v.clone()),
-                            None => meta.remove(k),
-                        };
-                    }
-                }
-                let spec = !same_outside_meta_status(&obj, old);
-                if spec && tracks_generation {
-                    let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-                    obj["metadata"]["generation"] = json!(g);
-                }
-                let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
-                Some(ChangeKind::Updated { labels, spec })
+        let kind = if let Some(old) = c.api.get(&key, &ns, &name) {
+            copy_server_fields(old, &mut obj);
+            if &obj == old {
+                return false;
             }
-        };
-        let kind = match updated {
-            Some(k) => k,
-            None => {
-                let uid = self.new_uid();
-                let meta = util::obj_at(&mut obj, &["metadata"]);
-                meta.entry("uid").or_insert_with(|| json!(uid));
-                meta.entry("creationTimestamp")
-                    .or_insert_with(|| json!(util::now_rfc3339()));
-                if tracks_generation {
-                    meta.insert("generation".into(), json!(1));
-                } else {
-                    meta.remove("generation");
-                }
-                ChangeKind::Created
+            let spec = !same_outside_meta_status(&obj, old);
+            if spec && tracks_generation {
+                let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                obj["metadata"]["generation"] = json!(g);
             }
+            let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
+            ChangeKind::Updated { labels, spec }
+        } else {
+            let uid = self.new_uid();
+            let meta = util::obj_at(&mut obj, &["metadata"]);
+            meta.entry("uid").or_insert_with(|| json!(uid));
+            meta.entry("creationTimestamp")
+                .or_insert_with(|| json!(util::now_rfc3339()));
+            if tracks_generation {
+                meta.insert("generation".into(), json!(1));
+            } else {
+                meta.remove("generation");
+            }
+            ChangeKind::Created
         };
-        let c = self.clusters.get_mut(cluster).expect("checked above");
-        c.api.rv += 1;
-        obj["metadata"]["resourceVersion"] = json!(c.api.rv.to_string());
-        c.api.insert(&key, &ns, &name, obj);
-        self.changes.push(Change {
-            cluster: cluster.to_owned(),
-            gk: key,
-            ns,
-            name,
-            kind,
-        });
-        self.touched.insert(cluster.to_owned());
+        let api = &mut self.clusters.get_mut(cluster).expect("checked above").api;
+        api.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(api.rv.to_string());
+        api.insert(&key, &ns, &name, obj);
+        self.record(cluster, key, ns, name, kind);
         true
     }
 
@@ -814,48 +748,53 @@ impl World {
         ns: &str,
         name: &str,
     ) -> Option<Value> {
-        let c = self.clusters.get_mut(cluster)?;
-        let old = c.api.remove(key, ns, name)?;
-        c.api.rv += 1;
-        self.changes.push(Change {
-            cluster: cluster.to_owned(),
-            gk: key.to_owned(),
-            ns: ns.to_owned(),
-            name: name.to_owned(),
-            kind: ChangeKind::Deleted,
-        });
-        self.touched.insert(cluster.to_owned());
-        let mut cascade: Vec<(String, String, String)> = Vec::new();
-        let c = self.clusters.get(cluster).expect("just used");
+        let api = &mut self.clusters.get_mut(cluster)?.api;
+        let old = api.remove(key, ns, name)?;
+        api.rv += 1;
+        self.record(
+            cluster,
+            key.into(),
+            ns.into(),
+            name.into(),
+            ChangeKind::Deleted,
+        );
+        let api = &self.clusters[cluster].api;
+        let mut cascade = Vec::new();
         if key == gk::NAMESPACE {
-            cascade.extend(c.api.all_in_namespace(name));
+            cascade = api.all_in_namespace(name);
         } else if key == gk::CRD
             && let Some(crd_gk) = gk::of_crd(&old)
         {
-            cascade.extend(
-                c.api
-                    .list(&crd_gk, None)
-                    .map(|o| {
-                        (
-                            crd_gk.clone(),
-                            util::namespace(o).to_owned(),
-                            util::name(o).to_owned(),
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            );
+            let id = |o: &Value| {
+                (
+                    crd_gk.clone(),
+                    util::namespace(o).into(),
+                    util::name(o).into(),
+                )
+            };
+            cascade.extend(api.list(&crd_gk, None).map(id));
         }
         let uid = util::uid(&old);
         if !uid.is_empty() {
-            cascade.extend(
-                c.api
-                    .dependents(uid, if ns.is_empty() { None } else { Some(ns) }),
-            );
+            cascade.extend(api.dependents(uid, Some(ns).filter(|ns| !ns.is_empty())));
         }
         for (k, n, m) in cascade {
             self.remove(cluster, &k, &n, &m);
         }
         Some(old)
+    }
+
+    /// Queues a change for the controllers; the cluster's waiters are woken.
+    fn record(&mut self, cluster: &str, gk: String, ns: String, name: String, kind: ChangeKind) {
+        let cluster = cluster.to_owned();
+        self.touched.insert(cluster.clone());
+        self.changes.push(Change {
+            cluster,
+            gk,
+            ns,
+            name,
+            kind,
+        });
     }
 
     /// Gives a cluster saved before clusters had a CA its own, after loading.
@@ -870,18 +809,16 @@ impl World {
     /// A simulated cluster's CA certificate (PEM): what its kubeconfig, `cluster-info` and
     /// `kube-root-ca.crt` carry. Empty for an unknown cluster (which nothing trusts).
     pub fn ca_pem(&self, cluster: &str) -> &str {
-        self.clusters
-            .get(cluster)
-            .and_then(|c| c.ca.as_ref())
-            .map_or("", |ca| ca.cert_pem.as_str())
+        self.ca(cluster).map_or("", |ca| &ca.cert_pem)
     }
 
     /// The serving certificate a simulated cluster's API server presents (PEM, signed by its CA).
     pub fn apiserver_cert_pem(&self, cluster: &str) -> &str {
-        self.clusters
-            .get(cluster)
-            .and_then(|c| c.ca.as_ref())
-            .map_or("", |ca| ca.apiserver_pem.as_str())
+        self.ca(cluster).map_or("", |ca| &ca.apiserver_pem)
+    }
+
+    fn ca(&self, cluster: &str) -> Option<&super::certs::ClusterCa> {
+        self.clusters.get(cluster)?.ca.as_ref()
     }
 
     /// The lab cluster whose agent registered ManagedCluster `mc` with `hub`.
@@ -900,29 +837,30 @@ const SERVER_FIELDS: [&str; 4] = ["uid", "creationTimestamp", "resourceVersion",
 /// Equal once the server-managed metadata of `old` is copied into `new` (what [`World::put`] does).
 pub(crate) fn same_ignoring_server_fields(old: &Value, new: &Value) -> bool {
     let mut new = new.clone();
-    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in SERVER_FIELDS {
-            match old["metadata"].get(k) {
-                Some(v) => meta.insert(k.to_owned(), v.clone()),
-                None => meta.remove(k),
-            };
-        }
-    }
+    copy_server_fields(old, &mut new);
     &new == old
+}
+
+/// Replaces the server-managed metadata of `new` by that of `old`.
+fn copy_server_fields(old: &Value, new: &mut Value) {
+    let meta = util::obj_at(new, &["metadata"]);
+    for k in SERVER_FIELDS {
+        match old["metadata"].get(k) {
+            Some(v) => meta.insert(k.to_owned(), v.clone()),
+            None => meta.remove(k),
+        };
+    }
 }
 
 /// Whether two objects agree on everything but `metadata` and `status` (what bumps `generation`).
 fn same_outside_meta_status(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    let skip = |k: &String| k == "metadata" || k == "status";
-    let na = a.keys().filter(|k| !skip(k)).count();
-    let nb = b.keys().filter(|k| !skip(k)).count();
-    na == nb
-        && a.iter()
-            .filter(|(k, _)| !skip(k))
-            .all(|(k, v)| b.get(k) == Some(v))
+    fn rest(v: &Value) -> BTreeMap<&String, &Value> {
+        let fields = v.as_object().into_iter().flatten();
+        fields
+            .filter(|(k, _)| *k != "metadata" && *k != "status")
+            .collect()
+    }
+    rest(a) == rest(b)
 }
 
 #[cfg(test)]
