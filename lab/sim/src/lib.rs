@@ -75,12 +75,13 @@ pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, gra
     let me = Arc::downgrade(shared);
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
-        if let Some(shared) = me.upgrade() {
-            let work = shared.lock().world.expire_lease(&spoke, seq);
-            if let Some((hub, mc)) = work {
-                let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
-                shared.mutate_with(vec![work], |_| ());
-            }
+        let Some(shared) = me.upgrade() else {
+            return;
+        };
+        let expired = shared.lock().world.expire_lease(&spoke, seq);
+        if let Some((hub, mc)) = expired {
+            let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
+            shared.mutate_with(vec![work], |_| ());
         }
     });
 }
@@ -265,12 +266,7 @@ impl SimLab {
     /// When the SimLab keeps no call log (made with [`SimLab::new`], not [`SimLab::recording`]), so that
     /// a test never reads an empty log as "no such call".
     pub fn calls(&self) -> Vec<Call> {
-        let st = self.shared.lock();
-        assert!(
-            st.record,
-            "this simulated lab keeps no call log: make it with SimLab::recording()"
-        );
-        st.calls.clone()
+        self.recorded("call log").calls.clone()
     }
 
     /// Every object successfully applied to `cluster` through `ClusterApi::apply`, in order.
@@ -278,12 +274,18 @@ impl SimLab {
     /// # Panics
     /// When the SimLab does not record them (see [`SimLab::calls`]).
     pub fn applied(&self, cluster: &str) -> Vec<Value> {
+        let st = self.recorded("record of applied objects");
+        st.applied.get(cluster).cloned().unwrap_or_default()
+    }
+
+    /// The state, which must keep `what` (see [`SimLab::calls`]).
+    fn recorded(&self, what: &str) -> std::sync::MutexGuard<'_, engine::State> {
         let st = self.shared.lock();
         assert!(
             st.record,
-            "this simulated lab records no applied objects: make it with SimLab::recording()"
+            "this simulated lab keeps no {what}: make it with SimLab::recording()"
         );
-        st.applied.get(cluster).cloned().unwrap_or_default()
+        st
     }
 
     /// An object as stored in a cluster (at the version it was written).

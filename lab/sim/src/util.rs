@@ -32,25 +32,19 @@ pub fn splitmix64(state: &mut u64) -> u64 {
 
 /// A stable 64-bit hash of a string (FNV-1a), for names derived from content.
 pub fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The suffix alphabet of Kubernetes `generateName` (no vowels, no look-alikes).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// A 5-character `generateName` suffix from a number.
-pub fn name_suffix(mut n: u64) -> String {
-    let mut s = String::with_capacity(5);
-    for _ in 0..5 {
-        s.push(NAME_ALPHABET[(n % NAME_ALPHABET.len() as u64) as usize] as char);
-        n /= NAME_ALPHABET.len() as u64;
-    }
-    s
+pub fn name_suffix(n: u64) -> String {
+    let base = NAME_ALPHABET.len() as u64;
+    let digit = |i| NAME_ALPHABET[(n / base.pow(i) % base) as usize] as char;
+    (0..5).map(digit).collect()
 }
 
 /// `metadata.labels[key]`.
@@ -192,9 +186,8 @@ pub fn truthy(v: Option<&Value>) -> bool {
 /// What a Helm template prints for a scalar value (`{{ .Values.x | default false }}`).
 pub fn helm_text(v: Option<&Value>, default: &str) -> String {
     match v {
-        None | Some(Value::Null) => default.to_owned(),
+        None | Some(Value::Null | Value::Bool(false)) => default.to_owned(),
         Some(Value::String(s)) if s.is_empty() => default.to_owned(),
-        Some(Value::Bool(false)) => default.to_owned(),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     }

@@ -52,9 +52,8 @@ impl Container {
 /// An image a simulated node pulled from its registry: what "no node pulled anything" is checked on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pull {
-    /// The node container.
+    /// The node container, and the full reference it pulled.
     pub node: String,
-    /// The full reference pulled.
     pub image: String,
     /// Who pulled it: `kubelet` (a Pod's image missing at rollout) or `crictl` (the `node-images`
     /// step's pre-pull).
@@ -189,7 +188,7 @@ pub struct SimRelease {
     pub revision: u64,
     pub status: String,
     pub values: Value,
-    pub manifest: Vec<ocm_lab_core::backend::ObjectRef>,
+    pub manifest: Vec<ObjectRef>,
     /// Release labels (`helm upgrade --labels`): the lab's ownership label.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -211,7 +210,7 @@ pub struct World {
     pub(crate) tunnels: BTreeSet<String>,
     /// Simulated Helm releases: cluster → `<namespace>/<release>` → release (as Helm's release Secrets
     /// hold them, helm/helm v3.19.5 `pkg/storage/driver/secrets.go`, `pkg/action/uninstall.go`).
-    pub(crate) releases: BTreeMap<String, BTreeMap<String, Box<SimRelease>>>,
+    pub(crate) releases: BTreeMap<String, BTreeMap<String, SimRelease>>,
     /// Every image a simulated node pulled from a registry, in order (kept across commands, so a test can
     /// check that a lab brought up from a bundle pulled nothing).
     pub pulls: Vec<Pull>,
@@ -240,17 +239,12 @@ impl World {
 
     /// The simulated Helm releases on `cluster`, by `<namespace>/<release>`.
     pub fn releases(&self, cluster: &str) -> BTreeMap<String, SimRelease> {
-        self.releases
-            .get(cluster)
-            .into_iter()
-            .flatten()
-            .map(|(key, r)| (key.clone(), SimRelease::clone(r)))
-            .collect()
+        self.releases.get(cluster).cloned().unwrap_or_default()
     }
 
     /// The simulated Helm release `<namespace>/<release>` (`key`) on `cluster`.
     pub(crate) fn release(&self, cluster: &str, key: &str) -> Option<&SimRelease> {
-        self.releases.get(cluster)?.get(key).map(|r| &**r)
+        self.releases.get(cluster)?.get(key)
     }
 
     /// Adds a deployed release that someone else installed (labelled for lab `owner`, if any).
@@ -266,7 +260,7 @@ impl World {
             .unwrap_or_default();
         self.releases.entry(cluster.to_owned()).or_default().insert(
             format!("{namespace}/{name}"),
-            Box::new(SimRelease {
+            SimRelease {
                 name: name.to_owned(),
                 namespace: namespace.to_owned(),
                 chart: format!("{name}-0.0.1"),
@@ -275,7 +269,7 @@ impl World {
                 values: json!({}),
                 manifest: Vec::new(),
                 labels,
-            }),
+            },
         );
     }
 
@@ -475,7 +469,9 @@ impl World {
 
     /// Cluster names as `kind get clusters` prints them: the kind labels of existing containers.
     pub(crate) fn kind_clusters(&self) -> Vec<String> {
-        let names: BTreeSet<&String> = (self.containers.values())
+        let names: BTreeSet<&String> = self
+            .containers
+            .values()
             .filter_map(|c| c.labels.get(KIND_CLUSTER_LABEL))
             .collect();
         names.into_iter().cloned().collect()
