@@ -86,9 +86,9 @@ pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, gra
     });
 }
 
-/// After a backend call on `cluster`: its registration agent follows their Deployments (a Deployment scaled to 0 has no Pod:
-/// the ReplicaSet controller deletes it), and every stopped agent's lease timer runs in this process. A
-/// world loaded from a file restarts the grace of a stop that has not expired: the process that stopped
+/// After a backend call on `cluster`: its registration agent follows its Deployment (scaled to 0 it has no
+/// Pod: the ReplicaSet controller deletes it), and every stopped agent's lease timer runs in this process.
+/// A world loaded from a file restarts the grace of a stop that has not expired: the process that stopped
 /// the agent took its timer with it.
 pub(crate) fn follow_agents(shared: &Arc<Shared>, cluster: &str) {
     let (stop, waiting) = {

@@ -28,7 +28,7 @@ pub struct Network {
 }
 
 /// A Docker container (a kind node, or anything a test adds).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Container {
     pub id: String,
     pub name: String,
@@ -52,8 +52,9 @@ impl Container {
 /// An image a simulated node pulled from its registry: what "no node pulled anything" is checked on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pull {
-    /// The node container, and the full reference it pulled.
+    /// The node container.
     pub node: String,
+    /// The full reference pulled.
     pub image: String,
     /// Who pulled it: `kubelet` (a Pod's image missing at rollout) or `crictl` (the `node-images`
     /// step's pre-pull).
@@ -61,7 +62,7 @@ pub struct Pull {
 }
 
 /// A kind cluster: its node image, host port and API server.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SimCluster {
     pub name: String,
     pub image: String,
@@ -255,9 +256,8 @@ impl World {
         name: &str,
         owner: Option<&str>,
     ) {
-        let labels = owner
-            .map(|o| [(ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned())].into())
-            .unwrap_or_default();
+        let label = |o: &str| (ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned());
+        let labels = owner.into_iter().map(label).collect();
         self.releases.entry(cluster.to_owned()).or_default().insert(
             format!("{namespace}/{name}"),
             SimRelease {
@@ -302,8 +302,7 @@ impl World {
                 name: name.to_owned(),
                 labels,
                 running,
-                networks: BTreeMap::new(),
-                images: BTreeSet::new(),
+                ..Container::default()
             },
         );
     }
@@ -372,8 +371,8 @@ impl World {
     }
 
     /// The registration agent follows its Deployment `klusterlet-registration-agent`: at 0 replicas its Pod
-    /// is gone and the agent stops; scaled up again after such a stop, it starts. Returns the stops made
-    /// change, for the caller to reconcile and to run the hub's lease timer of a stop.
+    /// is gone and the agent stops; scaled up again after such a stop, it starts. Returns what changed, for
+    /// the caller to reconcile and to run the hub's lease timer of a stop.
     pub(crate) fn follow_agent_deployment(&mut self, spoke: &str) -> Option<AgentChange> {
         let agent = self.agent(spoke)?;
         let d = self.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")?;
@@ -574,10 +573,8 @@ impl World {
                 image: image.to_owned(),
                 host_port,
                 foreign,
-                api: Store::default(),
-                agent: None,
                 ca: Some(super::certs::ClusterCa::new(name)),
-                endpoint: None,
+                ..SimCluster::default()
             },
         );
         let ca_pem = self.ca_pem(name).to_owned();
@@ -780,7 +777,7 @@ impl World {
         Some(old)
     }
 
-    /// Queues a change for the controllers; the cluster's waiters are woken.
+    /// Queues a change for the controllers and marks the cluster for its waiters.
     fn record(&mut self, cluster: &str, gk: String, ns: String, name: String, kind: ChangeKind) {
         let cluster = cluster.to_owned();
         self.touched.insert(cluster.clone());
