@@ -258,19 +258,18 @@ impl World {
     ) {
         let label = |o: &str| (ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned());
         let labels = owner.into_iter().map(label).collect();
-        self.releases.entry(cluster.to_owned()).or_default().insert(
-            format!("{namespace}/{name}"),
-            SimRelease {
-                name: name.to_owned(),
-                namespace: namespace.to_owned(),
-                chart: format!("{name}-0.0.1"),
-                revision: 1,
-                status: "deployed".to_owned(),
-                values: json!({}),
-                manifest: Vec::new(),
-                labels,
-            },
-        );
+        let release = SimRelease {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            chart: format!("{name}-0.0.1"),
+            revision: 1,
+            status: "deployed".to_owned(),
+            values: json!({}),
+            manifest: Vec::new(),
+            labels,
+        };
+        let releases = self.releases.entry(cluster.to_owned()).or_default();
+        releases.insert(format!("{namespace}/{name}"), release);
     }
 
     /// Adds a running kind cluster that was not created through the backends (someone else's).
@@ -294,17 +293,14 @@ impl World {
                 (KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned()),
             ])
         });
-        let id = self.hex_id();
-        self.containers.insert(
-            name.to_owned(),
-            Container {
-                id,
-                name: name.to_owned(),
-                labels,
-                running,
-                ..Container::default()
-            },
-        );
+        let container = Container {
+            id: self.hex_id(),
+            name: name.to_owned(),
+            labels,
+            running,
+            ..Container::default()
+        };
+        self.containers.insert(name.to_owned(), container);
     }
 
     /// Stops or starts a cluster's control-plane container (a stopped cluster is unreachable).
@@ -528,16 +524,12 @@ impl World {
         if self.networks.contains_key(name) {
             return false;
         }
-        let id = self.hex_id();
-        let n = self.networks.len();
-        self.networks.insert(
-            name.to_owned(),
-            Network {
-                name: name.to_owned(),
-                id,
-                subnet: format!("172.{}.0.0/16", 18 + n),
-            },
-        );
+        let network = Network {
+            name: name.to_owned(),
+            id: self.hex_id(),
+            subnet: format!("172.{}.0.0/16", 18 + self.networks.len()),
+        };
+        self.networks.insert(name.to_owned(), network);
         true
     }
 
@@ -566,17 +558,15 @@ impl World {
         let node = self.containers.get_mut(&cp).expect("just added");
         node.networks.insert(KIND_NETWORK.to_owned(), ip);
         let host_port = 40000 + (self.next_seq() % 20000) as u16;
-        self.clusters.insert(
-            name.to_owned(),
-            SimCluster {
-                name: name.to_owned(),
-                image: image.to_owned(),
-                host_port,
-                foreign,
-                ca: Some(super::certs::ClusterCa::new(name)),
-                ..SimCluster::default()
-            },
-        );
+        let cluster = SimCluster {
+            name: name.to_owned(),
+            image: image.to_owned(),
+            host_port,
+            foreign,
+            ca: Some(super::certs::ClusterCa::new(name)),
+            ..SimCluster::default()
+        };
+        self.clusters.insert(name.to_owned(), cluster);
         let ca_pem = self.ca_pem(name).to_owned();
         let namespaces = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|ns| {
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
