@@ -189,7 +189,10 @@ impl SimLab {
                 format!("simulated lab state {} is not valid: {e}", path.display()),
             )
         })?;
-        world.after_load();
+        // A cluster saved before clusters had a CA gets its own.
+        for c in world.clusters.values_mut() {
+            c.ca.get_or_insert_with(|| certs::ClusterCa::new(&c.name));
+        }
         let lab = Self::from_world(world);
         lab.shared.resync();
         Ok(lab)
@@ -250,9 +253,11 @@ impl SimLab {
         true
     }
 
-    /// Starts a stopped registration agent again (see [`SimLab::stop_agent`]).
+    /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
+    /// cluster Available again (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/lease/controller.go`; a real agent reports Available again 0.5 s after a restart).
     pub fn start_agent(&self, spoke: &str) {
-        self.with_world(|w| w.start_agent(spoke));
+        self.with_world(|w| w.set_agent_stopped(spoke, None));
     }
 
     /// Mutating backend calls received so far, whether or not they changed anything.
@@ -296,8 +301,12 @@ impl SimLab {
     /// Whether the world holds a cluster the lab did not create (an `existing:` cluster, or one a test
     /// added): such a world outlives `down`.
     pub fn has_foreign_clusters(&self) -> bool {
-        let st = self.shared.lock();
-        st.world.clusters.values().any(|c| c.foreign)
+        self.shared
+            .lock()
+            .world
+            .clusters
+            .values()
+            .any(|c| c.foreign)
     }
 
     /// Lets a test read or change the world directly; afterwards every controller looks at everything

@@ -49,7 +49,7 @@ pub fn name_suffix(n: u64) -> String {
 
 /// `metadata.labels[key]`.
 pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.get("metadata")?.get("labels")?.get(key)?.as_str()
+    obj["metadata"]["labels"][key].as_str()
 }
 
 pub fn name(obj: &Value) -> &str {
@@ -66,10 +66,7 @@ pub fn uid(obj: &Value) -> &str {
 
 /// `metadata.<key>` as a string ("" when absent).
 fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj["metadata"][key].as_str().unwrap_or("")
 }
 
 /// A string at a JSON pointer.
@@ -120,22 +117,20 @@ pub fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: &str, me
         *list = json!([]);
     }
     let list = list.as_array_mut().expect("just made an array");
-    if let Some(c) = list.iter_mut().find(|c| c["type"] == kind) {
-        if c["status"] != status {
-            c["status"] = json!(status);
-            c["lastTransitionTime"] = json!(now_rfc3339());
-        }
-        c["reason"] = json!(reason);
-        c["message"] = json!(message);
-    } else {
-        list.push(json!({
-            "type": kind,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": now_rfc3339(),
-        }));
+    let i = list
+        .iter()
+        .position(|c| c["type"] == kind)
+        .unwrap_or_else(|| {
+            list.push(json!({"type": kind}));
+            list.len() - 1
+        });
+    let c = &mut list[i];
+    if c["status"] != status {
+        c["status"] = json!(status);
+        c["lastTransitionTime"] = json!(now_rfc3339());
     }
+    c["reason"] = json!(reason);
+    c["message"] = json!(message);
 }
 
 pub fn remove_condition(obj: &mut Value, kind: &str) {

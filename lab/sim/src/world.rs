@@ -49,15 +49,13 @@ impl Container {
     }
 }
 
-/// An image a simulated node pulled from its registry: what "no node pulled anything" is checked on.
+/// Image `image` (a full reference) that node container `node` pulled from its registry, `by` `kubelet`
+/// (a Pod's image missing at rollout) or `crictl` (the `node-images` step's pre-pull): what "no node
+/// pulled anything" is checked on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pull {
-    /// The node container.
     pub node: String,
-    /// The full reference pulled.
     pub image: String,
-    /// Who pulled it: `kubelet` (a Pod's image missing at rollout) or `crictl` (the `node-images`
-    /// step's pre-pull).
     pub by: String,
 }
 
@@ -95,16 +93,13 @@ impl SimCluster {
 }
 
 /// What a simulated registration agent remembers (the real one keeps it in the hub kubeconfig secret
-/// and its informers).
+/// and its informers): the lab cluster `hub` it registered with as ManagedCluster `cluster_name`, the
+/// `csr` it created there, and whether it is `joined` (has a signed client certificate, hub accepted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
-    /// The lab cluster it registered with.
     pub hub: String,
-    /// Its ManagedCluster name.
     pub cluster_name: String,
-    /// The CSR it created on the hub.
     pub csr: Option<String>,
-    /// It has a signed client certificate and the hub accepted it.
     pub joined: bool,
     /// The hub's last rejection of its claims update (recorded from kube-apiserver v1.36.2 and
     /// open-cluster-management-io/ocm 00f84c32: a value over 1024 characters blocks every later update); only
@@ -257,7 +252,6 @@ impl World {
         owner: Option<&str>,
     ) {
         let label = |o: &str| (ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned());
-        let labels = owner.into_iter().map(label).collect();
         let release = SimRelease {
             name: name.to_owned(),
             namespace: namespace.to_owned(),
@@ -266,7 +260,7 @@ impl World {
             status: "deployed".to_owned(),
             values: json!({}),
             manifest: Vec::new(),
-            labels,
+            labels: owner.into_iter().map(label).collect(),
         };
         let releases = self.releases.entry(cluster.to_owned()).or_default();
         releases.insert(format!("{namespace}/{name}"), release);
@@ -345,7 +339,7 @@ impl World {
     }
 
     /// Records the agent as stopped (stop `seq`) or running (`None`), its lease not expired.
-    fn set_agent_stopped(&mut self, spoke: &str, seq: Option<u64>) -> Option<()> {
+    pub(crate) fn set_agent_stopped(&mut self, spoke: &str, seq: Option<u64>) -> Option<()> {
         let agent = self.agent_mut(spoke)?;
         agent.stopped = seq;
         agent.lease_expired = false;
@@ -380,19 +374,11 @@ impl World {
                 Some(AgentChange::Stopped(seq, grace))
             }
             (1.., Some(_), true) => {
-                self.start_agent(spoke);
+                self.set_agent_stopped(spoke, None);
                 Some(AgentChange::Started)
             }
             _ => None,
         }
-    }
-
-    /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
-    /// cluster Available again (open-cluster-management-io/ocm v1.3.1
-    /// `pkg/registration/hub/lease/controller.go`; a real agent reports Available again 0.5 s after a restart).
-    pub fn start_agent(&mut self, spoke: &str) {
-        self.set_agent_stopped(spoke, None);
-        self.touched.insert(spoke.to_owned());
     }
 
     /// Stopped agents whose lease has not expired yet: (spoke, stop number, grace).
@@ -449,7 +435,7 @@ impl World {
 
     /// Number of objects stored in a cluster.
     pub fn object_count(&self, cluster: &str) -> usize {
-        self.clusters.get(cluster).map_or(0, |c| c.api.len())
+        self.api(cluster).map_or(0, Store::len)
     }
 
     // ---- clusters and containers ----------------------------------------------------------------
@@ -573,10 +559,9 @@ impl World {
         });
         // kubeadm's cluster-info: the internal endpoint other kind nodes reach (kubernetes-sigs/kind v0.32.0
         // `pkg/cluster/internal/providers/docker/provider.go`).
+        let ca = util::b64_encode(ca_pem.as_bytes());
         let kubeconfig = format!(
-            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n",
-            util::b64_encode(ca_pem.as_bytes()),
-            name
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: https://{name}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n"
         );
         let objects = namespaces.into_iter().chain([
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": {"kubeconfig": kubeconfig}}),
@@ -628,23 +613,22 @@ impl World {
         format!("{a:016x}{b:016x}{a:016x}{b:016x}")
     }
 
+    /// A random (version 4, variant 10) UUID.
     fn new_uid(&mut self) -> String {
-        let a = util::splitmix64(&mut self.rng);
-        let b = util::splitmix64(&mut self.rng);
-        format!(
-            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xffff,
-            a & 0xfff,
-            (b >> 48) & 0x3fff | 0x8000,
-            b & 0xffff_ffff_ffff
-        )
+        let h = self.hex_id();
+        let (a, b, c, d, e) = (&h[..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32]);
+        format!("{a}-{b}-4{c}-a{d}-{e}")
     }
 
     // ---- objects --------------------------------------------------------------------------------
 
+    /// A cluster's API server store.
+    fn api(&self, cluster: &str) -> Option<&Store> {
+        self.clusters.get(cluster).map(|c| &c.api)
+    }
+
     pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        self.clusters.get(cluster)?.api.get(gk, ns, name)
+        self.api(cluster)?.get(gk, ns, name)
     }
 
     /// Objects of a kind: in one namespace, or all (`None`).
@@ -654,29 +638,26 @@ impl World {
         gk: &str,
         ns: Option<&'a str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        match self.clusters.get(cluster) {
-            Some(c) => c.api.list(gk, ns),
-            None => Box::new(std::iter::empty()),
-        }
+        let Some(api) = self.api(cluster) else {
+            return Box::new(std::iter::empty());
+        };
+        api.list(gk, ns)
     }
 
     /// Namespaces that hold objects of a kind.
     pub(crate) fn namespaces_with(&self, cluster: &str, gk: &str) -> Vec<String> {
-        self.clusters
-            .get(cluster)
-            .map(|c| c.api.namespaces_with(gk))
-            .unwrap_or_default()
+        self.api(cluster)
+            .map_or_else(Vec::new, |a| a.namespaces_with(gk))
     }
 
     /// The first object of a kind with this name, in any namespace.
     pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
-        self.clusters.get(cluster)?.api.find_named(gk, name)
+        self.api(cluster)?.find_named(gk, name)
     }
 
     pub(crate) fn served(&self, cluster: &str, gk: &str) -> bool {
-        self.clusters
-            .get(cluster)
-            .is_some_and(|c| apiserver::builtin_gk(gk) || c.api.crd_served(gk))
+        self.api(cluster)
+            .is_some_and(|a| apiserver::builtin_gk(gk) || a.crd_served(gk))
     }
 
     /// Creates or replaces an object, keeping the API server's metadata (uid, creationTimestamp,
@@ -718,7 +699,7 @@ impl World {
         api.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(api.rv.to_string());
         api.insert(&key, &ns, &name, obj);
-        self.record(cluster, key, ns, name, kind);
+        self.record(cluster, &key, &ns, &name, kind);
         true
     }
 
@@ -734,29 +715,16 @@ impl World {
         let api = &mut self.clusters.get_mut(cluster)?.api;
         let old = api.remove(key, ns, name)?;
         api.rv += 1;
-        self.record(
-            cluster,
-            key.into(),
-            ns.into(),
-            name.into(),
-            ChangeKind::Deleted,
-        );
+        self.record(cluster, key, ns, name, ChangeKind::Deleted);
         let api = &self.clusters[cluster].api;
-        let mut cascade = Vec::new();
-        if key == gk::NAMESPACE {
-            cascade = api.all_in_namespace(name);
-        } else if key == gk::CRD
-            && let Some(crd_gk) = gk::of_crd(&old)
-        {
-            let id = |o: &Value| {
-                (
-                    crd_gk.clone(),
-                    util::namespace(o).into(),
-                    util::name(o).into(),
-                )
-            };
-            cascade.extend(api.list(&crd_gk, None).map(id));
-        }
+        let mut cascade = match gk::of_crd(&old) {
+            _ if key == gk::NAMESPACE => api.all_in_namespace(name),
+            Some(crd) if key == gk::CRD => {
+                let id = |o| (crd.clone(), util::namespace(o).into(), util::name(o).into());
+                api.list(&crd, None).map(id).collect()
+            }
+            _ => Vec::new(),
+        };
         let uid = util::uid(&old);
         if !uid.is_empty() {
             cascade.extend(api.dependents(uid, Some(ns).filter(|ns| !ns.is_empty())));
@@ -768,9 +736,9 @@ impl World {
     }
 
     /// Queues a change for the controllers and marks the cluster for its waiters.
-    fn record(&mut self, cluster: &str, gk: String, ns: String, name: String, kind: ChangeKind) {
-        let cluster = cluster.to_owned();
-        self.touched.insert(cluster.clone());
+    fn record(&mut self, cluster: &str, gk: &str, ns: &str, name: &str, kind: ChangeKind) {
+        self.touched.insert(cluster.to_owned());
+        let [cluster, gk, ns, name] = [cluster, gk, ns, name].map(str::to_owned);
         self.changes.push(Change {
             cluster,
             gk,
@@ -778,15 +746,6 @@ impl World {
             name,
             kind,
         });
-    }
-
-    /// Gives a cluster saved before clusters had a CA its own, after loading.
-    pub(crate) fn after_load(&mut self) {
-        for c in self.clusters.values_mut() {
-            if c.ca.is_none() {
-                c.ca = Some(super::certs::ClusterCa::new(&c.name));
-            }
-        }
     }
 
     /// A simulated cluster's CA certificate (PEM): what its kubeconfig, `cluster-info` and
