@@ -115,8 +115,7 @@ pub struct Call {
     pub at: Duration,
     /// The lab cluster it was about ("" for Docker-wide calls).
     pub cluster: String,
-    /// `docker.<call>`, `kind.<call>`, `helm.template`, `kube.<call>` (`kube.apply`, `kube.wait`,
-    /// `kind.create`, …).
+    /// `docker.<call>`, `kind.<call>`, `helm.template`, `kube.<call>` (`kube.apply`, `kind.create`, …).
     pub verb: String,
     /// The object or thing it was about.
     pub object: String,
@@ -135,8 +134,8 @@ impl SimLab {
         Self::from_world(World::default())
     }
 
-    /// An empty world whose call log ([`SimLab::calls`]) and applied objects ([`SimLab::applied`]) are
-    /// kept: for tests that read them (a plain [`SimLab::new`] keeps neither, to save memory).
+    /// An empty world that keeps its call log ([`SimLab::calls`]) and applied objects
+    /// ([`SimLab::applied`]), for tests that read them ([`SimLab::new`] keeps neither, to save memory).
     pub fn recording() -> Arc<Self> {
         let lab = Self::new();
         lab.shared.lock().record = true;

@@ -278,8 +278,7 @@ impl World {
         }
     }
 
-    /// Adds a container, e.g. a leftover kind node (`kind_cluster` sets its kind labels) or an
-    /// unrelated one.
+    /// Adds a container: a leftover node of kind cluster `kind_cluster` (labelled so), or an unrelated one.
     pub fn add_container(&mut self, name: &str, kind_cluster: Option<&str>, running: bool) {
         let labels = kind_cluster.map_or_else(BTreeMap::new, |c| {
             BTreeMap::from([
@@ -329,9 +328,8 @@ impl World {
         self.touched.insert(spoke.to_owned());
     }
 
-    /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): it stops renewing its
-    /// lease and syncing claims. Returns the stop's number and the hub's grace period (`lease_grace`); use
-    /// [`crate::SimLab::stop_agent`], which also runs the hub's lease timer.
+    /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): no lease renewal, no
+    /// claims. Returns the stop's number and `lease_grace`; [`crate::SimLab::stop_agent`] also runs the timer.
     pub fn stop_agent(&mut self, spoke: &str) -> Option<(u64, std::time::Duration)> {
         let seq = self.next_seq();
         self.set_agent_stopped(spoke, Some(seq))?;
@@ -458,8 +456,7 @@ impl World {
         names.into_iter().cloned().collect()
     }
 
-    /// The node whose image store a cluster's Pods use: its first running node (a simulated kind cluster
-    /// has one, `<cluster>-control-plane`).
+    /// The node whose image store a cluster's Pods use: its first running one (`<cluster>-control-plane`).
     pub(crate) fn image_node(&self, cluster: &str) -> Option<&Container> {
         self.containers_of(cluster).into_iter().find(|c| c.running)
     }
@@ -471,8 +468,7 @@ impl World {
         self.image_node(c).is_none_or(|n| n.images.contains(&full))
     }
 
-    /// Node `node` pulls `image` from its registry (`by`: `kubelet` or `crictl`), recorded in
-    /// [`World::pulls`]; nothing when it holds it already.
+    /// Node `node` pulls `image` (see [`Pull`]) unless it holds it already; recorded in [`World::pulls`].
     pub(crate) fn pull_image(&mut self, node: &str, image: &str, by: &str) {
         let full = ocm_lab_core::backend::full_reference(image);
         if let Some(n) = self.containers.get_mut(node)
