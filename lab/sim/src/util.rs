@@ -97,10 +97,8 @@ pub fn set_label(obj: &mut Value, key: &str, value: &str) {
 
 /// A `status.conditions[]` entry by type.
 pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
+    let list = obj["status"]["conditions"].as_array()?;
+    list.iter().find(|c| c["type"] == kind)
 }
 
 pub fn condition_is(obj: &Value, kind: &str, status: &str) -> bool {
