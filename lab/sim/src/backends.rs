@@ -708,7 +708,7 @@ impl ChartRenderer for SimHelm {
                     .releases
                     .entry(cluster.clone())
                     .or_default()
-                    .insert(key, Box::new(release));
+                    .insert(key, release);
                 result.map(|()| out).map_err(|e| {
                     crate::fail::helm_request_failed(
                         &format!("install {}", chart.release),

@@ -27,11 +27,11 @@ mod controllers;
 mod engine;
 mod fail;
 mod faults;
-mod persist;
 mod userserver;
 mod util;
 mod world;
 
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,43 +75,35 @@ pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, gra
     let me = Arc::downgrade(shared);
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
-        if let Some(shared) = me.upgrade() {
-            let work = {
-                let mut st = shared.lock();
-                st.world.expire_lease(&spoke, seq)
-            };
-            if let Some((hub, mc)) = work {
-                let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
-                shared.mutate_with(vec![work], |_| ());
-            }
+        let Some(shared) = me.upgrade() else {
+            return;
+        };
+        let expired = shared.lock().world.expire_lease(&spoke, seq);
+        if let Some((hub, mc)) = expired {
+            let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
+            shared.mutate_with(vec![work], |_| ());
         }
     });
 }
 
-/// After a backend call on `cluster`: its registration agent follows their Deployments (a Deployment scaled to 0 has no Pod:
-/// the ReplicaSet controller deletes it), and every stopped agent's lease timer runs in this process. A
-/// world loaded from a file restarts the grace of a stop that has not expired: the process that stopped
+/// After a backend call on `cluster`: its registration agent follows its Deployment (scaled to 0 it has no
+/// Pod: the ReplicaSet controller deletes it), and every stopped agent's lease timer runs in this process.
+/// A world loaded from a file restarts the grace of a stop that has not expired: the process that stopped
 /// the agent took its timer with it.
 pub(crate) fn follow_agents(shared: &Arc<Shared>, cluster: &str) {
     let (stop, waiting) = {
         let mut st = shared.lock();
         let stop = st.world.follow_agent_deployment(cluster);
         let first = !std::mem::replace(&mut st.rearmed, true);
-        let waiting = if first {
-            st.world.lease_running_out()
-        } else {
-            Vec::new()
-        };
-        (stop, waiting)
+        (stop, first.then(|| st.world.lease_running_out()))
     };
     if stop.is_some() {
         shared.resync();
     }
-    let stopped = match stop {
-        Some(world::AgentChange::Stopped(seq, grace)) => Some((cluster.to_owned(), seq, grace)),
-        _ => None,
-    };
-    for (spoke, seq, grace) in stopped.into_iter().chain(waiting) {
+    if let Some(world::AgentChange::Stopped(seq, grace)) = stop {
+        arm_lease_timer(shared, cluster.to_owned(), seq, grace);
+    }
+    for (spoke, seq, grace) in waiting.into_iter().flatten() {
         arm_lease_timer(shared, spoke, seq, grace);
     }
 }
@@ -123,8 +115,7 @@ pub struct Call {
     pub at: Duration,
     /// The lab cluster it was about ("" for Docker-wide calls).
     pub cluster: String,
-    /// `docker.<call>`, `kind.<call>`, `helm.template`, `kube.<call>` (`kube.apply`, `kube.wait`,
-    /// `kind.create`, …).
+    /// `docker.<call>`, `kind.<call>`, `helm.template`, `kube.<call>` (`kube.apply`, `kind.create`, …).
     pub verb: String,
     /// The object or thing it was about.
     pub object: String,
@@ -143,8 +134,8 @@ impl SimLab {
         Self::from_world(World::default())
     }
 
-    /// An empty world whose call log ([`SimLab::calls`]) and applied objects ([`SimLab::applied`]) are
-    /// kept: for tests that read them (a plain [`SimLab::new`] keeps neither, to save memory).
+    /// An empty world that keeps its call log ([`SimLab::calls`]) and applied objects
+    /// ([`SimLab::applied`]), for tests that read them ([`SimLab::new`] keeps neither, to save memory).
     pub fn recording() -> Arc<Self> {
         let lab = Self::new();
         lab.shared.lock().record = true;
@@ -197,7 +188,10 @@ impl SimLab {
                 format!("simulated lab state {} is not valid: {e}", path.display()),
             )
         })?;
-        world.after_load();
+        // A cluster saved before clusters had a CA gets its own.
+        for c in world.clusters.values_mut() {
+            c.ca.get_or_insert_with(|| certs::ClusterCa::new(&c.name));
+        }
         let lab = Self::from_world(world);
         lab.shared.resync();
         Ok(lab)
@@ -207,7 +201,23 @@ impl SimLab {
     /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_vec(&self.shared.lock().world).map_err(std::io::Error::other)?;
-        persist::write_atomically(path, &text)
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        // tempfile creates it 0600, and removes it if the save does not finish.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".sim-world-")
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        tmp.write_all(&text)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        // The rename is durable only once the folder is.
+        #[cfg(unix)]
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(())
     }
 
     /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.
@@ -242,9 +252,11 @@ impl SimLab {
         true
     }
 
-    /// Starts a stopped registration agent again (see [`SimLab::stop_agent`]).
+    /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
+    /// cluster Available again (open-cluster-management-io/ocm v1.3.1
+    /// `pkg/registration/hub/lease/controller.go`; a real agent reports Available again 0.5 s after a restart).
     pub fn start_agent(&self, spoke: &str) {
-        self.with_world(|w| w.start_agent(spoke));
+        self.with_world(|w| w.set_agent_stopped(spoke, None));
     }
 
     /// Mutating backend calls received so far, whether or not they changed anything.
@@ -258,12 +270,7 @@ impl SimLab {
     /// When the SimLab keeps no call log (made with [`SimLab::new`], not [`SimLab::recording`]), so that
     /// a test never reads an empty log as "no such call".
     pub fn calls(&self) -> Vec<Call> {
-        let st = self.shared.lock();
-        assert!(
-            st.record,
-            "this simulated lab keeps no call log: make it with SimLab::recording()"
-        );
-        st.calls.clone()
+        self.recorded("call log").calls.clone()
     }
 
     /// Every object successfully applied to `cluster` through `ClusterApi::apply`, in order.
@@ -271,12 +278,18 @@ impl SimLab {
     /// # Panics
     /// When the SimLab does not record them (see [`SimLab::calls`]).
     pub fn applied(&self, cluster: &str) -> Vec<Value> {
+        let st = self.recorded("record of applied objects");
+        st.applied.get(cluster).cloned().unwrap_or_default()
+    }
+
+    /// The state, which must keep `what` (see [`SimLab::calls`]).
+    fn recorded(&self, what: &str) -> std::sync::MutexGuard<'_, engine::State> {
         let st = self.shared.lock();
         assert!(
             st.record,
-            "this simulated lab records no applied objects: make it with SimLab::recording()"
+            "this simulated lab keeps no {what}: make it with SimLab::recording()"
         );
-        st.applied.get(cluster).cloned().unwrap_or_default()
+        st
     }
 
     /// An object as stored in a cluster (at the version it was written).

@@ -1,60 +1,18 @@
 //! Small helpers of the simulation: base64, JSON paths, conditions, timestamps, the PRNG.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use serde_json::{Map, Value, json};
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 with padding (what Kubernetes uses for `data` and `*-data` fields).
 pub fn b64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        out.push(B64[(n >> 18) as usize & 63] as char);
-        out.push(B64[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 {
-            B64[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if chunk.len() > 2 {
-            B64[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    out
+    STANDARD.encode(bytes)
 }
 
 /// Decodes standard base64 (padding optional, whitespace ignored); `None` when malformed.
 pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let mut acc: u32 = 0;
-    let mut bits = 0u32;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => break,
-            b' ' | b'\n' | b'\r' | b'\t' => continue,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    let text: String = text.split_ascii_whitespace().collect();
+    STANDARD_NO_PAD.decode(text.trim_end_matches('=')).ok()
 }
 
 /// RFC 3339 wall-clock time, seconds precision, as Kubernetes writes timestamps.
@@ -74,30 +32,24 @@ pub fn splitmix64(state: &mut u64) -> u64 {
 
 /// A stable 64-bit hash of a string (FNV-1a), for names derived from content.
 pub fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The suffix alphabet of Kubernetes `generateName` (no vowels, no look-alikes).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// A 5-character `generateName` suffix from a number.
-pub fn name_suffix(mut n: u64) -> String {
-    let mut s = String::with_capacity(5);
-    for _ in 0..5 {
-        s.push(NAME_ALPHABET[(n % NAME_ALPHABET.len() as u64) as usize] as char);
-        n /= NAME_ALPHABET.len() as u64;
-    }
-    s
+pub fn name_suffix(n: u64) -> String {
+    let base = NAME_ALPHABET.len() as u64;
+    let digit = |i| NAME_ALPHABET[(n / base.pow(i) % base) as usize] as char;
+    (0..5).map(digit).collect()
 }
 
 /// `metadata.labels[key]`.
 pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.get("metadata")?.get("labels")?.get(key)?.as_str()
+    obj["metadata"]["labels"][key].as_str()
 }
 
 pub fn name(obj: &Value) -> &str {
@@ -114,10 +66,7 @@ pub fn uid(obj: &Value) -> &str {
 
 /// `metadata.<key>` as a string ("" when absent).
 fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj["metadata"][key].as_str().unwrap_or("")
 }
 
 /// A string at a JSON pointer.
@@ -126,22 +75,19 @@ pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 /// A mutable object at a JSON pointer made of map keys, created (as `{}`) where missing.
-pub fn obj_at<'a>(v: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
-    let mut cur = v;
+pub fn obj_at<'a>(mut v: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
     for p in path {
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-        cur = cur
-            .as_object_mut()
-            .expect("just made an object")
-            .entry((*p).to_owned())
-            .or_insert_with(|| json!({}));
+        v = as_obj(v).entry(*p).or_insert_with(|| json!({}));
     }
-    if !cur.is_object() {
-        *cur = json!({});
+    as_obj(v)
+}
+
+/// `v` as a map, made `{}` first when it is not one.
+fn as_obj(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
     }
-    cur.as_object_mut().expect("just made an object")
+    v.as_object_mut().expect("just made an object")
 }
 
 /// Sets `metadata.labels[key] = value`.
@@ -151,10 +97,8 @@ pub fn set_label(obj: &mut Value, key: &str, value: &str) {
 
 /// A `status.conditions[]` entry by type.
 pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
+    let list = obj["status"]["conditions"].as_array()?;
+    list.iter().find(|c| c["type"] == kind)
 }
 
 pub fn condition_is(obj: &Value, kind: &str, status: &str) -> bool {
@@ -164,30 +108,27 @@ pub fn condition_is(obj: &Value, kind: &str, status: &str) -> bool {
 /// Sets a metav1.Condition the way `meta.SetStatusCondition` does: `lastTransitionTime` moves only when the
 /// status changes, so re-setting the same condition leaves the object unchanged.
 pub fn set_condition(obj: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
-    let status_map = obj_at(obj, &["status"]);
-    let list = status_map
-        .entry("conditions".to_owned())
-        .or_insert_with(|| json!([]));
+    let list = obj_at(obj, &["status"])
+        .entry("conditions")
+        .or_insert(json!([]));
     if !list.is_array() {
         *list = json!([]);
     }
     let list = list.as_array_mut().expect("just made an array");
-    if let Some(c) = list.iter_mut().find(|c| c["type"] == kind) {
-        if c["status"] != status {
-            c["status"] = json!(status);
-            c["lastTransitionTime"] = json!(now_rfc3339());
-        }
-        c["reason"] = json!(reason);
-        c["message"] = json!(message);
-    } else {
-        list.push(json!({
-            "type": kind,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": now_rfc3339(),
-        }));
+    let i = list
+        .iter()
+        .position(|c| c["type"] == kind)
+        .unwrap_or_else(|| {
+            list.push(json!({"type": kind}));
+            list.len() - 1
+        });
+    let c = &mut list[i];
+    if c["status"] != status {
+        c["status"] = json!(status);
+        c["lastTransitionTime"] = json!(now_rfc3339());
     }
+    c["reason"] = json!(reason);
+    c["message"] = json!(message);
 }
 
 pub fn remove_condition(obj: &mut Value, kind: &str) {
@@ -205,10 +146,7 @@ pub fn remove_condition(obj: &mut Value, kind: &str) {
 pub fn merge(target: &mut Value, patch: &Value) {
     match patch {
         Value::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            let t = target.as_object_mut().expect("just made an object");
+            let t = as_obj(target);
             for (k, v) in p {
                 if v.is_null() {
                     t.remove(k);
@@ -241,9 +179,8 @@ pub fn truthy(v: Option<&Value>) -> bool {
 /// What a Helm template prints for a scalar value (`{{ .Values.x | default false }}`).
 pub fn helm_text(v: Option<&Value>, default: &str) -> String {
     match v {
-        None | Some(Value::Null) => default.to_owned(),
+        None | Some(Value::Null | Value::Bool(false)) => default.to_owned(),
         Some(Value::String(s)) if s.is_empty() => default.to_owned(),
-        Some(Value::Bool(false)) => default.to_owned(),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     }

@@ -28,7 +28,7 @@ pub struct Network {
 }
 
 /// A Docker container (a kind node, or anything a test adds).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Container {
     pub id: String,
     pub name: String,
@@ -42,20 +42,25 @@ pub struct Container {
     pub images: BTreeSet<String>,
 }
 
-/// An image a simulated node pulled from its registry: what "no node pulled anything" is checked on.
+impl Container {
+    /// Labelled as a node of kind cluster `cluster`.
+    fn node_of(&self, cluster: &str) -> bool {
+        self.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+    }
+}
+
+/// Image `image` (a full reference) that node container `node` pulled from its registry, `by` `kubelet`
+/// (a Pod's image missing at rollout) or `crictl` (the `node-images` step's pre-pull): what "no node
+/// pulled anything" is checked on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pull {
-    /// The node container.
     pub node: String,
-    /// The full reference pulled.
     pub image: String,
-    /// Who pulled it: `kubelet` (a Pod's image missing at rollout) or `crictl` (the `node-images`
-    /// step's pre-pull).
     pub by: String,
 }
 
 /// A kind cluster: its node image, host port and API server.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SimCluster {
     pub name: String,
     pub image: String,
@@ -88,16 +93,13 @@ impl SimCluster {
 }
 
 /// What a simulated registration agent remembers (the real one keeps it in the hub kubeconfig secret
-/// and its informers).
+/// and its informers): the lab cluster `hub` it registered with as ManagedCluster `cluster_name`, the
+/// `csr` it created there, and whether it is `joined` (has a signed client certificate, hub accepted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
-    /// The lab cluster it registered with.
     pub hub: String,
-    /// Its ManagedCluster name.
     pub cluster_name: String,
-    /// The CSR it created on the hub.
     pub csr: Option<String>,
-    /// It has a signed client certificate and the hub accepted it.
     pub joined: bool,
     /// The hub's last rejection of its claims update (recorded from kube-apiserver v1.36.2 and
     /// open-cluster-management-io/ocm 00f84c32: a value over 1024 characters blocks every later update); only
@@ -167,13 +169,7 @@ impl ChangeKind {
 
     /// Created, deleted, or labels changed: what set membership depends on.
     pub fn membership(self) -> bool {
-        !matches!(
-            self,
-            ChangeKind::Updated {
-                labels: false,
-                spec: _
-            }
-        )
+        !matches!(self, ChangeKind::Updated { labels: false, .. })
     }
 }
 
@@ -188,14 +184,15 @@ pub struct SimRelease {
     pub revision: u64,
     pub status: String,
     pub values: Value,
-    pub manifest: Vec<ocm_lab_core::backend::ObjectRef>,
+    pub manifest: Vec<ObjectRef>,
     /// Release labels (`helm upgrade --labels`): the lab's ownership label.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
 
-/// The whole simulated world.
+/// The whole simulated world (fields missing from an older save start empty).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct World {
     pub(crate) networks: BTreeMap<String, Network>,
     pub(crate) containers: BTreeMap<String, Container>,
@@ -206,16 +203,12 @@ pub struct World {
     pub(crate) agents: BTreeMap<String, String>,
     /// `<hub>/<managed cluster>` whose cluster-proxy agent holds a tunnel to the hub's proxy server
     /// (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`).
-    #[serde(default)]
     pub(crate) tunnels: BTreeSet<String>,
     /// Simulated Helm releases: cluster → `<namespace>/<release>` → release (as Helm's release Secrets
     /// hold them, helm/helm v3.19.5 `pkg/storage/driver/secrets.go`, `pkg/action/uninstall.go`).
-    #[serde(default)]
-    /// Boxed: most clusters hold one release, and a map node holds room for eleven.
-    pub(crate) releases: BTreeMap<String, BTreeMap<String, Box<SimRelease>>>,
+    pub(crate) releases: BTreeMap<String, BTreeMap<String, SimRelease>>,
     /// Every image a simulated node pulled from a registry, in order (kept across commands, so a test can
     /// check that a lab brought up from a bundle pulled nothing).
-    #[serde(default)]
     pub pulls: Vec<Pull>,
     /// Counter for tokens, ports and addresses.
     pub(crate) seq: u64,
@@ -242,17 +235,12 @@ impl World {
 
     /// The simulated Helm releases on `cluster`, by `<namespace>/<release>`.
     pub fn releases(&self, cluster: &str) -> BTreeMap<String, SimRelease> {
-        self.releases
-            .get(cluster)
-            .into_iter()
-            .flatten()
-            .map(|(key, r)| (key.clone(), SimRelease::clone(r)))
-            .collect()
+        self.releases.get(cluster).cloned().unwrap_or_default()
     }
 
     /// The simulated Helm release `<namespace>/<release>` (`key`) on `cluster`.
     pub(crate) fn release(&self, cluster: &str, key: &str) -> Option<&SimRelease> {
-        self.releases.get(cluster)?.get(key).map(|r| &**r)
+        self.releases.get(cluster)?.get(key)
     }
 
     /// Adds a deployed release that someone else installed (labelled for lab `owner`, if any).
@@ -263,22 +251,19 @@ impl World {
         name: &str,
         owner: Option<&str>,
     ) {
-        let labels = owner
-            .map(|o| [(ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned())].into())
-            .unwrap_or_default();
-        self.releases.entry(cluster.to_owned()).or_default().insert(
-            format!("{namespace}/{name}"),
-            Box::new(SimRelease {
-                name: name.to_owned(),
-                namespace: namespace.to_owned(),
-                chart: format!("{name}-0.0.1"),
-                revision: 1,
-                status: "deployed".to_owned(),
-                values: json!({}),
-                manifest: Vec::new(),
-                labels,
-            }),
-        );
+        let label = |o: &str| (ocm_lab_core::topology::LAB_LABEL.to_owned(), o.to_owned());
+        let release = SimRelease {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            chart: format!("{name}-0.0.1"),
+            revision: 1,
+            status: "deployed".to_owned(),
+            values: json!({}),
+            manifest: Vec::new(),
+            labels: owner.into_iter().map(label).collect(),
+        };
+        let releases = self.releases.entry(cluster.to_owned()).or_default();
+        releases.insert(format!("{namespace}/{name}"), release);
     }
 
     /// Adds a running kind cluster that was not created through the backends (someone else's).
@@ -293,26 +278,22 @@ impl World {
         }
     }
 
-    /// Adds a container, e.g. a leftover kind node (`kind_cluster` sets its kind labels) or an
-    /// unrelated one.
+    /// Adds a container: a leftover node of kind cluster `kind_cluster` (labelled so), or an unrelated one.
     pub fn add_container(&mut self, name: &str, kind_cluster: Option<&str>, running: bool) {
-        let mut labels = BTreeMap::new();
-        if let Some(c) = kind_cluster {
-            labels.insert(KIND_CLUSTER_LABEL.to_owned(), c.to_owned());
-            labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
-        }
-        let id = self.hex_id();
-        self.containers.insert(
-            name.to_owned(),
-            Container {
-                id,
-                name: name.to_owned(),
-                labels,
-                running,
-                networks: BTreeMap::new(),
-                images: BTreeSet::new(),
-            },
-        );
+        let labels = kind_cluster.map_or_else(BTreeMap::new, |c| {
+            BTreeMap::from([
+                (KIND_CLUSTER_LABEL.to_owned(), c.to_owned()),
+                (KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned()),
+            ])
+        });
+        let container = Container {
+            id: self.hex_id(),
+            name: name.to_owned(),
+            labels,
+            running,
+            ..Container::default()
+        };
+        self.containers.insert(name.to_owned(), container);
     }
 
     /// Stops or starts a cluster's control-plane container (a stopped cluster is unreachable).
@@ -328,7 +309,7 @@ impl World {
     /// joined and syncs nothing, and the hub shows its ManagedCluster as not joined
     /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/join/exec.go`, `pkg/cmd/accept/exec.go`).
     pub fn unjoin(&mut self, spoke: &str) {
-        let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) else {
+        let Some(agent) = self.agent_mut(spoke) else {
             return;
         };
         agent.joined = false;
@@ -347,25 +328,28 @@ impl World {
         self.touched.insert(spoke.to_owned());
     }
 
-    /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): it stops renewing its
-    /// lease and syncing claims. Returns the stop's number and the hub's grace period, 5 ×
-    /// `spec.leaseDurationSeconds` of its ManagedCluster (60 s when unset, open-cluster-management-io/ocm
-    /// v1.3.1 `pkg/registration/hub/lease/controller.go`); use [`crate::SimLab::stop_agent`], which also runs
-    /// the hub's lease timer.
+    /// Stops the spoke's registration agent (as scaling its Deployment to 0 would): no lease renewal, no
+    /// claims. Returns the stop's number and `lease_grace`; [`crate::SimLab::stop_agent`] also runs the timer.
     pub fn stop_agent(&mut self, spoke: &str) -> Option<(u64, std::time::Duration)> {
         let seq = self.next_seq();
-        let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
-        agent.stopped = Some(seq);
+        self.set_agent_stopped(spoke, Some(seq))?;
+        Some((seq, self.lease_grace(spoke)?))
+    }
+
+    /// Records the agent as stopped (stop `seq`) or running (`None`), its lease not expired.
+    pub(crate) fn set_agent_stopped(&mut self, spoke: &str, seq: Option<u64>) -> Option<()> {
+        let agent = self.agent_mut(spoke)?;
+        agent.stopped = seq;
         agent.lease_expired = false;
         agent.scaled_down = false;
         self.touched.insert(spoke.to_owned());
-        Some((seq, self.lease_grace(spoke)?))
+        Some(())
     }
 
     /// The hub's grace period for `spoke`'s agent: 5 × `spec.leaseDurationSeconds` of its ManagedCluster,
     /// 60 s when unset (open-cluster-management-io/ocm v1.3.1 `pkg/registration/hub/lease/controller.go`).
     pub(crate) fn lease_grace(&self, spoke: &str) -> Option<std::time::Duration> {
-        let agent = self.clusters.get(spoke)?.agent.as_ref()?;
+        let agent = self.agent(spoke)?;
         let lease_seconds = self
             .get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name)
             .and_then(|mc| mc["spec"]["leaseDurationSeconds"].as_u64())
@@ -375,41 +359,24 @@ impl World {
     }
 
     /// The registration agent follows its Deployment `klusterlet-registration-agent`: at 0 replicas its Pod
-    /// is gone and the agent stops; scaled up again after such a stop, it starts. Returns the stops made
-    /// change, for the caller to reconcile and to run the hub's lease timer of a stop.
+    /// is gone and the agent stops; scaled up again after such a stop, it starts. Returns what changed, for
+    /// the caller to reconcile and to run the hub's lease timer of a stop.
     pub(crate) fn follow_agent_deployment(&mut self, spoke: &str) -> Option<AgentChange> {
         let agent = self.agent(spoke)?;
-        let (stopped, scaled_down) = (agent.stopped, agent.scaled_down);
         let d = self.find_named(spoke, gk::DEPLOYMENT, "klusterlet-registration-agent")?;
-        let replicas = d
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        match (replicas, stopped, scaled_down) {
+        let replicas = d["spec"]["replicas"].as_i64().unwrap_or(1);
+        match (replicas, agent.stopped, agent.scaled_down) {
             (0, None, _) => {
                 let (seq, grace) = self.stop_agent(spoke)?;
-                let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
-                agent.scaled_down = true;
+                self.agent_mut(spoke)?.scaled_down = true;
                 Some(AgentChange::Stopped(seq, grace))
             }
             (1.., Some(_), true) => {
-                self.start_agent(spoke);
+                self.set_agent_stopped(spoke, None);
                 Some(AgentChange::Started)
             }
             _ => None,
         }
-    }
-
-    /// Starts a stopped registration agent again: it renews its lease at once, and the hub marks the
-    /// cluster Available again (open-cluster-management-io/ocm v1.3.1
-    /// `pkg/registration/hub/lease/controller.go`; a real agent reports Available again 0.5 s after a restart).
-    pub fn start_agent(&mut self, spoke: &str) {
-        if let Some(agent) = self.clusters.get_mut(spoke).and_then(|c| c.agent.as_mut()) {
-            agent.stopped = None;
-            agent.lease_expired = false;
-            agent.scaled_down = false;
-        }
-        self.touched.insert(spoke.to_owned());
     }
 
     /// Stopped agents whose lease has not expired yet: (spoke, stop number, grace).
@@ -427,10 +394,7 @@ impl World {
     /// The hub's lease controller: the lease of stop `seq` expired (no-op if the agent was started or
     /// stopped again since).
     pub(crate) fn expire_lease(&mut self, spoke: &str, seq: u64) -> Option<(String, String)> {
-        let agent = self.clusters.get_mut(spoke)?.agent.as_mut()?;
-        if agent.stopped != Some(seq) {
-            return None;
-        }
+        let agent = self.agent_mut(spoke).filter(|a| a.stopped == Some(seq))?;
         agent.lease_expired = true;
         Some((agent.hub.clone(), agent.cluster_name.clone()))
     }
@@ -448,20 +412,14 @@ impl World {
 
     /// Deletes an object (with the API server's cascades); `false` when absent.
     pub fn delete_object(&mut self, cluster: &str, r: &ObjectRef) -> bool {
-        let key = gk::of_ref(r);
-        self.remove(cluster, &key, r.namespace.as_deref().unwrap_or(""), &r.name)
-            .is_some()
+        let ns = r.namespace.as_deref().unwrap_or("");
+        self.remove(cluster, &gk::of_ref(r), ns, &r.name).is_some()
     }
 
     /// An object as stored (apiVersion as written).
     pub fn get_object(&self, cluster: &str, r: &ObjectRef) -> Option<Value> {
-        self.get(
-            cluster,
-            &gk::of_ref(r),
-            r.namespace.as_deref().unwrap_or(""),
-            &r.name,
-        )
-        .cloned()
+        let ns = r.namespace.as_deref().unwrap_or("");
+        self.get(cluster, &gk::of_ref(r), ns, &r.name).cloned()
     }
 
     /// The registration agent's state on a cluster.
@@ -469,9 +427,13 @@ impl World {
         self.clusters.get(cluster)?.agent.as_ref()
     }
 
+    fn agent_mut(&mut self, cluster: &str) -> Option<&mut Agent> {
+        self.clusters.get_mut(cluster)?.agent.as_mut()
+    }
+
     /// Number of objects stored in a cluster.
     pub fn object_count(&self, cluster: &str) -> usize {
-        self.clusters.get(cluster).map_or(0, |c| c.api.len())
+        self.api(cluster).map_or(0, Store::len)
     }
 
     // ---- clusters and containers ----------------------------------------------------------------
@@ -494,8 +456,7 @@ impl World {
         names.into_iter().cloned().collect()
     }
 
-    /// The node whose image store a cluster's Pods use: its first running node (a simulated kind cluster
-    /// has one, `<cluster>-control-plane`).
+    /// The node whose image store a cluster's Pods use: its first running one (`<cluster>-control-plane`).
     pub(crate) fn image_node(&self, cluster: &str) -> Option<&Container> {
         self.containers_of(cluster).into_iter().find(|c| c.running)
     }
@@ -504,14 +465,10 @@ impl World {
     /// containers (an `existing:` cluster) is not modelled: it has every image.
     pub(crate) fn node_has_image(&self, c: &str, image: &str) -> bool {
         let full = ocm_lab_core::backend::full_reference(image);
-        match self.image_node(c) {
-            Some(n) => n.images.contains(&full),
-            None => true,
-        }
+        self.image_node(c).is_none_or(|n| n.images.contains(&full))
     }
 
-    /// Node `node` pulls `image` from its registry (`by`: `kubelet` or `crictl`), recorded in
-    /// [`World::pulls`]; nothing when it holds it already.
+    /// Node `node` pulls `image` (see [`Pull`]) unless it holds it already; recorded in [`World::pulls`].
     pub(crate) fn pull_image(&mut self, node: &str, image: &str, by: &str) {
         let full = ocm_lab_core::backend::full_reference(image);
         if let Some(n) = self.containers.get_mut(node)
@@ -529,7 +486,7 @@ impl World {
     pub(crate) fn containers_of(&self, cluster: &str) -> Vec<&Container> {
         self.containers
             .values()
-            .filter(|c| c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster))
+            .filter(|c| c.node_of(cluster))
             .collect()
     }
 
@@ -539,8 +496,7 @@ impl World {
         self.containers
             .values()
             .filter(|c| {
-                c.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
-                    || ocm_lab_core::backend::is_kind_node_name(cluster, &c.name)
+                c.node_of(cluster) || ocm_lab_core::backend::is_kind_node_name(cluster, &c.name)
             })
             .collect()
     }
@@ -550,16 +506,12 @@ impl World {
         if self.networks.contains_key(name) {
             return false;
         }
-        let id = self.hex_id();
-        let n = self.networks.len();
-        self.networks.insert(
-            name.to_owned(),
-            Network {
-                name: name.to_owned(),
-                id,
-                subnet: format!("172.{}.0.0/16", 18 + n),
-            },
-        );
+        let network = Network {
+            name: name.to_owned(),
+            id: self.hex_id(),
+            subnet: format!("172.{}.0.0/16", 18 + self.networks.len()),
+        };
+        self.networks.insert(name.to_owned(), network);
         true
     }
 
@@ -583,76 +535,45 @@ impl World {
     pub(crate) fn create_cluster(&mut self, name: &str, image: &str, foreign: bool) {
         self.ensure_network(KIND_NETWORK);
         let ip = self.next_ip();
-        let id = self.hex_id();
         let cp = control_plane(name);
-        let mut labels = BTreeMap::new();
-        labels.insert(KIND_CLUSTER_LABEL.to_owned(), name.to_owned());
-        labels.insert(KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned());
-        self.containers.insert(
-            cp.clone(),
-            Container {
-                id,
-                name: cp.clone(),
-                labels,
-                running: true,
-                networks: BTreeMap::from([(KIND_NETWORK.to_owned(), ip)]),
-                images: BTreeSet::new(),
-            },
-        );
-        self.seq += 1;
-        let host_port = 40000 + (self.seq % 20000) as u16;
-        self.clusters.insert(
-            name.to_owned(),
-            SimCluster {
-                name: name.to_owned(),
-                image: image.to_owned(),
-                host_port,
-                foreign,
-                api: Store::default(),
-                agent: None,
-                ca: Some(super::certs::ClusterCa::new(name)),
-                endpoint: None,
-            },
-        );
+        self.add_container(&cp, Some(name), true);
+        let node = self.containers.get_mut(&cp).expect("just added");
+        node.networks.insert(KIND_NETWORK.to_owned(), ip);
+        let host_port = 40000 + (self.next_seq() % 20000) as u16;
+        let cluster = SimCluster {
+            name: name.to_owned(),
+            image: image.to_owned(),
+            host_port,
+            foreign,
+            ca: Some(super::certs::ClusterCa::new(name)),
+            ..SimCluster::default()
+        };
+        self.clusters.insert(name.to_owned(), cluster);
         let ca_pem = self.ca_pem(name).to_owned();
-        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            self.put(
-                name,
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-            );
-        }
+        let namespaces = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|ns| {
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        });
         // kubeadm's cluster-info: the internal endpoint other kind nodes reach (kubernetes-sigs/kind v0.32.0
         // `pkg/cluster/internal/providers/docker/provider.go`).
+        let ca = util::b64_encode(ca_pem.as_bytes());
         let kubeconfig = format!(
-            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://{}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n",
-            util::b64_encode(ca_pem.as_bytes()),
-            name
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: https://{name}-control-plane:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\npreferences: {{}}\nusers: null\n"
         );
-        self.put(
-            name,
+        let objects = namespaces.into_iter().chain([
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": {"kubeconfig": kubeconfig}}),
-        );
-        self.put(
-            name,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": "kube-public"}, "data": {"ca.crt": ca_pem}}),
-        );
-        self.put(
-            name,
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "default"}}),
-        );
+        ]);
+        for obj in objects {
+            self.put(name, obj);
+        }
         self.touched.insert(name.to_owned());
     }
 
     /// Removes a cluster's containers and, with them, the cluster. Returns how many containers went.
     pub(crate) fn remove_cluster(&mut self, name: &str) -> usize {
-        let names: Vec<String> = self
-            .containers_of(name)
-            .iter()
-            .map(|c| c.name.clone())
-            .collect();
-        for n in &names {
-            self.containers.remove(n);
-        }
+        let before = self.containers.len();
+        self.containers.retain(|_, c| !c.node_of(name));
         self.releases.remove(name);
         if self.clusters.remove(name).is_some() {
             self.tokens.retain(|_, t| t.cluster != name);
@@ -660,7 +581,7 @@ impl World {
                 .retain(|k, v| v != name && k.split_once('/').map(|(h, _)| h) != Some(name));
         }
         self.touched.insert(name.to_owned());
-        names.len()
+        before - self.containers.len()
     }
 
     pub(crate) fn kubeconfig(&self, name: &str) -> Option<String> {
@@ -688,23 +609,22 @@ impl World {
         format!("{a:016x}{b:016x}{a:016x}{b:016x}")
     }
 
+    /// A random (version 4, variant 10) UUID.
     fn new_uid(&mut self) -> String {
-        let a = util::splitmix64(&mut self.rng);
-        let b = util::splitmix64(&mut self.rng);
-        format!(
-            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xffff,
-            a & 0xfff,
-            (b >> 48) & 0x3fff | 0x8000,
-            b & 0xffff_ffff_ffff
-        )
+        let h = self.hex_id();
+        let (a, b, c, d, e) = (&h[..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32]);
+        format!("{a}-{b}-4{c}-a{d}-{e}")
     }
 
     // ---- objects --------------------------------------------------------------------------------
 
+    /// A cluster's API server store.
+    fn api(&self, cluster: &str) -> Option<&Store> {
+        self.clusters.get(cluster).map(|c| &c.api)
+    }
+
     pub(crate) fn get(&self, cluster: &str, gk: &str, ns: &str, name: &str) -> Option<&Value> {
-        self.clusters.get(cluster)?.api.get(gk, ns, name)
+        self.api(cluster)?.get(gk, ns, name)
     }
 
     /// Objects of a kind: in one namespace, or all (`None`).
@@ -714,94 +634,68 @@ impl World {
         gk: &str,
         ns: Option<&'a str>,
     ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        match self.clusters.get(cluster) {
-            Some(c) => c.api.list(gk, ns),
-            None => Box::new(std::iter::empty()),
-        }
+        let Some(api) = self.api(cluster) else {
+            return Box::new(std::iter::empty());
+        };
+        api.list(gk, ns)
     }
 
     /// Namespaces that hold objects of a kind.
     pub(crate) fn namespaces_with(&self, cluster: &str, gk: &str) -> Vec<String> {
-        self.clusters
-            .get(cluster)
-            .map(|c| c.api.namespaces_with(gk))
-            .unwrap_or_default()
+        self.api(cluster)
+            .map_or_else(Vec::new, |a| a.namespaces_with(gk))
     }
 
     /// The first object of a kind with this name, in any namespace.
     pub(crate) fn find_named(&self, cluster: &str, gk: &str, name: &str) -> Option<&Value> {
-        self.clusters.get(cluster)?.api.find_named(gk, name)
+        self.api(cluster)?.find_named(gk, name)
     }
 
     pub(crate) fn served(&self, cluster: &str, gk: &str) -> bool {
-        self.clusters
-            .get(cluster)
-            .is_some_and(|c| apiserver::builtin_gk(gk) || c.api.crd_served(gk))
+        self.api(cluster)
+            .is_some_and(|a| apiserver::builtin_gk(gk) || a.crd_served(gk))
     }
 
     /// Creates or replaces an object, keeping the API server's metadata (uid, creationTimestamp,
     /// resourceVersion, generation). Returns whether anything changed.
     pub(crate) fn put(&mut self, cluster: &str, mut obj: Value) -> bool {
         let key = gk::of_obj(&obj);
+        let ns = util::namespace(&obj).to_owned();
+        let name = util::name(&obj).to_owned();
         let Some(c) = self.clusters.get(cluster) else {
             return false;
         };
-        let old = c.api.get(&key, util::namespace(&obj), util::name(&obj));
-        if old.is_some_and(|old| same_ignoring_server_fields(old, &obj)) {
-            return false;
-        }
-        let ns = util::namespace(&obj).to_owned();
-        let name = util::name(&obj).to_owned();
         let tracks_generation = gk::tracks_generation(&key);
-        let updated = match old {
-            None => None,
-            Some(old) => {
-                {
-                    let meta = util::obj_at(&mut obj, &["metadata"]);
-                    for k in SERVER_FIELDS {
-                        match old["metadata"].get(k) {
-                            Some(v) => meta.insert(k.to_owned(), v.clone()),
-                            None => meta.remove(k),
-                        };
-                    }
-                }
-                let spec = !same_outside_meta_status(&obj, old);
-                if spec && tracks_generation {
-                    let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-                    obj["metadata"]["generation"] = json!(g);
-                }
-                let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
-                Some(ChangeKind::Updated { labels, spec })
+        let kind = if let Some(old) = c.api.get(&key, &ns, &name) {
+            copy_server_fields(old, &mut obj);
+            if &obj == old {
+                return false;
             }
-        };
-        let kind = match updated {
-            Some(k) => k,
-            None => {
-                let uid = self.new_uid();
-                let meta = util::obj_at(&mut obj, &["metadata"]);
-                meta.entry("uid").or_insert_with(|| json!(uid));
-                meta.entry("creationTimestamp")
-                    .or_insert_with(|| json!(util::now_rfc3339()));
-                if tracks_generation {
-                    meta.insert("generation".into(), json!(1));
-                } else {
-                    meta.remove("generation");
-                }
-                ChangeKind::Created
+            let spec = !same_outside_meta_status(&obj, old);
+            if spec && tracks_generation {
+                let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                obj["metadata"]["generation"] = json!(g);
             }
+            let labels = obj["metadata"].get("labels") != old["metadata"].get("labels");
+            ChangeKind::Updated { labels, spec }
+        } else {
+            let uid = self.new_uid();
+            let meta = util::obj_at(&mut obj, &["metadata"]);
+            meta.entry("uid").or_insert_with(|| json!(uid));
+            meta.entry("creationTimestamp")
+                .or_insert_with(|| json!(util::now_rfc3339()));
+            if tracks_generation {
+                meta.insert("generation".into(), json!(1));
+            } else {
+                meta.remove("generation");
+            }
+            ChangeKind::Created
         };
-        let c = self.clusters.get_mut(cluster).expect("checked above");
-        c.api.rv += 1;
-        obj["metadata"]["resourceVersion"] = json!(c.api.rv.to_string());
-        c.api.insert(&key, &ns, &name, obj);
-        self.changes.push(Change {
-            cluster: cluster.to_owned(),
-            gk: key,
-            ns,
-            name,
-            kind,
-        });
-        self.touched.insert(cluster.to_owned());
+        let api = &mut self.clusters.get_mut(cluster).expect("checked above").api;
+        api.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(api.rv.to_string());
+        api.insert(&key, &ns, &name, obj);
+        self.record(cluster, &key, &ns, &name, kind);
         true
     }
 
@@ -814,43 +708,22 @@ impl World {
         ns: &str,
         name: &str,
     ) -> Option<Value> {
-        let c = self.clusters.get_mut(cluster)?;
-        let old = c.api.remove(key, ns, name)?;
-        c.api.rv += 1;
-        self.changes.push(Change {
-            cluster: cluster.to_owned(),
-            gk: key.to_owned(),
-            ns: ns.to_owned(),
-            name: name.to_owned(),
-            kind: ChangeKind::Deleted,
-        });
-        self.touched.insert(cluster.to_owned());
-        let mut cascade: Vec<(String, String, String)> = Vec::new();
-        let c = self.clusters.get(cluster).expect("just used");
-        if key == gk::NAMESPACE {
-            cascade.extend(c.api.all_in_namespace(name));
-        } else if key == gk::CRD
-            && let Some(crd_gk) = gk::of_crd(&old)
-        {
-            cascade.extend(
-                c.api
-                    .list(&crd_gk, None)
-                    .map(|o| {
-                        (
-                            crd_gk.clone(),
-                            util::namespace(o).to_owned(),
-                            util::name(o).to_owned(),
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            );
-        }
+        let api = &mut self.clusters.get_mut(cluster)?.api;
+        let old = api.remove(key, ns, name)?;
+        api.rv += 1;
+        self.record(cluster, key, ns, name, ChangeKind::Deleted);
+        let api = &self.clusters[cluster].api;
+        let mut cascade = match gk::of_crd(&old) {
+            _ if key == gk::NAMESPACE => api.all_in_namespace(name),
+            Some(crd) if key == gk::CRD => {
+                let id = |o| (crd.clone(), util::namespace(o).into(), util::name(o).into());
+                api.list(&crd, None).map(id).collect()
+            }
+            _ => Vec::new(),
+        };
         let uid = util::uid(&old);
         if !uid.is_empty() {
-            cascade.extend(
-                c.api
-                    .dependents(uid, if ns.is_empty() { None } else { Some(ns) }),
-            );
+            cascade.extend(api.dependents(uid, Some(ns).filter(|ns| !ns.is_empty())));
         }
         for (k, n, m) in cascade {
             self.remove(cluster, &k, &n, &m);
@@ -858,30 +731,32 @@ impl World {
         Some(old)
     }
 
-    /// Gives a cluster saved before clusters had a CA its own, after loading.
-    pub(crate) fn after_load(&mut self) {
-        for c in self.clusters.values_mut() {
-            if c.ca.is_none() {
-                c.ca = Some(super::certs::ClusterCa::new(&c.name));
-            }
-        }
+    /// Queues a change for the controllers and marks the cluster for its waiters.
+    fn record(&mut self, cluster: &str, gk: &str, ns: &str, name: &str, kind: ChangeKind) {
+        self.touched.insert(cluster.to_owned());
+        let [cluster, gk, ns, name] = [cluster, gk, ns, name].map(str::to_owned);
+        self.changes.push(Change {
+            cluster,
+            gk,
+            ns,
+            name,
+            kind,
+        });
     }
 
     /// A simulated cluster's CA certificate (PEM): what its kubeconfig, `cluster-info` and
     /// `kube-root-ca.crt` carry. Empty for an unknown cluster (which nothing trusts).
     pub fn ca_pem(&self, cluster: &str) -> &str {
-        self.clusters
-            .get(cluster)
-            .and_then(|c| c.ca.as_ref())
-            .map_or("", |ca| ca.cert_pem.as_str())
+        self.ca(cluster).map_or("", |ca| &ca.cert_pem)
     }
 
     /// The serving certificate a simulated cluster's API server presents (PEM, signed by its CA).
     pub fn apiserver_cert_pem(&self, cluster: &str) -> &str {
-        self.clusters
-            .get(cluster)
-            .and_then(|c| c.ca.as_ref())
-            .map_or("", |ca| ca.apiserver_pem.as_str())
+        self.ca(cluster).map_or("", |ca| &ca.apiserver_pem)
+    }
+
+    fn ca(&self, cluster: &str) -> Option<&super::certs::ClusterCa> {
+        self.clusters.get(cluster)?.ca.as_ref()
     }
 
     /// The lab cluster whose agent registered ManagedCluster `mc` with `hub`.
@@ -900,29 +775,30 @@ const SERVER_FIELDS: [&str; 4] = ["uid", "creationTimestamp", "resourceVersion",
 /// Equal once the server-managed metadata of `old` is copied into `new` (what [`World::put`] does).
 pub(crate) fn same_ignoring_server_fields(old: &Value, new: &Value) -> bool {
     let mut new = new.clone();
-    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in SERVER_FIELDS {
-            match old["metadata"].get(k) {
-                Some(v) => meta.insert(k.to_owned(), v.clone()),
-                None => meta.remove(k),
-            };
-        }
-    }
+    copy_server_fields(old, &mut new);
     &new == old
+}
+
+/// Replaces the server-managed metadata of `new` by that of `old`.
+fn copy_server_fields(old: &Value, new: &mut Value) {
+    let meta = util::obj_at(new, &["metadata"]);
+    for k in SERVER_FIELDS {
+        match old["metadata"].get(k) {
+            Some(v) => meta.insert(k.to_owned(), v.clone()),
+            None => meta.remove(k),
+        };
+    }
 }
 
 /// Whether two objects agree on everything but `metadata` and `status` (what bumps `generation`).
 fn same_outside_meta_status(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    let skip = |k: &String| k == "metadata" || k == "status";
-    let na = a.keys().filter(|k| !skip(k)).count();
-    let nb = b.keys().filter(|k| !skip(k)).count();
-    na == nb
-        && a.iter()
-            .filter(|(k, _)| !skip(k))
-            .all(|(k, v)| b.get(k) == Some(v))
+    fn rest(v: &Value) -> BTreeMap<&String, &Value> {
+        let fields = v.as_object().into_iter().flatten();
+        fields
+            .filter(|(k, _)| *k != "metadata" && *k != "status")
+            .collect()
+    }
+    rest(a) == rest(b)
 }
 
 #[cfg(test)]
