@@ -79,13 +79,13 @@ pub mod gk {
     /// Whether the API server keeps `metadata.generation` for the kind (custom resources, Deployments
     /// and CRDs do; core objects, RBAC and CSRs do not).
     pub fn tracks_generation(gk: &str) -> bool {
-        match gk.split_once('.') {
-            None => false,
-            Some((_, g)) => !matches!(
-                g,
-                "rbac.authorization.k8s.io" | "coordination.k8s.io" | "certificates.k8s.io"
-            ),
-        }
+        const UNTRACKED: &[&str] = &[
+            "rbac.authorization.k8s.io",
+            "coordination.k8s.io",
+            "certificates.k8s.io",
+        ];
+        gk.split_once('.')
+            .is_some_and(|(_, g)| !UNTRACKED.contains(&g))
     }
 }
 
@@ -150,12 +150,9 @@ impl KindInfo {
         }
     }
 
+    /// The resource as the API server names it in errors (`plural.group`).
     fn resource(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        gk::make(&self.group, &self.plural)
     }
 }
 
@@ -280,12 +277,7 @@ impl Store {
         let crd = self
             .crd_of(gk)
             .filter(|crd| util::condition_is(crd, "Established", "True"))?;
-        let text = |p: &str| {
-            crd.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
+        let text = |p: &str| util::str_at(crd, p).unwrap_or("").to_owned();
         Some(KindInfo {
             group: text("/spec/group"),
             kind: text("/spec/names/kind"),
@@ -598,35 +590,17 @@ impl HubWebhook {
     /// What the API server answers while the webhook cannot be called (`failurePolicy: Fail`): HTTP 500,
     /// worded and classified (transient) like the real backend's `classify_status`.
     pub(crate) fn failure(&self, api_version: &str, kind: &str, why: &str) -> KubeError {
-        let msg = if self.conversion {
+        let (url, name) = (self.url(), self.name);
+        let message = if self.conversion {
             format!(
-                "conversion webhook for {api_version}, Kind={kind} failed: Post \"{}\": {why}",
-                self.url()
+                "conversion webhook for {api_version}, Kind={kind} failed: Post \"{url}\": {why}"
             )
         } else {
             format!(
-                "Internal error occurred: failed calling webhook \"{}\": failed to call webhook: Post \"{}\": {why}",
-                self.name,
-                self.url()
+                "Internal error occurred: failed calling webhook \"{name}\": failed to call webhook: Post \"{url}\": {why}"
             )
         };
-        KubeError::ServerFailed {
-            code: 500,
-            message: msg,
-        }
-    }
-
-    /// The failure while no ready Pod serves the webhook.
-    pub(crate) fn unready(&self, api_version: &str, kind: &str) -> KubeError {
-        self.failure(
-            api_version,
-            kind,
-            &format!(
-                "dial tcp 10.96.0.{}:9443: connect: connection refused (simulated: Deployment {HUB_NS}/{} is not ready)",
-                if self.conversion { 41 } else { 40 },
-                self.service
-            ),
-        )
+        KubeError::ServerFailed { code: 500, message }
     }
 }
 
@@ -635,12 +609,6 @@ fn webhook_registered(w: &World, cluster: &str, hook: &HubWebhook) -> bool {
         .iter()
         .filter(|(_, h)| h == hook)
         .any(|(key, h)| w.get(cluster, key, "", h.name).is_some())
-}
-
-/// Whether a Deployment in `open-cluster-management-hub` has a ready Pod.
-fn hub_deployment_ready(w: &World, cluster: &str, name: &str) -> bool {
-    w.get(cluster, gk::DEPLOYMENT, HUB_NS, name)
-        .is_some_and(|d| util::condition_is(d, "Available", "True"))
 }
 
 /// The hub webhooks a write of `key` at `api_version` goes through on `cluster`: registered admission
@@ -690,29 +658,34 @@ fn conversion_webhook(
     })
 }
 
-/// Calls the hub webhooks a write goes through: each must have a ready Pod behind it.
+/// Calls the hub webhooks a write goes through: each must have a ready Pod behind it (an Available
+/// Deployment in `open-cluster-management-hub`).
 fn call_hub_webhooks(w: &World, cluster: &str, key: &str, obj: &Value) -> Result<(), KubeError> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    for hook in hub_webhooks_for(w, cluster, key, api_version) {
-        if !hub_deployment_ready(w, cluster, hook.service) {
-            let kind = obj["kind"].as_str().unwrap_or_default();
-            return Err(hook.unready(api_version, kind));
-        }
-    }
-    Ok(())
+    let ready = |h: &HubWebhook| {
+        w.get(cluster, gk::DEPLOYMENT, HUB_NS, h.service)
+            .is_some_and(|d| util::condition_is(d, "Available", "True"))
+    };
+    let hooks = hub_webhooks_for(w, cluster, key, api_version);
+    let Some(hook) = hooks.iter().find(|h| !ready(h)) else {
+        return Ok(());
+    };
+    let why = format!(
+        "dial tcp 10.96.0.{}:9443: connect: connection refused (simulated: Deployment {HUB_NS}/{} is not ready)",
+        if hook.conversion { 41 } else { 40 },
+        hook.service
+    );
+    Err(hook.failure(api_version, obj["kind"].as_str().unwrap_or_default(), &why))
 }
 
 /// Whether a hub registration feature gate is on: listed with mode Enable, or on by default
 /// (`DefaultClusterSet`) and not disabled (open-cluster-management-io/api v1.3.0 `feature/feature.go`).
 pub(crate) fn hub_gate(w: &World, cluster: &str, gate: &str) -> bool {
-    let Some(cm) = w.get(cluster, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
-        return false;
-    };
-    gate_on(
-        cm.pointer("/spec/registrationConfiguration/featureGates"),
-        gate,
-        gate == "DefaultClusterSet",
-    )
+    let cm = w.get(cluster, gk::CLUSTER_MANAGER, "", "cluster-manager");
+    cm.is_some_and(|cm| {
+        let gates = cm.pointer("/spec/registrationConfiguration/featureGates");
+        gate_on(gates, gate, gate == "DefaultClusterSet")
+    })
 }
 
 /// Feature gate lookup in a `[{feature, mode}]` list.
@@ -742,12 +715,13 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
     // gone, which the real backend classifies as transient.
     if key == gk::MANAGED_CLUSTER && webhook_registered(w, cluster, &MC_VALIDATOR) {
         let name = util::name(obj);
-        let accepting = obj.pointer("/spec/hubAcceptsClient") == Some(&json!(true))
+        let accepts = |mc: &Value| mc["spec"]["hubAcceptsClient"] == true;
+        let accepting = accepts(obj)
             && w.get(cluster, key, "", name)
-                .is_none_or(|old| old.pointer("/spec/hubAcceptsClient") != Some(&json!(true)));
+                .is_none_or(|old| !accepts(old));
         let terminating = w
             .get(cluster, gk::NAMESPACE, "", name)
-            .is_some_and(|ns| ns.pointer("/status/phase") == Some(&json!("Terminating")));
+            .is_some_and(|ns| ns["status"]["phase"] == "Terminating");
         if accepting && terminating {
             return Err(KubeError::Forbidden {
                 message: format!(
@@ -872,13 +846,8 @@ fn ssa_merge(existing: Option<&Value>, config: Value, manager: &str, api_version
         return obj;
     };
     let mut obj = existing.clone();
-    let entries: Vec<Value> = match obj["metadata"]
-        .as_object_mut()
-        .and_then(|m| m.remove("managedFields"))
-    {
-        Some(Value::Array(entries)) => entries,
-        _ => Vec::new(),
-    };
+    let entries: Vec<Value> =
+        serde_json::from_value(obj["metadata"]["managedFields"].take()).unwrap_or_default();
     let mine = |e: &Value| e["manager"] == manager && e["operation"] == "Apply";
     let others: Vec<&Value> = entries
         .iter()

@@ -51,18 +51,15 @@ pub(crate) fn get(
 ) -> Result<(u16, String), KubeError> {
     let svc_name = format!("{namespace}/{service}");
     // The port-forward: Service, selector, port, a running Pod (an Available Deployment here).
-    let svc =
-        w.get(hub, "Service", namespace, service)
-            .ok_or_else(|| KubeError::ServiceMissing {
-                service: svc_name.clone(),
-            })?;
-    let selector = svc["spec"]["selector"]
+    let Some(svc) = w.get(hub, "Service", namespace, service) else {
+        return Err(KubeError::ServiceMissing { service: svc_name });
+    };
+    let Some(selector) = svc["spec"]["selector"]
         .as_object()
-        .cloned()
-        .unwrap_or_default();
-    if selector.is_empty() {
+        .filter(|s| !s.is_empty())
+    else {
         return Err(KubeError::NoSelector { service: svc_name });
-    }
+    };
     let ports: Vec<i64> = svc["spec"]["ports"]
         .as_array()
         .into_iter()
