@@ -794,35 +794,31 @@ pub(crate) fn apply_as(
     validate_name(&info, &r.name)?;
     let key = info.key();
     let mut obj = obj.clone();
-    let ns = if info.namespaced {
-        let ns = r.namespace.clone().unwrap_or_else(|| "default".to_owned());
-        if w.get(cluster, gk::NAMESPACE, "", &ns).is_none() {
-            return Err(
-                not_found("namespaces", &ns).with_help(format!("create namespace {ns} first"))
-            );
-        }
-        obj["metadata"]["namespace"] = json!(ns);
-        ns
+    let ns = info.ns(&r);
+    if info.namespaced && w.get(cluster, gk::NAMESPACE, "", ns).is_none() {
+        let help = format!("create namespace {ns} first");
+        return Err(not_found("namespaces", ns).with_help(help));
+    }
+    let meta = util::obj_at(&mut obj, &["metadata"]);
+    if info.namespaced {
+        meta.insert("namespace".to_owned(), json!(ns));
     } else {
-        if let Some(m) = obj["metadata"].as_object_mut() {
-            m.remove("namespace");
-        }
-        String::new()
-    };
+        meta.remove("namespace");
+    }
     check_declared(&info, &r.api_version, &obj)?;
     normalize(&mut obj, &key);
     if let Some(m) = obj.as_object_mut() {
         m.remove("status");
     }
     let mut merged = ssa_merge(
-        w.get(cluster, &key, &ns, &r.name),
+        w.get(cluster, &key, ns, &r.name),
         obj,
         manager,
         &r.api_version,
     );
     admit(w, cluster, &key, &mut merged)?;
     w.put(cluster, merged);
-    Ok(w.get(cluster, &key, &ns, &r.name)
+    Ok(w.get(cluster, &key, ns, &r.name)
         .cloned()
         .expect("just stored"))
 }
