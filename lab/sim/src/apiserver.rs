@@ -79,84 +79,40 @@ pub mod gk {
     /// Whether the API server keeps `metadata.generation` for the kind (custom resources, Deployments
     /// and CRDs do; core objects, RBAC and CSRs do not).
     pub fn tracks_generation(gk: &str) -> bool {
-        match gk.split_once('.') {
-            None => false,
-            Some((_, g)) => !matches!(
-                g,
-                "rbac.authorization.k8s.io" | "coordination.k8s.io" | "certificates.k8s.io"
-            ),
-        }
+        const UNTRACKED: &[&str] = &[
+            "rbac.authorization.k8s.io",
+            "coordination.k8s.io",
+            "certificates.k8s.io",
+        ];
+        gk.split_once('.')
+            .is_some_and(|(_, g)| !UNTRACKED.contains(&g))
     }
 }
 
-/// Kinds every cluster serves: (group, version, kind, plural, namespaced).
-const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
-    ("", "v1", "Namespace", "namespaces", false),
-    ("", "v1", "ServiceAccount", "serviceaccounts", true),
-    ("", "v1", "Secret", "secrets", true),
-    ("", "v1", "ConfigMap", "configmaps", true),
-    ("", "v1", "Service", "services", true),
-    ("", "v1", "Pod", "pods", true),
-    ("", "v1", "Event", "events", true),
-    ("apps", "v1", "Deployment", "deployments", true),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        false,
-    ),
-    ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        "rolebindings",
-        true,
-    ),
-    (
-        "certificates.k8s.io",
-        "v1",
-        "CertificateSigningRequest",
-        "certificatesigningrequests",
-        false,
-    ),
-    (
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        false,
-    ),
-    ("coordination.k8s.io", "v1", "Lease", "leases", true),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations",
-        false,
-    ),
+/// Kinds every cluster serves, all at `v1`: (group/kind, namespaced); the plural is the kind in lower
+/// case plus `s`.
+const BUILTIN: &[(&str, bool)] = &[
+    (gk::NAMESPACE, false),
+    (gk::SERVICE_ACCOUNT, true),
+    (gk::SECRET, true),
+    ("ConfigMap", true),
+    ("Service", true),
+    ("Pod", true),
+    ("Event", true),
+    (gk::DEPLOYMENT, true),
+    ("ClusterRole.rbac.authorization.k8s.io", false),
+    ("ClusterRoleBinding.rbac.authorization.k8s.io", false),
+    ("Role.rbac.authorization.k8s.io", true),
+    ("RoleBinding.rbac.authorization.k8s.io", true),
+    (gk::CSR, false),
+    (gk::CRD, false),
+    ("Lease.coordination.k8s.io", true),
+    (gk::VALIDATING_WEBHOOK, false),
+    (gk::MUTATING_WEBHOOK, false),
 ];
 
 pub(crate) fn builtin_gk(key: &str) -> bool {
-    let (kind, group) = key.split_once('.').unwrap_or((key, ""));
-    BUILTIN
-        .iter()
-        .any(|(g, _, k, _, _)| *g == group && *k == kind)
+    BUILTIN.iter().any(|(k, _)| *k == key)
 }
 
 /// Fields that the real CRDs do not declare although charts render them: server-side apply rejects
@@ -170,40 +126,8 @@ const UNDECLARED: &[(&str, &[&str])] = &[(
     ],
 )];
 
-/// How a CRD converts between its versions by webhook (`spec.conversion.strategy: Webhook`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Conversion {
-    /// The version objects are stored at; a request at another goes through the webhook.
-    storage: Option<String>,
-    /// The webhook's Service, if it names one.
-    service: Option<String>,
-}
-
-impl Conversion {
-    fn of(crd: &Value) -> Option<Conversion> {
-        if crd
-            .pointer("/spec/conversion/strategy")
-            .and_then(Value::as_str)
-            != Some("Webhook")
-        {
-            return None;
-        }
-        let storage = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
-            .and_then(|v| v["name"].as_str())
-            .map(str::to_owned);
-        let service = crd
-            .pointer("/spec/conversion/webhook/clientConfig/service/name")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        Some(Conversion { storage, service })
-    }
-}
-
 /// A served kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct KindInfo {
     pub group: String,
     pub kind: String,
@@ -214,12 +138,21 @@ pub(crate) struct KindInfo {
 }
 
 impl KindInfo {
-    fn resource(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
+    fn key(&self) -> String {
+        gk::make(&self.group, &self.kind)
+    }
+
+    /// The namespace a request for `r` addresses (`""` for a cluster-scoped kind).
+    fn ns<'a>(&self, r: &'a ObjectRef) -> &'a str {
+        match self.namespaced {
+            true => r.namespace.as_deref().unwrap_or("default"),
+            false => "",
         }
+    }
+
+    /// The resource as the API server names it in errors (`plural.group`).
+    fn resource(&self) -> String {
+        gk::make(&self.group, &self.plural)
     }
 }
 
@@ -271,13 +204,18 @@ impl Store {
             .find_map(|by_name| by_name.get(name))
     }
 
+    /// Every object, as (gk, namespace, name, object).
+    fn entries(&self) -> impl Iterator<Item = (&String, &String, &String, &Value)> {
+        self.objects.iter().flat_map(|(gk, by_ns)| {
+            by_ns
+                .iter()
+                .flat_map(move |(ns, by_name)| by_name.iter().map(move |(n, o)| (gk, ns, n, o)))
+        })
+    }
+
     /// How many objects the store holds.
     pub fn len(&self) -> usize {
-        self.objects
-            .values()
-            .flat_map(BTreeMap::values)
-            .map(BTreeMap::len)
-            .sum()
+        self.entries().count()
     }
 
     pub fn insert(&mut self, gk: &str, ns: &str, name: &str, obj: Value) {
@@ -306,39 +244,26 @@ impl Store {
 
     /// Every object in a namespace, as (gk, ns, name).
     pub fn all_in_namespace(&self, ns: &str) -> Vec<(String, String, String)> {
-        self.objects
-            .iter()
-            .filter_map(|(gk, by_ns)| Some((gk, by_ns.get(ns)?)))
-            .flat_map(|(gk, by_name)| {
-                by_name
-                    .keys()
-                    .map(move |n| (gk.clone(), ns.to_owned(), n.clone()))
-            })
-            .collect()
+        self.keys_where(|n, _| n == ns)
     }
 
     /// Objects whose ownerReferences name `uid`: in `ns` for a namespaced owner, anywhere for a
     /// cluster-scoped one.
     pub fn dependents(&self, uid: &str, ns: Option<&str>) -> Vec<(String, String, String)> {
-        let owned = |o: &Value| {
-            o.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-        };
-        let mut out = Vec::new();
-        for (gk, by_ns) in &self.objects {
-            for (n, by_name) in by_ns {
-                if ns.is_some_and(|ns| ns != n) {
-                    continue;
-                }
-                for (name, o) in by_name {
-                    if owned(o) {
-                        out.push((gk.clone(), n.clone(), name.clone()));
-                    }
-                }
-            }
-        }
-        out
+        self.keys_where(|n, o| {
+            ns.is_none_or(|ns| ns == n)
+                && o.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+        })
+    }
+
+    /// The (gk, ns, name) of the objects that pass `keep(namespace, object)`.
+    fn keys_where(&self, keep: impl Fn(&str, &Value) -> bool) -> Vec<(String, String, String)> {
+        self.entries()
+            .filter(|(_, ns, _, o)| keep(ns, o))
+            .map(|(gk, ns, n, _)| (gk.clone(), ns.clone(), n.clone()))
+            .collect()
     }
 
     /// The CRD that defines custom kind `gk` (Established or not).
@@ -352,20 +277,14 @@ impl Store {
         let crd = self
             .crd_of(gk)
             .filter(|crd| util::condition_is(crd, "Established", "True"))?;
-        let text = |p: &str| {
-            crd.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
+        let text = |p: &str| util::str_at(crd, p).unwrap_or("").to_owned();
         Some(KindInfo {
             group: text("/spec/group"),
             kind: text("/spec/names/kind"),
             plural: text("/spec/names/plural"),
             namespaced: crd["spec"]["scope"] == "Namespaced",
-            versions: crd
-                .pointer("/spec/versions")
-                .and_then(Value::as_array)
+            versions: crd["spec"]["versions"]
+                .as_array()
                 .into_iter()
                 .flatten()
                 .filter(|v| v["served"] == true)
@@ -383,42 +302,37 @@ impl Store {
 
 /// The served kind for `apiVersion`/`kind`, or `None` (discovery has no match).
 pub(crate) fn resolve(w: &World, cluster: &str, api_version: &str, kind: &str) -> Option<KindInfo> {
-    let (group, version) = match api_version.rsplit_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    };
-    if let Some((g, v, k, p, n)) = BUILTIN
-        .iter()
-        .find(|(g, v, k, _, _)| *g == group && *v == version && *k == kind)
-    {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let key = gk::make(group, kind);
+    if let Some((_, namespaced)) = BUILTIN.iter().find(|(k, _)| *k == key && version == "v1") {
         return Some(KindInfo {
-            group: (*g).to_owned(),
-            kind: (*k).to_owned(),
-            plural: (*p).to_owned(),
-            namespaced: *n,
-            versions: vec![(*v).to_owned()],
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            plural: format!("{}s", kind.to_lowercase()),
+            namespaced: *namespaced,
+            versions: vec![version.to_owned()],
         });
     }
-    let c = w.clusters.get(cluster)?;
-    c.api
-        .custom_kind(&gk::make(group, kind))
-        .filter(|i| i.versions.iter().any(|v| v == version))
+    let info = w.clusters.get(cluster)?.api.custom_kind(&key)?;
+    info.versions.iter().any(|v| v == version).then_some(info)
 }
 
 // Errors are worded and classified like the real backend's (`backend::kube`, `backend::kube::classify`):
 // the simulation replaces the API server *and* the client.
 
-/// A discovery miss (in kubectl's wording): permanent, like the real backend's.
-fn no_match(api_version: &str, kind: &str) -> KubeError {
-    KubeError::NotServed {
+/// The served kind a write or list addresses on a reachable cluster; a discovery miss is permanent, in
+/// kubectl's wording, like the real backend's.
+fn served(w: &World, cluster: &str, api_version: &str, kind: &str) -> Result<KindInfo, KubeError> {
+    check_reachable(w, cluster)?;
+    resolve(w, cluster, api_version, kind).ok_or_else(|| KubeError::NotServed {
         api_version: api_version.to_owned(),
         kind: kind.to_owned(),
-    }
+    })
 }
 
-fn not_found(info: &KindInfo, name: &str) -> KubeError {
+fn not_found(resource: &str, name: &str) -> KubeError {
     KubeError::NotFound {
-        message: format!("{} \"{name}\" not found", info.resource()),
+        message: format!("{resource} \"{name}\" not found"),
     }
 }
 
@@ -480,60 +394,45 @@ pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Valu
     let Some(info) = resolve(w, cluster, &r.api_version, &r.kind) else {
         return Ok(None);
     };
-    let ns = if info.namespaced {
-        r.namespace.as_deref().unwrap_or("default")
-    } else {
-        ""
-    };
-    Ok(w.get(cluster, &gk::of_ref(r), ns, &r.name)
+    Ok(w.get(cluster, &gk::of_ref(r), info.ns(r), &r.name)
         .map(|o| at_version(o, &r.api_version)))
 }
 
-/// A parsed label selector: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated.
-pub(crate) fn parse_selector(s: &str) -> Result<Selector, KubeError> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let term = if let Some((k, v)) = part.split_once("!=") {
-            (k.trim().to_owned(), SelOp::Ne(v.trim().to_owned()))
-        } else if let Some((k, v)) = part.split_once("==") {
-            (k.trim().to_owned(), SelOp::Eq(v.trim().to_owned()))
-        } else if let Some((k, v)) = part.split_once('=') {
-            (k.trim().to_owned(), SelOp::Eq(v.trim().to_owned()))
+/// A parsed label selector: every requirement `(key, value, holds)` must hold, that is the label equals
+/// `value` (without one: exists) exactly when `holds`.
+type Selector = Vec<(String, Option<String>, bool)>;
+
+/// Parses a label selector: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated.
+fn parse_selector(s: &str) -> Result<Selector, KubeError> {
+    let term = |part: &str| {
+        let (k, v, holds) = if let Some((k, v)) = part.split_once("!=") {
+            (k, Some(v), false)
+        } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+            (k, Some(v), true)
         } else if let Some(k) = part.strip_prefix('!') {
-            (k.trim().to_owned(), SelOp::Absent)
+            (k, None, false)
         } else {
-            (part.to_owned(), SelOp::Exists)
+            (part, None, true)
         };
-        if term.0.is_empty() || term.0.contains(' ') {
+        let k = k.trim();
+        if k.is_empty() || k.contains(' ') {
             return Err(KubeError::BadSelector {
                 selector: s.to_owned(),
             });
         }
-        out.push(term);
-    }
-    Ok(out)
+        Ok((k.to_owned(), v.map(|v| v.trim().to_owned()), holds))
+    };
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(term)
+        .collect()
 }
 
-/// A parsed label selector: every requirement must hold.
-pub(crate) type Selector = Vec<(String, SelOp)>;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SelOp {
-    Eq(String),
-    Ne(String),
-    Exists,
-    Absent,
-}
-
-pub(crate) fn selector_matches(sel: &[(String, SelOp)], obj: &Value) -> bool {
-    sel.iter().all(|(k, op)| {
-        let v = util::label(obj, k);
-        match op {
-            SelOp::Eq(x) => v == Some(x.as_str()),
-            SelOp::Ne(x) => v != Some(x.as_str()),
-            SelOp::Exists => v.is_some(),
-            SelOp::Absent => v.is_none(),
-        }
+fn selector_matches(sel: &Selector, obj: &Value) -> bool {
+    sel.iter().all(|(k, v, holds)| {
+        let label = util::label(obj, k);
+        *holds == v.as_deref().map_or(label.is_some(), |v| label == Some(v))
     })
 }
 
@@ -545,12 +444,11 @@ pub(crate) fn list(
     namespace: Option<&str>,
     labels: Option<&str>,
 ) -> Result<Vec<Value>, KubeError> {
-    check_reachable(w, cluster)?;
-    let info = resolve(w, cluster, api_version, kind).ok_or_else(|| no_match(api_version, kind))?;
+    let info = served(w, cluster, api_version, kind)?;
     let sel = parse_selector(labels.unwrap_or(""))?;
     // A cluster-scoped kind ignores the namespace asked for.
     let ns = if info.namespaced { namespace } else { None };
-    Ok(w.list(cluster, &gk::make(&info.group, &info.kind), ns)
+    Ok(w.list(cluster, &info.key(), ns)
         .filter(|o| selector_matches(&sel, o))
         .map(|o| at_version(o, api_version))
         .collect())
@@ -561,11 +459,9 @@ pub(crate) fn list(
 /// RFC 1123 subdomain, what most kinds require of names (a `/` in a ClusterProperty name
 /// is rejected with 422).
 fn valid_subdomain(name: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !name.is_empty()
-        && name.len() <= 253
-        && name.chars().all(ok_char)
+    name.len() <= 253
+        && name.chars().all(|c| alnum(c) || c == '-' || c == '.')
         && name
             .split('.')
             .all(|l| !l.is_empty() && l.starts_with(alnum) && l.ends_with(alnum))
@@ -573,14 +469,8 @@ fn valid_subdomain(name: &str) -> bool {
 
 fn validate_name(info: &KindInfo, name: &str) -> Result<(), KubeError> {
     let ok = if info.group == "rbac.authorization.k8s.io" {
-        // RBAC names are path segments (`open-cluster-management:bootstrap` is fine). No NUL either:
-        // the store keys objects by `gk\0namespace\0name` (`objects::key`).
-        !name.is_empty()
-            && !name.contains('\0')
-            && !name.contains('/')
-            && !name.contains('%')
-            && name != "."
-            && name != ".."
+        // RBAC names are path segments (`open-cluster-management:bootstrap` is fine).
+        !matches!(name, "" | "." | "..") && !name.contains(['\0', '/', '%'])
     } else {
         valid_subdomain(name)
     };
@@ -600,8 +490,7 @@ fn validate_name(info: &KindInfo, name: &str) -> Result<(), KubeError> {
 
 /// The HTTP 500 a server-side apply gets for fields the CRD does not declare (kubernetes/kubernetes#122480).
 fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(), KubeError> {
-    let key = gk::make(&info.group, &info.kind);
-    let Some((_, paths)) = UNDECLARED.iter().find(|(k, _)| *k == key) else {
+    let Some((_, paths)) = UNDECLARED.iter().find(|(k, _)| *k == info.key()) else {
         return Ok(());
     };
     let found: Vec<String> = paths
@@ -622,11 +511,10 @@ fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(),
     let server = if found.len() == 1 {
         format!("{head}: {}: field not declared in schema", found[0])
     } else {
-        let lines: Vec<String> = found
+        let lines = found
             .iter()
-            .map(|f| format!("  {f}: field not declared in schema"))
-            .collect();
-        format!("{head}: errors:\n{}", lines.join("\n"))
+            .map(|f| format!("  {f}: field not declared in schema"));
+        format!("{head}: errors:\n{}", lines.collect::<Vec<_>>().join("\n"))
     };
     // ... as the real backend reports it: permanent, naming the fields (kubernetes#122480).
     Err(KubeError::UndeclaredFields {
@@ -702,35 +590,17 @@ impl HubWebhook {
     /// What the API server answers while the webhook cannot be called (`failurePolicy: Fail`): HTTP 500,
     /// worded and classified (transient) like the real backend's `classify_status`.
     pub(crate) fn failure(&self, api_version: &str, kind: &str, why: &str) -> KubeError {
-        let msg = if self.conversion {
+        let (url, name) = (self.url(), self.name);
+        let message = if self.conversion {
             format!(
-                "conversion webhook for {api_version}, Kind={kind} failed: Post \"{}\": {why}",
-                self.url()
+                "conversion webhook for {api_version}, Kind={kind} failed: Post \"{url}\": {why}"
             )
         } else {
             format!(
-                "Internal error occurred: failed calling webhook \"{}\": failed to call webhook: Post \"{}\": {why}",
-                self.name,
-                self.url()
+                "Internal error occurred: failed calling webhook \"{name}\": failed to call webhook: Post \"{url}\": {why}"
             )
         };
-        KubeError::ServerFailed {
-            code: 500,
-            message: msg,
-        }
-    }
-
-    /// The failure while no ready Pod serves the webhook.
-    pub(crate) fn unready(&self, api_version: &str, kind: &str) -> KubeError {
-        self.failure(
-            api_version,
-            kind,
-            &format!(
-                "dial tcp 10.96.0.{}:9443: connect: connection refused (simulated: Deployment {HUB_NS}/{} is not ready)",
-                if self.conversion { 41 } else { 40 },
-                self.service
-            ),
-        )
+        KubeError::ServerFailed { code: 500, message }
     }
 }
 
@@ -739,12 +609,6 @@ fn webhook_registered(w: &World, cluster: &str, hook: &HubWebhook) -> bool {
         .iter()
         .filter(|(_, h)| h == hook)
         .any(|(key, h)| w.get(cluster, key, "", h.name).is_some())
-}
-
-/// Whether a Deployment in `open-cluster-management-hub` has a ready Pod.
-fn hub_deployment_ready(w: &World, cluster: &str, name: &str) -> bool {
-    w.get(cluster, gk::DEPLOYMENT, HUB_NS, name)
-        .is_some_and(|d| util::condition_is(d, "Available", "True"))
 }
 
 /// The hub webhooks a write of `key` at `api_version` goes through on `cluster`: registered admission
@@ -767,20 +631,26 @@ pub(crate) fn hub_webhooks_for(
     out
 }
 
-/// The conversion webhook a request at `api_version` needs: the kind's CRD converts by webhook and
-/// `api_version` is not its storage version.
+/// The conversion webhook a request at `api_version` needs: the kind's CRD converts by webhook
+/// (`spec.conversion.strategy: Webhook`) through the addon webhook's Service and `api_version` is not its
+/// storage version.
 fn conversion_webhook(
     w: &World,
     cluster: &str,
     key: &str,
     api_version: &str,
 ) -> Option<HubWebhook> {
-    let conversion = Conversion::of(w.clusters.get(cluster)?.api.crd_of(key)?)?;
+    let crd = w.clusters.get(cluster)?.api.crd_of(key)?;
     let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
-    if conversion.storage.as_deref() == Some(version) {
-        return None;
-    }
-    (conversion.service.as_deref()? == ADDON_WEBHOOK_SERVICE).then_some(HubWebhook {
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["storage"] == true))
+        .and_then(|v| v["name"].as_str());
+    let service = crd.pointer("/spec/conversion/webhook/clientConfig/service/name");
+    (crd["spec"]["conversion"]["strategy"] == "Webhook"
+        && storage != Some(version)
+        && service == Some(&json!(ADDON_WEBHOOK_SERVICE)))
+    .then_some(HubWebhook {
         name: "conversion",
         service: ADDON_WEBHOOK_SERVICE,
         path: "/convert",
@@ -788,29 +658,34 @@ fn conversion_webhook(
     })
 }
 
-/// Calls the hub webhooks a write goes through: each must have a ready Pod behind it.
+/// Calls the hub webhooks a write goes through: each must have a ready Pod behind it (an Available
+/// Deployment in `open-cluster-management-hub`).
 fn call_hub_webhooks(w: &World, cluster: &str, key: &str, obj: &Value) -> Result<(), KubeError> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    for hook in hub_webhooks_for(w, cluster, key, api_version) {
-        if !hub_deployment_ready(w, cluster, hook.service) {
-            let kind = obj["kind"].as_str().unwrap_or_default();
-            return Err(hook.unready(api_version, kind));
-        }
-    }
-    Ok(())
+    let ready = |h: &HubWebhook| {
+        w.get(cluster, gk::DEPLOYMENT, HUB_NS, h.service)
+            .is_some_and(|d| util::condition_is(d, "Available", "True"))
+    };
+    let hooks = hub_webhooks_for(w, cluster, key, api_version);
+    let Some(hook) = hooks.iter().find(|h| !ready(h)) else {
+        return Ok(());
+    };
+    let why = format!(
+        "dial tcp 10.96.0.{}:9443: connect: connection refused (simulated: Deployment {HUB_NS}/{} is not ready)",
+        if hook.conversion { 41 } else { 40 },
+        hook.service
+    );
+    Err(hook.failure(api_version, obj["kind"].as_str().unwrap_or_default(), &why))
 }
 
 /// Whether a hub registration feature gate is on: listed with mode Enable, or on by default
 /// (`DefaultClusterSet`) and not disabled (open-cluster-management-io/api v1.3.0 `feature/feature.go`).
 pub(crate) fn hub_gate(w: &World, cluster: &str, gate: &str) -> bool {
-    let Some(cm) = w.get(cluster, gk::CLUSTER_MANAGER, "", "cluster-manager") else {
-        return false;
-    };
-    gate_on(
-        cm.pointer("/spec/registrationConfiguration/featureGates"),
-        gate,
-        gate == "DefaultClusterSet",
-    )
+    let cm = w.get(cluster, gk::CLUSTER_MANAGER, "", "cluster-manager");
+    cm.is_some_and(|cm| {
+        let gates = cm.pointer("/spec/registrationConfiguration/featureGates");
+        gate_on(gates, gate, gate == "DefaultClusterSet")
+    })
 }
 
 /// Feature gate lookup in a `[{feature, mode}]` list.
@@ -840,12 +715,13 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
     // gone, which the real backend classifies as transient.
     if key == gk::MANAGED_CLUSTER && webhook_registered(w, cluster, &MC_VALIDATOR) {
         let name = util::name(obj);
-        let accepting = obj.pointer("/spec/hubAcceptsClient") == Some(&json!(true))
+        let accepts = |mc: &Value| mc["spec"]["hubAcceptsClient"] == true;
+        let accepting = accepts(obj)
             && w.get(cluster, key, "", name)
-                .is_none_or(|old| old.pointer("/spec/hubAcceptsClient") != Some(&json!(true)));
+                .is_none_or(|old| !accepts(old));
         let terminating = w
             .get(cluster, gk::NAMESPACE, "", name)
-            .is_some_and(|ns| ns.pointer("/status/phase") == Some(&json!("Terminating")));
+            .is_some_and(|ns| ns["status"]["phase"] == "Terminating");
         if accepting && terminating {
             return Err(KubeError::Forbidden {
                 message: format!(
@@ -913,43 +789,36 @@ pub(crate) fn apply_as(
     obj: &Value,
     manager: &str,
 ) -> Result<Value, KubeError> {
-    check_reachable(w, cluster)?;
     let r = ObjectRef::of(obj).ok_or(KubeError::NoIdentity)?;
-    let info = resolve(w, cluster, &r.api_version, &r.kind)
-        .ok_or_else(|| no_match(&r.api_version, &r.kind))?;
+    let info = served(w, cluster, &r.api_version, &r.kind)?;
     validate_name(&info, &r.name)?;
-    let key = gk::make(&info.group, &info.kind);
+    let key = info.key();
     let mut obj = obj.clone();
-    let ns = if info.namespaced {
-        let ns = r.namespace.clone().unwrap_or_else(|| "default".to_owned());
-        if w.get(cluster, gk::NAMESPACE, "", &ns).is_none() {
-            return Err(KubeError::NotFound {
-                message: format!("namespaces \"{ns}\" not found"),
-            }
-            .with_help(format!("create namespace {ns} first")));
-        }
-        obj["metadata"]["namespace"] = json!(ns);
-        ns
+    let ns = info.ns(&r);
+    if info.namespaced && w.get(cluster, gk::NAMESPACE, "", ns).is_none() {
+        let help = format!("create namespace {ns} first");
+        return Err(not_found("namespaces", ns).with_help(help));
+    }
+    let meta = util::obj_at(&mut obj, &["metadata"]);
+    if info.namespaced {
+        meta.insert("namespace".to_owned(), json!(ns));
     } else {
-        if let Some(m) = obj["metadata"].as_object_mut() {
-            m.remove("namespace");
-        }
-        String::new()
-    };
+        meta.remove("namespace");
+    }
     check_declared(&info, &r.api_version, &obj)?;
     normalize(&mut obj, &key);
     if let Some(m) = obj.as_object_mut() {
         m.remove("status");
     }
     let mut merged = ssa_merge(
-        w.get(cluster, &key, &ns, &r.name),
+        w.get(cluster, &key, ns, &r.name),
         obj,
         manager,
         &r.api_version,
     );
     admit(w, cluster, &key, &mut merged)?;
     w.put(cluster, merged);
-    Ok(w.get(cluster, &key, &ns, &r.name)
+    Ok(w.get(cluster, &key, ns, &r.name)
         .cloned()
         .expect("just stored"))
 }
@@ -973,13 +842,8 @@ fn ssa_merge(existing: Option<&Value>, config: Value, manager: &str, api_version
         return obj;
     };
     let mut obj = existing.clone();
-    let entries: Vec<Value> = match obj["metadata"]
-        .as_object_mut()
-        .and_then(|m| m.remove("managedFields"))
-    {
-        Some(Value::Array(entries)) => entries,
-        _ => Vec::new(),
-    };
+    let entries: Vec<Value> =
+        serde_json::from_value(obj["metadata"]["managedFields"].take()).unwrap_or_default();
     let mine = |e: &Value| e["manager"] == manager && e["operation"] == "Apply";
     let others: Vec<&Value> = entries
         .iter()
@@ -1017,17 +881,10 @@ pub(crate) fn merge_patch(
     r: &ObjectRef,
     patch: &Value,
 ) -> Result<(), KubeError> {
-    check_reachable(w, cluster)?;
-    let info = resolve(w, cluster, &r.api_version, &r.kind)
-        .ok_or_else(|| no_match(&r.api_version, &r.kind))?;
-    let key = gk::make(&info.group, &info.kind);
-    let ns = if info.namespaced {
-        r.namespace.as_deref().unwrap_or("default")
-    } else {
-        ""
-    };
-    let Some(existing) = w.get(cluster, &key, ns, &r.name) else {
-        return Err(not_found(&info, &r.name));
+    let info = served(w, cluster, &r.api_version, &r.kind)?;
+    let key = info.key();
+    let Some(existing) = w.get(cluster, &key, info.ns(r), &r.name) else {
+        return Err(not_found(&info.resource(), &r.name));
     };
     let mut patch = patch.clone();
     if let Some(m) = patch.as_object_mut() {
@@ -1048,15 +905,8 @@ pub(crate) fn delete(w: &mut World, cluster: &str, r: &ObjectRef) -> Result<bool
     let Some(info) = resolve(w, cluster, &r.api_version, &r.kind) else {
         return Ok(false);
     };
-    let ns = if info.namespaced {
-        r.namespace.as_deref().unwrap_or("default")
-    } else {
-        ""
-    };
-    Ok(
-        w.remove(cluster, &gk::make(&info.group, &info.kind), ns, &r.name)
-            .is_some(),
-    )
+    Ok(w.remove(cluster, &info.key(), info.ns(r), &r.name)
+        .is_some())
 }
 
 /// TokenRequest: the ServiceAccount must exist; the token is remembered so the simulated hub can tell
@@ -1070,10 +920,7 @@ pub(crate) fn token_request(
 ) -> Result<String, KubeError> {
     check_reachable(w, cluster)?;
     if w.get(cluster, gk::SERVICE_ACCOUNT, namespace, sa).is_none() {
-        return Err(KubeError::NotFound {
-            message: format!("serviceaccounts \"{sa}\" not found"),
-        }
-        .with_help(format!(
+        return Err(not_found("serviceaccounts", sa).with_help(format!(
             "the ServiceAccount {namespace}/{sa} must exist before a token can be requested"
         )));
     }
@@ -1146,12 +993,17 @@ mod tests {
         assert!(!selector_matches(&parse_selector("a=x").unwrap(), &o));
     }
 
-    fn cm(labels: Value, data: Value) -> Value {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "labels": labels}, "data": data})
-    }
+    const US: &str = ocm_lab_core::backend::kube::FIELD_MANAGER;
 
-    fn stored(w: &World) -> Value {
-        w.get("c1", "ConfigMap", "default", "c").cloned().unwrap()
+    /// Applies ConfigMap `default/c` to cluster `c1` as `manager` (as `ocm-lab` through [`apply`]);
+    /// returns the stored object.
+    fn ap(w: &mut World, manager: &str, labels: Value, data: Value) -> Value {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "labels": labels}, "data": data});
+        match manager {
+            US => apply(w, "c1", &cm),
+            _ => apply_as(w, "c1", &cm, manager),
+        }
+        .unwrap()
     }
 
     fn world() -> World {
@@ -1163,110 +1015,70 @@ mod tests {
     #[test]
     fn an_apply_removes_what_the_same_manager_no_longer_applies() {
         let mut w = world();
-        apply(
+        ap(
             &mut w,
-            "c1",
-            &cm(json!({"a": "1", "b": "2"}), json!({"x": "1", "y": "2"})),
-        )
-        .unwrap();
-        apply(&mut w, "c1", &cm(json!({"a": "1"}), json!({"x": "1"}))).unwrap();
-        let o = stored(&w);
+            US,
+            json!({"a": "1", "b": "2"}),
+            json!({"x": "1", "y": "2"}),
+        );
+        let o = ap(&mut w, US, json!({"a": "1"}), json!({"x": "1"}));
         assert_eq!(o["metadata"]["labels"], json!({"a": "1"}));
         assert_eq!(o["data"], json!({"x": "1"}));
-        let mf = o["metadata"]["managedFields"].as_array().unwrap();
-        assert_eq!(mf.len(), 1, "{mf:?}");
-        assert_eq!(mf[0]["manager"], "ocm-lab");
-        assert_eq!(mf[0]["operation"], "Apply");
-        assert_eq!(mf[0]["fieldsType"], "FieldsV1");
-        assert_eq!(
-            mf[0]["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}}})
-        );
+        let fields = json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}}});
+        let entry = json!({"manager": "ocm-lab", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": fields});
+        assert_eq!(o["metadata"]["managedFields"], json!([entry]));
     }
 
     #[test]
     fn fields_another_manager_holds_survive_and_unowned_fields_are_never_removed() {
         let mut w = world();
-        apply(
+        ap(&mut w, US, json!({"a": "1", "shared": "s"}), json!({}));
+        let mut o = ap(
             &mut w,
-            "c1",
-            &cm(json!({"a": "1", "shared": "s"}), json!({})),
-        )
-        .unwrap();
-        apply_as(
-            &mut w,
-            "c1",
-            &cm(json!({"shared": "s", "theirs": "t"}), json!({})),
             "someone",
-        )
-        .unwrap();
+            json!({"shared": "s", "theirs": "t"}),
+            json!({}),
+        );
         // A controller's write: no manager recorded.
-        let mut o = stored(&w);
         o["metadata"]["labels"]["controller"] = json!("c");
         w.put("c1", o);
-        apply(&mut w, "c1", &cm(json!({"a": "1"}), json!({}))).unwrap();
-        let o = stored(&w);
-        assert_eq!(
-            o["metadata"]["labels"],
-            json!({"a": "1", "shared": "s", "theirs": "t", "controller": "c"})
-        );
+        let o = ap(&mut w, US, json!({"a": "1"}), json!({}));
+        let all = json!({"a": "1", "shared": "s", "theirs": "t", "controller": "c"});
+        assert_eq!(o["metadata"]["labels"], all);
         // The other manager drops `shared` too: now nobody holds it.
-        apply_as(
-            &mut w,
-            "c1",
-            &cm(json!({"theirs": "t"}), json!({})),
-            "someone",
-        )
-        .unwrap();
-        assert_eq!(
-            stored(&w)["metadata"]["labels"],
-            json!({"a": "1", "theirs": "t", "controller": "c"})
-        );
+        let o = ap(&mut w, "someone", json!({"theirs": "t"}), json!({}));
+        let left = json!({"a": "1", "theirs": "t", "controller": "c"});
+        assert_eq!(o["metadata"]["labels"], left);
     }
 
     #[test]
     fn a_forced_apply_takes_fields_from_other_managers() {
         let mut w = world();
-        apply_as(
+        ap(
             &mut w,
-            "c1",
-            &cm(json!({"a": "theirs", "b": "b"}), json!({})),
             "someone",
-        )
-        .unwrap();
-        apply(&mut w, "c1", &cm(json!({"a": "ours"}), json!({}))).unwrap();
-        apply(&mut w, "c1", &cm(json!({}), json!({}))).unwrap();
+            json!({"a": "theirs", "b": "b"}),
+            json!({}),
+        );
+        ap(&mut w, US, json!({"a": "ours"}), json!({}));
         // `a` became ours and went when we dropped it; `b` stays theirs.
-        assert_eq!(stored(&w)["metadata"]["labels"], json!({"b": "b"}));
+        let o = ap(&mut w, US, json!({}), json!({}));
+        assert_eq!(o["metadata"]["labels"], json!({"b": "b"}));
     }
 
     #[test]
     fn list_items_keyed_by_name_are_merged_and_removed_one_by_one() {
         let mut w = world();
-        let dep = |containers: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}, "spec": {"containers": containers, "args": ["a", "b"]}});
-        apply(
-            &mut w,
-            "c1",
-            &dep(json!([{"name": "x", "image": "1"}, {"name": "y", "image": "2"}])),
-        )
-        .unwrap();
-        apply_as(
-            &mut w,
-            "c1",
-            &dep(json!([{"name": "z", "image": "3"}])),
-            "someone",
-        )
-        .unwrap();
-        apply(&mut w, "c1", &dep(json!([{"name": "x", "image": "1"}]))).unwrap();
-        let o = stored(&w);
-        let names: Vec<&str> = o["spec"]["containers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["x", "z"]);
-        assert_eq!(o["spec"]["args"], json!(["a", "b"]));
+        let data = |c: Value| json!({"containers": c, "args": ["a", "b"]});
+        let (x, y, z) = (
+            json!({"name": "x"}),
+            json!({"name": "y"}),
+            json!({"name": "z"}),
+        );
+        ap(&mut w, US, json!({}), data(json!([x, y])));
+        ap(&mut w, "someone", json!({}), data(json!([z])));
+        let o = ap(&mut w, US, json!({}), data(json!([x])));
+        assert_eq!(o["data"], data(json!([x, z])));
     }
 
     #[test]

@@ -18,15 +18,11 @@ const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
 /// The DER contents of the CERTIFICATE blocks of a PEM text (the `pem` crate, as the OCM controllers'
 /// simulation reads bundles); nothing when the text is not PEM.
 fn pem_certs(pem: &[u8]) -> Vec<Vec<u8>> {
-    pem::parse_many(pem)
-        .map(|blocks| {
-            blocks
-                .into_iter()
-                .filter(|b| b.tag() == "CERTIFICATE")
-                .map(pem::Pem::into_contents)
-                .collect()
-        })
-        .unwrap_or_default()
+    let blocks = pem::parse_many(pem).unwrap_or_default().into_iter();
+    blocks
+        .filter(|b| b.tag() == "CERTIFICATE")
+        .map(pem::Pem::into_contents)
+        .collect()
 }
 
 fn status(code: u16, reason: &str, message: &str) -> (u16, String) {
@@ -55,18 +51,15 @@ pub(crate) fn get(
 ) -> Result<(u16, String), KubeError> {
     let svc_name = format!("{namespace}/{service}");
     // The port-forward: Service, selector, port, a running Pod (an Available Deployment here).
-    let svc =
-        w.get(hub, "Service", namespace, service)
-            .ok_or_else(|| KubeError::ServiceMissing {
-                service: svc_name.clone(),
-            })?;
-    let selector = svc["spec"]["selector"]
+    let Some(svc) = w.get(hub, "Service", namespace, service) else {
+        return Err(KubeError::ServiceMissing { service: svc_name });
+    };
+    let Some(selector) = svc["spec"]["selector"]
         .as_object()
-        .cloned()
-        .unwrap_or_default();
-    if selector.is_empty() {
+        .filter(|s| !s.is_empty())
+    else {
         return Err(KubeError::NoSelector { service: svc_name });
-    }
+    };
     let ports: Vec<i64> = svc["spec"]["ports"]
         .as_array()
         .into_iter()
@@ -80,11 +73,6 @@ pub(crate) fn get(
             have: ports.iter().map(ToString::to_string).collect(),
         });
     }
-    let labels = selector
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-        .collect::<Vec<_>>()
-        .join(",");
     // A port-forward needs a running Pod behind the selector (ocm-lab's adapter lists the Pods and picks a
     // Running one): a Deployment scaled to 0 is still `Available` (0 of 0 replicas, kubernetes
     // pkg/controller/deployment/sync.go `calculateStatus`: available >= replicas - maxUnavailable), but has
@@ -101,9 +89,12 @@ pub(crate) fn get(
             })
     });
     let Some(backend) = backend else {
+        let labels = selector
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")));
         return Err(KubeError::NoReadyPod {
             service: svc_name,
-            selector: labels,
+            selector: labels.collect::<Vec<_>>().join(","),
         });
     };
     if util::name(backend) != USER_SERVER {
@@ -165,13 +156,10 @@ fn user_server(
         .and_then(|m| m.pointer("/spec/proxyServer/replicas"))
         .and_then(Value::as_i64)
         == Some(0);
-    let proxy_server = proxy_server.and_then(|()| {
-        if scaled_down {
-            Err("dial tcp proxy-entrypoint:8090: connect: connection refused (ManagedProxyConfiguration cluster-proxy runs 0 proxy-server replicas)".to_owned())
-        } else {
-            Ok(())
-        }
-    });
+    let proxy_server = match proxy_server {
+        Ok(()) if scaled_down => Err("dial tcp proxy-entrypoint:8090: connect: connection refused (ManagedProxyConfiguration cluster-proxy runs 0 proxy-server replicas)".to_owned()),
+        other => other,
+    };
     // The user server opens a gRPC tunnel to the hub's proxy server first: failing, 400 with the gRPC
     // error text (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`,
     // `http.Error(wr, err.Error(), http.StatusBadRequest)`).
@@ -192,21 +180,13 @@ fn user_server(
     // The proxy server has no agent for the cluster until its proxy-agent's tunnel is up: the dial fails
     // with ANP's `No agent available`, which the user server returns as 502
     // (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
-    let no_agent = || {
-        Ok((
-            502,
-            "proxy to anp-proxy-server failed because No agent available\n".to_owned(),
-        ))
-    };
     let connected = addon.is_some() && w.tunnels.contains(&format!("{hub}/{cluster}"));
     let (Some(spoke), true, true) = (spoke, connected, service_proxy) else {
-        return no_agent();
+        let why = "proxy to anp-proxy-server failed because No agent available\n";
+        return Ok((502, why.to_owned()));
     };
-    let known = w
-        .tokens
-        .get(token)
-        .is_some_and(|t| t.cluster == spoke || t.cluster == hub);
-    if !known {
+    let token = w.tokens.get(token);
+    if !token.is_some_and(|t| t.cluster == spoke || t.cluster == hub) {
         return Ok(status(401, "Unauthorized", "Unauthorized"));
     }
     match rest.trim_end_matches('/') {
