@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use tokio::time::Instant;
 
 use super::apiserver::{self, gk};
@@ -27,16 +28,6 @@ use ocm_lab_core::topology::{Cluster, LAB_LABEL};
 /// change the world (then it counts as a mutation and the controllers reconcile after it).
 #[derive(Clone, Copy)]
 struct Op(Behaviour, &'static str, bool);
-
-impl Op {
-    const fn read(b: Behaviour, verb: &'static str) -> Op {
-        Op(b, verb, false)
-    }
-
-    const fn write(b: Behaviour, verb: &'static str) -> Op {
-        Op(b, verb, true)
-    }
-}
 
 /// What every backend call goes through: its fault (delay, transient or permanent failure), the
 /// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
@@ -94,13 +85,6 @@ fn running_node<'a>(st: &'a State, node: &str) -> Result<&'a super::world::Conta
     })
 }
 
-/// A stable stand-in digest for a simulated image reference (the simulated lab holds no image content).
-fn simulated_digest(reference: &str) -> String {
-    use sha2::Digest as _;
-    let digest = sha2::Sha256::digest(reference.as_bytes());
-    format!("sha256:{}", hex::encode(digest))
-}
-
 /// Writes a cluster's kubeconfig (it holds a secret): mode 0600, parent directories created.
 fn write_kubeconfig(cluster: &str, path: &Path, text: &str) -> Result<(), KindError> {
     let write = || -> std::io::Result<()> {
@@ -128,18 +112,18 @@ fn write_kubeconfig(cluster: &str, path: &Path, text: &str) -> Result<(), KindEr
 
 pub(crate) struct SimDocker(pub Arc<Shared>);
 
-const PING: Op = Op::read(Behaviour::DockerPing, "docker.ping");
-const NETWORK_ID: Op = Op::read(Behaviour::DockerPing, "docker.network-id");
-const NODE_CONTAINERS: Op = Op::read(Behaviour::DockerPing, "docker.node-containers");
-const LOOK_ALIKES: Op = Op::read(Behaviour::DockerPing, "docker.look-alikes");
-const NODE_IMAGES: Op = Op::read(Behaviour::DockerPing, "docker.node-images");
+const PING: Op = Op(Behaviour::DockerPing, "docker.ping", false);
+const NETWORK_ID: Op = Op(Behaviour::DockerPing, "docker.network-id", false);
+const NODE_CONTAINERS: Op = Op(Behaviour::DockerPing, "docker.node-containers", false);
+const LOOK_ALIKES: Op = Op(Behaviour::DockerPing, "docker.look-alikes", false);
+const NODE_IMAGES: Op = Op(Behaviour::DockerPing, "docker.node-images", false);
 /// A mutation only when it creates the network (it counts that itself): an existing one is observed.
-const ENSURE_NETWORK: Op = Op::read(Behaviour::DockerNetwork, "docker.ensure-network");
-const REMOVE_NETWORK: Op = Op::write(Behaviour::DockerNetwork, "docker.remove-network");
-const ENSURE_REGISTRY: Op = Op::write(Behaviour::DockerNetwork, "docker.ensure-registry");
-const REMOVE_CONTAINERS: Op = Op::write(Behaviour::KindDelete, "docker.remove-containers");
-const IMPORT_IMAGE: Op = Op::write(Behaviour::NodeImageImport, "docker.import-node-image");
-const PULL_IN_NODE: Op = Op::write(Behaviour::ImagePull, "docker.pull-in-node");
+const ENSURE_NETWORK: Op = Op(Behaviour::DockerNetwork, "docker.ensure-network", false);
+const REMOVE_NETWORK: Op = Op(Behaviour::DockerNetwork, "docker.remove-network", true);
+const ENSURE_REGISTRY: Op = Op(Behaviour::DockerNetwork, "docker.ensure-registry", true);
+const REMOVE_CONTAINERS: Op = Op(Behaviour::KindDelete, "docker.remove-containers", true);
+const IMPORT_IMAGE: Op = Op(Behaviour::NodeImageImport, "docker.import-node-image", true);
+const PULL_IN_NODE: Op = Op(Behaviour::ImagePull, "docker.pull-in-node", true);
 
 #[async_trait]
 impl ContainerRuntime for SimDocker {
@@ -202,12 +186,8 @@ impl ContainerRuntime for SimDocker {
                 running: ct.running,
                 ip: ct.networks.get(KIND_NETWORK).cloned(),
             };
-            Ok(st
-                .world
-                .containers_of(cluster)
-                .into_iter()
-                .map(node)
-                .collect())
+            let nodes = st.world.containers_of(cluster).into_iter();
+            Ok(nodes.map(node).collect())
         })
         .await
     }
@@ -234,12 +214,8 @@ impl ContainerRuntime for SimDocker {
                     .map(|k| k.host_port),
                 image: kind.map(|k| k.image.clone()),
             };
-            Ok(st
-                .world
-                .look_alikes(cluster)
-                .into_iter()
-                .map(look_alike)
-                .collect())
+            let look_alikes = st.world.look_alikes(cluster).into_iter();
+            Ok(look_alikes.map(look_alike).collect())
         })
         .await
     }
@@ -301,9 +277,10 @@ impl ContainerRuntime for SimDocker {
     async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError> {
         let what = format!("images in node {node}");
         call(&self.0, NODE_IMAGES, "", what, |st| {
+            // A stable stand-in digest (the simulated lab holds no image content).
             let image = |r: &String| NodeImage {
                 reference: r.clone(),
-                digest: simulated_digest(r),
+                digest: format!("sha256:{}", hex::encode(Sha256::digest(r.as_bytes()))),
             };
             Ok(running_node(st, node)?.images.iter().map(image).collect())
         })
@@ -345,10 +322,10 @@ impl ContainerRuntime for SimDocker {
 
 pub(crate) struct SimKind(pub Arc<Shared>);
 
-const KIND_LIST: Op = Op::read(Behaviour::DockerPing, "kind.list");
-const KIND_CREATE: Op = Op::write(Behaviour::KindCreate, "kind.create");
-const KIND_DELETE: Op = Op::write(Behaviour::KindDelete, "kind.delete");
-const EXPORT_KUBECONFIG: Op = Op::read(Behaviour::DockerPing, "kind.export-kubeconfig");
+const KIND_LIST: Op = Op(Behaviour::DockerPing, "kind.list", false);
+const KIND_CREATE: Op = Op(Behaviour::KindCreate, "kind.create", true);
+const KIND_DELETE: Op = Op(Behaviour::KindDelete, "kind.delete", true);
+const EXPORT_KUBECONFIG: Op = Op(Behaviour::DockerPing, "kind.export-kubeconfig", false);
 
 #[async_trait]
 impl ClusterProvisioner for SimKind {
@@ -425,10 +402,10 @@ impl ClusterProvisioner for SimKind {
 /// CRDs are left to the caller, as `--skip-crds` does.
 pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<ocm_lab_core::patch::PatchSet>);
 
-const HELM_TEMPLATE: Op = Op::read(Behaviour::HelmTemplate, "helm.template");
-const HELM_INSTALL: Op = Op::write(Behaviour::Apply, "helm.upgrade-install");
-const HELM_LIST: Op = Op::read(Behaviour::KubeRead, "helm.list");
-const HELM_UNINSTALL: Op = Op::write(Behaviour::Delete, "helm.uninstall");
+const HELM_TEMPLATE: Op = Op(Behaviour::HelmTemplate, "helm.template", false);
+const HELM_INSTALL: Op = Op(Behaviour::Apply, "helm.upgrade-install", true);
+const HELM_LIST: Op = Op(Behaviour::KubeRead, "helm.list", false);
+const HELM_UNINSTALL: Op = Op(Behaviour::Delete, "helm.uninstall", true);
 
 /// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
 pub(crate) fn sim_render(
@@ -534,9 +511,9 @@ impl SimHelm {
         let what = format!("release {key}{what}");
         call(&self.0, HELM_LIST, cluster, what, |st| {
             if !st.world.reachable(cluster) {
-                let e = apiserver::unreachable(cluster);
                 let what = format!("read release {key}");
-                return Err(fail::helm_release_failed(&what, "helm list", &e));
+                let e = apiserver::unreachable(cluster);
+                return Err(fail::helm_release_failed(what, "helm list".to_owned(), &e));
             }
             Ok(read(st.world.release(cluster, &key)))
         })
@@ -591,10 +568,9 @@ impl ChartRenderer for SimHelm {
             let out = as_release(&release);
             let releases = st.world.releases.entry(cluster.clone()).or_default();
             releases.insert(key.clone(), Box::new(release));
-            result.map(|_| out).map_err(|e| {
-                let command = format!("helm upgrade --install {name}");
-                fail::helm_request_failed(&format!("install {name}"), &command, &e)
-            })
+            result
+                .map(|_| out)
+                .map_err(|e| fail::helm_request_failed(name, &e))
         })
         .await
     }
@@ -644,8 +620,7 @@ impl ChartRenderer for SimHelm {
             for r in &release.manifest {
                 apiserver::delete(&mut st.world, cluster, r).map_err(|e| {
                     let command = format!("helm uninstall {}", release.name);
-                    let what = format!("uninstall release {key}");
-                    fail::helm_release_failed(&what, &command, &e)
+                    fail::helm_release_failed(format!("uninstall release {key}"), command, &e)
                 })?;
             }
             if let Some(rs) = st.world.releases.get_mut(cluster) {
@@ -661,7 +636,7 @@ impl ChartRenderer for SimHelm {
 
 pub(crate) struct SimConnector(pub Arc<Shared>);
 
-const CONNECT: Op = Op::read(Behaviour::Connect, "kube.connect");
+const CONNECT: Op = Op(Behaviour::Connect, "kube.connect", false);
 
 #[async_trait]
 impl Connector for SimConnector {
@@ -688,22 +663,22 @@ pub(crate) struct SimApi {
     pub cluster: String,
 }
 
-const VERSION: Op = Op::read(Behaviour::KubeRead, "kube.version");
-const SERVED: Op = Op::read(Behaviour::KubeRead, "kube.served");
-const GET: Op = Op::read(Behaviour::KubeRead, "kube.get");
-const APPLY: Op = Op::write(Behaviour::Apply, "kube.apply");
-const MERGE_PATCH: Op = Op::write(Behaviour::MergePatch, "kube.merge-patch");
-const DELETE: Op = Op::write(Behaviour::Delete, "kube.delete");
-const TOKEN_REQUEST: Op = Op::write(Behaviour::TokenRequest, "kube.token-request");
-const APPROVE_CSR: Op = Op::write(Behaviour::CsrApprove, "kube.approve-csr");
-const GET_VIA_SERVICE: Op = Op::read(Behaviour::ServiceRequest, "kube.get-via-service");
+const VERSION: Op = Op(Behaviour::KubeRead, "kube.version", false);
+const SERVED: Op = Op(Behaviour::KubeRead, "kube.served", false);
+const GET: Op = Op(Behaviour::KubeRead, "kube.get", false);
+const APPLY: Op = Op(Behaviour::Apply, "kube.apply", true);
+const MERGE_PATCH: Op = Op(Behaviour::MergePatch, "kube.merge-patch", true);
+const DELETE: Op = Op(Behaviour::Delete, "kube.delete", true);
+const TOKEN_REQUEST: Op = Op(Behaviour::TokenRequest, "kube.token-request", true);
+const APPROVE_CSR: Op = Op(Behaviour::CsrApprove, "kube.approve-csr", true);
+const GET_VIA_SERVICE: Op = Op(Behaviour::ServiceRequest, "kube.get-via-service", false);
 
 /// `apiserver::list` or `apiserver::list_metadata`.
 type Lister =
     fn(&World, &str, &str, &str, Option<&str>, Option<&str>) -> Result<Vec<Value>, KubeError>;
-const LIST: (Op, Lister) = (Op::read(Behaviour::KubeRead, "kube.list"), apiserver::list);
+const LIST: (Op, Lister) = (Op(Behaviour::KubeRead, "kube.list", false), apiserver::list);
 const LIST_METADATA: (Op, Lister) = (
-    Op::read(Behaviour::KubeRead, "kube.list-metadata"),
+    Op(Behaviour::KubeRead, "kube.list-metadata", false),
     apiserver::list_metadata,
 );
 

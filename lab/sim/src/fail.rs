@@ -100,12 +100,15 @@ impl FromInjected for KubeError {
     }
 }
 
-/// Helm's install or upgrade failing on a request to the cluster: helm prints the API server's answer
-/// after `Error: <what> FAILED:`; whether a retry helps is the answer's.
-pub(crate) fn helm_request_failed(what: &str, command: &str, e: &KubeError) -> HelmError {
+/// Helm's install or upgrade of `release` failing on a request to the cluster: helm prints the API
+/// server's answer after `Error: <what> FAILED:`; whether a retry helps is the answer's.
+pub(crate) fn helm_request_failed(release: &str, e: &KubeError) -> HelmError {
     HelmError::Template {
-        what: what.to_owned(),
-        failure: tool_failure(command.to_owned(), format!("Error: {e}")),
+        what: format!("install {release}"),
+        failure: tool_failure(
+            format!("helm upgrade --install {release}"),
+            format!("Error: {e}"),
+        ),
         verdict: Verdict {
             transience: e.transience(),
             help: e.help(),
@@ -115,10 +118,10 @@ pub(crate) fn helm_request_failed(what: &str, command: &str, e: &KubeError) -> H
 
 /// A read of helm's release records (`helm list`) or an uninstall failing on a request to the cluster:
 /// the real adapter reports it as `Release` (retried).
-pub(crate) fn helm_release_failed(what: &str, command: &str, e: &KubeError) -> HelmError {
+pub(crate) fn helm_release_failed(what: String, command: String, e: &KubeError) -> HelmError {
     HelmError::Release {
-        what: what.to_owned(),
-        failure: tool_failure(command.to_owned(), format!("Error: {e}")),
+        what,
+        failure: tool_failure(command, format!("Error: {e}")),
     }
 }
 
