@@ -155,13 +155,9 @@ impl ContainerRuntime for SimDocker {
                 return Ok(NetworkRemoval::Gone);
             };
             let name = name.name.clone();
-            let users: Vec<String> = st
-                .world
-                .containers
-                .values()
-                .filter(|c| c.networks.contains_key(&name))
-                .map(|c| c.name.clone())
-                .collect();
+            let containers = st.world.containers.values();
+            let users = containers.filter(|c| c.networks.contains_key(&name));
+            let users: Vec<String> = users.map(|c| c.name.clone()).collect();
             if !users.is_empty() {
                 return Ok(NetworkRemoval::InUse(users));
             }
@@ -223,13 +219,12 @@ impl ContainerRuntime for SimDocker {
     async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError> {
         let what = format!("containers {}", ids.join(", "));
         call(&self.0, REMOVE_CONTAINERS, "", what, |st| {
-            let gone: Vec<String> = st
+            let gone = st
                 .world
                 .containers
                 .values()
-                .filter(|ct| ids.contains(&ct.id))
-                .map(|ct| ct.name.clone())
-                .collect();
+                .filter(|ct| ids.contains(&ct.id));
+            let gone: Vec<String> = gone.map(|ct| ct.name.clone()).collect();
             for name in &gone {
                 let ct = st.world.containers.remove(name).expect("just listed");
                 // A cluster whose last node went goes with it (as `remove_cluster` does).
@@ -251,11 +246,11 @@ impl ContainerRuntime for SimDocker {
         let what = format!("simulated registry container {}", spec.name);
         call(&self.0, ENSURE_REGISTRY, "", what, |st| {
             if let Some(c) = st.world.containers.get(&spec.name) {
-                return match spec
+                let foreign = spec
                     .labels
                     .iter()
-                    .find(|(k, v)| c.labels.get(*k) != Some(v))
-                {
+                    .find(|(k, v)| c.labels.get(*k) != Some(v));
+                return match foreign {
                     Some((k, v)) => Err(DockerError::ForeignRegistry {
                         name: spec.name.clone(),
                         host: "the simulated lab".to_owned(),
