@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use tokio::time::Instant;
 
 use super::apiserver::{self, gk};
 use super::charts;
 use super::engine::{Shared, State};
 use super::faults::Behaviour;
-use super::world::{KIND_NETWORK, World};
-use crate::fail::{Called, FromInjected};
+use super::world::{KIND_NETWORK, SimRelease, World};
+use crate::fail::{self, FromInjected};
 use ocm_lab_core::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
     CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError,
@@ -21,306 +22,220 @@ use ocm_lab_core::backend::{
     WaitError,
 };
 use ocm_lab_core::charts::ChartPlan;
-use ocm_lab_core::topology::Cluster;
+use ocm_lab_core::topology::{Cluster, LAB_LABEL};
+
+/// A backend call: the behaviour whose fault it takes, its verb in the call log, and whether it may
+/// change the world (then it counts as a mutation and the controllers reconcile after it).
+#[derive(Clone, Copy)]
+struct Op(Behaviour, &'static str, bool);
 
 /// What every backend call goes through: its fault (delay, transient or permanent failure), the
 /// mutation count, the work itself (with a reconcile when it may have changed the world), and the log.
 /// The world's lock is taken once before any delay and once for the work and its log entry.
 async fn call<T, E: FromInjected + std::fmt::Display>(
     shared: &Arc<Shared>,
-    b: Behaviour,
+    Op(b, verb, mutating): Op,
     cluster: &str,
-    verb: &str,
     object: String,
-    mutating: bool,
     f: impl FnOnce(&mut State) -> Result<T, E>,
 ) -> Result<T, E> {
-    let fault = {
+    let delay = {
         let mut st = shared.lock();
-        if mutating {
-            st.mutations += 1;
+        st.mutations += u64::from(mutating);
+        match st.call_fault(b) {
+            Ok(delay) => delay,
+            Err(fault) => {
+                let e = E::from_injected(fault, verb, cluster, &object);
+                shared.log_locked(&mut st, cluster, verb, object, Err(e.to_string()));
+                return Err(e);
+            }
         }
-        let fault = st.call_fault(b).map_err(|fault| {
-            let called = Called {
-                verb,
-                cluster,
-                object: &object,
-            };
-            E::from_injected(fault, &called)
-        });
-        if let Err(e) = &fault {
-            shared.log_locked(&mut st, cluster, verb, object.clone(), Err(e.to_string()));
-        }
-        fault
     };
-    if let Some(d) = fault? {
+    if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }
-    let logged = |st: &mut State, result: Result<T, E>| {
+    let logged = |st: &mut State| {
+        let result = f(st);
         let outcome = result.as_ref().map(|_| ()).map_err(ToString::to_string);
         shared.log_locked(st, cluster, verb, object, outcome);
         result
     };
-    if mutating {
-        let result = shared.mutate(|st| {
-            let result = f(st);
-            logged(st, result)
-        });
-        super::follow_agents(shared, cluster);
-        result
-    } else {
-        let mut st = shared.lock();
-        let result = f(&mut st);
-        logged(&mut st, result)
+    if !mutating {
+        return logged(&mut shared.lock());
     }
+    let result = shared.mutate(logged);
+    super::follow_agents(shared, cluster);
+    result
 }
 
 /// A running simulated node container, or the error Docker gives for an exec into one that is not.
 fn running_node<'a>(st: &'a State, node: &str) -> Result<&'a super::world::Container, DockerError> {
-    match st.world.containers.get(node) {
-        Some(c) if c.running => Ok(c),
-        // Docker answers an exec into a stopped container with 409, and one into no container with 404
-        // (moby daemon/exec.go `getExecConfig`).
-        Some(_) => Err(DockerError::Daemon {
-            what: format!("exec in container {node}"),
-            status: 409,
-            message: format!("container {node} is not running"),
-        }),
-        None => Err(DockerError::Daemon {
-            what: format!("exec in container {node}"),
-            status: 404,
-            message: format!("No such container: {node}"),
-        }),
-    }
+    // Docker answers an exec into a stopped container with 409, and one into no container with 404
+    // (moby daemon/exec.go `getExecConfig`).
+    let (status, message) = match st.world.containers.get(node) {
+        Some(c) if c.running => return Ok(c),
+        Some(_) => (409, format!("container {node} is not running")),
+        None => (404, format!("No such container: {node}")),
+    };
+    let what = format!("exec in container {node}");
+    Err(DockerError::Daemon {
+        what,
+        status,
+        message,
+    })
 }
 
-/// A stable stand-in digest for a simulated image reference (the simulated lab holds no image content).
-fn simulated_digest(reference: &str) -> String {
-    use sha2::Digest as _;
-    format!(
-        "sha256:{}",
-        hex::encode(sha2::Sha256::digest(reference.as_bytes()))
-    )
-}
-
-/// Writes a file holding a secret (a kubeconfig): mode 0600, parent directories created.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    f.write_all(text.as_bytes())
+/// Writes a cluster's kubeconfig (it holds a secret): mode 0600, parent directories created.
+fn write_kubeconfig(cluster: &str, path: &Path, text: &str) -> Result<(), KindError> {
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let mut f = opts.open(path)?;
+        // The mode above applies to a new file only: an existing one is restricted too.
+        #[cfg(unix)]
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        std::io::Write::write_all(&mut f, text.as_bytes())
+    };
+    write().map_err(|e| KindError::WriteKubeconfig {
+        cluster: cluster.to_owned(),
+        path: path.display().to_string(),
+        detail: e.to_string(),
+    })
 }
 
 // ---- Docker -------------------------------------------------------------------------------------
 
 pub(crate) struct SimDocker(pub Arc<Shared>);
 
+const PING: Op = Op(Behaviour::DockerPing, "docker.ping", false);
+const NETWORK_ID: Op = Op(Behaviour::DockerPing, "docker.network-id", false);
+const NODE_CONTAINERS: Op = Op(Behaviour::DockerPing, "docker.node-containers", false);
+const LOOK_ALIKES: Op = Op(Behaviour::DockerPing, "docker.look-alikes", false);
+const NODE_IMAGES: Op = Op(Behaviour::DockerPing, "docker.node-images", false);
+/// A mutation only when it creates the network (it counts that itself): an existing one is observed.
+const ENSURE_NETWORK: Op = Op(Behaviour::DockerNetwork, "docker.ensure-network", false);
+const REMOVE_NETWORK: Op = Op(Behaviour::DockerNetwork, "docker.remove-network", true);
+const ENSURE_REGISTRY: Op = Op(Behaviour::DockerNetwork, "docker.ensure-registry", true);
+const REMOVE_CONTAINERS: Op = Op(Behaviour::KindDelete, "docker.remove-containers", true);
+const IMPORT_IMAGE: Op = Op(Behaviour::NodeImageImport, "docker.import-node-image", true);
+const PULL_IN_NODE: Op = Op(Behaviour::ImagePull, "docker.pull-in-node", true);
+
 #[async_trait]
 impl ContainerRuntime for SimDocker {
     async fn ping(&self) -> Result<String, DockerError> {
-        call(
-            &self.0,
-            Behaviour::DockerPing,
-            "",
-            "docker.ping",
-            String::new(),
-            false,
-            |_| Ok("sim-28.2.2 (simulated)".to_owned()),
-        )
-        .await
+        let version = "sim-28.2.2 (simulated)".to_owned();
+        call(&self.0, PING, "", String::new(), |_| Ok(version)).await
     }
 
     async fn ensure_network(&self, name: &str) -> Result<bool, DockerError> {
-        call(
-            &self.0,
-            Behaviour::DockerNetwork,
-            "",
-            "docker.ensure-network",
-            format!("network {name}"),
-            false,
-            |st| {
-                let created = st.world.ensure_network(name);
-                if created {
-                    st.mutations += 1;
-                }
-                Ok(created)
-            },
-        )
+        let what = format!("network {name}");
+        call(&self.0, ENSURE_NETWORK, "", what, |st| {
+            let created = st.world.ensure_network(name);
+            st.mutations += u64::from(created);
+            Ok(created)
+        })
         .await
     }
 
     async fn network_id(&self, name: &str) -> Result<Option<String>, DockerError> {
-        call(
-            &self.0,
-            Behaviour::DockerPing,
-            "",
-            "docker.network-id",
-            format!("network {name}"),
-            false,
-            |st| Ok(st.world.networks.get(name).map(|net| net.id.clone())),
-        )
+        call(&self.0, NETWORK_ID, "", format!("network {name}"), |st| {
+            Ok(st.world.networks.get(name).map(|net| net.id.clone()))
+        })
         .await
     }
 
     async fn remove_network_if_unused(&self, id: &str) -> Result<NetworkRemoval, DockerError> {
-        let id = id.to_owned();
-        call(
-            &self.0,
-            Behaviour::DockerNetwork,
-            "",
-            "docker.remove-network",
-            format!("network {id}"),
-            true,
-            move |st| {
-                let Some(name) = st
-                    .world
-                    .networks
-                    .values()
-                    .find(|n| n.id == id)
-                    .map(|n| n.name.clone())
-                else {
-                    return Ok(NetworkRemoval::Gone);
-                };
-                let users: Vec<String> = st
-                    .world
-                    .containers
-                    .values()
-                    .filter(|c| c.networks.contains_key(&name))
-                    .map(|c| c.name.clone())
-                    .collect();
-                if !users.is_empty() {
-                    return Ok(NetworkRemoval::InUse(users));
-                }
-                st.world.networks.remove(&name);
-                Ok(NetworkRemoval::Removed)
-            },
-        )
+        call(&self.0, REMOVE_NETWORK, "", format!("network {id}"), |st| {
+            let Some(name) = st.world.networks.values().find(|n| n.id == id) else {
+                return Ok(NetworkRemoval::Gone);
+            };
+            let name = name.name.clone();
+            let containers = st.world.containers.values();
+            let users = containers.filter(|c| c.networks.contains_key(&name));
+            let users: Vec<String> = users.map(|c| c.name.clone()).collect();
+            if !users.is_empty() {
+                return Ok(NetworkRemoval::InUse(users));
+            }
+            st.world.networks.remove(&name);
+            Ok(NetworkRemoval::Removed)
+        })
         .await
     }
 
     async fn node_containers(&self, cluster: &str) -> Result<Vec<NodeContainer>, DockerError> {
-        let c = cluster.to_owned();
-        call(
-            &self.0,
-            Behaviour::DockerPing,
-            cluster,
-            "docker.node-containers",
-            format!("containers of {cluster}"),
-            false,
-            move |st| {
-                Ok(st
-                    .world
-                    .containers_of(&c)
-                    .into_iter()
-                    .map(|ct| NodeContainer {
-                        id: ct.id.clone(),
-                        name: ct.name.clone(),
-                        role: ct
-                            .labels
-                            .get("io.x-k8s.kind.role")
-                            .cloned()
-                            .unwrap_or_default()
-                            .into(),
-                        running: ct.running,
-                        ip: ct.networks.get(KIND_NETWORK).cloned(),
-                    })
-                    .collect())
-            },
-        )
+        let what = format!("containers of {cluster}");
+        call(&self.0, NODE_CONTAINERS, cluster, what, |st| {
+            let node = |ct: &super::world::Container| NodeContainer {
+                id: ct.id.clone(),
+                name: ct.name.clone(),
+                role: ct
+                    .labels
+                    .get("io.x-k8s.kind.role")
+                    .cloned()
+                    .unwrap_or_default()
+                    .into(),
+                running: ct.running,
+                ip: ct.networks.get(KIND_NETWORK).cloned(),
+            };
+            let nodes = st.world.containers_of(cluster).into_iter();
+            Ok(nodes.map(node).collect())
+        })
         .await
     }
 
     async fn remove_cluster_containers(&self, cluster: &str) -> Result<usize, DockerError> {
-        call(
-            &self.0,
-            Behaviour::KindDelete,
-            cluster,
-            "docker.remove-containers",
-            format!("containers of {cluster}"),
-            true,
-            |st| Ok(st.remove_cluster(cluster)),
-        )
+        let what = format!("containers of {cluster}");
+        call(&self.0, REMOVE_CONTAINERS, cluster, what, |st| {
+            Ok(st.remove_cluster(cluster))
+        })
         .await
     }
 
     async fn look_alikes(&self, cluster: &str) -> Result<Vec<LookAlike>, DockerError> {
-        let c = cluster.to_owned();
-        call(
-            &self.0,
-            Behaviour::DockerPing,
-            cluster,
-            "docker.look-alikes",
-            format!("containers like nodes of {cluster}"),
-            false,
-            move |st| {
-                Ok(st
-                    .world
-                    .look_alikes(&c)
-                    .into_iter()
-                    .map(|ct| LookAlike {
-                        id: ct.id.clone(),
-                        name: ct.name.clone(),
-                        kind_cluster: ct.labels.get("io.x-k8s.kind.cluster").cloned(),
-                        // A simulated cluster's control plane publishes its API on the cluster's port.
-                        api_port: (ct.name == format!("{c}-control-plane"))
-                            .then(|| st.world.clusters.get(&c).map(|k| k.host_port))
-                            .flatten(),
-                        image: st.world.clusters.get(&c).map(|k| k.image.clone()),
-                    })
-                    .collect())
-            },
-        )
+        let what = format!("containers like nodes of {cluster}");
+        call(&self.0, LOOK_ALIKES, cluster, what, |st| {
+            let kind = st.world.clusters.get(cluster);
+            let look_alike = |ct: &super::world::Container| LookAlike {
+                id: ct.id.clone(),
+                name: ct.name.clone(),
+                kind_cluster: ct.labels.get("io.x-k8s.kind.cluster").cloned(),
+                // A simulated cluster's control plane publishes its API on the cluster's port.
+                api_port: kind
+                    .filter(|_| ct.name == format!("{cluster}-control-plane"))
+                    .map(|k| k.host_port),
+                image: kind.map(|k| k.image.clone()),
+            };
+            let look_alikes = st.world.look_alikes(cluster).into_iter();
+            Ok(look_alikes.map(look_alike).collect())
+        })
         .await
     }
 
     async fn remove_containers(&self, ids: &[String]) -> Result<usize, DockerError> {
-        let ids = ids.to_vec();
-        call(
-            &self.0,
-            Behaviour::KindDelete,
-            "",
-            "docker.remove-containers",
-            format!("containers {}", ids.join(", ")),
-            true,
-            move |st| {
-                let gone: Vec<(String, Option<String>)> = st
-                    .world
-                    .containers
-                    .values()
-                    .filter(|ct| ids.contains(&ct.id))
-                    .map(|ct| {
-                        (
-                            ct.name.clone(),
-                            ct.labels.get("io.x-k8s.kind.cluster").cloned(),
-                        )
-                    })
-                    .collect();
-                for (name, _) in &gone {
-                    st.world.containers.remove(name);
-                }
+        let what = format!("containers {}", ids.join(", "));
+        call(&self.0, REMOVE_CONTAINERS, "", what, |st| {
+            let gone = st
+                .world
+                .containers
+                .values()
+                .filter(|ct| ids.contains(&ct.id));
+            let gone: Vec<String> = gone.map(|ct| ct.name.clone()).collect();
+            for name in &gone {
+                let ct = st.world.containers.remove(name).expect("just listed");
                 // A cluster whose last node went goes with it (as `remove_cluster` does).
-                for cluster in gone.iter().filter_map(|(_, c)| c.as_deref()) {
-                    if st.world.containers_of(cluster).is_empty() {
-                        st.remove_cluster(cluster);
-                    }
+                if let Some(cluster) = ct.labels.get("io.x-k8s.kind.cluster")
+                    && st.world.containers_of(cluster).is_empty()
+                {
+                    st.remove_cluster(cluster);
                 }
-                Ok(gone.len())
-            },
-        )
+            }
+            Ok(gone.len())
+        })
         .await
     }
 
@@ -328,59 +243,42 @@ impl ContainerRuntime for SimDocker {
         &self,
         spec: &ocm_lab_core::backend::RegistryContainer,
     ) -> Result<(String, bool), DockerError> {
-        let spec = spec.clone();
-        call(
-            &self.0,
-            Behaviour::DockerNetwork,
-            "",
-            "docker.ensure-registry",
-            format!("simulated registry container {}", spec.name),
-            true,
-            move |st| {
-                if let Some(c) = st.world.containers.get(&spec.name) {
-                    if let Some((k, v)) = spec
-                        .labels
-                        .iter()
-                        .find(|(k, v)| c.labels.get(*k) != Some(v))
-                    {
-                        return Err(DockerError::ForeignRegistry {
-                            name: spec.name.clone(),
-                            host: "the simulated lab".to_owned(),
-                            label: format!("{k}={v}"),
-                        });
-                    }
-                    return Ok((c.id.clone(), false));
-                }
-                st.world.add_container(&spec.name, None, true);
-                let ip = st.world.next_ip();
-                let c = st.world.containers.get_mut(&spec.name).expect("just added");
-                c.labels = spec.labels.clone();
-                c.networks.insert(spec.network.clone(), ip);
-                Ok((c.id.clone(), true))
-            },
-        )
+        let what = format!("simulated registry container {}", spec.name);
+        call(&self.0, ENSURE_REGISTRY, "", what, |st| {
+            if let Some(c) = st.world.containers.get(&spec.name) {
+                let foreign = spec
+                    .labels
+                    .iter()
+                    .find(|(k, v)| c.labels.get(*k) != Some(v));
+                return match foreign {
+                    Some((k, v)) => Err(DockerError::ForeignRegistry {
+                        name: spec.name.clone(),
+                        host: "the simulated lab".to_owned(),
+                        label: format!("{k}={v}"),
+                    }),
+                    None => Ok((c.id.clone(), false)),
+                };
+            }
+            st.world.add_container(&spec.name, None, true);
+            let ip = st.world.next_ip();
+            let c = st.world.containers.get_mut(&spec.name).expect("just added");
+            c.labels = spec.labels.clone();
+            c.networks.insert(spec.network.clone(), ip);
+            Ok((c.id.clone(), true))
+        })
         .await
     }
 
     async fn node_images(&self, node: &str) -> Result<Vec<NodeImage>, DockerError> {
-        call(
-            &self.0,
-            Behaviour::DockerPing,
-            "",
-            "docker.node-images",
-            format!("images in node {node}"),
-            false,
-            |st| {
-                let c = running_node(st, node)?;
-                Ok(c.images
-                    .iter()
-                    .map(|r| NodeImage {
-                        reference: r.clone(),
-                        digest: simulated_digest(r),
-                    })
-                    .collect())
-            },
-        )
+        let what = format!("images in node {node}");
+        call(&self.0, NODE_IMAGES, "", what, |st| {
+            // A stable stand-in digest (the simulated lab holds no image content).
+            let image = |r: &String| NodeImage {
+                reference: r.clone(),
+                digest: format!("sha256:{}", hex::encode(Sha256::digest(r.as_bytes()))),
+            };
+            Ok(running_node(st, node)?.images.iter().map(image).collect())
+        })
         .await
     }
 
@@ -392,173 +290,101 @@ impl ContainerRuntime for SimDocker {
         node: &str,
         archive: &ImageArchive,
     ) -> Result<(), DockerError> {
-        call(
-            &self.0,
-            Behaviour::NodeImageImport,
-            "",
-            "docker.import-node-image",
-            format!(
-                "{} from {} into node {node}",
-                archive.image,
-                archive.file.display()
-            ),
-            true,
-            |st| {
-                running_node(st, node)?;
-                let c = st.world.containers.get_mut(node).expect("just found");
-                c.images
-                    .insert(ocm_lab_core::backend::full_reference(&archive.image));
-                Ok(())
-            },
-        )
+        let (image, file) = (&archive.image, archive.file.display());
+        let what = format!("{image} from {file} into node {node}");
+        call(&self.0, IMPORT_IMAGE, "", what, |st| {
+            running_node(st, node)?;
+            let c = st.world.containers.get_mut(node).expect("just found");
+            c.images
+                .insert(ocm_lab_core::backend::full_reference(image));
+            Ok(())
+        })
         .await
     }
 
     async fn pull_in_node(&self, node: &str, image: &str) -> Result<(), DockerError> {
-        let (n, i) = (node.to_owned(), image.to_owned());
-        call(
-            &self.0,
-            Behaviour::ImagePull,
-            "",
-            "docker.pull-in-node",
-            format!("crictl pull {image} in node {node}"),
-            true,
-            move |st| {
-                running_node(st, &n)?;
-                st.world.pull_image(&n, &i, "crictl");
-                Ok(())
-            },
-        )
+        let what = format!("crictl pull {image} in node {node}");
+        call(&self.0, PULL_IN_NODE, "", what, |st| {
+            running_node(st, node)?;
+            st.world.pull_image(node, image, "crictl");
+            Ok(())
+        })
         .await
     }
-}
-
-/// How a list shows in the call log: `<kind> <apiVersion> in <namespace or all namespaces> <selector>`.
-fn list_description(
-    api_version: &str,
-    kind: &str,
-    namespace: Option<&str>,
-    labels: Option<&str>,
-) -> String {
-    format!(
-        "{kind} {api_version} in {} {}",
-        namespace.unwrap_or("all namespaces"),
-        labels.unwrap_or("")
-    )
-    .trim_end()
-    .to_owned()
 }
 
 // ---- kind ---------------------------------------------------------------------------------------
 
 pub(crate) struct SimKind(pub Arc<Shared>);
 
+const KIND_LIST: Op = Op(Behaviour::DockerPing, "kind.list", false);
+const KIND_CREATE: Op = Op(Behaviour::KindCreate, "kind.create", true);
+const KIND_DELETE: Op = Op(Behaviour::KindDelete, "kind.delete", true);
+const EXPORT_KUBECONFIG: Op = Op(Behaviour::DockerPing, "kind.export-kubeconfig", false);
+
 #[async_trait]
 impl ClusterProvisioner for SimKind {
     async fn list(&self) -> Result<Vec<String>, KindError> {
-        call(
-            &self.0,
-            Behaviour::DockerPing,
-            "",
-            "kind.list",
-            String::new(),
-            false,
-            |st| Ok(st.world.kind_clusters()),
-        )
+        call(&self.0, KIND_LIST, "", String::new(), |st| {
+            Ok(st.world.kind_clusters())
+        })
         .await
     }
 
     async fn create(&self, req: &CreateCluster) -> Result<(), KindError> {
-        let r = req.clone();
-        let kubeconfig = call(
-            &self.0,
-            Behaviour::KindCreate,
-            &req.name,
-            "kind.create",
-            format!("cluster {} ({})", req.name, req.image),
-            true,
-            move |st| {
-                if !st.world.containers_of(&r.name).is_empty() {
-                    return Err(crate::fail::kind_create_failed(
-                        &r.name,
-                        format!(
-                            "ERROR: failed to create cluster: node(s) already exist for a cluster with the name \"{}\"",
-                            r.name
-                        ),
-                    ));
-                }
-                // Docker refuses a second container of a name (kind's `docker run` fails), labelled or not.
-                let cp = format!("{}-control-plane", r.name);
-                if st.world.containers.contains_key(&cp) {
-                    return Err(crate::fail::kind_create_failed(
-                        &r.name,
-                        format!(
-                            "ERROR: failed to create cluster: command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use"
-                        ),
-                    ));
-                }
-                st.world.create_cluster(&r.name, &r.image, false);
-                Ok(st.world.kubeconfig(&r.name).expect("just created"))
-            },
-        )
-        .await?;
-        write_private(&req.kubeconfig, &kubeconfig).map_err(|e| KindError::WriteKubeconfig {
-            cluster: req.name.clone(),
-            path: req.kubeconfig.display().to_string(),
-            detail: e.to_string(),
+        let name = &req.name;
+        let what = format!("cluster {name} ({})", req.image);
+        let kubeconfig = call(&self.0, KIND_CREATE, name, what, |st| {
+            // Docker refuses a second container of a name (kind's `docker run` fails), labelled or not.
+            let cp = format!("{name}-control-plane");
+            let refused = if !st.world.containers_of(name).is_empty() {
+                format!("node(s) already exist for a cluster with the name \"{name}\"")
+            } else if st.world.containers.contains_key(&cp) {
+                format!(
+                    "command \"docker run --name {cp} …\" failed with error: exit status 125: docker: Error response from daemon: Conflict. The container name \"/{cp}\" is already in use"
+                )
+            } else {
+                st.world.create_cluster(name, &req.image, false);
+                return Ok(st.world.kubeconfig(name).expect("just created"));
+            };
+            let stderr = format!("ERROR: failed to create cluster: {refused}");
+            Err(fail::kind_create_failed(name, stderr, None))
         })
+        .await?;
+        write_kubeconfig(name, &req.kubeconfig, &kubeconfig)
     }
 
     async fn delete(&self, name: &str) -> Result<(), KindError> {
-        call(
-            &self.0,
-            Behaviour::KindDelete,
-            name,
-            "kind.delete",
-            format!("cluster {name}"),
-            true,
-            |st| {
-                st.remove_cluster(name);
-                Ok(())
-            },
-        )
+        let what = format!("cluster {name}");
+        call(&self.0, KIND_DELETE, name, what, |st| {
+            st.remove_cluster(name);
+            Ok(())
+        })
         .await
     }
 
     async fn export_kubeconfig(&self, name: &str, path: &Path) -> Result<(), KindError> {
-        let n = name.to_owned();
-        let text = call(
-            &self.0,
-            Behaviour::DockerPing,
-            name,
-            "kind.export-kubeconfig",
-            format!("cluster {name}"),
-            false,
-            move |st| {
-                if st.world.containers_of(&n).is_empty() {
-                    return Err(crate::fail::kind_command_failed(
-                        format!("export the kubeconfig of kind cluster `{n}`"),
-                        format!("kind export kubeconfig --name {n}"),
-                        format!(
-                            "ERROR: could not locate any control plane nodes for cluster named '{n}'. Use the --name option to select a different cluster"
-                        ),
-                    ));
-                }
-                st.world.kubeconfig(&n).ok_or_else(|| {
-                    crate::fail::kind_command_failed(
-                        format!("export the kubeconfig of kind cluster `{n}`"),
-                        format!("kind export kubeconfig --name {n}"),
-                        format!("ERROR: failed to get cluster internal kubeconfig: cluster {n} has node containers but no API server"),
-                    )
-                })
-            },
-        )
-        .await?;
-        write_private(path, &text).map_err(|e| KindError::WriteKubeconfig {
-            cluster: name.to_owned(),
-            path: path.display().to_string(),
-            detail: e.to_string(),
+        let text = call(&self.0, EXPORT_KUBECONFIG, name, format!("cluster {name}"), |st| {
+            let failed = |stderr: String| {
+                fail::kind_command_failed(
+                    format!("export the kubeconfig of kind cluster `{name}`"),
+                    format!("kind export kubeconfig --name {name}"),
+                    stderr,
+                )
+            };
+            if st.world.containers_of(name).is_empty() {
+                return Err(failed(format!(
+                    "ERROR: could not locate any control plane nodes for cluster named '{name}'. Use the --name option to select a different cluster"
+                )));
+            }
+            st.world.kubeconfig(name).ok_or_else(|| {
+                failed(format!(
+                    "ERROR: failed to get cluster internal kubeconfig: cluster {name} has node containers but no API server"
+                ))
+            })
         })
+        .await?;
+        write_kubeconfig(name, path, &text)
     }
 }
 
@@ -571,6 +397,11 @@ impl ClusterProvisioner for SimKind {
 /// CRDs are left to the caller, as `--skip-crds` does.
 pub(crate) struct SimHelm(pub Arc<Shared>, pub Arc<ocm_lab_core::patch::PatchSet>);
 
+const HELM_TEMPLATE: Op = Op(Behaviour::HelmTemplate, "helm.template", false);
+const HELM_INSTALL: Op = Op(Behaviour::Apply, "helm.upgrade-install", true);
+const HELM_LIST: Op = Op(Behaviour::KubeRead, "helm.list", false);
+const HELM_UNINSTALL: Op = Op(Behaviour::Delete, "helm.uninstall", true);
+
 /// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
 pub(crate) fn sim_render(
     patches: &ocm_lab_core::patch::PatchSet,
@@ -579,12 +410,12 @@ pub(crate) fn sim_render(
 ) -> Result<Rendered, HelmError> {
     let mut rendered = charts::render(chart, values)?;
     let version = semver::Version::parse(&chart.version).map_err(|e| {
-        crate::fail::helm_template_failed(chart, format!("chart version {}: {e}", chart.version))
+        fail::helm_template_failed(chart, format!("chart version {}: {e}", chart.version))
     })?;
     let matching = patches.for_chart(chart.chart.name(), &version);
     if !matching.is_empty() {
         ocm_lab_core::patch::apply(&matching, &mut rendered.objects).map_err(|e| {
-            crate::fail::helm_template_failed(
+            fail::helm_template_failed(
                 chart,
                 format!("error while running post render on files: ocm-lab post-renderer: {e}"),
             )
@@ -597,7 +428,7 @@ fn release_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
-fn as_release(r: &super::world::SimRelease) -> Release {
+fn as_release(r: &SimRelease) -> Release {
     Release {
         name: r.name.clone(),
         namespace: r.namespace.clone(),
@@ -608,19 +439,90 @@ fn as_release(r: &super::world::SimRelease) -> Release {
     }
 }
 
+/// An `apply` (a server-side apply by a field manager) of `obj` to `cluster`, through the hub webhooks
+/// that see it; kept in the applied log when the world records.
+fn apply_with(
+    st: &mut State,
+    cluster: &str,
+    obj: &Value,
+    apply: fn(&mut World, &str, &Value) -> Result<Value, KubeError>,
+) -> Result<(), KubeError> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    st.webhook_fault(cluster, &gk::of_obj(obj), api_version, kind)?;
+    apply(&mut st.world, cluster, obj)?;
+    if st.record {
+        let applied = st.applied.entry(cluster.to_owned()).or_default();
+        applied.push(obj.clone());
+    }
+    Ok(())
+}
+
+/// Helm's install or upgrade of a chart's `objects` into `cluster`, in order, stopping at the first
+/// failure; the manifest of what went in. Helm puts namespaced objects without a namespace into the
+/// release namespace; an upgrade deletes what the new manifest no longer holds.
+fn install(
+    st: &mut State,
+    cluster: &str,
+    namespace: &str,
+    objects: &[Value],
+    previous: Option<&SimRelease>,
+) -> Result<Vec<ObjectRef>, KubeError> {
+    let mut manifest = Vec::new();
+    for obj in objects {
+        let mut obj = obj.clone();
+        let type_of = |o: &Value, field: &str| o[field].as_str().unwrap_or_default().to_owned();
+        let (api_version, kind) = (type_of(&obj, "apiVersion"), type_of(&obj, "kind"));
+        if obj.pointer("/metadata/namespace").is_none()
+            && apiserver::resolve(&st.world, cluster, &api_version, &kind)
+                .is_some_and(|i| i.namespaced)
+        {
+            obj["metadata"]["namespace"] = json!(namespace);
+        }
+        apply_with(st, cluster, &obj, |w, c, o| {
+            apiserver::apply_as(w, c, o, "helm")
+        })?;
+        manifest.extend(ObjectRef::of(&obj));
+    }
+    let old = previous.iter().flat_map(|p| &p.manifest);
+    for gone in old.filter(|r| !manifest.contains(r)) {
+        apiserver::delete(&mut st.world, cluster, gone)?;
+    }
+    Ok(manifest)
+}
+
+impl SimHelm {
+    /// One read of a simulated Helm release (`helm list`, logged as `release <ns>/<name><what>`): `read`
+    /// gets the release, or `None`.
+    async fn read_release<T>(
+        &self,
+        target: &HelmTarget,
+        name: &str,
+        namespace: &str,
+        what: &str,
+        read: impl FnOnce(Option<&SimRelease>) -> T,
+    ) -> Result<T, HelmError> {
+        let (cluster, key) = (&target.cluster, release_key(namespace, name));
+        let what = format!("release {key}{what}");
+        call(&self.0, HELM_LIST, cluster, what, |st| {
+            if !st.world.reachable(cluster) {
+                let what = format!("read release {key}");
+                let e = apiserver::unreachable(cluster);
+                return Err(fail::helm_release_failed(what, "helm list".to_owned(), &e));
+            }
+            Ok(read(st.world.release(cluster, &key)))
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl ChartRenderer for SimHelm {
     async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered, HelmError> {
-        let patches = self.1.clone();
-        call(
-            &self.0,
-            Behaviour::HelmTemplate,
-            &chart.cluster,
-            "helm.template",
-            format!("chart {}@{}", chart.chart, chart.version),
-            false,
-            move |_| sim_render(&patches, chart, values),
-        )
+        let what = format!("chart {}@{}", chart.chart, chart.version);
+        call(&self.0, HELM_TEMPLATE, &chart.cluster, what, |_| {
+            sim_render(&self.1, chart, values)
+        })
         .await
     }
 
@@ -631,93 +533,40 @@ impl ChartRenderer for SimHelm {
         values: &Value,
     ) -> Result<Release, HelmError> {
         let rendered = self.template(chart, values).await?;
-        let cluster = target.cluster.clone();
-        let lab = target.lab.clone();
-        call(
-            &self.0,
-            Behaviour::Apply,
-            &target.cluster,
-            "helm.upgrade-install",
-            format!("release {}/{}", chart.namespace, chart.release),
-            true,
-            move |st| {
-                let key = release_key(&chart.namespace, &chart.release);
-                let previous = st.world.release(&cluster, &key).cloned();
-                let mut manifest = Vec::new();
-                let mut result = Ok(());
-                for obj in &rendered.objects {
-                    let mut obj = obj.clone();
-                    // Helm puts namespaced objects without a namespace into the release namespace.
-                    if obj.pointer("/metadata/namespace").is_none()
-                        && let Some(info) = apiserver::resolve(
-                            &st.world,
-                            &cluster,
-                            obj["apiVersion"].as_str().unwrap_or_default(),
-                            obj["kind"].as_str().unwrap_or_default(),
-                        )
-                        && info.namespaced
-                    {
-                        obj["metadata"]["namespace"] = json!(chart.namespace);
-                    }
-                    let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_owned();
-                    let kind = obj["kind"].as_str().unwrap_or_default().to_owned();
-                    let applied = st
-                        .webhook_fault(&cluster, &gk::of_obj(&obj), &api_version, &kind)
-                        .and_then(|()| apiserver::apply_as(&mut st.world, &cluster, &obj, "helm"));
-                    if let Err(e) = applied {
-                        result = Err(e);
-                        break;
-                    }
-                    if st.record {
-                        st.applied
-                            .entry(cluster.clone())
-                            .or_default()
-                            .push(obj.clone());
-                    }
-                    if let Some(r) = ObjectRef::of(&obj) {
-                        manifest.push(r);
-                    }
-                }
-                if result.is_ok()
-                    && let Some(prev) = &previous
-                {
-                    // An upgrade deletes what the new manifest no longer holds.
-                    for gone in prev.manifest.iter().filter(|r| !manifest.contains(r)) {
-                        if let Err(e) = apiserver::delete(&mut st.world, &cluster, gone) {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                }
-                let release = super::world::SimRelease {
-                    name: chart.release.clone(),
-                    namespace: chart.namespace.clone(),
-                    chart: format!("{}-{}", chart.chart.name(), chart.version),
-                    revision: previous.as_ref().map_or(0, |p| p.revision) + 1,
-                    status: if result.is_ok() { "deployed" } else { "failed" }.to_owned(),
-                    values: values.clone(),
-                    labels: [(ocm_lab_core::topology::LAB_LABEL.to_owned(), lab.clone())].into(),
-                    manifest: if result.is_ok() {
-                        manifest
-                    } else {
-                        previous.map(|p| p.manifest).unwrap_or_default()
-                    },
-                };
-                let out = as_release(&release);
-                st.world
-                    .releases
-                    .entry(cluster.clone())
-                    .or_default()
-                    .insert(key, release);
-                result.map(|()| out).map_err(|e| {
-                    crate::fail::helm_request_failed(
-                        &format!("install {}", chart.release),
-                        &format!("helm upgrade --install {}", chart.release),
-                        &e,
-                    )
-                })
-            },
-        )
+        let (cluster, name) = (&target.cluster, &chart.release);
+        let key = release_key(&chart.namespace, name);
+        let what = format!("release {key}");
+        call(&self.0, HELM_INSTALL, cluster, what, |st| {
+            let previous = st.world.release(cluster, &key).cloned();
+            let ns = &chart.namespace;
+            let result = install(st, cluster, ns, &rendered.objects, previous.as_ref());
+            let (status, manifest) = match &result {
+                Ok(manifest) => ("deployed", manifest.clone()),
+                Err(_) => (
+                    "failed",
+                    previous
+                        .as_ref()
+                        .map(|p| p.manifest.clone())
+                        .unwrap_or_default(),
+                ),
+            };
+            let release = SimRelease {
+                name: name.clone(),
+                namespace: ns.clone(),
+                chart: format!("{}-{}", chart.chart.name(), chart.version),
+                revision: previous.map_or(0, |p| p.revision) + 1,
+                status: status.to_owned(),
+                values: values.clone(),
+                labels: [(LAB_LABEL.to_owned(), target.lab.clone())].into(),
+                manifest,
+            };
+            let out = as_release(&release);
+            let releases = st.world.releases.entry(cluster.clone()).or_default();
+            releases.insert(key.clone(), release);
+            result
+                .map(|_| out)
+                .map_err(|e| fail::helm_request_failed(name, &e))
+        })
         .await
     }
 
@@ -727,10 +576,8 @@ impl ChartRenderer for SimHelm {
         name: &str,
         namespace: &str,
     ) -> Result<Option<Release>, HelmError> {
-        read_release(&self.0, target, name, namespace, String::new(), |r| {
-            r.map(as_release)
-        })
-        .await
+        self.read_release(target, name, namespace, "", |r| r.map(as_release))
+            .await
     }
 
     async fn release_of_lab(
@@ -739,10 +586,10 @@ impl ChartRenderer for SimHelm {
         name: &str,
         namespace: &str,
     ) -> Result<bool, HelmError> {
-        let lab = target.lab.clone();
+        let lab = &target.lab;
         let what = format!(" of lab {lab}");
-        read_release(&self.0, target, name, namespace, what, move |r| {
-            r.is_some_and(|r| r.labels.get(ocm_lab_core::topology::LAB_LABEL) == Some(&lab))
+        self.read_release(target, name, namespace, &what, |r| {
+            r.is_some_and(|r| r.labels.get(LAB_LABEL) == Some(lab))
         })
         .await
     }
@@ -753,41 +600,29 @@ impl ChartRenderer for SimHelm {
         name: &str,
         namespace: &str,
     ) -> Result<bool, HelmError> {
-        let cluster = target.cluster.clone();
-        let lab = target.lab.clone();
-        let key = release_key(namespace, name);
-        call(
-            &self.0,
-            Behaviour::Delete,
-            &target.cluster,
-            "helm.uninstall",
-            format!("release {key}"),
-            true,
-            move |st| {
-                // Only this lab's release (labelled at install); anything else is left alone.
-                let Some(release) = st
-                    .world
-                    .release(&cluster, &key)
-                    .filter(|r| r.labels.get(ocm_lab_core::topology::LAB_LABEL) == Some(&lab))
-                    .cloned()
-                else {
-                    return Ok(false);
-                };
-                for r in &release.manifest {
-                    apiserver::delete(&mut st.world, &cluster, r).map_err(|e| {
-                        crate::fail::helm_release_failed(
-                            &format!("uninstall release {key}"),
-                            &format!("helm uninstall {}", release.name),
-                            &e,
-                        )
-                    })?;
-                }
-                if let Some(rs) = st.world.releases.get_mut(&cluster) {
-                    rs.remove(&key);
-                }
-                Ok(true)
-            },
-        )
+        let (cluster, key) = (&target.cluster, release_key(namespace, name));
+        let what = format!("release {key}");
+        call(&self.0, HELM_UNINSTALL, cluster, what, |st| {
+            // Only this lab's release (labelled at install); anything else is left alone.
+            let Some(release) = st
+                .world
+                .release(cluster, &key)
+                .filter(|r| r.labels.get(LAB_LABEL) == Some(&target.lab))
+                .cloned()
+            else {
+                return Ok(false);
+            };
+            for r in &release.manifest {
+                apiserver::delete(&mut st.world, cluster, r).map_err(|e| {
+                    let command = format!("helm uninstall {}", release.name);
+                    fail::helm_release_failed(format!("uninstall release {key}"), command, &e)
+                })?;
+            }
+            if let Some(rs) = st.world.releases.get_mut(cluster) {
+                rs.remove(&key);
+            }
+            Ok(true)
+        })
         .await
     }
 }
@@ -796,6 +631,8 @@ impl ChartRenderer for SimHelm {
 
 pub(crate) struct SimConnector(pub Arc<Shared>);
 
+const CONNECT: Op = Op(Behaviour::Connect, "kube.connect", false);
+
 #[async_trait]
 impl Connector for SimConnector {
     async fn connect(
@@ -803,26 +640,14 @@ impl Connector for SimConnector {
         cluster: &Cluster,
         _kubeconfig: &Path,
     ) -> Result<Arc<dyn ClusterApi>, KubeError> {
-        let name = cluster.name.clone();
-        call(
-            &self.0,
-            Behaviour::Connect,
-            &cluster.name,
-            "kube.connect",
-            format!("cluster {}", cluster.name),
-            false,
-            move |st| {
-                if st.world.reachable(&name) {
-                    Ok(())
-                } else {
-                    Err(apiserver::unreachable(&name))
-                }
-            },
-        )
+        let name = &cluster.name;
+        call(&self.0, CONNECT, name, format!("cluster {name}"), |st| {
+            apiserver::check_reachable(&st.world, name)
+        })
         .await?;
         Ok(Arc::new(SimApi {
             shared: self.0.clone(),
-            cluster: cluster.name.clone(),
+            cluster: name.clone(),
         }))
     }
 }
@@ -833,82 +658,109 @@ pub(crate) struct SimApi {
     pub cluster: String,
 }
 
-/// The stored object a wait on `r` looks at.
-fn lookup<'a>(w: &'a World, cluster: &str, r: &ObjectRef) -> Option<&'a Value> {
+const VERSION: Op = Op(Behaviour::KubeRead, "kube.version", false);
+const SERVED: Op = Op(Behaviour::KubeRead, "kube.served", false);
+const GET: Op = Op(Behaviour::KubeRead, "kube.get", false);
+const APPLY: Op = Op(Behaviour::Apply, "kube.apply", true);
+const MERGE_PATCH: Op = Op(Behaviour::MergePatch, "kube.merge-patch", true);
+const DELETE: Op = Op(Behaviour::Delete, "kube.delete", true);
+const TOKEN_REQUEST: Op = Op(Behaviour::TokenRequest, "kube.token-request", true);
+const APPROVE_CSR: Op = Op(Behaviour::CsrApprove, "kube.approve-csr", true);
+const GET_VIA_SERVICE: Op = Op(Behaviour::ServiceRequest, "kube.get-via-service", false);
+
+/// `apiserver::list` or `apiserver::list_metadata`.
+type Lister =
+    fn(&World, &str, &str, &str, Option<&str>, Option<&str>) -> Result<Vec<Value>, KubeError>;
+const LIST: (Op, Lister) = (Op(Behaviour::KubeRead, "kube.list", false), apiserver::list);
+const LIST_METADATA: (Op, Lister) = (
+    Op(Behaviour::KubeRead, "kube.list-metadata", false),
+    apiserver::list_metadata,
+);
+
+/// The stored object a wait on `r` looks at, with the apiVersion it was asked at.
+fn observed(w: &World, cluster: &str, r: &ObjectRef) -> Option<Value> {
     let ns = match apiserver::resolve(w, cluster, &r.api_version, &r.kind) {
         Some(info) if !info.namespaced => "",
         Some(_) => r.namespace.as_deref().unwrap_or("default"),
         None => r.namespace.as_deref().unwrap_or(""),
     };
-    w.get(cluster, &gk::of_ref(r), ns, &r.name)
-}
-
-fn with_version(o: Option<&Value>, api_version: &str) -> Option<Value> {
-    o.map(|o| {
-        let mut o = o.clone();
-        o["apiVersion"] = json!(api_version);
-        o
-    })
-}
-
-/// Watches until `ok` holds on the world or the deadline passes; `Ok(None)` on timeout. The Notify is
-/// enabled before each check, so no change is missed between a check and the sleep.
-async fn watch<T>(
-    shared: &Arc<Shared>,
-    cluster: &str,
-    deadline: Instant,
-    mut ok: impl FnMut(&World) -> Option<T>,
-) -> Result<Option<T>, KubeError> {
-    let notify = shared.notifier(cluster);
-    loop {
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        {
-            let st = shared.lock();
-            if !st.world.reachable(cluster) {
-                return Err(apiserver::unreachable(cluster));
-            }
-            if let Some(t) = ok(&st.world) {
-                return Ok(Some(t));
-            }
-        }
-        tokio::select! {
-            () = &mut notified => {}
-            () = tokio::time::sleep_until(deadline) => return Ok(None),
-        }
-    }
+    let mut o = w.get(cluster, &gk::of_ref(r), ns, &r.name)?.clone();
+    o["apiVersion"] = json!(r.api_version);
+    Some(o)
 }
 
 impl SimApi {
     /// A [`call`] on this API's cluster; `f` gets the state and the cluster's name.
     async fn call<T>(
         &self,
-        b: Behaviour,
-        verb: &str,
+        op: Op,
         object: String,
-        mutating: bool,
         f: impl FnOnce(&mut State, &str) -> Result<T, KubeError>,
     ) -> Result<T, KubeError> {
         let c = &self.cluster;
-        call(&self.shared, b, c, verb, object, mutating, |st| f(st, c)).await
+        call(&self.shared, op, c, object, |st| f(st, c)).await
     }
 
-    /// A [`call`] that reads: it fails as [`Behaviour::KubeRead`] and changes nothing.
-    async fn read<T>(
+    /// A list, logged as `<kind> <apiVersion> in <namespace or all namespaces> <selector>`.
+    async fn list_with(
+        &self,
+        (op, lister): (Op, Lister),
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> Result<Vec<Value>, KubeError> {
+        let scope = namespace.unwrap_or("all namespaces");
+        let what = format!("{kind} {api_version} in {scope} {}", labels.unwrap_or(""));
+        self.call(op, what.trim_end().to_owned(), |st, c| {
+            lister(&st.world, c, api_version, kind, namespace, labels)
+        })
+        .await
+    }
+
+    /// Watches until `ok` holds on the world or `timeout` passes (then the error is `timed_out`'s of the
+    /// world), and logs the wait. The Notify is enabled before each check, so no change is missed
+    /// between a check and the sleep.
+    async fn watch<T>(
         &self,
         verb: &str,
         object: String,
-        f: impl FnOnce(&mut State, &str) -> Result<T, KubeError>,
-    ) -> Result<T, KubeError> {
-        self.call(Behaviour::KubeRead, verb, object, false, f).await
+        timeout: Duration,
+        mut ok: impl FnMut(&World) -> Option<T>,
+        timed_out: impl FnOnce(&World) -> WaitError,
+    ) -> Result<T, WaitError> {
+        let (cluster, deadline) = (&self.cluster, Instant::now() + timeout);
+        let notify = self.shared.notifier(cluster);
+        let result = loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let st = self.shared.lock();
+                if !st.world.reachable(cluster) {
+                    break Err(WaitError::Backend(apiserver::unreachable(cluster)));
+                }
+                if let Some(t) = ok(&st.world) {
+                    break Ok(t);
+                }
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    break Err(timed_out(&self.shared.lock().world));
+                }
+            }
+        };
+        let outcome = result.as_ref().map(|_| ()).map_err(ToString::to_string);
+        self.shared.log(cluster, verb, object, outcome);
+        result
     }
 }
 
 #[async_trait]
 impl ClusterApi for SimApi {
     async fn version(&self) -> Result<String, KubeError> {
-        self.read("kube.version", String::new(), |st, c| {
+        self.call(VERSION, String::new(), |st, c| {
             apiserver::check_reachable(&st.world, c)?;
             Ok(st.world.clusters[c].version())
         })
@@ -916,7 +768,7 @@ impl ClusterApi for SimApi {
     }
 
     async fn served(&self, api_version: &str, kind: &str) -> Result<bool, KubeError> {
-        self.read("kube.served", format!("{kind} {api_version}"), |st, c| {
+        self.call(SERVED, format!("{kind} {api_version}"), |st, c| {
             apiserver::check_reachable(&st.world, c)?;
             Ok(apiserver::resolve(&st.world, c, api_version, kind).is_some())
         })
@@ -924,10 +776,8 @@ impl ClusterApi for SimApi {
     }
 
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
-        self.read("kube.get", r.to_string(), |st, c| {
-            apiserver::get(&st.world, c, r)
-        })
-        .await
+        self.call(GET, r.to_string(), |st, c| apiserver::get(&st.world, c, r))
+            .await
     }
 
     async fn list(
@@ -937,11 +787,8 @@ impl ClusterApi for SimApi {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>, KubeError> {
-        let what = list_description(api_version, kind, namespace, labels);
-        self.read("kube.list", what, |st, c| {
-            apiserver::list(&st.world, c, api_version, kind, namespace, labels)
-        })
-        .await
+        self.list_with(LIST, api_version, kind, namespace, labels)
+            .await
     }
 
     async fn list_metadata(
@@ -951,55 +798,31 @@ impl ClusterApi for SimApi {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>, KubeError> {
-        let what = list_description(api_version, kind, namespace, labels);
-        self.read("kube.list-metadata", what, |st, c| {
-            apiserver::list_metadata(&st.world, c, api_version, kind, namespace, labels)
-        })
-        .await
+        self.list_with(LIST_METADATA, api_version, kind, namespace, labels)
+            .await
     }
 
     async fn apply(&self, obj: &Value) -> Result<(), KubeError> {
-        let desc =
+        let what =
             ObjectRef::of(obj).map_or_else(|| "(invalid object)".to_owned(), |r| r.to_string());
-        self.call(Behaviour::Apply, "kube.apply", desc, true, |st, c| {
-            let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-            let kind = obj["kind"].as_str().unwrap_or_default();
-            st.webhook_fault(c, &gk::of_obj(obj), api_version, kind)?;
-            apiserver::apply(&mut st.world, c, obj)?;
-            if st.record {
-                st.applied
-                    .entry(c.to_owned())
-                    .or_default()
-                    .push(obj.clone());
-            }
-            Ok(())
+        self.call(APPLY, what, |st, c| {
+            apply_with(st, c, obj, apiserver::apply)
         })
         .await
     }
 
     async fn merge_patch(&self, r: &ObjectRef, patch: &Value) -> Result<(), KubeError> {
-        let what = r.to_string();
-        self.call(
-            Behaviour::MergePatch,
-            "kube.merge-patch",
-            what,
-            true,
-            |st, c| {
-                st.webhook_fault(c, &gk::of_ref(r), &r.api_version, &r.kind)?;
-                apiserver::merge_patch(&mut st.world, c, r, patch)
-            },
-        )
+        self.call(MERGE_PATCH, r.to_string(), |st, c| {
+            st.webhook_fault(c, &gk::of_ref(r), &r.api_version, &r.kind)?;
+            apiserver::merge_patch(&mut st.world, c, r, patch)
+        })
         .await
     }
 
     async fn delete(&self, r: &ObjectRef) -> Result<bool, KubeError> {
-        self.call(
-            Behaviour::Delete,
-            "kube.delete",
-            r.to_string(),
-            true,
-            |st, c| apiserver::delete(&mut st.world, c, r),
-        )
+        self.call(DELETE, r.to_string(), |st, c| {
+            apiserver::delete(&mut st.world, c, r)
+        })
         .await
     }
 
@@ -1009,36 +832,19 @@ impl ClusterApi for SimApi {
         cond: &Condition,
         timeout: Duration,
     ) -> std::result::Result<Value, WaitError> {
-        let start = Instant::now();
-        let cluster = self.cluster.clone();
-        let outcome = watch(&self.shared, &cluster, start + timeout, |w| {
-            let o = with_version(lookup(w, &cluster, r), &r.api_version);
+        let c = &self.cluster;
+        let what = format!("{r}: {}", cond.description);
+        let ok = |w: &World| {
+            let o = observed(w, c, r);
             (cond.check)(o.as_ref()).then(|| o.unwrap_or(Value::Null))
-        })
-        .await;
-        let result = match outcome {
-            Err(e) => Err(WaitError::Backend(e)),
-            Ok(Some(v)) => Ok(v),
-            Ok(None) => {
-                let last = with_version(
-                    lookup(&self.shared.lock().world, &cluster, r),
-                    &r.api_version,
-                );
-                Err(WaitError::Timeout {
-                    object: r.clone(),
-                    condition: cond.description.clone(),
-                    after: timeout,
-                    last,
-                })
-            }
         };
-        self.shared.log(
-            &cluster,
-            "kube.wait",
-            format!("{r}: {}", cond.description),
-            result.as_ref().map(|_| ()).map_err(ToString::to_string),
-        );
-        result
+        let timed_out = |w: &World| WaitError::Timeout {
+            object: r.clone(),
+            condition: cond.description.clone(),
+            after: timeout,
+            last: observed(w, c, r),
+        };
+        self.watch("kube.wait", what, timeout, ok, timed_out).await
     }
 
     async fn wait_served(
@@ -1047,39 +853,19 @@ impl ClusterApi for SimApi {
         kind: &str,
         timeout: Duration,
     ) -> std::result::Result<(), WaitError> {
-        let start = Instant::now();
-        let cluster = self.cluster.clone();
-        let outcome = watch(&self.shared, &cluster, start + timeout, |w| {
-            apiserver::resolve(w, &cluster, api_version, kind).map(|_| ())
-        })
-        .await;
-        let result = match outcome {
-            Err(e) => Err(WaitError::Backend(e)),
-            Ok(Some(())) => Ok(()),
-            Ok(None) => {
-                // What a user would look at: the CRD that should define the kind.
-                let st = self.shared.lock();
-                let group = gk::group_of(api_version);
-                let crd = st
-                    .world
-                    .list(&cluster, gk::CRD, None)
-                    .find(|c| c["spec"]["group"] == group && c["spec"]["names"]["kind"] == kind)
-                    .cloned();
-                Err(WaitError::crd_not_established(
-                    api_version,
-                    kind,
-                    timeout,
-                    crd,
-                ))
-            }
+        let c = &self.cluster;
+        let ok = |w: &World| apiserver::resolve(w, c, api_version, kind).map(|_| ());
+        // What a user would look at: the CRD that should define the kind.
+        let timed_out = |w: &World| {
+            let group = gk::group_of(api_version);
+            let mut crds = w.list(c, gk::CRD, None);
+            let crd =
+                crds.find(|d| d["spec"]["group"] == group && d["spec"]["names"]["kind"] == kind);
+            WaitError::crd_not_established(api_version, kind, timeout, crd.cloned())
         };
-        self.shared.log(
-            &cluster,
-            "kube.wait-served",
-            format!("{kind} {api_version}"),
-            result.as_ref().map(|_| ()).map_err(ToString::to_string),
-        );
-        result
+        let what = format!("{kind} {api_version}");
+        self.watch("kube.wait-served", what, timeout, ok, timed_out)
+            .await
     }
 
     async fn token_request(
@@ -1089,16 +875,10 @@ impl ClusterApi for SimApi {
         seconds: i64,
     ) -> Result<Secret, KubeError> {
         let what = format!("ServiceAccount {namespace}/{service_account}");
-        self.call(
-            Behaviour::TokenRequest,
-            "kube.token-request",
-            what,
-            true,
-            |st, c| {
-                apiserver::token_request(&mut st.world, c, namespace, service_account, seconds)
-                    .map(Secret::new)
-            },
-        )
+        self.call(TOKEN_REQUEST, what, |st, c| {
+            apiserver::token_request(&mut st.world, c, namespace, service_account, seconds)
+                .map(Secret::new)
+        })
         .await
     }
 
@@ -1112,74 +892,31 @@ impl ClusterApi for SimApi {
         token: &Secret,
     ) -> Result<(u16, String), KubeError> {
         let what = format!("GET {path} via Service {namespace}/{service}:{port}");
-        self.call(
-            Behaviour::ServiceRequest,
-            "kube.get-via-service",
-            what,
-            false,
-            |st, c| {
-                apiserver::check_reachable(&st.world, c)?;
-                // The hub's proxy server, as the user server's tunnel sees it
-                // (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
-                let proxy_server = st.take_failure(Behaviour::ProxyServer).map_or(Ok(()), Err);
-                super::userserver::get(
-                    &st.world,
-                    proxy_server,
-                    c,
-                    namespace,
-                    service,
-                    port,
-                    path,
-                    ca_pem,
-                    token.expose(),
-                )
-            },
-        )
+        self.call(GET_VIA_SERVICE, what, |st, c| {
+            apiserver::check_reachable(&st.world, c)?;
+            // The hub's proxy server, as the user server's tunnel sees it
+            // (open-cluster-management-io/cluster-proxy v0.10.0 `pkg/userserver/user_server.go`).
+            let proxy_server = st.take_failure(Behaviour::ProxyServer).map_or(Ok(()), Err);
+            super::userserver::get(
+                &st.world,
+                proxy_server,
+                c,
+                namespace,
+                service,
+                port,
+                path,
+                ca_pem,
+                token.expose(),
+            )
+        })
         .await
     }
 
     async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), KubeError> {
         let what = format!("CertificateSigningRequest {name}");
-        self.call(
-            Behaviour::CsrApprove,
-            "kube.approve-csr",
-            what,
-            true,
-            |st, c| apiserver::approve_csr(&mut st.world, c, name, reason),
-        )
+        self.call(APPROVE_CSR, what, |st, c| {
+            apiserver::approve_csr(&mut st.world, c, name, reason)
+        })
         .await
     }
-}
-
-/// One read of a simulated Helm release (`helm list`, logged as `release <ns>/<name><what>`): `read` gets
-/// the release, or `None`.
-async fn read_release<T: Send + 'static>(
-    shared: &Arc<Shared>,
-    target: &HelmTarget,
-    name: &str,
-    namespace: &str,
-    what: String,
-    read: impl FnOnce(Option<&super::world::SimRelease>) -> T + Send + 'static,
-) -> Result<T, HelmError> {
-    let cluster = target.cluster.clone();
-    let key = release_key(namespace, name);
-    call(
-        shared,
-        Behaviour::KubeRead,
-        &target.cluster,
-        "helm.list",
-        format!("release {key}{what}"),
-        false,
-        move |st| {
-            if !st.world.reachable(&cluster) {
-                return Err(crate::fail::helm_release_failed(
-                    &format!("read release {key}"),
-                    "helm list",
-                    &apiserver::unreachable(&cluster),
-                ));
-            }
-            Ok(read(st.world.release(&cluster, &key)))
-        },
-    )
-    .await
 }

@@ -4,10 +4,9 @@
 //! and the tests see the same types as on a real lab; "simulated" is a property of the run, not of an
 //! error.
 
-use std::process::ExitStatus;
-
 use ocm_lab_core::backend::tools::{ToolFailure, Verdict};
-use ocm_lab_core::backend::{DockerError, HelmError, KindError, KubeError, Transience};
+use ocm_lab_core::backend::{DockerError, HelmError, KindError, KubeError, Transience, helm, kind};
+use ocm_lab_core::charts::ChartPlan;
 
 /// A failing fault of a backend call: its message, and whether a retry may help (`FailOnce`) or not
 /// (`FailAlways`).
@@ -17,58 +16,41 @@ pub(crate) struct Injected {
     pub transience: Transience,
 }
 
-/// The call a fault failed: `kind.create`, the lab cluster, and what it was about.
-pub(crate) struct Called<'a> {
-    pub verb: &'a str,
-    pub cluster: &'a str,
-    pub object: &'a str,
-}
-
-/// A backend error built from an injected fault, as the real adapter reports that kind of failure.
+/// A backend error built from an injected fault on a call (its verb, `kind.create`; the lab cluster;
+/// what it was about), as the real adapter reports that kind of failure.
 pub(crate) trait FromInjected {
-    fn from_injected(fault: Injected, call: &Called<'_>) -> Self;
+    fn from_injected(fault: Injected, verb: &str, cluster: &str, object: &str) -> Self;
 }
 
-/// The exit status of a tool that failed (exit code 1, as kind and helm exit on an error).
-fn exit_1() -> ExitStatus {
+/// What a failed call was doing: `<verb> <object>`.
+fn what(verb: &str, object: &str) -> String {
+    format!("{verb} {object}").trim_end().to_owned()
+}
+
+/// A tool that exited 1 (as kind and helm exit on an error) with `stderr`.
+fn tool_failure(command: String, stderr: String) -> ToolFailure {
     #[cfg(unix)]
-    {
-        std::os::unix::process::ExitStatusExt::from_raw(1 << 8)
-    }
+    let status = std::os::unix::process::ExitStatusExt::from_raw(1 << 8);
     #[cfg(windows)]
-    {
-        std::os::windows::process::ExitStatusExt::from_raw(1)
-    }
-}
-
-/// A tool that exited 1 with `stderr`.
-pub(crate) fn tool_failure(command: impl Into<String>, stderr: impl Into<String>) -> ToolFailure {
+    let status = std::os::windows::process::ExitStatusExt::from_raw(1);
     ToolFailure {
-        command: command.into(),
-        status: exit_1(),
-        stderr_tail: stderr.into(),
-    }
-}
-
-fn verdict(transience: Transience, help: Option<String>) -> Verdict {
-    match transience {
-        Transience::Transient => Verdict { transience, help },
-        Transience::Permanent => Verdict::permanent(help),
+        command,
+        status,
+        stderr_tail: stderr,
     }
 }
 
 impl FromInjected for DockerError {
     /// The daemon's answer: 503 (the daemon is busy, transient) or 400 (refused, permanent), as
     /// `DockerError::Daemon` classes statuses.
-    fn from_injected(fault: Injected, call: &Called<'_>) -> Self {
+    fn from_injected(fault: Injected, verb: &str, _: &str, object: &str) -> Self {
+        let status = match fault.transience {
+            Transience::Transient => 503,
+            Transience::Permanent => 400,
+        };
         DockerError::Daemon {
-            what: format!("{} {}", call.verb, call.object)
-                .trim_end()
-                .to_owned(),
-            status: match fault.transience {
-                Transience::Transient => 503,
-                Transience::Permanent => 400,
-            },
+            what: what(verb, object),
+            status,
             message: fault.message,
         }
     }
@@ -77,27 +59,11 @@ impl FromInjected for DockerError {
 impl FromInjected for KindError {
     /// `kind create cluster` exiting 1 with the message on stderr (the verdict is the fault's, the help
     /// the real classifier's); any other kind command as the real adapter reports it.
-    fn from_injected(fault: Injected, call: &Called<'_>) -> Self {
+    fn from_injected(fault: Injected, verb: &str, cluster: &str, object: &str) -> Self {
         let stderr = format!("ERROR: {}", fault.message);
-        match call.verb {
-            "kind.create" => KindError::Create {
-                cluster: call.cluster.to_owned(),
-                port: 0,
-                verdict: verdict(
-                    fault.transience,
-                    ocm_lab_core::backend::kind::classify_create_failure(call.cluster, &stderr)
-                        .help,
-                ),
-                failure: tool_failure(
-                    format!("kind create cluster --name {}", call.cluster),
-                    stderr,
-                ),
-            },
-            verb => KindError::Command {
-                action: format!("{verb} {}", call.object).trim_end().to_owned(),
-                failure: tool_failure(verb.replace('.', " "), stderr),
-                docker_problem: false,
-            },
+        match verb {
+            "kind.create" => kind_create_failed(cluster, stderr, Some(fault.transience)),
+            _ => kind_command_failed(what(verb, object), verb.replace('.', " "), stderr),
         }
     }
 }
@@ -106,20 +72,18 @@ impl FromInjected for HelmError {
     /// Helm exiting 1 with `Error: <message>`: a render or install (`Template`, with the fault's
     /// verdict), or a read of its release records and an uninstall (`Release`, which the real adapter
     /// always retries).
-    fn from_injected(fault: Injected, call: &Called<'_>) -> Self {
-        let what = format!("{} {}", call.verb, call.object)
-            .trim_end()
-            .to_owned();
-        let failure = tool_failure(
-            call.verb.replace('.', " "),
-            format!("Error: {}", fault.message),
-        );
-        match call.verb {
+    fn from_injected(fault: Injected, verb: &str, _: &str, object: &str) -> Self {
+        let what = what(verb, object);
+        let failure = tool_failure(verb.replace('.', " "), format!("Error: {}", fault.message));
+        match verb {
             "helm.list" | "helm.uninstall" => HelmError::Release { what, failure },
             _ => HelmError::Template {
                 what,
                 failure,
-                verdict: verdict(fault.transience, None),
+                verdict: Verdict {
+                    transience: fault.transience,
+                    help: None,
+                },
             },
         }
     }
@@ -127,45 +91,53 @@ impl FromInjected for HelmError {
 
 impl FromInjected for KubeError {
     /// The API server's answer: 503 (transient) or a refusal with status 400 (permanent).
-    fn from_injected(fault: Injected, _: &Called<'_>) -> Self {
+    fn from_injected(fault: Injected, _: &str, _: &str, _: &str) -> Self {
+        let message = fault.message;
         match fault.transience {
-            Transience::Transient => KubeError::ServerFailed {
-                code: 503,
-                message: fault.message,
-            },
-            Transience::Permanent => KubeError::Rejected {
-                code: 400,
-                message: fault.message,
-            },
+            Transience::Transient => KubeError::ServerFailed { code: 503, message },
+            Transience::Permanent => KubeError::Rejected { code: 400, message },
         }
     }
 }
 
-/// Helm's install or upgrade failing on a request to the cluster: helm prints the API server's answer
-/// after `Error: <what> FAILED:`; whether a retry helps is the answer's.
-pub(crate) fn helm_request_failed(what: &str, command: &str, e: &KubeError) -> HelmError {
+/// Helm's install or upgrade of `release` failing on a request to the cluster: helm prints the API
+/// server's answer after `Error: <what> FAILED:`; whether a retry helps is the answer's.
+pub(crate) fn helm_request_failed(release: &str, e: &KubeError) -> HelmError {
     HelmError::Template {
-        what: what.to_owned(),
-        failure: tool_failure(command, format!("Error: {e}")),
-        verdict: verdict(e.transience(), e.help()),
+        what: format!("install {release}"),
+        failure: tool_failure(
+            format!("helm upgrade --install {release}"),
+            format!("Error: {e}"),
+        ),
+        verdict: Verdict {
+            transience: e.transience(),
+            help: e.help(),
+        },
     }
 }
 
 /// A read of helm's release records (`helm list`) or an uninstall failing on a request to the cluster:
 /// the real adapter reports it as `Release` (retried).
-pub(crate) fn helm_release_failed(what: &str, command: &str, e: &KubeError) -> HelmError {
+pub(crate) fn helm_release_failed(what: String, command: String, e: &KubeError) -> HelmError {
     HelmError::Release {
-        what: what.to_owned(),
+        what,
         failure: tool_failure(command, format!("Error: {e}")),
     }
 }
 
-/// `kind create cluster --name <name>` exiting 1 with `stderr`, classified as the real adapter does.
-pub(crate) fn kind_create_failed(name: &str, stderr: String) -> KindError {
+/// `kind create cluster --name <name>` exiting 1 with `stderr`, classified as the real adapter does
+/// (an injected fault's `transience` overrides the classifier's).
+pub(crate) fn kind_create_failed(
+    name: &str,
+    stderr: String,
+    transience: Option<Transience>,
+) -> KindError {
+    let mut verdict = kind::classify_create_failure(name, &stderr);
+    verdict.transience = transience.unwrap_or(verdict.transience);
     KindError::Create {
         cluster: name.to_owned(),
         port: 0,
-        verdict: ocm_lab_core::backend::kind::classify_create_failure(name, &stderr),
+        verdict,
         failure: tool_failure(format!("kind create cluster --name {name}"), stderr),
     }
 }
@@ -181,18 +153,12 @@ pub(crate) fn kind_command_failed(action: String, command: String, stderr: Strin
 
 /// `helm template` failing with `Error: <message>` (a post-renderer's failure, a bad chart version):
 /// permanent, as the same input fails the same way.
-pub(crate) fn helm_template_failed(
-    chart: &ocm_lab_core::charts::ChartPlan,
-    message: String,
-) -> HelmError {
+pub(crate) fn helm_template_failed(chart: &ChartPlan, message: String) -> HelmError {
+    let (name, version) = (chart.chart.name(), &chart.version);
     HelmError::Template {
-        what: format!("render {} {}", chart.chart.name(), chart.version),
+        what: format!("render {name} {version}"),
         failure: tool_failure(
-            format!(
-                "helm template {} --version {}",
-                chart.chart.name(),
-                chart.version
-            ),
+            format!("helm template {name} --version {version}"),
             format!("Error: {message}"),
         ),
         verdict: Verdict::permanent(None),
@@ -201,23 +167,15 @@ pub(crate) fn helm_template_failed(
 
 /// `helm template` of a chart version the repository does not have: what real helm prints, classified
 /// by the real classifier.
-pub(crate) fn chart_not_found(chart: &ocm_lab_core::charts::ChartPlan) -> HelmError {
-    let stderr = format!(
-        "Error: chart \"{}\" version \"{}\" not found in {} repository",
-        chart.chart.name(),
-        chart.version,
-        chart.repo
-    );
+pub(crate) fn chart_not_found(chart: &ChartPlan) -> HelmError {
+    let (name, version, repo) = (chart.chart.name(), &chart.version, &chart.repo);
+    let stderr =
+        format!("Error: chart \"{name}\" version \"{version}\" not found in {repo} repository");
     HelmError::Template {
-        what: format!("render {} {}", chart.chart.name(), chart.version),
-        verdict: ocm_lab_core::backend::helm::classify_template_failure(chart, &stderr),
+        what: format!("render {name} {version}"),
+        verdict: helm::classify_template_failure(chart, &stderr),
         failure: tool_failure(
-            format!(
-                "helm template {} --repo {} --version {}",
-                chart.chart.name(),
-                chart.repo,
-                chart.version
-            ),
+            format!("helm template {name} --repo {repo} --version {version}"),
             stderr,
         ),
     }

@@ -37,11 +37,11 @@ pub enum Behaviour {
     ServiceRequest,
     /// `ContainerRuntime::import_node_image`: a bundle's archive imported into a node's containerd.
     NodeImageImport,
-    /// OCM's hub webhooks answer (open-cluster-management-io/ocm v1.3.1 `manifests/cluster-manager/hub/`).
-    /// Consulted by every write that goes through a registered hub admission webhook or the addon conversion
-    /// webhook. `FailOnce(why)`: the next such request gets the API server's HTTP 500 for a webhook it cannot
-    /// call (as while the webhook's Pod is not ready yet), transient like the real one; `FailAlways(why)`:
-    /// every such request does (still a 500: a client retries it until its deadline). `Delay` is not modelled.
+    /// OCM's hub webhooks answer (open-cluster-management-io/ocm v1.3.1 `manifests/cluster-manager/hub/`),
+    /// for every write through a registered hub admission webhook or the addon conversion webhook.
+    /// `FailOnce(why)`: the next such write gets the API server's HTTP 500 for a webhook it cannot call (as
+    /// while the webhook's Pod is not ready), transient like the real one; `FailAlways(why)`: every such
+    /// write does (a client retries it until its deadline). `Delay` is not modelled.
     HubWebhooks,
     // Controllers.
     /// The API server marks a new CRD Established.
@@ -110,20 +110,18 @@ pub enum Behaviour {
     /// gRPC error. Checked on every request through the user server.
     ProxyServer,
     /// A node pulls an image from its registry: the kubelet, when a Deployment's Pod needs an image its
-    /// node lacks (one image at a time per node, as the kubelet's default `serializeImagePulls: true`
-    /// does), and `ContainerRuntime::pull_in_node` (the `node-images` step's `crictl pull`; those run in
-    /// parallel). `Delay(d)`: each pull of a missing image takes `d`, so an image pre-pulled or loaded
-    /// from a bundle costs nothing at rollout. No fault (the default) pulls at once, so benchmarks that
-    /// do not set it are unchanged. `FailAlways`: the pull fails; a Deployment waiting for the image shows
+    /// node lacks (one at a time per node, as the kubelet's default `serializeImagePulls: true` does), and
+    /// `ContainerRuntime::pull_in_node` (the `node-images` step's `crictl pull`, in parallel). `Delay(d)`:
+    /// each pull of a missing image takes `d` (an image pre-pulled or loaded from a bundle costs nothing at
+    /// rollout); no fault pulls at once. `FailAlways`: a Deployment waiting for the image shows
     /// `ErrImagePull`, the pre-pull warns.
     ImagePull,
     /// The kubelet mounts the registration agent's bootstrap Secret volume into a Pod that started before
-    /// the Secret existed. Such a Pod waits in `Pending` while the kubelet retries the mount with a backoff
-    /// that doubles from 500 ms up to 2 min 2 s (kubernetes
-    /// `pkg/util/goroutinemap/exponentialbackoff/exponential_backoff.go`), so it mounts the Secret up to
-    /// that long after the Secret appears. `Delay(d)`: the waiting Pod starts `d` after the Secret (its
-    /// next retry); a Pod started after the Secret exists mounts it at once. No fault (the default):
-    /// the waiting Pod starts as soon as the Secret is there.
+    /// the Secret existed: it waits in `Pending` while the kubelet retries the mount with a backoff that
+    /// doubles from 500 ms up to 2 min 2 s (kubernetes
+    /// `pkg/util/goroutinemap/exponentialbackoff/exponential_backoff.go`). `Delay(d)`: the waiting Pod
+    /// starts `d` after the Secret appears (its next retry); no fault: as soon as it is there. A Pod
+    /// started after the Secret exists mounts it at once.
     BootstrapMount,
     /// The kubelet runs the `consumer` check's Pod on the hub to its end (the consumer in it, and its
     /// `cp-creds`). `Delay(d)`: it ends `d` after it was created; failing, it never runs (Pending).
