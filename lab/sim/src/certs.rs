@@ -166,7 +166,10 @@ fn certificate(
     // basicConstraints, then keyUsage: digitalSignature|keyCertSign|cRLSign for a CA,
     // digitalSignature|keyEncipherment for a leaf.
     let (ca_flag, usage) = match leaf {
-        None => (seq(&[critical.clone()]), der(0x03, &[0x01, 0x86])),
+        None => (
+            seq(std::slice::from_ref(&critical)),
+            der(0x03, &[0x01, 0x86]),
+        ),
         Some(_) => (seq(&[]), der(0x03, &[0x05, 0xa0])),
     };
     let mut exts = vec![
@@ -215,17 +218,10 @@ impl ClusterCa {
     /// kubeadm gives them on kind: `kubernetes…`, `<cluster>-control-plane`, `localhost`, 127.0.0.1).
     pub fn new(cluster: &str) -> Self {
         let mut ca = Self::authority(cluster, "kubernetes");
-        let dns: Vec<String> = [
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-            "localhost",
-        ]
-        .into_iter()
-        .map(str::to_owned)
-        .chain([format!("{cluster}-control-plane")])
-        .collect();
+        let names = "kubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local localhost";
+        let dns: Vec<String> = (names.split(' ').map(str::to_owned))
+            .chain([format!("{cluster}-control-plane")])
+            .collect();
         ca.apiserver_pem = ca.issue("kube-apiserver", &dns, &[[127, 0, 0, 1]]).cert_pem;
         ca
     }

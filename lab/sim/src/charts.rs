@@ -47,35 +47,24 @@ fn schema_for(name: &str) -> Value {
     if name != "managedproxyconfigurations.proxy.open-cluster-management.io" {
         return open;
     }
-    let any = || json!({"x-kubernetes-preserve-unknown-fields": true});
-    json!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": {
-            "spec": {
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "properties": {
-                    "proxyAgent": {"type": "object", "properties": {
-                        "additionalArgs": {"type": "array", "items": {"type": "string"}},
-                        "additionalServiceCAConfigMap": any(),
-                        "image": {"type": "string"},
-                        "imagePullSecrets": {"type": "array", "items": {"type": "string"}},
-                        "replicas": {"type": "integer"},
-                    }},
-                    "proxyServer": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true,
-                        "properties": {"entrypoint": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": true,
-                            "properties": {"hostname": {"type": "object", "properties": {"value": {"type": "string"}}}},
-                        }},
-                    },
-                },
-            },
-        },
-    })
+    let with = |properties: Value| {
+        let mut o = open.clone();
+        o["properties"] = properties;
+        o
+    };
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let hostname = json!({"type": "object", "properties": {"value": {"type": "string"}}});
+    let proxy_agent = json!({"type": "object", "properties": {
+        "additionalArgs": strings,
+        "additionalServiceCAConfigMap": {"x-kubernetes-preserve-unknown-fields": true},
+        "image": {"type": "string"},
+        "imagePullSecrets": strings,
+        "replicas": {"type": "integer"},
+    }});
+    let entrypoint = with(json!({"hostname": hostname}));
+    let spec =
+        json!({"proxyAgent": proxy_agent, "proxyServer": with(json!({"entrypoint": entrypoint}))});
+    with(json!({"spec": with(spec)}))
 }
 
 /// A real `apiextensions.k8s.io/v1` CustomResourceDefinition for `<plural>.<group>`, with a minimal
@@ -243,7 +232,8 @@ fn addon(api_version: &str, name: &str, mut spec: Value) -> Value {
     })
 }
 
-/// The values after Helm merges the given ones over the chart's defaults.
+/// The values after Helm merges the given ones over the chart's defaults (upstream `values.yaml`; only the
+/// defaults the chart functions' read sites do not supply themselves).
 fn values_over(defaults: Value, given: &Value) -> Value {
     let mut v = defaults;
     if given.is_object() {
@@ -309,30 +299,15 @@ pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, Helm
 
 fn cluster_manager(ns: &str, given: &Value) -> Rendered {
     let v = values_over(
-        json!({
-            "replicaCount": 3,
-            "images": {
-                "registry": "quay.io/open-cluster-management",
-                "tag": "",
-                "imagePullPolicy": "IfNotPresent",
-                "imageCredentials": {"createImageCredentials": false, "userName": "", "password": "", "dockerConfigJson": ""},
+        json!({"clusterManager": {
+            "create": true,
+            "registrationConfiguration": {
+                "featureGates": [{"feature": "DefaultClusterSet", "mode": "Enable"}],
+                "registrationDrivers": [{"authType": "csr"}],
             },
-            "enableSyncLabels": false,
-            "createBootstrapToken": false,
-            "createBootstrapSA": false,
-            "clusterManager": {
-                "create": true,
-                "mode": "Default",
-                "resourceRequirement": {"type": "Default"},
-                "registrationConfiguration": {
-                    "featureGates": [{"feature": "DefaultClusterSet", "mode": "Enable"}],
-                    "registrationDrivers": [{"authType": "csr"}],
-                },
-                "workConfiguration": {"workDriver": "kube"},
-                "addOnManagerConfiguration": {},
-                "placementConfiguration": {"featureGates": [{"feature": "PlacementDebugServer", "mode": "Enable"}]},
-            },
-        }),
+            "workConfiguration": {"workDriver": "kube"},
+            "placementConfiguration": {"featureGates": [{"feature": "PlacementDebugServer", "mode": "Enable"}]},
+        }}),
         given,
     );
     let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
@@ -420,28 +395,7 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
 // ---- klusterlet 1.3.1 (open-cluster-management-io/ocm v1.3.1 `deploy/klusterlet/chart/`) --------------------
 
 fn klusterlet(ns: &str, given: &Value) -> Rendered {
-    let v = values_over(
-        json!({
-            "replicaCount": 1,
-            "images": {"registry": "quay.io/open-cluster-management", "tag": "", "imagePullPolicy": "IfNotPresent"},
-            "bootstrapHubKubeConfig": "",
-            "externalManagedKubeConfig": "",
-            "noOperator": false,
-            "klusterlet": {
-                "create": true,
-                "mode": "Singleton",
-                "name": "klusterlet",
-                "clusterName": "cluster1",
-                "namespace": "",
-                "externalServerURLs": [],
-                "resourceRequirement": {"type": "Default"},
-                "nodePlacement": {},
-                "registrationConfiguration": {},
-                "workConfiguration": {},
-            },
-        }),
-        given,
-    );
+    let v = values_over(json!({"klusterlet": {"create": true}}), given);
     let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
     let tag = text(&v, "images.tag", "v1.3.1");
     let image = |name: &str| format!("{registry}/{name}:{tag}");
@@ -517,23 +471,7 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     };
     let gate_value = gate[..1].to_lowercase() + &gate[1..];
     let v = values_over(
-        json!({
-            "registry": "quay.io/open-cluster-management",
-            "image": "cluster-proxy",
-            "tag": null,
-            "replicas": 1,
-            "spokeAddonNamespace": "open-cluster-management-cluster-proxy",
-            "proxyServerImage": "quay.io/open-cluster-management/cluster-proxy",
-            "proxyAgentImage": "quay.io/open-cluster-management/cluster-proxy",
-            "proxyServer": {"entrypointLoadBalancer": false, "entrypointAddress": "", "port": 8091, "imagePullPolicy": "IfNotPresent"},
-            "installByPlacement": {"placementName": "", "placementNamespace": ""},
-            "enableKubeApiProxy": true,
-            "enableServiceProxy": false,
-            "enableImpersonation": true,
-            "featureGates": {gate_value.as_str(): false},
-            "userServer": {"enabled": false, "additionalSANs": []},
-            "networkPolicies": {"enabled": false},
-        }),
+        json!({"enableKubeApiProxy": true, "enableImpersonation": true}),
         given,
     );
     let tag = text(&v, "tag", &format!("v{version}"));
@@ -690,18 +628,7 @@ fn user_server(ns: &str, image: &str, replicas: i64) -> [Value; 2] {
 // --------
 
 fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
-    let v = values_over(
-        json!({
-            "image": "quay.io/open-cluster-management/managed-serviceaccount",
-            "tag": null,
-            "agentInstallAll": true,
-            "replicas": 1,
-            "featureGates": {"ephemeralIdentity": false, "clusterProfileCredSyncer": false},
-            "agentImagePullSecret": "",
-            "hubDeployMode": "Deployment",
-        }),
-        given,
-    );
+    let v = values_over(json!({"agentInstallAll": true}), given);
     let image = format!(
         "{}:{}",
         text(
