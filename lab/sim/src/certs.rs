@@ -51,7 +51,6 @@ const OID_BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
 const OID_AKI: &[u8] = &[0x55, 0x1d, 0x23];
 const OID_EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
 const OID_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
-const OID_CLIENT_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02];
 
 /// One DER element.
 fn der(tag: u8, content: &[u8]) -> Vec<u8> {
@@ -92,16 +91,6 @@ fn utf8(s: &str) -> Vec<u8> {
     der(0x0c, s.as_bytes())
 }
 
-/// A positive INTEGER from big-endian bytes.
-fn uint(b: &[u8]) -> Vec<u8> {
-    let b: Vec<u8> = b.iter().copied().skip_while(|x| *x == 0).collect();
-    if b.first().is_none_or(|x| x & 0x80 != 0) {
-        der(0x02, &[&[0u8][..], &b].concat())
-    } else {
-        der(0x02, &b)
-    }
-}
-
 /// `CN=<cn>, O=<org>`.
 fn name(cn: &str, org: &str) -> Vec<u8> {
     let rdn = |o: &[u8], v: &str| der(0x31, &seq(&[oid(o), utf8(v)]));
@@ -119,15 +108,6 @@ fn utc_time(unix: u64) -> Vec<u8> {
     der(0x17, format!("{}Z", &digits[2..14]).as_bytes())
 }
 
-fn extension(o: &[u8], critical: bool, value: Vec<u8>) -> Vec<u8> {
-    let mut parts = vec![oid(o)];
-    if critical {
-        parts.push(der(0x01, &[0xff]));
-    }
-    parts.push(octets(&value));
-    seq(&parts)
-}
-
 fn key_id(public_key: &[u8]) -> Vec<u8> {
     ring::digest::digest(&ring::digest::SHA256, public_key).as_ref()[..20].to_vec()
 }
@@ -139,15 +119,8 @@ fn pem_text(tag: &str, der: &[u8]) -> String {
     )
 }
 
-/// What a certificate is for.
-struct Profile<'a> {
-    cn: &'a str,
-    org: &'a str,
-    ca: bool,
-    dns: &'a [String],
-    ips: &'a [[u8; 4]],
-    server: bool,
-}
+/// A serving certificate's names: DNS names and IPv4 addresses.
+type Sans<'a> = (&'a [String], &'a [[u8; 4]]);
 
 struct Key {
     pair: EcdsaKeyPair,
@@ -166,72 +139,65 @@ fn load_key(pkcs8: Vec<u8>, rng: &SystemRandom) -> Key {
     Key { pair, pkcs8 }
 }
 
-/// A certificate for `subject_key`, signed by `issuer` (itself when `issuer` is `None`): DER.
+/// A certificate `CN=<cn>, O=<org>` for `subject_key`: a CA signed by itself when `leaf` is `None`, else a
+/// serving certificate for those names signed by `issuer` (its key and name). DER.
 fn certificate(
-    p: &Profile<'_>,
+    (cn, org): (&str, &str),
+    leaf: Option<(Sans<'_>, &Key, &[u8])>,
     subject_key: &Key,
-    issuer: Option<(&Key, &[u8])>,
     rng: &SystemRandom,
 ) -> Vec<u8> {
-    let (signer, issuer_name) = match issuer {
-        Some((k, n)) => (k, n.to_vec()),
-        None => (subject_key, name(p.cn, p.org)),
-    };
+    let (signer, issuer_name) =
+        leaf.map_or((subject_key, name(cn, org)), |(_, k, n)| (k, n.to_vec()));
+    // A positive 16-byte INTEGER.
     let mut serial = [0u8; 16];
     rng.fill(&mut serial).expect("system randomness");
+    serial[0] = serial[0] & 0x7f | 0x40;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let sig_alg = seq(&[oid(OID_ECDSA_SHA256)]);
     let public = subject_key.pair.public_key().as_ref();
     let spki = seq(&[seq(&[oid(OID_EC_PUBLIC_KEY), oid(OID_P256)]), bits(public)]);
+    let critical = der(0x01, &[0xff]);
+    let ext = |o: &[u8], critical: &[u8], value: Vec<u8>| {
+        seq(&[oid(o), critical.to_vec(), octets(&value)])
+    };
+    // basicConstraints, then keyUsage: digitalSignature|keyCertSign|cRLSign for a CA,
+    // digitalSignature|keyEncipherment for a leaf.
+    let (ca_flag, usage) = match leaf {
+        None => (
+            seq(std::slice::from_ref(&critical)),
+            der(0x03, &[0x01, 0x86]),
+        ),
+        Some(_) => (seq(&[]), der(0x03, &[0x05, 0xa0])),
+    };
     let mut exts = vec![
-        extension(
-            OID_BASIC_CONSTRAINTS,
-            true,
-            if p.ca {
-                seq(&[der(0x01, &[0xff])])
-            } else {
-                seq(&[])
-            },
-        ),
-        // keyUsage: digitalSignature (+ keyEncipherment for leaves) or digitalSignature|keyCertSign|cRLSign.
-        extension(
-            OID_KEY_USAGE,
-            true,
-            if p.ca {
-                der(0x03, &[0x01, 0x86])
-            } else {
-                der(0x03, &[0x05, 0xa0])
-            },
-        ),
-        extension(OID_SKI, false, octets(&key_id(public))),
+        ext(OID_BASIC_CONSTRAINTS, &critical, ca_flag),
+        ext(OID_KEY_USAGE, &critical, usage),
+        ext(OID_SKI, &[], octets(&key_id(public))),
     ];
-    if !p.ca {
-        let usage = if p.server {
-            OID_SERVER_AUTH
-        } else {
-            OID_CLIENT_AUTH
-        };
-        exts.push(extension(OID_EXT_KEY_USAGE, false, seq(&[oid(usage)])));
+    if let Some(((dns, ips), ..)) = leaf {
+        exts.push(ext(OID_EXT_KEY_USAGE, &[], seq(&[oid(OID_SERVER_AUTH)])));
         let aki = key_id(signer.pair.public_key().as_ref());
-        exts.push(extension(OID_AKI, false, seq(&[der(0x80, &aki)])));
-        if !p.dns.is_empty() || !p.ips.is_empty() {
-            let mut names: Vec<Vec<u8>> = p.dns.iter().map(|d| der(0x82, d.as_bytes())).collect();
-            names.extend(p.ips.iter().map(|ip| der(0x87, ip)));
-            exts.push(extension(OID_SAN, false, seq(&names)));
+        exts.push(ext(OID_AKI, &[], seq(&[der(0x80, &aki)])));
+        let names: Vec<Vec<u8>> = (dns.iter().map(|d| der(0x82, d.as_bytes())))
+            .chain(ips.iter().map(|ip| der(0x87, ip)))
+            .collect();
+        if !names.is_empty() {
+            exts.push(ext(OID_SAN, &[], seq(&names)));
         }
     }
     let tbs = seq(&[
         der(0xa0, &der(0x02, &[2])),
-        uint(&serial),
+        der(0x02, &serial),
         sig_alg.clone(),
         issuer_name,
         seq(&[
             utc_time(now.saturating_sub(3600)),
             utc_time(now + 10 * 365 * 86400),
         ]),
-        name(p.cn, p.org),
+        name(cn, org),
         spki,
         der(0xa3, &seq(&exts)),
     ]);
@@ -252,17 +218,10 @@ impl ClusterCa {
     /// kubeadm gives them on kind: `kubernetes…`, `<cluster>-control-plane`, `localhost`, 127.0.0.1).
     pub fn new(cluster: &str) -> Self {
         let mut ca = Self::authority(cluster, "kubernetes");
-        let dns: Vec<String> = [
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-            "localhost",
-        ]
-        .into_iter()
-        .map(str::to_owned)
-        .chain([format!("{cluster}-control-plane")])
-        .collect();
+        let names = "kubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local localhost";
+        let dns: Vec<String> = (names.split(' ').map(str::to_owned))
+            .chain([format!("{cluster}-control-plane")])
+            .collect();
         ca.apiserver_pem = ca.issue("kube-apiserver", &dns, &[[127, 0, 0, 1]]).cert_pem;
         ca
     }
@@ -273,19 +232,7 @@ impl ClusterCa {
         let rng = SystemRandom::new();
         let key = new_key(&rng);
         let org = org(cluster);
-        let ca = certificate(
-            &Profile {
-                cn,
-                org: &org,
-                ca: true,
-                dns: &[],
-                ips: &[],
-                server: false,
-            },
-            &key,
-            None,
-            &rng,
-        );
+        let ca = certificate((cn, &org), None, &key, &rng);
         ClusterCa {
             cluster: cluster.to_owned(),
             cn: cn.to_owned(),
@@ -306,19 +253,7 @@ impl ClusterCa {
         let org = org(&self.cluster);
         let issuer = name(&self.cn, &org);
         let key = new_key(&rng);
-        let leaf = certificate(
-            &Profile {
-                cn,
-                org: &org,
-                ca: false,
-                dns,
-                ips,
-                server: true,
-            },
-            &key,
-            Some((&ca_key, &issuer)),
-            &rng,
-        );
+        let leaf = certificate((cn, &org), Some(((dns, ips), &ca_key, &issuer)), &key, &rng);
         Issued {
             cert_pem: format!("{}{}", pem_text("CERTIFICATE", &leaf), self.cert_pem),
             key_pem: pem_text("PRIVATE KEY", &key.pkcs8),

@@ -12,160 +12,29 @@ use ocm_lab_core::backend::{HelmError, Rendered};
 use ocm_lab_core::charts::ChartPlan;
 use ocm_lab_core::topology::catalog::Chart;
 
-/// A CRD the simulation knows: (group, kind, plural, namespaced, versions as (name, storage)).
-struct CrdDef {
-    group: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    versions: &'static [(&'static str, bool)],
-}
-
-/// Served versions and scopes as in `fixtures/crds/` (upstream CRDs).
-const CRDS: &[CrdDef] = &[
-    crd_def(
-        "operator.open-cluster-management.io",
-        "ClusterManager",
-        "clustermanagers",
-        false,
-        &[("v1", true)],
-    ),
-    crd_def(
-        "operator.open-cluster-management.io",
-        "Klusterlet",
-        "klusterlets",
-        false,
-        &[("v1", true)],
-    ),
-    crd_def(
-        "cluster.open-cluster-management.io",
-        "ManagedCluster",
-        "managedclusters",
-        false,
-        &[("v1", true)],
-    ),
-    crd_def(
-        "cluster.open-cluster-management.io",
-        "ManagedClusterSet",
-        "managedclustersets",
-        false,
-        &[("v1beta2", true)],
-    ),
-    crd_def(
-        "cluster.open-cluster-management.io",
-        "ManagedClusterSetBinding",
-        "managedclustersetbindings",
-        true,
-        &[("v1beta2", true)],
-    ),
-    crd_def(
-        "cluster.open-cluster-management.io",
-        "Placement",
-        "placements",
-        true,
-        &[("v1beta1", true)],
-    ),
-    crd_def(
-        "cluster.open-cluster-management.io",
-        "PlacementDecision",
-        "placementdecisions",
-        true,
-        &[("v1beta1", true)],
-    ),
-    crd_def(
-        "cluster.open-cluster-management.io",
-        "ClusterClaim",
-        "clusterclaims",
-        false,
-        &[("v1alpha1", true)],
-    ),
-    crd_def(
-        "addon.open-cluster-management.io",
-        "ManagedClusterAddOn",
-        "managedclusteraddons",
-        true,
-        &[("v1alpha1", true), ("v1beta1", false)],
-    ),
-    crd_def(
-        "addon.open-cluster-management.io",
-        "ClusterManagementAddOn",
-        "clustermanagementaddons",
-        false,
-        &[("v1alpha1", true), ("v1beta1", false)],
-    ),
-    crd_def(
-        "addon.open-cluster-management.io",
-        "AddOnDeploymentConfig",
-        "addondeploymentconfigs",
-        true,
-        &[("v1alpha1", true), ("v1beta1", false)],
-    ),
-    crd_def(
-        "work.open-cluster-management.io",
-        "ManifestWork",
-        "manifestworks",
-        true,
-        &[("v1", true)],
-    ),
-    crd_def(
-        "work.open-cluster-management.io",
-        "AppliedManifestWork",
-        "appliedmanifestworks",
-        false,
-        &[("v1", true)],
-    ),
-    crd_def(
-        "multicluster.x-k8s.io",
-        "ClusterProfile",
-        "clusterprofiles",
-        true,
-        &[("v1alpha1", true)],
-    ),
-    crd_def(
-        "about.k8s.io",
-        "ClusterProperty",
-        "clusterproperties",
-        false,
-        &[("v1alpha1", true)],
-    ),
-    crd_def(
-        "proxy.open-cluster-management.io",
-        "ManagedProxyConfiguration",
-        "managedproxyconfigurations",
-        false,
-        &[("v1alpha1", true)],
-    ),
-    crd_def(
-        "proxy.open-cluster-management.io",
-        "ManagedProxyServiceResolver",
-        "managedproxyserviceresolvers",
-        false,
-        &[("v1alpha1", true)],
-    ),
-    crd_def(
-        "authentication.open-cluster-management.io",
-        "ManagedServiceAccount",
-        "managedserviceaccounts",
-        true,
-        &[("v1alpha1", false), ("v1beta1", true)],
-    ),
-];
-
-const fn crd_def(
-    group: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    versions: &'static [(&'static str, bool)],
-) -> CrdDef {
-    CrdDef {
-        group,
-        kind,
-        plural,
-        namespaced,
-        versions,
-    }
-}
+/// The CRDs the simulation knows, one a line: `<group> <Kind> <scope> <versions>`, the storage version
+/// marked `*` (served versions and scopes as in `fixtures/crds/`, the upstream CRDs). The plural is the
+/// lowercased kind + `s` (`y` → `ies`), as upstream names them.
+const CRDS: &str = "
+    operator.open-cluster-management.io ClusterManager Cluster v1*
+    operator.open-cluster-management.io Klusterlet Cluster v1*
+    cluster.open-cluster-management.io ManagedCluster Cluster v1*
+    cluster.open-cluster-management.io ManagedClusterSet Cluster v1beta2*
+    cluster.open-cluster-management.io ManagedClusterSetBinding Namespaced v1beta2*
+    cluster.open-cluster-management.io Placement Namespaced v1beta1*
+    cluster.open-cluster-management.io PlacementDecision Namespaced v1beta1*
+    cluster.open-cluster-management.io ClusterClaim Cluster v1alpha1*
+    addon.open-cluster-management.io ManagedClusterAddOn Namespaced v1alpha1* v1beta1
+    addon.open-cluster-management.io ClusterManagementAddOn Cluster v1alpha1* v1beta1
+    addon.open-cluster-management.io AddOnDeploymentConfig Namespaced v1alpha1* v1beta1
+    work.open-cluster-management.io ManifestWork Namespaced v1*
+    work.open-cluster-management.io AppliedManifestWork Cluster v1*
+    multicluster.x-k8s.io ClusterProfile Namespaced v1alpha1*
+    about.k8s.io ClusterProperty Cluster v1alpha1*
+    proxy.open-cluster-management.io ManagedProxyConfiguration Cluster v1alpha1*
+    proxy.open-cluster-management.io ManagedProxyServiceResolver Cluster v1alpha1*
+    authentication.open-cluster-management.io ManagedServiceAccount Namespaced v1alpha1 v1beta1*
+";
 
 /// The simulated CRD's schema: keeps unknown fields, except where the real CRD's declared fields matter
 /// to the lab: the ManagedProxyConfiguration's `spec.proxyAgent` and `spec.proxyServer.entrypoint.hostname`
@@ -178,53 +47,51 @@ fn schema_for(name: &str) -> Value {
     if name != "managedproxyconfigurations.proxy.open-cluster-management.io" {
         return open;
     }
-    let any = || json!({"x-kubernetes-preserve-unknown-fields": true});
-    json!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": {
-            "spec": {
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "properties": {
-                    "proxyAgent": {"type": "object", "properties": {
-                        "additionalArgs": {"type": "array", "items": {"type": "string"}},
-                        "additionalServiceCAConfigMap": any(),
-                        "image": {"type": "string"},
-                        "imagePullSecrets": {"type": "array", "items": {"type": "string"}},
-                        "replicas": {"type": "integer"},
-                    }},
-                    "proxyServer": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true,
-                        "properties": {"entrypoint": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": true,
-                            "properties": {"hostname": {"type": "object", "properties": {"value": {"type": "string"}}}},
-                        }},
-                    },
-                },
-            },
-        },
-    })
+    let with = |properties: Value| {
+        let mut o = open.clone();
+        o["properties"] = properties;
+        o
+    };
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let hostname = json!({"type": "object", "properties": {"value": {"type": "string"}}});
+    let proxy_agent = json!({"type": "object", "properties": {
+        "additionalArgs": strings,
+        "additionalServiceCAConfigMap": {"x-kubernetes-preserve-unknown-fields": true},
+        "image": {"type": "string"},
+        "imagePullSecrets": strings,
+        "replicas": {"type": "integer"},
+    }});
+    let entrypoint = with(json!({"hostname": hostname}));
+    let spec =
+        json!({"proxyAgent": proxy_agent, "proxyServer": with(json!({"entrypoint": entrypoint}))});
+    with(json!({"spec": with(spec)}))
 }
 
 /// A real `apiextensions.k8s.io/v1` CustomResourceDefinition for `<plural>.<group>`, with a minimal
 /// schema that keeps unknown fields except where [`schema_for`] says (the simulated API server checks
 /// the fields that matter itself).
 pub(crate) fn crd(name: &str) -> Value {
-    let d = CRDS
-        .iter()
-        .find(|d| format!("{}.{}", d.plural, d.group) == name)
+    let plural = |kind: &str| match kind.to_lowercase().strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{}s", kind.to_lowercase()),
+    };
+    let (group, kind, scope, versions) = CRDS
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find_map(|w| match &w[..] {
+            [group, kind, scope, versions @ ..] if format!("{}.{group}", plural(kind)) == name => {
+                Some((*group, *kind, *scope, versions.to_vec()))
+            }
+            _ => None,
+        })
         .unwrap_or_else(|| panic!("the simulation knows no CRD {name}"));
-    let versions: Vec<Value> = d
-        .versions
+    let versions: Vec<Value> = versions
         .iter()
-        .map(|(v, storage)| {
+        .map(|v| {
             json!({
-                "name": v,
+                "name": v.trim_end_matches('*'),
                 "served": true,
-                "storage": storage,
+                "storage": v.ends_with('*'),
                 "schema": {"openAPIV3Schema": schema_for(name)},
                 "subresources": {"status": {}},
             })
@@ -235,20 +102,20 @@ pub(crate) fn crd(name: &str) -> Value {
         "kind": "CustomResourceDefinition",
         "metadata": {"name": name},
         "spec": {
-            "group": d.group,
+            "group": group,
             "names": {
-                "kind": d.kind,
-                "listKind": format!("{}List", d.kind),
-                "plural": d.plural,
-                "singular": d.kind.to_lowercase(),
+                "kind": kind,
+                "listKind": format!("{kind}List"),
+                "plural": plural(kind),
+                "singular": kind.to_lowercase(),
             },
-            "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+            "scope": scope,
             "versions": versions,
         },
     });
-    if ADDON_CONVERSION_CRDS.contains(&name) {
-        // v1alpha1 stored, v1beta1 converted by the hub's addon webhook (open-cluster-management-io/ocm v1.3.1
-        // `manifests/cluster-manager/hub/`).
+    if matches!(kind, "ManagedClusterAddOn" | "ClusterManagementAddOn") {
+        // v1alpha1 stored, v1beta1 converted by the hub's `cluster-manager-addon-webhook`
+        // (ocm@v1.3.1 manifests/cluster-manager/hub/crds/0000_01_addon…crd.yaml `strategy: Webhook`).
         crd["spec"]["conversion"] = json!({
             "strategy": "Webhook",
             "webhook": {
@@ -264,13 +131,6 @@ pub(crate) fn crd(name: &str) -> Value {
     }
     crd
 }
-
-/// The addon CRDs whose versions the hub's `cluster-manager-addon-webhook` converts
-/// (ocm@v1.3.1 manifests/cluster-manager/hub/crds/0000_01_addon…crd.yaml `strategy: Webhook`).
-const ADDON_CONVERSION_CRDS: &[&str] = &[
-    "managedclusteraddons.addon.open-cluster-management.io",
-    "clustermanagementaddons.addon.open-cluster-management.io",
-];
 
 /// The hub CRDs the cluster-manager operator installs (open-cluster-management-io/ocm v1.3.1
 /// `manifests/cluster-manager/hub/crds/`; the ClusterProfile CRD is added only with the gate).
@@ -331,11 +191,49 @@ fn cluster_role_binding(name: &str, role: &str, sa_ns: &str, sa: &str) -> Value 
     })
 }
 
-fn all_rules() -> Value {
-    json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}])
+/// A chart's operator or addon manager: the Deployment `name`, run as ServiceAccount `sa`, bound to the
+/// ClusterRole `role` that allows everything.
+fn manager(
+    ns: &str,
+    name: &str,
+    sa: &str,
+    role: &str,
+    replicas: i64,
+    containers: Value,
+) -> [Value; 4] {
+    let mut d = deployment(ns, name, name, replicas, containers);
+    d["spec"]["template"]["spec"]["serviceAccountName"] = json!(sa);
+    let all = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
+    [
+        service_account(ns, sa),
+        cluster_role(role, all),
+        cluster_role_binding(role, role, ns, sa),
+        d,
+    ]
 }
 
-/// The values after Helm merges the given ones over the chart's defaults.
+/// The ManagedClusterSetBinding of the `global` set into `ns`, as the addon charts render it.
+fn global_binding(ns: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+        "metadata": {"name": "global", "namespace": ns},
+        "spec": {"clusterSet": "global"},
+    })
+}
+
+/// An addon chart's ClusterManagementAddOn (managed by the addon manager), with `spec` added.
+fn addon(api_version: &str, name: &str, mut spec: Value) -> Value {
+    spec["addOnMeta"] = json!({"displayName": name, "description": name});
+    json!({
+        "apiVersion": api_version,
+        "kind": "ClusterManagementAddOn",
+        "metadata": {"name": name, "annotations": {"addon.open-cluster-management.io/lifecycle": "addon-manager"}},
+        "spec": spec,
+    })
+}
+
+/// The values after Helm merges the given ones over the chart's defaults (upstream `values.yaml`; only the
+/// defaults the chart functions' read sites do not supply themselves).
 fn values_over(defaults: Value, given: &Value) -> Value {
     let mut v = defaults;
     if given.is_object() {
@@ -352,53 +250,30 @@ fn text(v: &Value, path: &str, default: &str) -> String {
     helm_text(at(v, path), default)
 }
 
+fn int(v: &Value, path: &str, default: i64) -> i64 {
+    at(v, path).and_then(Value::as_i64).unwrap_or(default)
+}
+
+/// The value at `path`, or `default` when absent (a `null` given value removes a default).
+fn value(v: &Value, path: &str, default: Value) -> Value {
+    at(v, path).cloned().unwrap_or(default)
+}
+
 /// Helm's install order, which `helm template` also uses for its output.
-const INSTALL_ORDER: &[&str] = &[
-    "PriorityClass",
-    "Namespace",
-    "NetworkPolicy",
-    "ResourceQuota",
-    "LimitRange",
-    "PodSecurityPolicy",
-    "PodDisruptionBudget",
-    "ServiceAccount",
-    "Secret",
-    "SecretList",
-    "ConfigMap",
-    "StorageClass",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "CustomResourceDefinition",
-    "ClusterRole",
-    "ClusterRoleList",
-    "ClusterRoleBinding",
-    "ClusterRoleBindingList",
-    "Role",
-    "RoleList",
-    "RoleBinding",
-    "RoleBindingList",
-    "Service",
-    "DaemonSet",
-    "Pod",
-    "ReplicationController",
-    "ReplicaSet",
-    "Deployment",
-    "HorizontalPodAutoscaler",
-    "StatefulSet",
-    "Job",
-    "CronJob",
-    "IngressClass",
-    "Ingress",
-    "APIService",
-];
+const INSTALL_ORDER: &str = "PriorityClass Namespace NetworkPolicy ResourceQuota LimitRange
+    PodSecurityPolicy PodDisruptionBudget ServiceAccount Secret SecretList ConfigMap StorageClass
+    PersistentVolume PersistentVolumeClaim CustomResourceDefinition ClusterRole ClusterRoleList
+    ClusterRoleBinding ClusterRoleBindingList Role RoleList RoleBinding RoleBindingList Service DaemonSet
+    Pod ReplicationController ReplicaSet Deployment HorizontalPodAutoscaler StatefulSet Job CronJob
+    IngressClass Ingress APIService";
 
 fn sorted(mut objects: Vec<Value>) -> Vec<Value> {
     let rank = |o: &Value| {
         let k = o["kind"].as_str().unwrap_or("");
         INSTALL_ORDER
-            .iter()
-            .position(|x| *x == k)
-            .unwrap_or(INSTALL_ORDER.len())
+            .split_whitespace()
+            .position(|x| x == k)
+            .unwrap_or(usize::MAX)
     };
     objects.sort_by_key(rank);
     objects
@@ -424,51 +299,28 @@ pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, Helm
 
 fn cluster_manager(ns: &str, given: &Value) -> Rendered {
     let v = values_over(
-        json!({
-            "replicaCount": 3,
-            "images": {
-                "registry": "quay.io/open-cluster-management",
-                "tag": "",
-                "imagePullPolicy": "IfNotPresent",
-                "imageCredentials": {"createImageCredentials": false, "userName": "", "password": "", "dockerConfigJson": ""},
+        json!({"clusterManager": {
+            "create": true,
+            "registrationConfiguration": {
+                "featureGates": [{"feature": "DefaultClusterSet", "mode": "Enable"}],
+                "registrationDrivers": [{"authType": "csr"}],
             },
-            "enableSyncLabels": false,
-            "createBootstrapToken": false,
-            "createBootstrapSA": false,
-            "clusterManager": {
-                "create": true,
-                "mode": "Default",
-                "resourceRequirement": {"type": "Default"},
-                "registrationConfiguration": {
-                    "featureGates": [{"feature": "DefaultClusterSet", "mode": "Enable"}],
-                    "registrationDrivers": [{"authType": "csr"}],
-                },
-                "workConfiguration": {"workDriver": "kube"},
-                "addOnManagerConfiguration": {},
-                "placementConfiguration": {"featureGates": [{"feature": "PlacementDebugServer", "mode": "Enable"}]},
-            },
-        }),
+            "workConfiguration": {"workDriver": "kube"},
+            "placementConfiguration": {"featureGates": [{"feature": "PlacementDebugServer", "mode": "Enable"}]},
+        }}),
         given,
     );
     let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
     let tag = text(&v, "images.tag", "v1.3.1");
     let image = |name: &str| format!("{registry}/{name}:{tag}");
-    let mut objects = vec![
-        service_account(ns, "cluster-manager"),
-        cluster_role("cluster-manager", all_rules()),
-        cluster_role_binding("cluster-manager", "cluster-manager", ns, "cluster-manager"),
-        deployment(
-            ns,
-            "cluster-manager",
-            "cluster-manager",
-            at(&v, "replicaCount").and_then(Value::as_i64).unwrap_or(3),
-            json!([{
-                "name": "registration-operator",
-                "image": image("registration-operator"),
-                "args": ["/registration-operator", "hub"],
-            }]),
-        ),
-    ];
+    let containers = json!([{
+        "name": "registration-operator",
+        "image": image("registration-operator"),
+        "args": ["/registration-operator", "hub"],
+    }]);
+    let cm = "cluster-manager";
+    let replicas = int(&v, "replicaCount", 3);
+    let mut objects = manager(ns, cm, cm, cm, replicas, containers).to_vec();
     if truthy(at(&v, "images.imageCredentials.createImageCredentials")) {
         objects.push(json!({
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
@@ -509,14 +361,13 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
         }));
     }
     if truthy(at(&v, "clusterManager.create")) {
-        let mut registration = at(&v, "clusterManager.registrationConfiguration")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        let mut registration = value(&v, "clusterManager.registrationConfiguration", json!({}));
         if bootstrap_sa {
             registration["autoApproveUsers"] = json!([format!(
                 "system:serviceaccount:{ns}:agent-registration-bootstrap"
             )]);
         }
+        let config = |key: &str| value(&v, &format!("clusterManager.{key}"), json!({}));
         objects.push(json!({
             "apiVersion": "operator.open-cluster-management.io/v1",
             "kind": "ClusterManager",
@@ -527,11 +378,11 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
                 "placementImagePullSpec": image("placement"),
                 "addOnManagerImagePullSpec": image("addon-manager"),
                 "deployOption": {"mode": text(&v, "clusterManager.mode", "Default")},
-                "resourceRequirement": at(&v, "clusterManager.resourceRequirement").cloned().unwrap_or(json!({"type": "Default"})),
+                "resourceRequirement": value(&v, "clusterManager.resourceRequirement", json!({"type": "Default"})),
                 "registrationConfiguration": registration,
-                "workConfiguration": at(&v, "clusterManager.workConfiguration").cloned().unwrap_or(json!({})),
-                "addOnManagerConfiguration": at(&v, "clusterManager.addOnManagerConfiguration").cloned().unwrap_or(json!({})),
-                "placementConfiguration": at(&v, "clusterManager.placementConfiguration").cloned().unwrap_or(json!({})),
+                "workConfiguration": config("workConfiguration"),
+                "addOnManagerConfiguration": config("addOnManagerConfiguration"),
+                "placementConfiguration": config("placementConfiguration"),
             },
         }));
     }
@@ -544,28 +395,7 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
 // ---- klusterlet 1.3.1 (open-cluster-management-io/ocm v1.3.1 `deploy/klusterlet/chart/`) --------------------
 
 fn klusterlet(ns: &str, given: &Value) -> Rendered {
-    let v = values_over(
-        json!({
-            "replicaCount": 1,
-            "images": {"registry": "quay.io/open-cluster-management", "tag": "", "imagePullPolicy": "IfNotPresent"},
-            "bootstrapHubKubeConfig": "",
-            "externalManagedKubeConfig": "",
-            "noOperator": false,
-            "klusterlet": {
-                "create": true,
-                "mode": "Singleton",
-                "name": "klusterlet",
-                "clusterName": "cluster1",
-                "namespace": "",
-                "externalServerURLs": [],
-                "resourceRequirement": {"type": "Default"},
-                "nodePlacement": {},
-                "registrationConfiguration": {},
-                "workConfiguration": {},
-            },
-        }),
-        given,
-    );
+    let v = values_over(json!({"klusterlet": {"create": true}}), given);
     let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
     let tag = text(&v, "images.tag", "v1.3.1");
     let image = |name: &str| format!("{registry}/{name}:{tag}");
@@ -573,25 +403,13 @@ fn klusterlet(ns: &str, given: &Value) -> Rendered {
     let bootstrap = text(&v, "bootstrapHubKubeConfig", "");
     let mut objects = Vec::new();
     if !truthy(at(&v, "noOperator")) {
-        objects.push(service_account(ns, "klusterlet"));
-        objects.push(cluster_role("klusterlet", all_rules()));
-        objects.push(cluster_role_binding(
-            "klusterlet",
-            "klusterlet",
-            ns,
-            "klusterlet",
-        ));
-        objects.push(deployment(
-            ns,
-            "klusterlet",
-            "klusterlet",
-            at(&v, "replicaCount").and_then(Value::as_i64).unwrap_or(1),
-            json!([{
-                "name": "klusterlet",
-                "image": image("registration-operator"),
-                "args": ["/registration-operator", "klusterlet", "--disable-leader-election"],
-            }]),
-        ));
+        let containers = json!([{
+            "name": "klusterlet",
+            "image": image("registration-operator"),
+            "args": ["/registration-operator", "klusterlet", "--disable-leader-election"],
+        }]);
+        let k = "klusterlet";
+        objects.extend(manager(ns, k, k, k, int(&v, "replicaCount", 1), containers));
     }
     let external = text(&v, "externalManagedKubeConfig", "");
     if agent_ns != ns && (!bootstrap.is_empty() || !external.is_empty()) {
@@ -608,6 +426,7 @@ fn klusterlet(ns: &str, given: &Value) -> Rendered {
         }));
     }
     if truthy(at(&v, "klusterlet.create")) {
+        let config = |key: &str| value(&v, &format!("klusterlet.{key}"), json!({}));
         let mut spec = json!({
             "clusterName": text(&v, "klusterlet.clusterName", "cluster1"),
             "namespace": agent_ns,
@@ -615,19 +434,15 @@ fn klusterlet(ns: &str, given: &Value) -> Rendered {
             "registrationImagePullSpec": image("registration"),
             "workImagePullSpec": image("work"),
             "imagePullSpec": image("registration-operator"),
-            "resourceRequirement": at(&v, "klusterlet.resourceRequirement").cloned().unwrap_or(json!({"type": "Default"})),
-            "registrationConfiguration": at(&v, "klusterlet.registrationConfiguration").cloned().unwrap_or(json!({})),
-            "workConfiguration": at(&v, "klusterlet.workConfiguration").cloned().unwrap_or(json!({})),
+            "resourceRequirement": value(&v, "klusterlet.resourceRequirement", json!({"type": "Default"})),
+            "registrationConfiguration": config("registrationConfiguration"),
+            "workConfiguration": config("workConfiguration"),
         });
-        if truthy(at(&v, "klusterlet.externalServerURLs")) {
-            spec["externalServerURLs"] = at(&v, "klusterlet.externalServerURLs")
-                .cloned()
-                .unwrap_or_default();
-        }
-        if truthy(at(&v, "klusterlet.nodePlacement")) {
-            spec["nodePlacement"] = at(&v, "klusterlet.nodePlacement")
-                .cloned()
-                .unwrap_or_default();
+        for key in ["externalServerURLs", "nodePlacement"] {
+            let given = config(key);
+            if truthy(Some(&given)) {
+                spec[key] = given;
+            }
         }
         objects.push(json!({
             "apiVersion": "operator.open-cluster-management.io/v1",
@@ -647,66 +462,27 @@ fn klusterlet(ns: &str, given: &Value) -> Rendered {
 
 fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     let v010 = version == "0.10.0";
-    let gate_default = if v010 {
-        json!({"clusterProfileAccessProvider": false})
+    // The addon manager's gate: renamed in 0.11.0, and the old key is silently ignored
+    // (open-cluster-management-io/cluster-proxy PR #274).
+    let gate = if v010 {
+        "ClusterProfileAccessProvider"
     } else {
-        json!({"clusterProfile": false})
+        "ClusterProfile"
     };
+    let gate_value = gate[..1].to_lowercase() + &gate[1..];
     let v = values_over(
-        json!({
-            "registry": "quay.io/open-cluster-management",
-            "image": "cluster-proxy",
-            "tag": null,
-            "replicas": 1,
-            "spokeAddonNamespace": "open-cluster-management-cluster-proxy",
-            "proxyServerImage": "quay.io/open-cluster-management/cluster-proxy",
-            "proxyAgentImage": "quay.io/open-cluster-management/cluster-proxy",
-            "proxyServer": {"entrypointLoadBalancer": false, "entrypointAddress": "", "port": 8091, "imagePullPolicy": "IfNotPresent"},
-            "installByPlacement": {"placementName": "", "placementNamespace": ""},
-            "enableKubeApiProxy": true,
-            "enableServiceProxy": false,
-            "enableImpersonation": true,
-            "featureGates": gate_default,
-            "userServer": {"enabled": false, "additionalSANs": []},
-            "networkPolicies": {"enabled": false},
-        }),
+        json!({"enableKubeApiProxy": true, "enableImpersonation": true}),
         given,
     );
     let tag = text(&v, "tag", &format!("v{version}"));
     let registry = text(&v, "registry", "quay.io/open-cluster-management");
     let manager_image = format!("{registry}/{}:{tag}", text(&v, "image", "cluster-proxy"));
-    let server_image = format!(
-        "{}:{tag}",
-        text(
-            &v,
-            "proxyServerImage",
-            "quay.io/open-cluster-management/cluster-proxy"
-        )
-    );
-    let agent_image = format!(
-        "{}:{tag}",
-        text(
-            &v,
-            "proxyAgentImage",
-            "quay.io/open-cluster-management/cluster-proxy"
-        )
-    );
-    let replicas = at(&v, "replicas").and_then(Value::as_i64).unwrap_or(1);
+    let upstream = "quay.io/open-cluster-management/cluster-proxy";
+    let server_image = format!("{}:{tag}", text(&v, "proxyServerImage", upstream));
+    let agent_image = format!("{}:{tag}", text(&v, "proxyAgentImage", upstream));
+    let replicas = int(&v, "replicas", 1);
     let service_proxy = truthy(at(&v, "enableServiceProxy"));
 
-    // The addon manager's gate: renamed in 0.11.0, and the old key is silently ignored
-    // (open-cluster-management-io/cluster-proxy PR #274).
-    let gate_arg = if v010 {
-        format!(
-            "--feature-gates=ClusterProfileAccessProvider={}",
-            text(&v, "featureGates.clusterProfileAccessProvider", "false")
-        )
-    } else {
-        format!(
-            "--feature-gates=ClusterProfile={}",
-            text(&v, "featureGates.clusterProfile", "false")
-        )
-    };
     let mut args = vec![
         json!("/manager"),
         json!("--leader-elect=true"),
@@ -720,36 +496,19 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     if service_proxy {
         args.push(json!("--enable-service-proxy=true"));
     }
-    args.push(json!(gate_arg));
-
-    let mut objects = vec![
-        service_account(ns, "cluster-proxy"),
-        cluster_role(
-            "open-cluster-management:cluster-proxy:addon-manager",
-            all_rules(),
-        ),
-        cluster_role_binding(
-            "open-cluster-management:cluster-proxy:addon-manager",
-            "open-cluster-management:cluster-proxy:addon-manager",
-            ns,
-            "cluster-proxy",
-        ),
-        {
-            let mut d = deployment(
-                ns,
-                "cluster-proxy-addon-manager",
-                "cluster-proxy-addon-manager",
-                replicas,
-                json!([{"name": "manager", "image": manager_image, "args": args}]),
-            );
-            d["spec"]["template"]["spec"]["serviceAccountName"] = json!("cluster-proxy");
-            d
-        },
-    ];
+    args.push(json!(format!(
+        "--feature-gates={gate}={}",
+        text(&v, &format!("featureGates.{gate_value}"), "false")
+    )));
+    let containers = json!([{"name": "manager", "image": manager_image, "args": args}]);
+    let sa = "cluster-proxy";
+    let role = "open-cluster-management:cluster-proxy:addon-manager";
+    let name = "cluster-proxy-addon-manager";
+    let mut objects = manager(ns, name, sa, role, replicas, containers).to_vec();
 
     // templates/managedproxyconfiguration.yaml (fixtures/charts/cluster-proxy-0.10.0).
     let address = text(&v, "proxyServer.entrypointAddress", "");
-    let port = at(&v, "proxyServer.port").cloned().unwrap_or(json!(8091));
+    let port = value(&v, "proxyServer.port", json!(8091));
     let entrypoint = if !address.is_empty() {
         let mut hostname = json!({"value": address});
         if v010 {
@@ -781,9 +540,7 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
         });
     }
     if truthy(at(&v, "userServer.enabled")) {
-        let sans = at(&v, "userServer.additionalSANs")
-            .cloned()
-            .unwrap_or(json!([]));
+        let sans = value(&v, "userServer.additionalSANs", json!([]));
         mpc["spec"]["userServer"] = if truthy(Some(&sans)) {
             json!({"additionalSANs": sans})
         } else {
@@ -799,61 +556,29 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
             "metadata": {"name": "cluster-proxy-placement", "namespace": ns},
             "spec": {"clusterSets": ["global"]},
         }));
-        objects.push(json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
-            "metadata": {"name": "global", "namespace": ns},
-            "spec": {"clusterSet": "global"},
-        }));
+        objects.push(global_binding(ns));
         ("cluster-proxy-placement".to_owned(), ns.to_owned())
     } else {
-        (
-            placement_name,
-            text(&v, "installByPlacement.placementNamespace", ns),
-        )
+        let p_ns = text(&v, "installByPlacement.placementNamespace", ns);
+        (placement_name, p_ns)
     };
-    objects.push(json!({
-        "apiVersion": if v010 { "addon.open-cluster-management.io/v1alpha1" } else { "addon.open-cluster-management.io/v1beta1" },
-        "kind": "ClusterManagementAddOn",
-        "metadata": {"name": "cluster-proxy", "annotations": {"addon.open-cluster-management.io/lifecycle": "addon-manager"}},
-        "spec": {
-            "addOnMeta": {"displayName": "cluster-proxy", "description": "cluster-proxy"},
+    let addon_api = if v010 { "v1alpha1" } else { "v1beta1" };
+    objects.push(addon(
+        &format!("addon.open-cluster-management.io/{addon_api}"),
+        "cluster-proxy",
+        json!({
             "supportedConfigs": [
                 {"group": "proxy.open-cluster-management.io", "resource": "managedproxyconfigurations", "defaultConfig": {"name": "cluster-proxy"}},
                 {"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs"},
             ],
             "installStrategy": {"type": "Placements", "placements": [{"name": p_name, "namespace": p_ns, "rolloutStrategy": {"type": "All"}}]},
-        },
-    }));
+        }),
+    ));
 
     // Rendered only with enableServiceProxy, not userServer.enabled (open-cluster-management-io/cluster-proxy
     // v0.10.0 `charts/cluster-proxy/templates/user-deployment.yaml`).
     if service_proxy {
-        let mut user = deployment(
-            ns,
-            "cluster-proxy-addon-user",
-            "cluster-proxy-addon-user",
-            replicas,
-            json!([
-                {"name": "controllers", "image": manager_image, "args": ["/manager", "--leader-elect=true"]},
-                {"name": "user-server", "image": manager_image, "args": [
-                    "/user-server", "--server-port=9092",
-                    format!("--host=proxy-entrypoint.{ns}.svc"), "--port=8090",
-                    "--server-cert=/server-cert/tls.crt", "--server-key=/server-cert/tls.key",
-                ]},
-            ]),
-        );
-        user["spec"]["template"]["spec"]["serviceAccountName"] = json!("cluster-proxy");
-        user["spec"]["template"]["spec"]["volumes"] = json!([
-            {"name": "server-cert", "secret": {"secretName": "cluster-proxy-user-serving-cert"}},
-            {"name": "proxy-server-ca", "secret": {"secretName": "proxy-server-ca"}},
-            {"name": "proxy-client", "secret": {"secretName": "proxy-client"}},
-        ]);
-        objects.push(user);
-        objects.push(json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "cluster-proxy-addon-user", "namespace": ns},
-            "spec": {"type": "ClusterIP", "selector": {"app": "cluster-proxy-addon-user"}, "ports": [{"name": "https", "protocol": "TCP", "port": 9092, "targetPort": 9092}]},
-        }));
+        objects.extend(user_server(ns, &manager_image, replicas));
     }
     let mut crds = vec![crd(
         "managedproxyconfigurations.proxy.open-cluster-management.io",
@@ -867,22 +592,43 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
     Rendered { crds, objects }
 }
 
+/// cluster-proxy's user server: its Deployment and Service.
+fn user_server(ns: &str, image: &str, replicas: i64) -> [Value; 2] {
+    let name = "cluster-proxy-addon-user";
+    let mut user = deployment(
+        ns,
+        name,
+        name,
+        replicas,
+        json!([
+            {"name": "controllers", "image": image, "args": ["/manager", "--leader-elect=true"]},
+            {"name": "user-server", "image": image, "args": [
+                "/user-server", "--server-port=9092",
+                format!("--host=proxy-entrypoint.{ns}.svc"), "--port=8090",
+                "--server-cert=/server-cert/tls.crt", "--server-key=/server-cert/tls.key",
+            ]},
+        ]),
+    );
+    let pod = &mut user["spec"]["template"]["spec"];
+    pod["serviceAccountName"] = json!("cluster-proxy");
+    pod["volumes"] = json!([
+        {"name": "server-cert", "secret": {"secretName": "cluster-proxy-user-serving-cert"}},
+        {"name": "proxy-server-ca", "secret": {"secretName": "proxy-server-ca"}},
+        {"name": "proxy-client", "secret": {"secretName": "proxy-client"}},
+    ]);
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"type": "ClusterIP", "selector": {"app": name}, "ports": [{"name": "https", "protocol": "TCP", "port": 9092, "targetPort": 9092}]},
+    });
+    [user, service]
+}
+
 // ---- managed-serviceaccount 0.10.0 (open-cluster-management-io/managed-serviceaccount v0.10.0 `charts/`)
 // --------
 
 fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
-    let v = values_over(
-        json!({
-            "image": "quay.io/open-cluster-management/managed-serviceaccount",
-            "tag": null,
-            "agentInstallAll": true,
-            "replicas": 1,
-            "featureGates": {"ephemeralIdentity": false, "clusterProfileCredSyncer": false},
-            "agentImagePullSecret": "",
-            "hubDeployMode": "Deployment",
-        }),
-        given,
-    );
+    let v = values_over(json!({"agentInstallAll": true}), given);
     let image = format!(
         "{}:{}",
         text(
@@ -894,57 +640,37 @@ fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
     );
     let cred_syncer = text(&v, "featureGates.clusterProfileCredSyncer", "false");
     let mode = text(&v, "hubDeployMode", "Deployment");
-    let mut objects = vec![
-        service_account(ns, "managed-serviceaccount"),
-        cluster_role(
-            "open-cluster-management:managed-serviceaccount:addon-manager",
-            all_rules(),
-        ),
-        cluster_role_binding(
-            "open-cluster-management:managed-serviceaccount:addon-manager",
-            "open-cluster-management:managed-serviceaccount:addon-manager",
-            ns,
-            "managed-serviceaccount",
-        ),
-    ];
+    let ephemeral = text(&v, "featureGates.ephemeralIdentity", "false");
+    let containers = json!([{
+        "name": "manager",
+        "image": image,
+        "args": [
+            "./msa", "manager", "--leader-elect=true",
+            format!("--agent-image-name={image}"),
+            format!("--deploy-mode={mode}"),
+            format!("--feature-gates=EphemeralIdentity={ephemeral},ClusterProfileCredSyncer={cred_syncer}"),
+        ],
+    }]);
+    let sa = "managed-serviceaccount";
+    let role = "open-cluster-management:managed-serviceaccount:addon-manager";
+    let name = "managed-serviceaccount-addon-manager";
+    let [account, cluster_role_all, binding, manager] =
+        manager(ns, name, sa, role, int(&v, "replicas", 1), containers);
+    let mut objects = vec![account, cluster_role_all, binding];
     if cred_syncer == "true" {
+        let role = format!("{role}-clusterprofile");
         objects.push(cluster_role(
-            "open-cluster-management:managed-serviceaccount:addon-manager-clusterprofile",
+            &role,
             json!([
                 {"apiGroups": ["authentication.open-cluster-management.io"], "resources": ["managedserviceaccounts"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["clusterprofiles"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             ]),
         ));
-        objects.push(cluster_role_binding(
-            "open-cluster-management:managed-serviceaccount:addon-manager-clusterprofile",
-            "open-cluster-management:managed-serviceaccount:addon-manager-clusterprofile",
-            ns,
-            "managed-serviceaccount",
-        ));
+        objects.push(cluster_role_binding(&role, &role, ns, sa));
     }
     if mode == "Deployment" || cred_syncer == "true" {
-        let mut d = deployment(
-            ns,
-            "managed-serviceaccount-addon-manager",
-            "managed-serviceaccount-addon-manager",
-            at(&v, "replicas").and_then(Value::as_i64).unwrap_or(1),
-            json!([{
-                "name": "manager",
-                "image": image,
-                "args": [
-                    "./msa", "manager", "--leader-elect=true",
-                    format!("--agent-image-name={image}"),
-                    format!("--deploy-mode={mode}"),
-                    format!(
-                        "--feature-gates=EphemeralIdentity={},ClusterProfileCredSyncer={cred_syncer}",
-                        text(&v, "featureGates.ephemeralIdentity", "false")
-                    ),
-                ],
-            }]),
-        );
-        d["spec"]["template"]["spec"]["serviceAccountName"] = json!("managed-serviceaccount");
-        objects.push(d);
+        objects.push(manager);
     }
     let install_all = truthy(at(&v, "agentInstallAll"));
     let strategy = if install_all {
@@ -952,21 +678,13 @@ fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
     } else {
         json!({"type": "Manual"})
     };
-    objects.push(json!({
-        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
-        "kind": "ClusterManagementAddOn",
-        "metadata": {"name": "managed-serviceaccount", "annotations": {"addon.open-cluster-management.io/lifecycle": "addon-manager"}},
-        "spec": {
-            "addOnMeta": {"displayName": "managed-serviceaccount", "description": "managed-serviceaccount"},
-            "installStrategy": strategy,
-        },
-    }));
+    objects.push(addon(
+        "addon.open-cluster-management.io/v1alpha1",
+        "managed-serviceaccount",
+        json!({"installStrategy": strategy}),
+    ));
     if install_all {
-        objects.push(json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
-            "metadata": {"name": "global", "namespace": ns},
-            "spec": {"clusterSet": "global"},
-        }));
+        objects.push(global_binding(ns));
         objects.push(json!({
             "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
             "metadata": {"name": "global", "namespace": ns},
