@@ -2,23 +2,7 @@
 
 use serde_json::Value;
 
-use crate::common::{Output, ocm_lab_env};
-
-/// Runs `ocm-lab` with a private state folder.
-struct Cli {
-    dir: tempfile::TempDir,
-}
-
-impl Cli {
-    fn new() -> Self {
-        Cli {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", self.dir.path())])
-    }
-}
+use crate::common::Cli;
 
 #[test]
 #[cfg_attr(
@@ -314,8 +298,7 @@ fn diagnose_writes_a_bundle_without_secrets() {
         );
     }
     // Every token the simulated lab minted, and every synced credential, must be absent.
-    let world =
-        std::fs::read_to_string(cli.dir.path().join("sandbox/simulated/sim-world.json")).unwrap();
+    let world = cli.world();
     let tokens: Vec<&str> = world
         .match_indices("sim-token-")
         .map(|(i, _)| world[i..].split('"').next().unwrap())

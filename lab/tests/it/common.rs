@@ -23,6 +23,36 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Runs `ocm-lab` as a user would, with a private state folder (`OCM_LAB_STATE_DIR`).
+pub struct Cli {
+    pub dir: tempfile::TempDir,
+}
+
+impl Cli {
+    pub fn new() -> Self {
+        Cli {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A simulated default lab, up.
+    pub fn up() -> Self {
+        let cli = Cli::new();
+        let r = cli.run(&["up", "--simulate"]);
+        assert_eq!(r.code, 0, "up --simulate: {}", r.stderr);
+        cli
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", self.dir.path())])
+    }
+
+    /// The saved simulated world of the default lab, as text.
+    pub fn world(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sandbox/simulated/sim-world.json")).unwrap()
+    }
+}
+
 /// Runs the real `ocm-lab` binary.
 pub fn ocm_lab(args: &[&str]) -> Output {
     ocm_lab_env(args, &[])

@@ -3,28 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Output, ocm_lab_env};
-
-struct Cli {
-    dir: tempfile::TempDir,
-}
-
-impl Cli {
-    fn up() -> Self {
-        let cli = Cli {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        let r = cli.run(&["up", "--simulate"]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        cli
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", self.dir.path())])
-    }
-    fn world(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("sandbox/simulated/sim-world.json")).unwrap()
-    }
-}
+use crate::common::Cli;
 
 /// The image the lab runs for managed-serviceaccount, from the version catalog.
 fn msa_image() -> String {

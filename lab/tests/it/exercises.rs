@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{Output, ocm_lab_env};
+use crate::common::Cli;
 use crate::engine::{Harness, failure};
 use crate::verify_hops::saved_results;
 use ocm_lab::backend::{ClusterApi, ObjectRef};
@@ -300,21 +300,6 @@ fn every_shipped_exercise_is_tested_here_and_they_cover_distinct_hops() {
 }
 
 // ---- the command, end to end ---------------------------------------------------------------------------
-
-struct Cli {
-    dir: tempfile::TempDir,
-}
-
-impl Cli {
-    fn new() -> Self {
-        Cli {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        ocm_lab_env(args, &[("OCM_LAB_STATE_DIR", self.dir.path())])
-    }
-}
 
 #[test]
 fn list_shows_every_exercise_with_its_hop_and_json_is_one_document() {
