@@ -21,6 +21,7 @@ use crate::fail::Injected;
 /// Rounds of controller work one reconcile may take before it gives up (controllers that fight).
 const MAX_ROUNDS: usize = 100_000;
 
+#[derive(Default)]
 pub(crate) struct State {
     pub world: World,
     pub faults: HashMap<Behaviour, Fault>,
@@ -63,21 +64,17 @@ impl State {
 
     /// The fault of a backend call: `Ok(None)` go, `Ok(Some(d))` take `d`, `Err` fail.
     pub(crate) fn call_fault(&mut self, b: Behaviour) -> Result<Option<Duration>, Injected> {
-        match self.faults.get(&b).cloned() {
-            None => Ok(None),
-            Some(Fault::Delay(d)) => Ok(Some(d)),
-            Some(Fault::FailOnce(msg)) => {
-                self.faults.remove(&b);
-                Err(Injected {
-                    message: msg,
-                    transience: Transience::Transient,
-                })
-            }
-            Some(Fault::FailAlways(msg)) => Err(Injected {
-                message: msg,
-                transience: Transience::Permanent,
-            }),
-        }
+        let transience = match self.faults.get(&b) {
+            None => return Ok(None),
+            Some(Fault::Delay(d)) => return Ok(Some(*d)),
+            Some(Fault::FailOnce(_)) => Transience::Transient,
+            Some(Fault::FailAlways(_)) => Transience::Permanent,
+        };
+        let message = self.take_failure(b).expect("a failing fault");
+        Err(Injected {
+            message,
+            transience,
+        })
     }
 
     /// The message of a failing fault on `b`, if one is set; a `FailOnce` is used up by the call.
@@ -113,10 +110,8 @@ impl State {
         let Some(hook) = hooks.first() else {
             return Ok(()); // a write no webhook sees does not use up a FailOnce
         };
-        match self.take_failure(Behaviour::HubWebhooks) {
-            Some(why) => Err(hook.failure(api_version, kind, &why)),
-            None => Ok(()),
-        }
+        let why = self.take_failure(Behaviour::HubWebhooks);
+        why.map_or(Ok(()), |why| Err(hook.failure(api_version, kind, &why)))
     }
 }
 
@@ -137,16 +132,7 @@ impl Shared {
         Arc::new(Shared {
             state: Mutex::new(State {
                 world,
-                faults: HashMap::new(),
-                wanted: HashMap::new(),
-                rolled_out: HashSet::new(),
-                backoff: HashSet::new(),
-                record: false,
-                calls: Vec::new(),
-                applied: HashMap::new(),
-                mutations: 0,
-                armed: HashSet::new(),
-                rearmed: false,
+                ..State::default()
             }),
             notifiers: Mutex::new(HashMap::new()),
             start: Instant::now(),

@@ -225,14 +225,8 @@ impl Op {
     /// Applies the op; work it queues goes to `queue`.
     pub fn commit(self, w: &mut World, queue: &mut BTreeSet<Work>) {
         match self {
-            Op::Create(c, v) => {
-                if w.get(&c, &gk::of_obj(&v), util::namespace(&v), util::name(&v))
-                    .is_none()
-                {
-                    w.put(&c, v);
-                }
-            }
-            Op::Put(c, v) => {
+            Op::Create(..) if !self.effective(w) => {}
+            Op::Create(c, v) | Op::Put(c, v) => {
                 w.put(&c, v);
             }
             Op::Delete(c, [gk, ns, name]) => {
@@ -295,14 +289,11 @@ pub(super) fn mark(
     [kind, status]: [&str; 2],
     msg: &str,
 ) -> Vec<Op> {
-    match w.get(cluster, key, ns, name) {
-        Some(o) => {
-            let mut o = o.clone();
-            util::set_condition(&mut o, kind, status, SIMULATED_FAILURE, msg);
-            vec![Op::Put(cluster.to_owned(), o)]
-        }
-        None => Vec::new(),
-    }
+    let Some(mut o) = w.get(cluster, key, ns, name).cloned() else {
+        return Vec::new();
+    };
+    util::set_condition(&mut o, kind, status, SIMULATED_FAILURE, msg);
+    vec![Op::Put(s(cluster), o)]
 }
 
 /// [`mark`]s the object the work is about: its key is `[namespace, name]`, or `[name, ""]` for a

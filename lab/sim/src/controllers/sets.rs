@@ -20,6 +20,7 @@ use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
 const PROFILE_SET_LABEL: &str = "multicluster.x-k8s.io/clusterset";
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+const PROFILES_SYNCED: &str = "ClusterProfilesSynced";
 
 /// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
 /// missing selector matches everything.
@@ -87,23 +88,15 @@ pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
 
 fn with_count(set: &Value, n: usize) -> Value {
     let mut new = set.clone();
-    if n == 0 {
-        set_condition(
-            &mut new,
-            "ClusterSetEmpty",
-            "True",
-            "NoClusterMatched",
-            "No ManagedCluster selected",
-        );
-    } else {
-        set_condition(
-            &mut new,
-            "ClusterSetEmpty",
+    let (status, reason, msg) = match n {
+        0 => ("True", "NoClusterMatched", s("No ManagedCluster selected")),
+        n => (
             "False",
             "ClustersSelected",
-            &format!("{n} ManagedClusters selected"),
-        );
-    }
+            format!("{n} ManagedClusters selected"),
+        ),
+    };
+    set_condition(&mut new, "ClusterSetEmpty", status, reason, &msg);
     new
 }
 
@@ -119,17 +112,15 @@ pub(super) fn binding(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     }
     let set = util::str_at(b, "/spec/clusterSet").unwrap_or("");
     let mut new = b.clone();
-    if w.get(hub, gk::CLUSTER_SET, "", set).is_some() {
-        set_condition(&mut new, "Bound", "True", "ClusterSetBound", "");
-    } else {
-        set_condition(
-            &mut new,
-            "Bound",
+    let (status, reason, msg) = match w.get(hub, gk::CLUSTER_SET, "", set) {
+        Some(_) => ("True", "ClusterSetBound", String::new()),
+        None => (
             "False",
             "ClusterSetNotFound",
-            &format!("Unable to find ManagedClusterSet {set}"),
-        );
-    }
+            format!("Unable to find ManagedClusterSet {set}"),
+        ),
+    };
+    set_condition(&mut new, "Bound", status, reason, &msg);
     vec![Op::Put(s(hub), new)]
 }
 
@@ -305,34 +296,24 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let bound = bound_sets(w, hub, ns);
     let predicates: Vec<&Value> = p["spec"]["predicates"]
         .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|pr| pr.pointer("/requiredClusterSelector/labelSelector"))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut selected = BTreeSet::new();
-    for set in &bound {
-        if wanted
-            .as_ref()
-            .is_some_and(|w| !w.contains(util::name(set)))
-        {
-            continue;
-        }
-        for m in w.list(hub, gk::MANAGED_CLUSTER, None) {
-            if is_member(set, m)
-                && (predicates.is_empty()
-                    || predicates
-                        .iter()
-                        .any(|sel| label_selector_matches(Some(sel), m)))
-            {
-                selected.insert(s(util::name(m)));
-            }
-        }
-    }
-    let decisions: Vec<Value> = selected
+        .into_iter()
+        .flatten()
+        .filter_map(|pr| pr.pointer("/requiredClusterSelector/labelSelector"))
+        .collect();
+    let selected: BTreeSet<String> = bound
         .iter()
-        .map(|c| json!({"clusterName": c, "reason": ""}))
+        .filter(|set| wanted.as_ref().is_none_or(|w| w.contains(util::name(set))))
+        .flat_map(|set| {
+            w.list(hub, gk::MANAGED_CLUSTER, None)
+                .filter(|m| is_member(set, m))
+        })
+        .filter(|m| {
+            predicates.is_empty()
+                || predicates
+                    .iter()
+                    .any(|sel| label_selector_matches(Some(sel), m))
+        })
+        .map(|m| s(util::name(m)))
         .collect();
     let decision_name = format!("{name}-decision-1");
     let mut decision = w
@@ -356,13 +337,7 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         });
     // Clusters newly decided get their addons right away; a cluster leaving makes the addon manager
     // look at everything (rare).
-    let before: BTreeSet<&str> = decision
-        .pointer("/status/decisions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|d| d["clusterName"].as_str())
-        .collect();
+    let before: BTreeSet<&str> = decision_clusters(&decision).collect();
     let mut follow: Vec<Op> = selected
         .iter()
         .filter(|c| !before.contains(c.as_str()))
@@ -374,44 +349,44 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
                 .map(|a| Op::Enqueue(Work::new(&ADDON_INSTALL, hub, [util::name(a), ""]))),
         );
     }
-    decision["status"] = json!({"decisions": Value::Array(decisions)});
+    let decisions: Vec<Value> = selected
+        .iter()
+        .map(|c| json!({"clusterName": c, "reason": ""}))
+        .collect();
+    decision["status"] = json!({ "decisions": decisions });
     let mut n = p.clone();
     n["status"]["numberOfSelectedClusters"] = json!(selected.len());
-    set_condition(
-        &mut n,
+    let (cond, ok) = (
         "PlacementMisconfigured",
-        "False",
-        "Succeedconfigured",
         "Placement configurations check pass",
     );
-    if bound.is_empty() {
-        set_condition(
-            &mut n,
-            "PlacementSatisfied",
-            "False",
-            "NoManagedClusterSetBindings",
-            "No valid ManagedClusterSetBindings found in placement namespace",
-        );
+    set_condition(&mut n, cond, "False", "Succeedconfigured", ok);
+    let (status, reason, msg) = if bound.is_empty() {
+        let msg = "No valid ManagedClusterSetBindings found in placement namespace";
+        ("False", "NoManagedClusterSetBindings", msg)
     } else if selected.is_empty() {
-        set_condition(
-            &mut n,
-            "PlacementSatisfied",
-            "False",
-            "NoManagedClusterMatched",
-            "No ManagedCluster matches any of the cluster predicate",
-        );
+        let msg = "No ManagedCluster matches any of the cluster predicate";
+        ("False", "NoManagedClusterMatched", msg)
     } else {
-        set_condition(
-            &mut n,
-            "PlacementSatisfied",
+        (
             "True",
             "AllDecisionsScheduled",
             "All cluster decisions scheduled",
-        );
-    }
+        )
+    };
+    set_condition(&mut n, "PlacementSatisfied", status, reason, msg);
     let mut ops = vec![Op::Put(s(hub), decision), Op::Put(s(hub), n)];
     ops.extend(follow);
     ops
+}
+
+/// The clusters a PlacementDecision lists.
+fn decision_clusters(d: &Value) -> impl Iterator<Item = &str> {
+    let decisions = d.pointer("/status/decisions").and_then(Value::as_array);
+    decisions
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x["clusterName"].as_str())
 }
 
 /// Whether a Placement decided on `mc`.
@@ -423,22 +398,8 @@ pub(super) fn decides(w: &World, hub: &str, ns: &str, placement: &str, mc: &str)
 pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeSet<String> {
     w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
         .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
-        .flat_map(|d| {
-            d.pointer("/status/decisions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|x| x["clusterName"].as_str())
-                .map(str::to_owned)
-        })
-        .collect()
-}
-
-/// Namespaces holding a ClusterProfile named `name`.
-fn profiles_named(w: &World, hub: &str, name: &str) -> Vec<String> {
-    w.namespaces_with(hub, gk::CLUSTER_PROFILE)
-        .into_iter()
-        .filter(|ns| w.get(hub, gk::CLUSTER_PROFILE, ns, name).is_some())
+        .flat_map(decision_clusters)
+        .map(str::to_owned)
         .collect()
 }
 
@@ -449,7 +410,7 @@ fn set_membership_may_change(kind: ChangeKind) -> bool {
 
 fn all_placements(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
     for p in w.list(c, gk::PLACEMENT, ns) {
-        q.add(c, util::namespace(p), util::name(p));
+        q.object(c, util::namespace(p), util::name(p));
     }
 }
 
@@ -488,9 +449,7 @@ static SET_STATUS: Controller = Controller {
         // A cluster joined, left or was relabelled: every set counts again.
         (gk::MANAGED_CLUSTER, |w, ch, q| {
             if ch.kind.membership() {
-                for set in w.list(&ch.cluster, gk::CLUSTER_SET, None) {
-                    q.add(&ch.cluster, util::name(set), "");
-                }
+                q.every(w, &ch.cluster, gk::CLUSTER_SET);
             }
         }),
     ],
@@ -505,9 +464,7 @@ static BINDING: Controller = Controller {
     watches: &[
         (gk::CLUSTER_SET, |w, ch, q| {
             if !ch.kind.status_only() {
-                for b in w.list(&ch.cluster, gk::SET_BINDING, None) {
-                    q.add(&ch.cluster, util::namespace(b), util::name(b));
-                }
+                q.every(w, &ch.cluster, gk::SET_BINDING);
             }
         }),
         (gk::SET_BINDING, |_, ch, q| {
@@ -549,17 +506,9 @@ static LIFECYCLE_NS: Controller = Controller {
     run: |w, k| lifecycle_ns(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let (hub, ns) = (k.cluster(), &k.key()[0]);
+        let cond = [PROFILES_SYNCED, "False"];
         w.list(hub, gk::SET_BINDING, Some(ns))
-            .flat_map(|b| {
-                let cond = "ClusterProfilesSynced";
-                mark(
-                    w,
-                    hub,
-                    [gk::SET_BINDING, ns, util::name(b)],
-                    [cond, "False"],
-                    msg,
-                )
-            })
+            .flat_map(|b| mark(w, hub, [gk::SET_BINDING, ns, util::name(b)], cond, msg))
             .collect()
     },
 };
@@ -574,10 +523,7 @@ static LIFECYCLE_CLUSTER: Controller = Controller {
     })],
     resync: Resync::Never,
     run: |w, k| lifecycle_cluster(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| {
-        let cond = "ClusterProfilesSynced";
-        mark_work(w, k, gk::MANAGED_CLUSTER, [cond, "False"], msg)
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::MANAGED_CLUSTER, [PROFILES_SYNCED, "False"], msg),
 };
 
 static PROFILE_STATUS: Controller = Controller {
@@ -597,18 +543,10 @@ static PROFILE_STATUS: Controller = Controller {
     run: |w, k| profile_status(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let (hub, mc) = (k.cluster(), &k.key()[0]);
-        profiles_named(w, hub, mc)
-            .into_iter()
-            .flat_map(|ns| {
-                let cond = "ControlPlaneHealthy";
-                mark(
-                    w,
-                    hub,
-                    [gk::CLUSTER_PROFILE, &ns, mc],
-                    [cond, "Unknown"],
-                    msg,
-                )
-            })
+        let cond = ["ControlPlaneHealthy", "Unknown"];
+        w.namespaces_with(hub, gk::CLUSTER_PROFILE)
+            .iter()
+            .flat_map(|ns| mark(w, hub, [gk::CLUSTER_PROFILE, ns, mc], cond, msg))
             .collect()
     },
 };
@@ -638,8 +576,5 @@ static PLACEMENT: Controller = Controller {
         let [ns, name] = k.key();
         placement(w, k.cluster(), ns, name)
     },
-    fail: |w, k, msg| {
-        let cond = "PlacementSatisfied";
-        mark_work(w, k, gk::PLACEMENT, [cond, "False"], msg)
-    },
+    fail: |w, k, msg| mark_work(w, k, gk::PLACEMENT, ["PlacementSatisfied", "False"], msg),
 };
