@@ -140,24 +140,10 @@ pub fn remove_condition(obj: &mut Value, kind: &str) {
     }
 }
 
-/// Recursive merge: maps merge key by key, everything else (lists included) is replaced; `null`
-/// removes the key. This is JSON merge patch (RFC 7386), and also how the simulation approximates
-/// server-side apply with a single field manager.
-pub fn merge(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            let t = as_obj(target);
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        _ => *target = patch.clone(),
-    }
-}
+/// JSON merge patch (RFC 7386): maps merge key by key, everything else (lists included) is replaced;
+/// `null` removes the key. Also how the simulation approximates server-side apply with a single field
+/// manager.
+pub use json_patch::merge;
 
 /// Whether a JSON pointer made of map keys is present.
 pub fn has_path(v: &Value, pointer: &str) -> bool {
