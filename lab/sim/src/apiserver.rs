@@ -495,7 +495,7 @@ fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(),
     };
     let found: Vec<String> = paths
         .iter()
-        .filter(|p| util::has_path(obj, p))
+        .filter(|p| obj.pointer(p).is_some())
         .map(|p| p.replace('/', "."))
         .collect();
     if found.is_empty() {

@@ -87,21 +87,8 @@ fn running_node<'a>(st: &'a State, node: &str) -> Result<&'a super::world::Conta
 
 /// Writes a cluster's kubeconfig (it holds a secret): mode 0600, parent directories created.
 fn write_kubeconfig(cluster: &str, path: &Path, text: &str) -> Result<(), KindError> {
-    let write = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        let mut f = opts.open(path)?;
-        // The mode above applies to a new file only: an existing one is restricted too.
-        #[cfg(unix)]
-        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        std::io::Write::write_all(&mut f, text.as_bytes())
-    };
-    write().map_err(|e| KindError::WriteKubeconfig {
+    let written = ocm_lab_core::state::write_secret(path, text.as_bytes());
+    written.map_err(|e| KindError::WriteKubeconfig {
         cluster: cluster.to_owned(),
         path: path.display().to_string(),
         detail: e.to_string(),
@@ -402,11 +389,12 @@ const HELM_INSTALL: Op = Op(Behaviour::Apply, "helm.upgrade-install", true);
 const HELM_LIST: Op = Op(Behaviour::KubeRead, "helm.list", false);
 const HELM_UNINSTALL: Op = Op(Behaviour::Delete, "helm.uninstall", true);
 
-/// The simulated chart, post-rendered with `patches` (the simulated `helm template`).
-pub(crate) fn sim_render(
-    patches: &ocm_lab_core::patch::PatchSet,
+/// A simulated chart's objects after our chart `patches` (the simulated `helm template`, post-renderer
+/// included): what the simulated lab's `up` installs.
+pub fn render_chart_patched(
     chart: &ChartPlan,
     values: &Value,
+    patches: &ocm_lab_core::patch::PatchSet,
 ) -> Result<Rendered, HelmError> {
     let mut rendered = charts::render(chart, values)?;
     let version = semver::Version::parse(&chart.version).map_err(|e| {
@@ -521,7 +509,7 @@ impl ChartRenderer for SimHelm {
     async fn template(&self, chart: &ChartPlan, values: &Value) -> Result<Rendered, HelmError> {
         let what = format!("chart {}@{}", chart.chart, chart.version);
         call(&self.0, HELM_TEMPLATE, &chart.cluster, what, |_| {
-            sim_render(&self.1, chart, values)
+            render_chart_patched(chart, values, &self.1)
         })
         .await
     }

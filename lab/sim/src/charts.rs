@@ -300,7 +300,6 @@ pub(crate) fn render(chart: &ChartPlan, values: &Value) -> Result<Rendered, Helm
 fn cluster_manager(ns: &str, given: &Value) -> Rendered {
     let v = values_over(
         json!({"clusterManager": {
-            "create": true,
             "registrationConfiguration": {
                 "featureGates": [{"feature": "DefaultClusterSet", "mode": "Enable"}],
                 "registrationDrivers": [{"authType": "csr"}],
@@ -321,13 +320,6 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
     let cm = "cluster-manager";
     let replicas = int(&v, "replicaCount", 3);
     let mut objects = manager(ns, cm, cm, cm, replicas, containers).to_vec();
-    if truthy(at(&v, "images.imageCredentials.createImageCredentials")) {
-        objects.push(json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": "open-cluster-management-image-pull-credentials", "namespace": ns},
-            "data": {".dockerconfigjson": util::b64_encode(b"{}")},
-        }));
-    }
     let bootstrap_sa = truthy(at(&v, "createBootstrapSA"));
     if bootstrap_sa {
         objects.push(service_account(ns, "agent-registration-bootstrap"));
@@ -347,45 +339,30 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
             "agent-registration-bootstrap",
         ));
     }
-    if truthy(at(&v, "createBootstrapToken")) {
-        objects.push(json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
-            "metadata": {"name": "bootstrap-token-ocmhub", "namespace": "kube-system", "labels": {"app": "cluster-manager"}},
-            "stringData": {"token-id": "ocmhub", "token-secret": "simsimsimsimsims", "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:managedcluster"},
-        }));
-        objects.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "open-cluster-management:bootstrap:managedcluster"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "open-cluster-management:bootstrap"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:bootstrappers:managedcluster"}],
-        }));
+    let mut registration = value(&v, "clusterManager.registrationConfiguration", json!({}));
+    if bootstrap_sa {
+        registration["autoApproveUsers"] = json!([format!(
+            "system:serviceaccount:{ns}:agent-registration-bootstrap"
+        )]);
     }
-    if truthy(at(&v, "clusterManager.create")) {
-        let mut registration = value(&v, "clusterManager.registrationConfiguration", json!({}));
-        if bootstrap_sa {
-            registration["autoApproveUsers"] = json!([format!(
-                "system:serviceaccount:{ns}:agent-registration-bootstrap"
-            )]);
-        }
-        let config = |key: &str| value(&v, &format!("clusterManager.{key}"), json!({}));
-        objects.push(json!({
-            "apiVersion": "operator.open-cluster-management.io/v1",
-            "kind": "ClusterManager",
-            "metadata": {"name": "cluster-manager"},
-            "spec": {
-                "registrationImagePullSpec": image("registration"),
-                "workImagePullSpec": image("work"),
-                "placementImagePullSpec": image("placement"),
-                "addOnManagerImagePullSpec": image("addon-manager"),
-                "deployOption": {"mode": text(&v, "clusterManager.mode", "Default")},
-                "resourceRequirement": value(&v, "clusterManager.resourceRequirement", json!({"type": "Default"})),
-                "registrationConfiguration": registration,
-                "workConfiguration": config("workConfiguration"),
-                "addOnManagerConfiguration": config("addOnManagerConfiguration"),
-                "placementConfiguration": config("placementConfiguration"),
-            },
-        }));
-    }
+    let config = |key: &str| value(&v, &format!("clusterManager.{key}"), json!({}));
+    objects.push(json!({
+        "apiVersion": "operator.open-cluster-management.io/v1",
+        "kind": "ClusterManager",
+        "metadata": {"name": "cluster-manager"},
+        "spec": {
+            "registrationImagePullSpec": image("registration"),
+            "workImagePullSpec": image("work"),
+            "placementImagePullSpec": image("placement"),
+            "addOnManagerImagePullSpec": image("addon-manager"),
+            "deployOption": {"mode": text(&v, "clusterManager.mode", "Default")},
+            "resourceRequirement": value(&v, "clusterManager.resourceRequirement", json!({"type": "Default"})),
+            "registrationConfiguration": registration,
+            "workConfiguration": config("workConfiguration"),
+            "addOnManagerConfiguration": config("addOnManagerConfiguration"),
+            "placementConfiguration": config("placementConfiguration"),
+        },
+    }));
     Rendered {
         crds: vec![crd("clustermanagers.operator.open-cluster-management.io")],
         objects,
@@ -395,24 +372,20 @@ fn cluster_manager(ns: &str, given: &Value) -> Rendered {
 // ---- klusterlet 1.3.1 (open-cluster-management-io/ocm v1.3.1 `deploy/klusterlet/chart/`) --------------------
 
 fn klusterlet(ns: &str, given: &Value) -> Rendered {
-    let v = values_over(json!({"klusterlet": {"create": true}}), given);
+    let v = values_over(json!({}), given);
     let registry = text(&v, "images.registry", "quay.io/open-cluster-management");
     let tag = text(&v, "images.tag", "v1.3.1");
     let image = |name: &str| format!("{registry}/{name}:{tag}");
     let agent_ns = text(&v, "klusterlet.namespace", "open-cluster-management-agent");
     let bootstrap = text(&v, "bootstrapHubKubeConfig", "");
-    let mut objects = Vec::new();
-    if !truthy(at(&v, "noOperator")) {
-        let containers = json!([{
-            "name": "klusterlet",
-            "image": image("registration-operator"),
-            "args": ["/registration-operator", "klusterlet", "--disable-leader-election"],
-        }]);
-        let k = "klusterlet";
-        objects.extend(manager(ns, k, k, k, int(&v, "replicaCount", 1), containers));
-    }
-    let external = text(&v, "externalManagedKubeConfig", "");
-    if agent_ns != ns && (!bootstrap.is_empty() || !external.is_empty()) {
+    let containers = json!([{
+        "name": "klusterlet",
+        "image": image("registration-operator"),
+        "args": ["/registration-operator", "klusterlet", "--disable-leader-election"],
+    }]);
+    let k = "klusterlet";
+    let mut objects = manager(ns, k, k, k, int(&v, "replicaCount", 1), containers).to_vec();
+    if agent_ns != ns && !bootstrap.is_empty() {
         objects.push(json!({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": agent_ns, "annotations": {"workload.openshift.io/allowed": "management"}},
@@ -425,32 +398,30 @@ fn klusterlet(ns: &str, given: &Value) -> Rendered {
             "data": {"kubeconfig": util::b64_encode(bootstrap.as_bytes())},
         }));
     }
-    if truthy(at(&v, "klusterlet.create")) {
-        let config = |key: &str| value(&v, &format!("klusterlet.{key}"), json!({}));
-        let mut spec = json!({
-            "clusterName": text(&v, "klusterlet.clusterName", "cluster1"),
-            "namespace": agent_ns,
-            "deployOption": {"mode": text(&v, "klusterlet.mode", "Singleton")},
-            "registrationImagePullSpec": image("registration"),
-            "workImagePullSpec": image("work"),
-            "imagePullSpec": image("registration-operator"),
-            "resourceRequirement": value(&v, "klusterlet.resourceRequirement", json!({"type": "Default"})),
-            "registrationConfiguration": config("registrationConfiguration"),
-            "workConfiguration": config("workConfiguration"),
-        });
-        for key in ["externalServerURLs", "nodePlacement"] {
-            let given = config(key);
-            if truthy(Some(&given)) {
-                spec[key] = given;
-            }
+    let config = |key: &str| value(&v, &format!("klusterlet.{key}"), json!({}));
+    let mut spec = json!({
+        "clusterName": text(&v, "klusterlet.clusterName", "cluster1"),
+        "namespace": agent_ns,
+        "deployOption": {"mode": text(&v, "klusterlet.mode", "Singleton")},
+        "registrationImagePullSpec": image("registration"),
+        "workImagePullSpec": image("work"),
+        "imagePullSpec": image("registration-operator"),
+        "resourceRequirement": value(&v, "klusterlet.resourceRequirement", json!({"type": "Default"})),
+        "registrationConfiguration": config("registrationConfiguration"),
+        "workConfiguration": config("workConfiguration"),
+    });
+    for key in ["externalServerURLs", "nodePlacement"] {
+        let given = config(key);
+        if truthy(Some(&given)) {
+            spec[key] = given;
         }
-        objects.push(json!({
-            "apiVersion": "operator.open-cluster-management.io/v1",
-            "kind": "Klusterlet",
-            "metadata": {"name": text(&v, "klusterlet.name", "klusterlet")},
-            "spec": spec,
-        }));
     }
+    objects.push(json!({
+        "apiVersion": "operator.open-cluster-management.io/v1",
+        "kind": "Klusterlet",
+        "metadata": {"name": text(&v, "klusterlet.name", "klusterlet")},
+        "spec": spec,
+    }));
     Rendered {
         crds: vec![crd("klusterlets.operator.open-cluster-management.io")],
         objects,
@@ -516,8 +487,6 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
             hostname["port"] = port.clone();
         }
         json!({"type": "Hostname", "hostname": hostname, "port": port})
-    } else if truthy(at(&v, "proxyServer.entrypointLoadBalancer")) {
-        json!({"type": "LoadBalancerService", "loadBalancerService": {}, "port": port})
     } else {
         json!({"type": "PortForward", "port": port})
     };
@@ -540,12 +509,7 @@ fn cluster_proxy(ns: &str, version: &str, given: &Value) -> Rendered {
         });
     }
     if truthy(at(&v, "userServer.enabled")) {
-        let sans = value(&v, "userServer.additionalSANs", json!([]));
-        mpc["spec"]["userServer"] = if truthy(Some(&sans)) {
-            json!({"additionalSANs": sans})
-        } else {
-            json!({})
-        };
+        mpc["spec"]["userServer"] = json!({});
     }
     objects.push(mpc);
 
@@ -629,17 +593,13 @@ fn user_server(ns: &str, image: &str, replicas: i64) -> [Value; 2] {
 
 fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
     let v = values_over(json!({"agentInstallAll": true}), given);
-    let image = format!(
-        "{}:{}",
-        text(
-            &v,
-            "image",
-            "quay.io/open-cluster-management/managed-serviceaccount"
-        ),
-        text(&v, "tag", "v0.10.0")
+    let repository = text(
+        &v,
+        "image",
+        "quay.io/open-cluster-management/managed-serviceaccount",
     );
+    let image = format!("{repository}:{}", text(&v, "tag", "v0.10.0"));
     let cred_syncer = text(&v, "featureGates.clusterProfileCredSyncer", "false");
-    let mode = text(&v, "hubDeployMode", "Deployment");
     let ephemeral = text(&v, "featureGates.ephemeralIdentity", "false");
     let containers = json!([{
         "name": "manager",
@@ -647,16 +607,14 @@ fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
         "args": [
             "./msa", "manager", "--leader-elect=true",
             format!("--agent-image-name={image}"),
-            format!("--deploy-mode={mode}"),
+            "--deploy-mode=Deployment",
             format!("--feature-gates=EphemeralIdentity={ephemeral},ClusterProfileCredSyncer={cred_syncer}"),
         ],
     }]);
     let sa = "managed-serviceaccount";
     let role = "open-cluster-management:managed-serviceaccount:addon-manager";
     let name = "managed-serviceaccount-addon-manager";
-    let [account, cluster_role_all, binding, manager] =
-        manager(ns, name, sa, role, int(&v, "replicas", 1), containers);
-    let mut objects = vec![account, cluster_role_all, binding];
+    let mut objects = manager(ns, name, sa, role, int(&v, "replicas", 1), containers).to_vec();
     if cred_syncer == "true" {
         let role = format!("{role}-clusterprofile");
         objects.push(cluster_role(
@@ -668,9 +626,6 @@ fn managed_serviceaccount(ns: &str, given: &Value) -> Rendered {
             ]),
         ));
         objects.push(cluster_role_binding(&role, &role, ns, sa));
-    }
-    if mode == "Deployment" || cred_syncer == "true" {
-        objects.push(manager);
     }
     let install_all = truthy(at(&v, "agentInstallAll"));
     let strategy = if install_all {

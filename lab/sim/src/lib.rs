@@ -31,38 +31,18 @@ mod userserver;
 mod util;
 mod world;
 
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+pub use backends::render_chart_patched;
 pub use faults::{Behaviour, FAIL_ONCE_REQUEUE, Fault, SIMULATED_FAILURE};
 pub use world::{Agent, Container, Network, SimCluster, SimRelease, TokenInfo, World};
 
 use engine::Shared;
 use ocm_lab_core::backend::{Backends, ClusterApi, ObjectRef};
-
-/// Renders a chart with the simulated lab's models of the pinned charts (the same renders `--simulate`
-/// installs), like `helm template` with these values. Used where a rendering must work offline, such as
-/// the image list (`ocm-lab images list`); it knows only the chart versions the catalog pins.
-pub fn render_chart(
-    chart: &ocm_lab_core::charts::ChartPlan,
-    values: &Value,
-) -> Result<ocm_lab_core::backend::Rendered, ocm_lab_core::backend::HelmError> {
-    charts::render(chart, values)
-}
-
-/// A simulated chart's objects after our chart `patches` (what the simulated `helm template` gives,
-/// post-renderer included): what the simulated lab's `up` installs.
-pub fn render_chart_patched(
-    chart: &ocm_lab_core::charts::ChartPlan,
-    values: &Value,
-    patches: &ocm_lab_core::patch::PatchSet,
-) -> Result<ocm_lab_core::backend::Rendered, ocm_lab_core::backend::HelmError> {
-    backends::sim_render(patches, chart, values)
-}
 
 /// The hub's lease controller for one stop of `spoke`'s registration agent: `grace` after the stop, the
 /// hub marks the cluster `Available=Unknown` (`ManagedClusterLeaseUpdateStopped`); it requeues exactly at
@@ -197,26 +177,17 @@ impl SimLab {
         Ok(lab)
     }
 
-    /// Saves the world atomically (a temporary file in the same folder, fsync, rename, fsync of the
-    /// folder), mode 0600 because it holds the simulated tokens. Faults are not saved.
+    /// Saves the world atomically (`ocm_lab_core::state::write_secret`: a private temporary file in the
+    /// same folder, fsync, rename; mode 0600 because it holds the simulated tokens), then fsyncs the
+    /// folder so the rename is durable. Faults are not saved.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_vec(&self.shared.lock().world).map_err(std::io::Error::other)?;
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        // tempfile creates it 0600, and removes it if the save does not finish.
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".sim-world-")
-            .suffix(".tmp")
-            .tempfile_in(dir)?;
-        tmp.write_all(&text)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        // The rename is durable only once the folder is.
+        ocm_lab_core::state::write_secret(path, &text)?;
         #[cfg(unix)]
-        std::fs::File::open(dir)?.sync_all()?;
+        {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()?;
+        }
         Ok(())
     }
 

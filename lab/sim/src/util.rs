@@ -145,11 +145,6 @@ pub fn remove_condition(obj: &mut Value, kind: &str) {
 /// manager.
 pub use json_patch::merge;
 
-/// Whether a JSON pointer made of map keys is present.
-pub fn has_path(v: &Value, pointer: &str) -> bool {
-    v.pointer(pointer).is_some()
-}
-
 /// Helm's truthiness for `{{ if .Values.x }}`.
 pub fn truthy(v: Option<&Value>) -> bool {
     match v {
@@ -185,13 +180,6 @@ mod tests {
         assert_eq!(b64_encode(b"abc"), "YWJj");
         assert_eq!(b64_encode(b"ab"), "YWI=");
         assert!(b64_decode("*").is_none());
-    }
-
-    #[test]
-    fn merge_is_rfc7386() {
-        let mut t = json!({"a": {"b": 1, "c": [1, 2]}, "d": 1});
-        merge(&mut t, &json!({"a": {"c": [3], "e": 2}, "d": null}));
-        assert_eq!(t, json!({"a": {"b": 1, "c": [3], "e": 2}}));
     }
 
     #[test]
