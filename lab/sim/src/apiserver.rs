@@ -372,22 +372,6 @@ fn at_version(obj: &Value, api_version: &str) -> Value {
     o
 }
 
-/// [`list`], each object as its `apiVersion`, `kind` and `metadata` (PartialObjectMetadata).
-pub(crate) fn list_metadata(
-    w: &World,
-    cluster: &str,
-    api_version: &str,
-    kind: &str,
-    namespace: Option<&str>,
-    labels: Option<&str>,
-) -> Result<Vec<Value>, KubeError> {
-    let objects = list(w, cluster, api_version, kind, namespace, labels)?;
-    Ok(objects
-        .into_iter()
-        .map(|o| json!({"apiVersion": api_version, "kind": kind, "metadata": o["metadata"]}))
-        .collect())
-}
-
 pub(crate) fn get(w: &World, cluster: &str, r: &ObjectRef) -> Result<Option<Value>, KubeError> {
     check_reachable(w, cluster)?;
     // A kind that is not served reads as absent (a 404, like `get_opt`).
@@ -751,15 +735,9 @@ pub(crate) fn admit(w: &World, cluster: &str, key: &str, obj: &mut Value) -> Res
 /// What clients may not set: server-owned metadata; `stringData` becomes `data`.
 fn normalize(obj: &mut Value, key: &str) {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in [
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-            "deletionTimestamp",
-        ] {
-            m.remove(k);
+        let server_set = ["managedFields", "deletionTimestamp"];
+        for k in super::world::SERVER_FIELDS.iter().chain(&server_set) {
+            m.remove(*k);
         }
     }
     if key == gk::SECRET

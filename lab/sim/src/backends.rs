@@ -656,14 +656,8 @@ const TOKEN_REQUEST: Op = Op(Behaviour::TokenRequest, "kube.token-request", true
 const APPROVE_CSR: Op = Op(Behaviour::CsrApprove, "kube.approve-csr", true);
 const GET_VIA_SERVICE: Op = Op(Behaviour::ServiceRequest, "kube.get-via-service", false);
 
-/// `apiserver::list` or `apiserver::list_metadata`.
-type Lister =
-    fn(&World, &str, &str, &str, Option<&str>, Option<&str>) -> Result<Vec<Value>, KubeError>;
-const LIST: (Op, Lister) = (Op(Behaviour::KubeRead, "kube.list", false), apiserver::list);
-const LIST_METADATA: (Op, Lister) = (
-    Op(Behaviour::KubeRead, "kube.list-metadata", false),
-    apiserver::list_metadata,
-);
+const LIST: Op = Op(Behaviour::KubeRead, "kube.list", false);
+const LIST_METADATA: Op = Op(Behaviour::KubeRead, "kube.list-metadata", false);
 
 /// The stored object a wait on `r` looks at, with the apiVersion it was asked at.
 fn observed(w: &World, cluster: &str, r: &ObjectRef) -> Option<Value> {
@@ -692,7 +686,7 @@ impl SimApi {
     /// A list, logged as `<kind> <apiVersion> in <namespace or all namespaces> <selector>`.
     async fn list_with(
         &self,
-        (op, lister): (Op, Lister),
+        op: Op,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
@@ -701,7 +695,7 @@ impl SimApi {
         let scope = namespace.unwrap_or("all namespaces");
         let what = format!("{kind} {api_version} in {scope} {}", labels.unwrap_or(""));
         self.call(op, what.trim_end().to_owned(), |st, c| {
-            lister(&st.world, c, api_version, kind, namespace, labels)
+            apiserver::list(&st.world, c, api_version, kind, namespace, labels)
         })
         .await
     }
@@ -786,8 +780,13 @@ impl ClusterApi for SimApi {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> Result<Vec<Value>, KubeError> {
-        self.list_with(LIST_METADATA, api_version, kind, namespace, labels)
-            .await
+        let objects = self
+            .list_with(LIST_METADATA, api_version, kind, namespace, labels)
+            .await?;
+        // PartialObjectMetadata: each object as its `apiVersion`, `kind` and `metadata`.
+        let metadata =
+            |o: Value| json!({"apiVersion": api_version, "kind": kind, "metadata": o["metadata"]});
+        Ok(objects.into_iter().map(metadata).collect())
     }
 
     async fn apply(&self, obj: &Value) -> Result<(), KubeError> {

@@ -46,13 +46,6 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// `key` waited its delay and acts now: a rollout's later acts go at once.
-    fn served(&mut self, key: (Behaviour, Work)) {
-        if key.0.is_rollout() {
-            self.rolled_out.insert(key);
-        }
-    }
-
     /// Removes `cluster` from the world (its nodes, objects and releases), and forgets what was rolled
     /// out on it or for it on its hub (work keyed by the cluster's namespace there, as an addon's): a
     /// cluster created again under the name rolls out again. The count of nodes removed.
@@ -88,9 +81,7 @@ impl State {
             Fault::Delay(_) => None,
         }
     }
-}
 
-impl State {
     /// The fault of the hub webhooks a write of `key` at `api_version` to `cluster` goes through
     /// ([`Behaviour::HubWebhooks`]): `Err` with the API server's 500 naming the webhook.
     pub fn webhook_fault(
@@ -271,7 +262,10 @@ impl Shared {
                 match st.wanted.get(&key) {
                     Some(&since) if now >= since + d => {
                         st.wanted.remove(&key);
-                        st.served(key);
+                        // A rollout's later acts go at once.
+                        if b.is_rollout() {
+                            st.rolled_out.insert(key);
+                        }
                         Gate::Go
                     }
                     Some(_) => Gate::Wait,

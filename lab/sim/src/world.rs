@@ -770,7 +770,8 @@ pub(crate) fn control_plane(cluster: &str) -> String {
 }
 
 /// The metadata the API server manages: a client's value is replaced by the stored one.
-const SERVER_FIELDS: [&str; 4] = ["uid", "creationTimestamp", "resourceVersion", "generation"];
+pub(crate) const SERVER_FIELDS: [&str; 4] =
+    ["uid", "creationTimestamp", "resourceVersion", "generation"];
 
 /// Equal once the server-managed metadata of `old` is copied into `new` (what [`World::put`] does).
 pub(crate) fn same_ignoring_server_fields(old: &Value, new: &Value) -> bool {
