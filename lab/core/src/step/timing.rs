@@ -175,6 +175,19 @@ mod tests {
         })
     }
 
+    fn plan(steps: Vec<std::sync::Arc<PlannedStep>>) -> Plan {
+        Plan {
+            workflow: "up".into(),
+            lab: "t".into(),
+            steps,
+        }
+    }
+
+    /// The steps of the critical path, in order.
+    fn path(t: &Timing) -> Vec<&str> {
+        t.critical_path.iter().map(|s| s.step.as_str()).collect()
+    }
+
     /// A diamond with a long and a short branch, and a side branch that ends early:
     ///
     /// ```text
@@ -184,19 +197,15 @@ mod tests {
     /// ```
     #[test]
     fn the_critical_path_follows_the_need_that_released_each_step() {
-        let plan = Plan {
-            workflow: "up".into(),
-            lab: "t".into(),
-            steps: vec![
-                step("create-hub", &[]),
-                step("create-spoke", &[]),
-                step("docs", &[]),
-                step("hub-ocm", &["create-hub"]),
-                step("klusterlet", &["create-spoke"]),
-                step("join", &["hub-ocm", "klusterlet"]),
-                step("verify", &["join"]),
-            ],
-        };
+        let plan = plan(vec![
+            step("create-hub", &[]),
+            step("create-spoke", &[]),
+            step("docs", &[]),
+            step("hub-ocm", &["create-hub"]),
+            step("klusterlet", &["create-spoke"]),
+            step("join", &["hub-ocm", "klusterlet"]),
+            step("verify", &["join"]),
+        ]);
         let times = vec![
             Some((0, 60_000)),
             Some((0, 70_000)),
@@ -207,8 +216,7 @@ mod tests {
             Some((150_000, 155_000)),
         ];
         let t = summarize(&plan, &times);
-        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
-        assert_eq!(path, ["create-spoke", "klusterlet", "join", "verify"]);
+        assert_eq!(path(&t), ["create-spoke", "klusterlet", "join", "verify"]);
         assert_eq!(t.steps[0].step, "create-spoke"); // 70 s, the slowest
         assert_eq!(t.steps.last().unwrap().step, "docs");
         assert!(t.steps.iter().all(|s| s.queued_ms == 0));
@@ -230,23 +238,19 @@ mod tests {
     /// ```
     #[test]
     fn the_critical_path_is_chosen_by_end_time_and_its_parts_add_up_to_the_total() {
-        let plan = Plan {
-            workflow: "up".into(),
-            lab: "t".into(),
-            steps: vec![
-                step("create-hub", &[]),
-                step("create-spoke", &[]),
-                step("hub-manager", &["create-hub"]),
-                step("hub-ready", &["hub-manager"]),
-                step("klusterlet", &["create-spoke"]),
-                step("sets", &["hub-manager"]),
-                // klusterlet and hub-ready both end at 150: a tie goes to the need listed first.
-                step("join", &["klusterlet", "hub-ready"]),
-                // join (151) is the latest need, listed after sets (71).
-                step("addon", &["sets", "join"]),
-                step("verify", &["addon"]),
-            ],
-        };
+        let plan = plan(vec![
+            step("create-hub", &[]),
+            step("create-spoke", &[]),
+            step("hub-manager", &["create-hub"]),
+            step("hub-ready", &["hub-manager"]),
+            step("klusterlet", &["create-spoke"]),
+            step("sets", &["hub-manager"]),
+            // klusterlet and hub-ready both end at 150: a tie goes to the need listed first.
+            step("join", &["klusterlet", "hub-ready"]),
+            // join (151) is the latest need, listed after sets (71).
+            step("addon", &["sets", "join"]),
+            step("verify", &["addon"]),
+        ]);
         let times = vec![
             Some((0, 60_000)),
             Some((0, 90_000)),
@@ -287,12 +291,8 @@ mod tests {
 
     #[test]
     fn a_step_that_waited_for_a_slot_shows_its_queue_time_and_skipped_steps_are_left_out() {
-        let plan = Plan {
-            workflow: "up".into(),
-            lab: "t".into(),
-            steps: vec![step("a", &[]), step("b", &[]), step("c", &["a", "b"])],
-        };
-        // `b` was carried over from an interrupted run (not timed); `c` started 3 s after `a` ended.
+        let plan = plan(vec![step("a", &[]), step("b", &[]), step("c", &["a", "b"])]);
+        // `b` did not run to its end in this run (no times); `c` started 3 s after `a` ended.
         let times = vec![Some((0, 10_000)), None, Some((13_000, 14_000))];
         let t = summarize(&plan, &times);
         let path: Vec<(&str, u64)> = t
@@ -308,47 +308,33 @@ mod tests {
     /// does on a fast machine); it still released the steps that need it and heads the path.
     #[test]
     fn a_need_that_ended_in_the_first_millisecond_is_still_on_the_path() {
-        let plan = Plan {
-            workflow: "up".into(),
-            lab: "t".into(),
-            steps: vec![
-                step("preflight", &[]),
-                step("network", &["preflight"]),
-                step("create", &["network", "preflight"]),
-            ],
-        };
+        let plan = plan(vec![
+            step("preflight", &[]),
+            step("network", &["preflight"]),
+            step("create", &["network", "preflight"]),
+        ]);
         let times = vec![Some((0, 0)), Some((0, 0)), Some((0, 5))];
         let t = summarize(&plan, &times);
-        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
-        assert_eq!(path, ["preflight", "network", "create"]);
+        assert_eq!(path(&t), ["preflight", "network", "create"]);
     }
 
     /// A last step quicker than a millisecond ends in the same one as the need it waited on: the path ends
     /// at the step that waited, not at its need.
     #[test]
     fn the_step_that_ended_last_is_the_one_that_waited_when_ends_tie() {
-        let plan = Plan {
-            workflow: "up".into(),
-            lab: "t".into(),
-            steps: vec![
-                step("create", &[]),
-                step("prune", &["create"]),
-                step("verify", &["prune", "create"]),
-            ],
-        };
+        let plan = plan(vec![
+            step("create", &[]),
+            step("prune", &["create"]),
+            step("verify", &["prune", "create"]),
+        ]);
         let times = vec![Some((0, 40)), Some((40, 52)), Some((52, 52))];
         let t = summarize(&plan, &times);
-        let path: Vec<&str> = t.critical_path.iter().map(|s| s.step.as_str()).collect();
-        assert_eq!(path, ["create", "prune", "verify"]);
+        assert_eq!(path(&t), ["create", "prune", "verify"]);
     }
 
     #[test]
     fn no_steps_run_means_no_summary() {
-        let plan = Plan {
-            workflow: "up".into(),
-            lab: "t".into(),
-            steps: vec![step("a", &[])],
-        };
+        let plan = plan(vec![step("a", &[])]);
         let t = summarize(&plan, &[None]);
         assert!(t.critical_path.is_empty());
         assert!(lines(&t, 0).is_empty());
