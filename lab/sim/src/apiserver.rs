@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::util;
 use super::world::World;
 use ocm_lab_core::backend::kube::ForbiddenCause;
+use ocm_lab_core::backend::undeclared::undeclared_fields;
 use ocm_lab_core::backend::{KubeError, ObjectRef};
 
 /// Group/kind keys (`Kind.group`, or `Kind` for the core group): how objects are stored, whatever
@@ -114,17 +115,6 @@ const BUILTIN: &[(&str, bool)] = &[
 pub(crate) fn builtin_gk(key: &str) -> bool {
     BUILTIN.iter().any(|(k, _)| *k == key)
 }
-
-/// Fields that the real CRDs do not declare although charts render them: server-side apply rejects
-/// them with HTTP 500 "field not declared in schema" whatever the field validation
-/// (open-cluster-management-io/cluster-proxy PR #272; kubernetes/kubernetes#122480).
-const UNDECLARED: &[(&str, &[&str])] = &[(
-    gk::MPC,
-    &[
-        "/spec/proxyAgent/additionalValues",
-        "/spec/proxyServer/entrypoint/hostname/port",
-    ],
-)];
 
 /// A served kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -472,16 +462,24 @@ fn validate_name(info: &KindInfo, name: &str) -> Result<(), KubeError> {
     .with_help("use a DNS-style name such as `tier.lab.example.com`"))
 }
 
-/// The HTTP 500 a server-side apply gets for fields the CRD does not declare (kubernetes/kubernetes#122480).
-fn check_declared(info: &KindInfo, api_version: &str, obj: &Value) -> Result<(), KubeError> {
-    let Some((_, paths)) = UNDECLARED.iter().find(|(k, _)| *k == info.key()) else {
-        return Ok(());
-    };
-    let found: Vec<String> = paths
-        .iter()
-        .filter(|p| obj.pointer(p).is_some())
-        .map(|p| p.replace('/', "."))
-        .collect();
+/// The HTTP 500 a server-side apply gets, whatever the field validation, for fields the schema of the
+/// kind's CRD at `api_version` does not declare (kubernetes/kubernetes#122480;
+/// open-cluster-management-io/cluster-proxy PR #272).
+fn check_declared(
+    w: &World,
+    cluster: &str,
+    info: &KindInfo,
+    api_version: &str,
+    obj: &Value,
+) -> Result<(), KubeError> {
+    let crd = w
+        .clusters
+        .get(cluster)
+        .and_then(|c| c.api.crd_of(&info.key()));
+    let schema = crd
+        .and_then(|crd| crd_version(crd, api_version))
+        .map(|v| &v["schema"]["openAPIV3Schema"]);
+    let found = schema.map_or_else(Vec::new, |s| undeclared_fields(obj, s));
     if found.is_empty() {
         return Ok(());
     }
@@ -625,14 +623,10 @@ fn conversion_webhook(
     api_version: &str,
 ) -> Option<HubWebhook> {
     let crd = w.clusters.get(cluster)?.api.crd_of(key)?;
-    let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
-    let storage = crd["spec"]["versions"]
-        .as_array()
-        .and_then(|vs| vs.iter().find(|v| v["storage"] == true))
-        .and_then(|v| v["name"].as_str());
+    let stored = crd_version(crd, api_version).is_some_and(|v| v["storage"] == true);
     let service = crd.pointer("/spec/conversion/webhook/clientConfig/service/name");
     (crd["spec"]["conversion"]["strategy"] == "Webhook"
-        && storage != Some(version)
+        && !stored
         && service == Some(&json!(ADDON_WEBHOOK_SERVICE)))
     .then_some(HubWebhook {
         name: "conversion",
@@ -640,6 +634,13 @@ fn conversion_webhook(
         path: "/convert",
         conversion: true,
     })
+}
+
+/// The entry of a CRD's `spec.versions` for the version of `api_version`.
+fn crd_version<'a>(crd: &'a Value, api_version: &str) -> Option<&'a Value> {
+    let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+    let versions = crd["spec"]["versions"].as_array()?;
+    versions.iter().find(|v| v["name"] == version)
 }
 
 /// Calls the hub webhooks a write goes through: each must have a ready Pod behind it (an Available
@@ -783,7 +784,7 @@ pub(crate) fn apply_as(
     } else {
         meta.remove("namespace");
     }
-    check_declared(&info, &r.api_version, &obj)?;
+    check_declared(w, cluster, &info, &r.api_version, &obj)?;
     normalize(&mut obj, &key);
     if let Some(m) = obj.as_object_mut() {
         m.remove("status");

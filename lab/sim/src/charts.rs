@@ -41,7 +41,8 @@ const CRDS: &str = "
 /// list their properties as cluster-proxy v0.10.0's CRD does (open-cluster-management-io/cluster-proxy v0.10.0
 /// `charts/cluster-proxy/crds/managedproxyconfigurations.yaml`: proxyAgent has additionalArgs,
 /// additionalServiceCAConfigMap, image, imagePullSecrets, replicas; hostname has only value), so the
-/// install action's undeclared-field check sees what it would on a real cluster.
+/// install action's undeclared-field check and the simulated API server's refusal of such fields see
+/// what they would on a real cluster.
 fn schema_for(name: &str) -> Value {
     let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     if name != "managedproxyconfigurations.proxy.open-cluster-management.io" {
