@@ -167,15 +167,10 @@ impl Store {
         &'a self,
         gk: &str,
         ns: Option<&'a str>,
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        Box::new(
-            self.objects
-                .get(gk)
-                .into_iter()
-                .flatten()
-                .filter(move |(n, _)| ns.is_none_or(|ns| ns == n.as_str()))
-                .flat_map(|(_, by_name)| by_name.values()),
-        )
+    ) -> impl Iterator<Item = &'a Value> + use<'a> {
+        let by_ns = self.objects.get(gk).into_iter().flatten();
+        let in_ns = by_ns.filter(move |(n, _)| ns.is_none_or(|ns| ns == n.as_str()));
+        in_ns.flat_map(|(_, by_name)| by_name.values())
     }
 
     /// The namespaces that hold objects of `gk`.

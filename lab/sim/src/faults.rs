@@ -2,10 +2,8 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 /// A simulated behaviour: a backend call, or something a simulated component does on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Behaviour {
     // Backend calls.
     /// `ContainerRuntime::ping` and the read-only Docker/kind calls (`node_containers`, kind `list`,

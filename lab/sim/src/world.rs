@@ -633,11 +633,11 @@ impl World {
         cluster: &str,
         gk: &str,
         ns: Option<&'a str>,
-    ) -> Box<dyn Iterator<Item = &'a Value> + 'a> {
-        let Some(api) = self.api(cluster) else {
-            return Box::new(std::iter::empty());
-        };
-        api.list(gk, ns)
+    ) -> impl Iterator<Item = &'a Value> + use<'a> {
+        self.api(cluster)
+            .map(|api| api.list(gk, ns))
+            .into_iter()
+            .flatten()
     }
 
     /// Namespaces that hold objects of a kind.
