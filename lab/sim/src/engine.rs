@@ -112,12 +112,6 @@ pub(crate) struct Shared {
     pub start: Instant,
 }
 
-enum Gate {
-    Go,
-    Wait,
-    Fail(String),
-}
-
 impl Shared {
     pub fn new(world: World) -> Arc<Self> {
         Arc::new(Shared {
@@ -205,39 +199,14 @@ impl Shared {
                 return;
             }
             for work in std::mem::take(&mut queue) {
-                let b = work.behaviour();
-                if !st.backoff.is_empty() && st.backoff.contains(&(b, work.clone())) {
+                let key = (work.behaviour(), work);
+                if !st.backoff.is_empty() && st.backoff.contains(&key) {
                     continue;
                 }
-                let ops = controllers::run(&st.world, &work);
-                if !st.faults.contains_key(&b) {
-                    // No fault: nothing to decide (writes that change nothing are no-ops anyway).
-                    for op in ops {
-                        op.commit(&mut st.world, &mut queue);
-                    }
-                    continue;
-                }
-                if !ops.iter().any(|op| op.effective(&st.world)) {
-                    for op in ops {
-                        if let Op::Enqueue(w) = op {
-                            queue.insert(w);
-                        }
-                    }
-                    st.wanted.remove(&(b, work));
-                    continue;
-                }
-                match self.gate(st, &work) {
-                    Gate::Go => {
-                        for op in ops {
-                            op.commit(&mut st.world, &mut queue);
-                        }
-                    }
-                    Gate::Wait => {}
-                    Gate::Fail(msg) => {
-                        for op in controllers::fail(&st.world, &work, &msg) {
-                            op.commit(&mut st.world, &mut queue);
-                        }
-                    }
+                let ops = controllers::run(&st.world, &key.1);
+                // Writes that change nothing are no-ops (work they queue is queued).
+                for op in self.gate(st, key, ops) {
+                    op.commit(&mut st.world, &mut queue);
                 }
             }
         }
@@ -248,16 +217,23 @@ impl Shared {
         st.backoff.clear();
     }
 
-    /// Whether a controller that wants to act may: its fault decides.
-    fn gate(self: &Arc<Self>, st: &mut State, work: &Work) -> Gate {
-        let b = work.behaviour();
-        match st.faults.get(&b).cloned() {
-            None => Gate::Go,
-            Some(Fault::Delay(d)) => {
+    /// The writes of a controller's work that happen now: its fault decides whether they go, wait (none
+    /// yet) or fail (then what the failing controller leaves instead). Writes that would change nothing
+    /// go at once.
+    fn gate(self: &Arc<Self>, st: &mut State, key: (Behaviour, Work), ops: Vec<Op>) -> Vec<Op> {
+        let Some(fault) = st.faults.get(&key.0).cloned() else {
+            return ops;
+        };
+        if !ops.iter().any(|op| op.effective(&st.world)) {
+            st.wanted.remove(&key);
+            return ops;
+        }
+        let (b, work) = &key;
+        match fault {
+            Fault::Delay(d) => {
                 let now = Instant::now();
-                let key = (b, work.clone());
                 if st.rolled_out.contains(&key) {
-                    return Gate::Go;
+                    return ops;
                 }
                 match st.wanted.get(&key) {
                     Some(&since) if now >= since + d => {
@@ -266,24 +242,25 @@ impl Shared {
                         if b.is_rollout() {
                             st.rolled_out.insert(key);
                         }
-                        Gate::Go
+                        ops
                     }
-                    Some(_) => Gate::Wait,
-                    None if d.is_zero() => Gate::Go,
+                    Some(_) => Vec::new(),
+                    None if d.is_zero() => ops,
                     None => {
-                        st.wanted.insert(key, now);
                         self.wake_at(now + d, work.clone());
-                        Gate::Wait
+                        st.wanted.insert(key, now);
+                        Vec::new()
                     }
                 }
             }
-            Some(Fault::FailOnce(msg)) => {
-                st.faults.remove(&b);
-                st.backoff.insert((b, work.clone()));
+            Fault::FailOnce(msg) => {
+                st.faults.remove(b);
                 self.wake_at(Instant::now() + FAIL_ONCE_REQUEUE, work.clone());
-                Gate::Fail(msg)
+                let marks = controllers::fail(&st.world, work, &msg);
+                st.backoff.insert(key);
+                marks
             }
-            Some(Fault::FailAlways(msg)) => Gate::Fail(msg),
+            Fault::FailAlways(msg) => controllers::fail(&st.world, work, &msg),
         }
     }
 
