@@ -156,12 +156,13 @@ impl Shared {
     /// Runs `f` on the state, then the controllers until nothing changes, then wakes the waiters of
     /// every cluster that changed. The lock is never held across an `.await`.
     pub fn mutate<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
-        self.mutate_with(Vec::new(), f)
+        self.mutate_with(BTreeSet::new(), f)
     }
 
+    /// [`Shared::mutate`] with `initial` work queued.
     pub fn mutate_with<R>(
         self: &Arc<Self>,
-        initial: Vec<Work>,
+        initial: BTreeSet<Work>,
         f: impl FnOnce(&mut State) -> R,
     ) -> R {
         let (r, touched) = {
@@ -177,17 +178,11 @@ impl Shared {
     /// Every controller looks at everything again (after a test changed the world directly, after a
     /// load, after faults were cleared).
     pub fn resync(self: &Arc<Self>) {
-        let touched = {
-            let mut st = self.lock();
-            let all: Vec<Work> = controllers::resync_all(&st.world).into_iter().collect();
-            self.reconcile(&mut st, all);
-            std::mem::take(&mut st.world.touched)
-        };
-        self.notify(touched);
+        let all = controllers::resync_all(&self.lock().world);
+        self.mutate_with(all, |_| ());
     }
 
-    fn reconcile(self: &Arc<Self>, st: &mut State, initial: Vec<Work>) {
-        let mut queue: BTreeSet<Work> = initial.into_iter().collect();
+    fn reconcile(self: &Arc<Self>, st: &mut State, mut queue: BTreeSet<Work>) {
         st.backoff.clear();
         for _ in 0..MAX_ROUNDS {
             let changes = std::mem::take(&mut st.world.changes);
@@ -274,7 +269,7 @@ impl Shared {
         rt.spawn(async move {
             tokio::time::sleep_until(at).await;
             if let Some(me) = me.upgrade() {
-                me.mutate_with(vec![work], |_| ());
+                me.mutate_with(BTreeSet::from([work]), |_| ());
             }
         });
     }

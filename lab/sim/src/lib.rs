@@ -61,7 +61,7 @@ pub(crate) fn arm_lease_timer(shared: &Arc<Shared>, spoke: String, seq: u64, gra
         let expired = shared.lock().world.expire_lease(&spoke, seq);
         if let Some((hub, mc)) = expired {
             let work = controllers::Work::new(&controllers::ocm::HUB_ACCEPT, &hub, [&mc, ""]);
-            shared.mutate_with(vec![work], |_| ());
+            shared.mutate_with(std::collections::BTreeSet::from([work]), |_| ());
         }
     });
 }
