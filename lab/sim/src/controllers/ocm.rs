@@ -109,17 +109,15 @@ fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> 
 /// for the image roll out after it. An image the `node-images` step pre-pulled or loaded from a bundle is
 /// there already and costs nothing. (Addon availability does not wait for its agent's image yet: the
 /// ManagedClusterAddOn's lease is modelled on the hub alone.)
-fn image_pull(w: &World, c: &str) -> Vec<Op> {
-    let (Some(node), Some((image, waiting))) = (w.image_node(c), missing_image(w, c)) else {
-        return Vec::new();
-    };
-    let node = node.name.clone();
+fn image_pull(w: &World, c: &str) -> Option<Vec<Op>> {
+    let node = w.image_node(c)?.name.clone();
+    let (image, waiting) = missing_image(w, c)?;
     let mut ops = vec![Op::Pull { node, image }];
     ops.push(Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])));
     for (ns, name) in &waiting {
         ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, [ns, name])));
     }
-    ops
+    Some(ops)
 }
 
 /// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
@@ -191,11 +189,9 @@ const HUB_DEPLOYMENTS: &[(&str, &str)] = &[
 /// installs the hub CRDs (the ClusterProfile CRD only with the gate), the hub controllers, and, with
 /// `DefaultClusterSet`, the sets `default` and `global` (open-cluster-management-io/ocm v1.3.1
 /// `pkg/registration/hub/managedclusterset/`).
-fn hub_operator(w: &World, c: &str) -> Vec<Op> {
-    let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager");
-    let (Some(cm), Some(_)) = (cm, w.find_named(c, gk::DEPLOYMENT, "cluster-manager")) else {
-        return Vec::new();
-    };
+fn hub_operator(w: &World, c: &str) -> Option<Vec<Op>> {
+    let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager")?;
+    let _operator = w.find_named(c, gk::DEPLOYMENT, "cluster-manager")?;
     let mut ops = vec![Op::Create(s(c), namespace_obj(HUB_NAMESPACE))];
     let profile =
         apiserver::hub_gate(w, c, "ClusterProfile").then_some(charts::CLUSTER_PROFILE_CRD);
@@ -225,7 +221,7 @@ fn hub_operator(w: &World, c: &str) -> Vec<Op> {
         ops.extend([set("default", exclusive), set("global", all)]);
     }
     ops.extend(cluster_manager_status(w, c, cm));
-    ops
+    Some(ops)
 }
 
 /// The ClusterManager's status (open-cluster-management-io/ocm v1.3.1
@@ -314,13 +310,11 @@ fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
 /// The klusterlet operator (open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/klusterlet/`):
 /// installs the agents and the spoke CRDs — ClusterClaim always, ClusterProperty (about.k8s.io/v1alpha1,
 /// cluster-scoped) only with the `ClusterProperty` gate.
-fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
+fn klusterlet_operator(w: &World, c: &str) -> Option<Vec<Op>> {
     // The operator runs while its Deployment has a replica: scaled to 0, nothing reconciles the agents.
     let running = |d: &Value| d["spec"]["replicas"].as_i64() != Some(0);
     let operator = w.find_named(c, gk::DEPLOYMENT, "klusterlet");
-    let (Some(k), true) = (klusterlet(w, c), operator.is_some_and(running)) else {
-        return Vec::new();
-    };
+    let k = klusterlet(w, c).filter(|_| operator.is_some_and(running))?;
     let ns = agent_namespace(k);
     let property = spoke_gate(k, "ClusterProperty", false).then_some(charts::CLUSTER_PROPERTY_CRD);
     let crds = [charts::CLUSTER_CLAIM_CRD, charts::APPLIED_WORK_CRD];
@@ -358,7 +352,7 @@ fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     ]);
     set_conditions(&mut n, conds);
     ops.push(Op::Put(s(c), n));
-    ops
+    Some(ops)
 }
 
 /// What the registration agent makes of the bootstrap kubeconfig: the hub lab cluster, or why it cannot
@@ -574,12 +568,7 @@ fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) ->
         _ => Agent {
             hub: s(hub),
             cluster_name: s(cluster_name),
-            csr: None,
-            joined: false,
-            claim_error: None,
-            stopped: None,
-            lease_expired: false,
-            scaled_down: false,
+            ..Agent::default()
         },
     };
     let mut ops = vec![Op::AgentIndex(format!("{hub}/{cluster_name}"), s(spoke))];
@@ -676,16 +665,10 @@ fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
 
 /// A stable UUID-shaped id derived from `seed` (simulated uids and credential ids).
 fn uuid_like(seed: &str) -> String {
-    let a = util::fnv1a(seed);
-    let b = util::fnv1a(&format!("{seed}#"));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        b >> 52,
-        b & 0xffff_ffff_ffff
-    )
+    let (a, b) = (util::fnv1a(seed), util::fnv1a(&format!("{seed}#")));
+    let (time_low, time_mid, time_hi) = (a >> 32, (a >> 16) & 0xffff, a & 0xfff);
+    let (clock_seq, node) = (b >> 52, b & 0xffff_ffff_ffff);
+    format!("{time_low:08x}-{time_mid:04x}-4{time_hi:03x}-8{clock_seq:03x}-{node:012x}")
 }
 
 /// The CSR signer (kube-controller-manager): an approved CSR gets its certificate
@@ -807,15 +790,11 @@ fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
 /// not labelled spoke-only, a property winning over a claim of the same name; reserved claims first, then
 /// custom ones sorted by name and cut after the maximum (default 20). The hub rejects the whole update when a
 /// value is longer than 1024 characters, so nothing changes until it is removed.
-fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
-    let agent = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none());
-    let Some(agent) = agent.filter(|a| w.reachable(&a.hub)) else {
-        return Vec::new();
-    };
-    let mc = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name);
-    let (Some(mc), Some(k)) = (mc, klusterlet(w, spoke)) else {
-        return Vec::new();
-    };
+fn claim_sync(w: &World, spoke: &str) -> Option<Vec<Op>> {
+    let syncing = |a: &&Agent| a.joined && a.stopped.is_none() && w.reachable(&a.hub);
+    let agent = w.agent(spoke).filter(syncing)?;
+    let mc = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name)?;
+    let k = klusterlet(w, spoke)?;
     let mut by_name: BTreeMap<&str, &str> = BTreeMap::new();
     for (kind, gate, default) in [
         (gk::CLUSTER_CLAIM, "ClusterClaim", true),
@@ -846,7 +825,7 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
         a.claim_error = Some(format!(
             "ManagedCluster.cluster.open-cluster-management.io \"{mc}\" is invalid: status.clusterClaims[{i}].value: Too long: may not be more than 1024 bytes"
         ));
-        return vec![Op::Agent(s(spoke), Some(a))];
+        return Some(vec![Op::Agent(s(spoke), Some(a))]);
     }
     a.claim_error = None;
     let mut n = mc.clone();
@@ -857,7 +836,8 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     } else if let Some(st) = n.pointer_mut("/status").and_then(Value::as_object_mut) {
         st.remove("clusterClaims");
     }
-    vec![Op::Agent(s(spoke), Some(a)), Op::Put(agent.hub.clone(), n)]
+    let put = Op::Put(agent.hub.clone(), n);
+    Some(vec![Op::Agent(s(spoke), Some(a)), put])
 }
 
 /// The addon manager Deployment of an addon, when Available.
@@ -923,7 +903,7 @@ static IMAGE_PULL: Controller = Controller {
         queue_if(!ch.kind.status_only(), ch, q);
     })],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| image_pull(w, k.cluster()),
+    run: |w, k| image_pull(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         // Every Deployment waiting for the image shows the failed pull.
         let c = k.cluster();
@@ -976,7 +956,7 @@ static HUB_OPERATOR: Controller = Controller {
         (gk::CLUSTER_MANAGER, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| hub_operator(w, k.cluster()),
+    run: |w, k| hub_operator(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         let cm = [gk::CLUSTER_MANAGER, "", "cluster-manager"];
         mark(w, k.cluster(), cm, ["HubRegistrationDegraded", "True"], msg)
@@ -997,7 +977,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         (POD, |_, ch, q| queue_if(ch.kind == Deleted, ch, q)),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| klusterlet_operator(w, k.cluster()),
+    run: |w, k| klusterlet_operator(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["Applied", "False"], msg),
 };
 
@@ -1080,7 +1060,7 @@ static CLAIM_SYNC: Controller = Controller {
         (gk::CLUSTER_CLAIM, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| claim_sync(w, k.cluster()),
+    run: |w, k| claim_sync(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         let Some(a) = w.agent(k.cluster()) else {
             return Vec::new();
