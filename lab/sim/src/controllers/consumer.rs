@@ -273,15 +273,11 @@ fn run_pod(w: &World, work: &Work) -> Option<Op> {
     };
     let ok = report.error.is_none() && report.spokes.iter().all(|s| s.failure.is_none());
     let code = i32::from(!ok);
-    let client_image = spec
-        .containers
-        .iter()
-        .find(|c| c.name == CLIENT_CONTAINER)
-        .and_then(|c| c.image.clone());
+    let client = spec.containers.iter().find(|c| c.name == CLIENT_CONTAINER);
     out["status"] = json!({
         "phase": if ok { "Succeeded" } else { "Failed" },
         "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": msa_image, "imageID": "", "ready": false, "restartCount": 0, "state": terminated(0, "")}],
-        "containerStatuses": [{"name": CLIENT_CONTAINER, "image": client_image, "imageID": "", "ready": false, "restartCount": 0, "state": terminated(code, &report.to_json())}],
+        "containerStatuses": [{"name": CLIENT_CONTAINER, "image": client.and_then(|c| c.image.clone()), "imageID": "", "ready": false, "restartCount": 0, "state": terminated(code, &report.to_json())}],
     });
     Some(Op::Put(hub.to_owned(), out))
 }

@@ -54,10 +54,9 @@ fn missing_crds(w: &World, c: &str, names: &[&str], gated: Option<&str>) -> Vec<
 /// The API server establishes a CRD's names (the lab waits for this before applying custom
 /// resources, open-cluster-management-io/ocm v1.3.1
 /// `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`).
-fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
-    let Some(crd) = w.get(c, gk::CRD, "", name) else {
-        return Vec::new();
-    };
+fn crd_establish(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let c = k.cluster();
+    let crd = w.get(c, gk::CRD, "", &k.key()[0])?;
     let mut n = crd.clone();
     let conds = json!([
         {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
@@ -71,7 +70,7 @@ fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
         .collect();
     n["status"]["acceptedNames"] = crd["spec"]["names"].clone();
     n["status"]["storedVersions"] = json!(stored);
-    vec![Op::Put(s(c), n)]
+    Some(vec![Op::Put(s(c), n)])
 }
 
 /// The images a Deployment's Pods run (init containers and containers), as written. The simulation's
@@ -124,15 +123,14 @@ fn image_pull(w: &World, c: &str) -> Option<Vec<Op>> {
 /// pods cannot start (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-manager/main.go`: the manager
 /// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
 /// server stays Pending without its serving cert Secret).
-fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
+fn rollout(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let (c, [ns, name]) = (k.cluster(), k.key());
     // Pods wait (ContainerCreating) while their node pulls an image: the pull re-queues this rollout.
     let pulling = |d: &Value| pod_images(d).iter().any(|i| !w.node_has_image(c, i));
-    let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d)) else {
-        return Vec::new();
-    };
+    let d = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d))?;
     let cert = w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert");
     let mpc = w.get(c, gk::MPC, "", "cluster-proxy");
-    let blocker = match name {
+    let blocker = match name.as_str() {
         "cluster-proxy-addon-user" if cert.is_none() => Some(
             "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
         ),
@@ -167,7 +165,7 @@ fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
         {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": progressing},
     ]);
     set_conditions(&mut n, conds);
-    vec![Op::Put(s(c), n)]
+    Some(vec![Op::Put(s(c), n)])
 }
 
 /// The six hub Deployments the cluster-manager operator runs in `open-cluster-management-hub` with the
@@ -502,13 +500,12 @@ fn mountable(w: &World, c: &str, p: &Value) -> bool {
 }
 
 /// The kubelet's mount retry succeeds: the waiting Pod starts.
-fn mount_bootstrap(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(p) = w.get(c, POD, ns, name).filter(|p| mountable(w, c, p)) else {
-        return Vec::new();
-    };
+fn mount_bootstrap(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let (c, [ns, name]) = (k.cluster(), k.key());
+    let p = w.get(c, POD, ns, name).filter(|p| mountable(w, c, p))?;
     let mut n = p.clone();
     n["status"]["phase"] = json!("Running");
-    vec![Op::Put(s(c), n)]
+    Some(vec![Op::Put(s(c), n)])
 }
 
 /// The Klusterlet `k` of cluster `c` with its `HubConnectionDegraded` condition (`True`: why the agent
@@ -674,16 +671,15 @@ fn uuid_like(seed: &str) -> String {
 /// The CSR signer (kube-controller-manager): an approved CSR gets its certificate
 /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`; approved and signed within ~35 ms on
 /// a real rig).
-fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
+fn csr_sign(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let hub = k.cluster();
     let signable = |c: &&Value| util::condition_is(c, "Approved", "True") && !signed(c);
-    let Some(csr) = w.get(hub, gk::CSR, "", name).filter(signable) else {
-        return Vec::new();
-    };
+    let csr = w.get(hub, gk::CSR, "", &k.key()[0]).filter(signable)?;
     let user = util::str_at(csr, "/spec/username").unwrap_or("");
     let cert = format!("simulated client certificate for {user}");
     let mut n = csr.clone();
     n["status"]["certificate"] = json!(pem_b64("CERTIFICATE", &cert));
-    vec![Op::Put(s(hub), n)]
+    Some(vec![Op::Put(s(hub), n)])
 }
 
 /// Accept and join (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`):
@@ -892,7 +888,7 @@ static CRD_ESTABLISH: Controller = Controller {
     behaviour: Behaviour::CrdEstablish,
     watches: &[(gk::CRD, spec_of)],
     resync: Resync::Restart(|w, c, q| q.every(w, c, gk::CRD)),
-    run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
+    run: |w, k| crd_establish(w, k).unwrap_or_default(),
     fail: |w, k, msg| mark_work(w, k, gk::CRD, ["Established", "False"], msg),
 };
 
@@ -938,7 +934,7 @@ static ROLLOUT: Controller = Controller {
         }),
     ],
     resync: Resync::Restart(|w, c, q| q.every(w, c, gk::DEPLOYMENT)),
-    run: |w, k| rollout(w, k.cluster(), &k.key()[0], &k.key()[1]),
+    run: |w, k| rollout(w, k).unwrap_or_default(),
     fail: |w, k, msg| mark_work(w, k, gk::DEPLOYMENT, ["Available", "False"], msg),
 };
 
@@ -1014,7 +1010,7 @@ static KUBELET_MOUNT: Controller = Controller {
     behaviour: Behaviour::BootstrapMount,
     watches: &[(gk::SECRET, mount_watch), (POD, mount_watch)],
     resync: Resync::Restart(queue_waiting_mounts),
-    run: |w, k| mount_bootstrap(w, k.cluster(), &k.key()[0], &k.key()[1]),
+    run: |w, k| mount_bootstrap(w, k).unwrap_or_default(),
     fail: |_, _, _| Vec::new(),
 };
 
@@ -1023,7 +1019,7 @@ static CSR_SIGN: Controller = Controller {
     behaviour: Behaviour::CsrSign,
     watches: &[(gk::CSR, |_, ch, q| q.add(&ch.cluster, &ch.name, ""))],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CSR)),
-    run: |w, k| csr_sign(w, k.cluster(), &k.key()[0]),
+    run: |w, k| csr_sign(w, k).unwrap_or_default(),
     fail: |w, k, msg| mark_work(w, k, gk::CSR, ["Failed", "True"], msg),
 };
 
@@ -1062,10 +1058,10 @@ static CLAIM_SYNC: Controller = Controller {
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
     run: |w, k| claim_sync(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
-        let Some(a) = w.agent(k.cluster()) else {
-            return Vec::new();
-        };
-        let mc = [gk::MANAGED_CLUSTER, "", &a.cluster_name];
-        mark(w, &a.hub, mc, ["ClusterClaimsSynced", "False"], msg)
+        let cond = ["ClusterClaimsSynced", "False"];
+        w.agent(k.cluster()).map_or_else(Vec::new, |a| {
+            let mc = [gk::MANAGED_CLUSTER, "", &a.cluster_name];
+            mark(w, &a.hub, mc, cond, msg)
+        })
     },
 };
