@@ -42,13 +42,9 @@ fn set_conditions(obj: &mut Value, conds: Value) {
 /// The CRDs named that do not exist yet, to create (built only when missing: the operators run on every
 /// change of what they watch).
 fn missing_crds(w: &World, c: &str, names: &[&str], gated: Option<&str>) -> Vec<Op> {
-    names
-        .iter()
-        .copied()
-        .chain(gated)
-        .filter(|n| w.get(c, gk::CRD, "", n).is_none())
-        .map(|n| Op::Create(s(c), charts::crd(n)))
-        .collect()
+    let all = names.iter().copied().chain(gated);
+    let missing = all.filter(|n| w.get(c, gk::CRD, "", n).is_none());
+    missing.map(|n| Op::Create(s(c), charts::crd(n))).collect()
 }
 
 /// The API server establishes a CRD's names (the lab waits for this before applying custom
@@ -64,12 +60,9 @@ fn crd_establish(w: &World, k: &Work) -> Option<Vec<Op>> {
     ]);
     set_conditions(&mut n, conds);
     let versions = crd["spec"]["versions"].as_array().into_iter().flatten();
-    let stored: Vec<&Value> = versions
-        .filter(|v| v["storage"] == true)
-        .map(|v| &v["name"])
-        .collect();
+    let stored = versions.filter(|v| v["storage"] == true);
     n["status"]["acceptedNames"] = crd["spec"]["names"].clone();
-    n["status"]["storedVersions"] = json!(stored);
+    n["status"]["storedVersions"] = stored.map(|v| v["name"].clone()).collect();
     Some(vec![Op::Put(s(c), n)])
 }
 
@@ -77,30 +70,21 @@ fn crd_establish(w: &World, k: &Work) -> Option<Vec<Op>> {
 /// placeholder `simulated` is not an image.
 fn pod_images(d: &Value) -> Vec<&str> {
     let spec = &d["spec"]["template"]["spec"];
-    ["initContainers", "containers"]
-        .iter()
-        .filter_map(|k| spec[*k].as_array())
-        .flatten()
-        .filter_map(|c| c["image"].as_str())
-        .filter(|i| *i != "simulated")
-        .collect()
+    let lists = ["initContainers", "containers"].map(|k| spec[k].as_array());
+    let containers = lists.into_iter().flatten().flatten();
+    let images = containers.filter_map(|c| c["image"].as_str());
+    images.filter(|i| *i != "simulated").collect()
 }
 
 /// The first image a Deployment of cluster `c` runs that the cluster's node lacks, and the Deployments
-/// that wait for it.
-fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> {
-    let deployments: Vec<&Value> = w.list(c, gk::DEPLOYMENT, None).collect();
-    let image = deployments
-        .iter()
-        .flat_map(|d| pod_images(d))
-        .find(|i| !w.node_has_image(c, i))?
-        .to_owned();
-    let waiting = deployments
-        .iter()
-        .filter(|d| pod_images(d).contains(&image.as_str()))
-        .map(|d| (util::namespace(d).to_owned(), util::name(d).to_owned()))
-        .collect();
-    Some((image, waiting))
+/// that wait for it (`[namespace, name]`).
+fn missing_image<'a>(w: &'a World, c: &str) -> Option<(&'a str, Vec<[&'a str; 2]>)> {
+    let all: Vec<&Value> = w.list(c, gk::DEPLOYMENT, None).collect();
+    let mut images = all.iter().flat_map(|&d| pod_images(d));
+    let image = images.find(|i| !w.node_has_image(c, i))?;
+    let waiting = all.iter().filter(|d| pod_images(d).contains(&image));
+    let waiting = waiting.map(|d| [util::namespace(d), util::name(d)]);
+    Some((image, waiting.collect()))
 }
 
 /// The kubelet pulls what a cluster's Pods run and its node lacks, one image at a time (the kubelet's
@@ -111,10 +95,11 @@ fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> 
 fn image_pull(w: &World, c: &str) -> Option<Vec<Op>> {
     let node = w.image_node(c)?.name.clone();
     let (image, waiting) = missing_image(w, c)?;
+    let image = s(image);
     let mut ops = vec![Op::Pull { node, image }];
     ops.push(Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])));
-    for (ns, name) in &waiting {
-        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, [ns, name])));
+    for key in waiting {
+        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, key)));
     }
     Some(ops)
 }
@@ -367,12 +352,9 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
         )
     };
     // A cluster's own endpoint (an existing cluster's address) is reached from anywhere while it runs.
-    let by_endpoint = w
-        .clusters
-        .values()
-        .find(|c| c.endpoint.as_deref() == Some(server))
-        .map(|c| c.name.as_str());
-    let hub = match by_endpoint {
+    let mut clusters = w.clusters.values();
+    let by_endpoint = clusters.find(|c| c.endpoint.as_deref() == Some(server));
+    let hub = match by_endpoint.map(|c| c.name.as_str()) {
         Some(hub) if !w.reachable(hub) => return Err(dial("connect: connection refused")),
         Some(hub) => hub,
         None => {
@@ -436,9 +418,8 @@ fn parse_bootstrap(data: &str) -> Result<(String, String, Option<String>), Strin
         .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
     let cluster = &cfg["clusters"][0]["cluster"];
     let field = |v: &Value, path: &str| {
-        v.as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("the bootstrap kubeconfig has no {path}"))
+        let missing = || format!("the bootstrap kubeconfig has no {path}");
+        v.as_str().map(str::to_owned).ok_or_else(missing)
     };
     let ca = match cluster["certificate-authority-data"].as_str() {
         Some(b64) => Some(
@@ -601,11 +582,8 @@ fn managed_cluster(w: &World, k: &Value, hub: &str, spoke: &str, name: &str) -> 
     // The spoke's own API server, so the spoke's CA.
     let ca = util::b64_encode(w.ca_pem(spoke).as_bytes());
     let urls = k["spec"]["externalServerURLs"].as_array().into_iter();
-    let urls: Vec<Value> = urls
-        .flatten()
-        .filter_map(|u| u["url"].as_str())
-        .map(|u| json!({"url": u, "caBundle": ca}))
-        .collect();
+    let urls = urls.flatten().filter_map(|u| u["url"].as_str());
+    let urls: Vec<Value> = urls.map(|u| json!({"url": u, "caBundle": ca})).collect();
     let mut mc = json!({
         "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster", "metadata": {"name": name},
         "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
@@ -707,9 +685,8 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         ops.push(Op::Create(s(hub), namespace_obj(mc)));
     }
     let spoke = w.spoke_of(hub, mc).filter(|s| w.reachable(s));
-    let agent = spoke
-        .and_then(|sp| w.agent(sp))
-        .filter(|a| a.hub == hub && a.cluster_name == mc);
+    let ours = |a: &&Agent| a.hub == hub && a.cluster_name == mc;
+    let agent = spoke.and_then(|sp| w.agent(sp)).filter(ours);
     if let (Some(spoke), Some(agent)) = (spoke, agent)
         && accepted
         && (agent.joined || csr_signed(w, hub, agent))
@@ -810,11 +787,8 @@ fn claim_sync(w: &World, spoke: &str) -> Option<Vec<Op>> {
     let suffixes: Vec<&str> = suffixes.flatten().filter_map(Value::as_str).collect();
     let reserved =
         |n: &str| RESERVED_CLAIMS.contains(&n) || suffixes.iter().any(|s| n.ends_with(s));
-    let claims: Vec<_> = by_name
-        .iter()
-        .filter(|(n, _)| reserved(n))
-        .chain(by_name.iter().filter(|(n, _)| !reserved(n)).take(max))
-        .collect();
+    let (mut claims, custom): (Vec<_>, Vec<_>) = by_name.iter().partition(|(n, _)| reserved(n));
+    claims.extend(custom.into_iter().take(max));
     let mut a = agent.clone();
     if let Some(i) = claims.iter().position(|(_, v)| v.chars().count() > 1024) {
         let mc = &agent.cluster_name;
@@ -908,7 +882,7 @@ static IMAGE_PULL: Controller = Controller {
         let cond = ["Available", "False"];
         waiting
             .iter()
-            .flat_map(|(ns, name)| mark(w, c, [gk::DEPLOYMENT, ns, name], cond, &msg))
+            .flat_map(|[ns, name]| mark(w, c, [gk::DEPLOYMENT, ns, name], cond, &msg))
             .collect()
     },
 };
