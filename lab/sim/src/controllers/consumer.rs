@@ -101,10 +101,9 @@ fn consume(
     plugin: &str,
     file: Option<ProviderFile>,
 ) -> Result<Vec<PodSpoke>, Failure> {
-    let Some(file) = file else {
-        let why = "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read";
-        return Err(failure(Hop::Hub, None, why.into()));
-    };
+    let why =
+        "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read";
+    let file = file.ok_or_else(|| failure(Hop::Hub, None, why.into()))?;
     let profiles = ("multicluster.x-k8s.io", "clusterprofiles");
     if let Err(why) = allowed(w, hub, (ns, sa), "list", profiles, None) {
         let why = format!("failed to list ClusterProfiles in namespace {ns}: {why}");
@@ -116,13 +115,10 @@ fn consume(
         return Err(failure(Hop::Hub, None, why));
     }
     let spoke = |p: &Value| {
-        let (access, outcome) = match ocm_lab_consumer::provider::access(p, &file) {
-            Ok(a) => {
-                let outcome = reach(w, hub, (ns, sa), plugin, &a);
-                (Some(a), outcome)
-            }
-            Err(e) => (None, Err(Failure::of(&e))),
-        };
+        let access = ocm_lab_consumer::provider::access(p, &file);
+        let outcome = access.as_ref().map_err(Failure::of);
+        let outcome = outcome.and_then(|a| reach(w, hub, (ns, sa), plugin, a));
+        let access = access.ok();
         PodSpoke {
             profile: util::name(p).to_owned(),
             cluster: access.as_ref().map(|a| a.cluster.clone()),

@@ -402,10 +402,8 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
 
 /// Whether a PEM CA bundle holds the CA certificate `ca_pem` (compared as DER).
 fn trusts(bundle: &str, ca_pem: &str) -> bool {
-    let (Ok(ca), Ok(certs)) = (pem::parse(ca_pem), pem::parse_many(bundle)) else {
-        return false;
-    };
-    certs.iter().any(|c| c.contents() == ca.contents())
+    let certs = pem::parse_many(bundle).unwrap_or_default();
+    pem::parse(ca_pem).is_ok_and(|ca| certs.iter().any(|c| c.contents() == ca.contents()))
 }
 
 /// What the registration agent reads from its base64-encoded bootstrap kubeconfig: the hub server, the
@@ -687,9 +685,10 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     let spoke = w.spoke_of(hub, mc).filter(|s| w.reachable(s));
     let ours = |a: &&Agent| a.hub == hub && a.cluster_name == mc;
     let agent = spoke.and_then(|sp| w.agent(sp)).filter(ours);
+    let csr = |a: &Agent| a.csr.as_ref().and_then(|c| w.get(hub, gk::CSR, "", c));
     if let (Some(spoke), Some(agent)) = (spoke, agent)
         && accepted
-        && (agent.joined || csr_signed(w, hub, agent))
+        && (agent.joined || csr(agent).is_some_and(signed))
     {
         // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
         // past the grace period the hub's lease controller sets Available Unknown. Joined stays
@@ -705,12 +704,6 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     }
     ops.push(Op::Put(s(hub), n));
     ops
-}
-
-/// The agent's CSR has its certificate.
-fn csr_signed(w: &World, hub: &str, agent: &Agent) -> bool {
-    let csr = agent.csr.as_ref().and_then(|c| w.get(hub, gk::CSR, "", c));
-    csr.is_some_and(signed)
 }
 
 /// A CSR has its certificate.
@@ -852,9 +845,8 @@ fn queue_spoke(w: &World, ch: &Change, q: &mut Queue<'_>) {
 
 /// [`mark`]s the Klusterlet of cluster `c`.
 fn mark_klusterlet(w: &World, c: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
-    klusterlet(w, c).map_or_else(Vec::new, |k| {
-        mark(w, c, [gk::KLUSTERLET, "", util::name(k)], cond, msg)
-    })
+    let name = klusterlet(w, c).map_or("", util::name);
+    mark(w, c, [gk::KLUSTERLET, "", name], cond, msg)
 }
 
 static CRD_ESTABLISH: Controller = Controller {
