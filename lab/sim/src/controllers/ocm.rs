@@ -218,12 +218,10 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     };
     // The Deployments of `component` (all with `None`) that are not ready, comma-separated.
     let down = |component: Option<&str>| {
-        let down: Vec<&str> = HUB_DEPLOYMENTS
-            .iter()
-            .filter(|(name, comp)| component.is_none_or(|c| c == *comp) && !ready(name))
-            .map(|(name, _)| *name)
-            .collect();
-        down.join(", ")
+        let mut down = HUB_DEPLOYMENTS.to_vec();
+        down.retain(|(name, comp)| component.is_none_or(|c| c == *comp) && !ready(name));
+        let names: Vec<&str> = down.iter().map(|(name, _)| *name).collect();
+        names.join(", ")
     };
     // `Hub<What>Degraded`, about the Deployments of component `what`.
     let health = |what: &str, fine: &str| {
@@ -443,9 +441,8 @@ const HUB_SECRET: &str = "hub-kubeconfig-secret";
 
 /// The registration agent's Pods on `spoke`, in namespace `ns` or all.
 fn registration_pods<'a>(w: &'a World, spoke: &'a str, ns: Option<&'a str>) -> Vec<&'a Value> {
-    w.list(spoke, POD, ns)
-        .filter(|p| util::label(p, "app") == Some(REGISTRATION_APP))
-        .collect()
+    let ours = |p: &&Value| util::label(p, "app") == Some(REGISTRATION_APP);
+    w.list(spoke, POD, ns).filter(ours).collect()
 }
 
 /// A registration agent Pod as its ReplicaSet starts it: `Running` when its bootstrap Secret volume can
