@@ -95,7 +95,7 @@ impl SimCluster {
 /// What a simulated registration agent remembers (the real one keeps it in the hub kubeconfig secret
 /// and its informers): the lab cluster `hub` it registered with as ManagedCluster `cluster_name`, the
 /// `csr` it created there, and whether it is `joined` (has a signed client certificate, hub accepted).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
     pub hub: String,
     pub cluster_name: String,

@@ -11,7 +11,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::{Controller, Op, Resync};
+use super::{Controller, Op, Resync, Work};
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
 use crate::util;
@@ -41,13 +41,6 @@ fn allowed(
     (group, resource): (&str, &str),
     name: Option<&str>,
 ) -> Result<(), String> {
-    let names_sa = |b: &Value, binding_ns: &str| {
-        b["subjects"].as_array().into_iter().flatten().any(|s| {
-            s["kind"] == "ServiceAccount"
-                && s["name"] == sa
-                && s["namespace"].as_str().unwrap_or(binding_ns) == ns
-        })
-    };
     let has = |list: &Value, want: &str| {
         list.as_array()
             .is_some_and(|l| l.iter().any(|v| v == want || v == "*"))
@@ -61,22 +54,26 @@ fn allowed(
                 Some(names) => name.is_some_and(|n| names.iter().any(|x| x == n)),
             }
     };
-    let role_allows = |role: Option<&Value>| {
-        role.is_some_and(|r| r["rules"].as_array().into_iter().flatten().any(rule_allows))
-    };
-    let role_of = |b: &Value, in_ns: Option<&str>| {
+    // A RoleBinding in `in_ns` (a ClusterRoleBinding with `None`) grants it.
+    let grants = |(b, in_ns): (&Value, Option<&str>)| {
+        let names_sa = |s: &Value| {
+            let subject_ns = s["namespace"].as_str().or(in_ns);
+            s["kind"] == "ServiceAccount" && s["name"] == sa && subject_ns == Some(ns)
+        };
         let target = b["roleRef"]["name"].as_str().unwrap_or_default();
-        match (b["roleRef"]["kind"].as_str(), in_ns) {
+        let role = match (b["roleRef"]["kind"].as_str(), in_ns) {
             (Some("Role"), Some(n)) => w.get(hub, ROLE, n, target),
             (Some("ClusterRole"), _) => w.get(hub, CLUSTER_ROLE, "", target),
             _ => None,
-        }
+        };
+        let subjects = b["subjects"].as_array();
+        let rules = role.and_then(|r| r["rules"].as_array());
+        subjects.is_some_and(|l| l.iter().any(names_sa))
+            && rules.is_some_and(|l| l.iter().any(rule_allows))
     };
-    if w.list(hub, ROLE_BINDING, Some(ns))
-        .any(|b| names_sa(b, ns) && role_allows(role_of(b, Some(ns))))
-        || w.list(hub, CLUSTER_ROLE_BINDING, None)
-            .any(|b| names_sa(b, "") && role_allows(role_of(b, None)))
-    {
+    let role_bindings = w.list(hub, ROLE_BINDING, Some(ns)).map(|b| (b, Some(ns)));
+    let cluster_bindings = w.list(hub, CLUSTER_ROLE_BINDING, None).map(|b| (b, None));
+    if role_bindings.chain(cluster_bindings).any(grants) {
         return Ok(());
     }
     let what = format!("{resource}.{group}");
@@ -85,10 +82,6 @@ fn allowed(
     Err(format!(
         "{what}{named} is forbidden: User \"system:serviceaccount:{ns}:{sa}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" in the namespace \"{ns}\""
     ))
-}
-
-fn fail<T>(hop: Hop, status: Option<u16>, detail: String) -> Result<T, Failure> {
-    Err(failure(hop, status, detail))
 }
 
 fn failure(hop: Hop, status: Option<u16>, detail: String) -> Failure {
@@ -108,28 +101,24 @@ fn consume(
     plugin: &str,
     file: Option<ProviderFile>,
 ) -> Result<Vec<PodSpoke>, Failure> {
-    let Some(file) = file else {
-        let why = "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read";
-        return fail(Hop::Hub, None, why.into());
-    };
+    let why =
+        "the provider file /etc/clusterprofile/clusterprofile-provider-file.json could not be read";
+    let file = file.ok_or_else(|| failure(Hop::Hub, None, why.into()))?;
     let profiles = ("multicluster.x-k8s.io", "clusterprofiles");
     if let Err(why) = allowed(w, hub, (ns, sa), "list", profiles, None) {
         let why = format!("failed to list ClusterProfiles in namespace {ns}: {why}");
-        return fail(Hop::Hub, Some(403), why);
+        return Err(failure(Hop::Hub, Some(403), why));
     }
     let list: Vec<&Value> = w.list(hub, gk::CLUSTER_PROFILE, Some(ns)).collect();
     if list.is_empty() {
         let why = format!("namespace {ns} holds no ClusterProfile");
-        return fail(Hop::Hub, None, why);
+        return Err(failure(Hop::Hub, None, why));
     }
     let spoke = |p: &Value| {
-        let (access, outcome) = match ocm_lab_consumer::provider::access(p, &file) {
-            Ok(a) => {
-                let outcome = reach(w, hub, (ns, sa), plugin, &a);
-                (Some(a), outcome)
-            }
-            Err(e) => (None, Err(Failure::of(&e))),
-        };
+        let access = ocm_lab_consumer::provider::access(p, &file);
+        let outcome = access.as_ref().map_err(Failure::of);
+        let outcome = outcome.and_then(|a| reach(w, hub, (ns, sa), plugin, a));
+        let access = access.ok();
         PodSpoke {
             profile: util::name(p).to_owned(),
             cluster: access.as_ref().map(|a| a.cluster.clone()),
@@ -152,7 +141,7 @@ fn reach(
     let command = a.exec.command.as_str();
     if plugin != command {
         let why = format!("the exec plugin `{command}` was not found");
-        return fail(Hop::PluginMissing, None, why);
+        return Err(failure(Hop::PluginMissing, None, why));
     }
     let refused = |why: &str| {
         let why = format!("the exec plugin `{command}` refused (exit status 1): {why}");
@@ -195,13 +184,13 @@ fn reach(
     // The provider's server, `https://<service>.<namespace>:<port>/<cluster>`, by the hub's cluster DNS.
     let Some((service, svc_ns, port, path)) = split_server(&a.server) else {
         let why = format!("`{}` is not an https URL with a host", a.server);
-        return fail(Hop::Spoke, None, why);
+        return Err(failure(Hop::Spoke, None, why));
     };
     if w.get(hub, "Service", &svc_ns, &service).is_none() {
         let why = format!(
             "{service}.{svc_ns} does not resolve here (failed to lookup address information: Name or service not known)"
         );
-        return fail(Hop::Dns, None, why);
+        return Err(failure(Hop::Dns, None, why));
     }
     let ca = a.ca_data.as_deref().and_then(util::b64_decode);
     let (ca, path) = (ca.unwrap_or_default(), format!("{path}/version"));
@@ -216,13 +205,13 @@ fn reach(
             let proxy = matches!(code, 400 | 502);
             let hop = if proxy { Hop::Proxy } else { Hop::Spoke };
             let why = format!("GET /version failed: {}", body.trim());
-            fail(hop, Some(code), why)
+            Err(failure(hop, Some(code), why))
         }
         Err(e) => {
             use ocm_lab_core::backend::KubeError::{NoCaCertificate, Request};
             let tls = matches!(e, Request { .. } | NoCaCertificate);
             let hop = if tls { Hop::Tls } else { Hop::Spoke };
-            fail(hop, None, format!("GET /version failed: {e}"))
+            Err(failure(hop, None, format!("GET /version failed: {e}")))
         }
     }
 }
@@ -236,27 +225,18 @@ fn split_server(server: &str) -> Option<(String, String, u16, String)> {
         .map_or((authority, Some(443)), |(h, p)| (h, p.parse().ok()));
     let (service, ns) = host.split_once('.')?;
     let ns = ns.split('.').next()?;
-    Some((
-        service.to_owned(),
-        ns.to_owned(),
-        port?,
-        format!("/{}", path.trim_end_matches('/')),
-    ))
+    let path = format!("/{}", path.trim_end_matches('/'));
+    Some((service.to_owned(), ns.to_owned(), port?, path))
 }
 
 /// The kubelet runs the check's Pod once: the initContainer copies `/cp-creds` when its image is the one
 /// the hub's managed-serviceaccount runs (the image that ships it), then the consumer runs and exits 0 when
 /// every spoke answered, 1 otherwise, its report as its termination message.
-fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(obj) = w.get(hub, POD, ns, name) else {
-        return Vec::new();
-    };
-    let Ok(pod) = serde_json::from_value::<Pod>(obj.clone()) else {
-        return Vec::new();
-    };
-    if !checks(obj) || util::str_at(obj, "/status/phase").is_some() {
-        return Vec::new();
-    }
+fn run_pod(w: &World, work: &Work) -> Option<Op> {
+    let (hub, [ns, name]) = (work.cluster(), work.key());
+    let fresh = |o: &&Value| checks(o) && util::str_at(o, "/status/phase").is_none();
+    let obj = w.get(hub, POD, ns, name).filter(fresh)?;
+    let pod: Pod = serde_json::from_value(obj.clone()).ok()?;
     let spec = pod.spec.unwrap_or_default();
     let sa = spec.service_account_name.as_deref().unwrap_or("default");
     let mut inits = spec.init_containers.iter().flatten();
@@ -274,7 +254,7 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     let Some(plugin) = copied else {
         out["status"] = json!({"phase": "Failed", "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": init.and_then(|c| c.image.clone()), "imageID": "", "ready": false, "restartCount": 0,
             "state": terminated(1, "cp: cannot stat '/cp-creds': No such file or directory")}]});
-        return vec![Op::Put(hub.to_owned(), out)];
+        return Some(Op::Put(hub.to_owned(), out));
     };
     let mut volumes = spec.volumes.iter().flatten();
     let file = volumes.find_map(|v| v.config_map.as_ref()).and_then(|cm| {
@@ -289,17 +269,13 @@ fn run_pod(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     };
     let ok = report.error.is_none() && report.spokes.iter().all(|s| s.failure.is_none());
     let code = i32::from(!ok);
-    let client_image = spec
-        .containers
-        .iter()
-        .find(|c| c.name == CLIENT_CONTAINER)
-        .and_then(|c| c.image.clone());
+    let client = spec.containers.iter().find(|c| c.name == CLIENT_CONTAINER);
     out["status"] = json!({
         "phase": if ok { "Succeeded" } else { "Failed" },
         "initContainerStatuses": [{"name": PLUGIN_CONTAINER, "image": msa_image, "imageID": "", "ready": false, "restartCount": 0, "state": terminated(0, "")}],
-        "containerStatuses": [{"name": CLIENT_CONTAINER, "image": client_image, "imageID": "", "ready": false, "restartCount": 0, "state": terminated(code, &report.to_json())}],
+        "containerStatuses": [{"name": CLIENT_CONTAINER, "image": client.and_then(|c| c.image.clone()), "imageID": "", "ready": false, "restartCount": 0, "state": terminated(code, &report.to_json())}],
     });
-    vec![Op::Put(hub.to_owned(), out)]
+    Some(Op::Put(hub.to_owned(), out))
 }
 
 /// A Pod of the `consumer` check.
@@ -321,7 +297,7 @@ static POD_RUN: Controller = Controller {
             q.add(c, util::namespace(p), util::name(p));
         }
     }),
-    run: |w, k| run_pod(w, k.cluster(), &k.key()[0], &k.key()[1]),
+    run: |w, k| Vec::from_iter(run_pod(w, k)),
     // The Pod never runs: it stays Pending, the failure on its PodScheduled condition.
     fail: |w, k, msg| super::mark_work(w, k, POD, ["PodScheduled", "False"], msg),
 };

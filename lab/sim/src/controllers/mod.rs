@@ -38,13 +38,6 @@ pub(crate) struct Controller {
     pub fail: fn(&World, &Work, &str) -> Vec<Op>,
 }
 
-impl Op {
-    /// Deletes `[gk, namespace, name]` on `cluster`.
-    fn delete(cluster: &str, [gk, ns, name]: [&str; 3]) -> Op {
-        Op::Delete(s(cluster), [s(gk), s(ns), s(name)])
-    }
-}
-
 /// Queues the work one change of a watched kind makes necessary.
 pub(crate) type WatchFn = fn(&World, &Change, &mut Queue<'_>);
 
@@ -199,16 +192,19 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// Deletes `[gk, namespace, name]` on `cluster`.
+    fn delete(cluster: &str, [gk, ns, name]: [&str; 3]) -> Op {
+        Op::Delete(s(cluster), [s(gk), s(ns), s(name)])
+    }
+
     /// Whether applying the op would change the world.
     pub fn effective(&self, w: &World) -> bool {
         match self {
-            Op::Create(c, v) => w
-                .get(c, &gk::of_obj(v), util::namespace(v), util::name(v))
-                .is_none(),
-            Op::Put(c, v) => match w.get(c, &gk::of_obj(v), util::namespace(v), util::name(v)) {
-                None => true,
-                Some(old) => !super::world::same_ignoring_server_fields(old, v),
-            },
+            Op::Create(c, v) | Op::Put(c, v) => {
+                let old = w.get(c, &gk::of_obj(v), util::namespace(v), util::name(v));
+                let put = matches!(self, Op::Put(..));
+                old.is_none_or(|old| put && !super::world::same_ignoring_server_fields(old, v))
+            }
             Op::Delete(c, [gk, ns, name]) => w.get(c, gk, ns, name).is_some(),
             Op::Agent(c, a) => w.clusters.get(c).is_some_and(|c| &c.agent != a),
             Op::AgentIndex(k, v) => w.agents.get(k) != Some(v),
@@ -226,23 +222,15 @@ impl Op {
     pub fn commit(self, w: &mut World, queue: &mut BTreeSet<Work>) {
         match self {
             Op::Create(..) if !self.effective(w) => {}
-            Op::Create(c, v) | Op::Put(c, v) => {
-                w.put(&c, v);
-            }
-            Op::Delete(c, [gk, ns, name]) => {
-                w.remove(&c, &gk, &ns, &name);
-            }
+            Op::Create(c, v) | Op::Put(c, v) => _ = w.put(&c, v),
+            Op::Delete(c, [gk, ns, name]) => _ = w.remove(&c, &gk, &ns, &name),
             Op::Agent(c, a) => {
                 if let Some(cl) = w.clusters.get_mut(&c) {
                     cl.agent = a;
                 }
             }
-            Op::AgentIndex(k, v) => {
-                w.agents.insert(k, v);
-            }
-            Op::Token(t, info) => {
-                w.tokens.insert(t, info);
-            }
+            Op::AgentIndex(k, v) => _ = w.agents.insert(k, v),
+            Op::Token(t, info) => _ = w.tokens.insert(t, info),
             Op::Tunnel(k, up) => {
                 // Nothing in the API changes (no status reports a tunnel): the hub's waiters are woken
                 // so a request that retries sees it.
@@ -256,12 +244,8 @@ impl Op {
                     w.touched.insert(hub);
                 }
             }
-            Op::Pull { node, image } => {
-                w.pull_image(&node, &image, "kubelet");
-            }
-            Op::Enqueue(work) => {
-                queue.insert(work);
-            }
+            Op::Pull { node, image } => w.pull_image(&node, &image, "kubelet"),
+            Op::Enqueue(work) => _ = queue.insert(work),
         }
     }
 }
@@ -318,15 +302,10 @@ fn s(x: &str) -> String {
 
 /// The cluster runs an OCM hub: a ClusterManager and the registration controller the operator deployed.
 pub(crate) fn is_hub(w: &World, c: &str) -> bool {
-    w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager")
-        .is_some()
-        && w.get(
-            c,
-            gk::DEPLOYMENT,
-            ocm::HUB_NAMESPACE,
-            "cluster-manager-registration-controller",
-        )
-        .is_some()
+    let name = "cluster-manager-registration-controller";
+    let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager");
+    let registration = w.get(c, gk::DEPLOYMENT, ocm::HUB_NAMESPACE, name);
+    cm.is_some() && registration.is_some()
 }
 
 pub(crate) fn available(d: &Value) -> bool {

@@ -42,22 +42,17 @@ fn set_conditions(obj: &mut Value, conds: Value) {
 /// The CRDs named that do not exist yet, to create (built only when missing: the operators run on every
 /// change of what they watch).
 fn missing_crds(w: &World, c: &str, names: &[&str], gated: Option<&str>) -> Vec<Op> {
-    names
-        .iter()
-        .copied()
-        .chain(gated)
-        .filter(|n| w.get(c, gk::CRD, "", n).is_none())
-        .map(|n| Op::Create(s(c), charts::crd(n)))
-        .collect()
+    let all = names.iter().copied().chain(gated);
+    let missing = all.filter(|n| w.get(c, gk::CRD, "", n).is_none());
+    missing.map(|n| Op::Create(s(c), charts::crd(n))).collect()
 }
 
 /// The API server establishes a CRD's names (the lab waits for this before applying custom
 /// resources, open-cluster-management-io/ocm v1.3.1
 /// `pkg/operator/operators/*/controllers/*/*_crd_reconcile.go`).
-fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
-    let Some(crd) = w.get(c, gk::CRD, "", name) else {
-        return Vec::new();
-    };
+fn crd_establish(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let c = k.cluster();
+    let crd = w.get(c, gk::CRD, "", &k.key()[0])?;
     let mut n = crd.clone();
     let conds = json!([
         {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
@@ -65,43 +60,31 @@ fn crd_establish(w: &World, c: &str, name: &str) -> Vec<Op> {
     ]);
     set_conditions(&mut n, conds);
     let versions = crd["spec"]["versions"].as_array().into_iter().flatten();
-    let stored: Vec<&Value> = versions
-        .filter(|v| v["storage"] == true)
-        .map(|v| &v["name"])
-        .collect();
+    let stored = versions.filter(|v| v["storage"] == true);
     n["status"]["acceptedNames"] = crd["spec"]["names"].clone();
-    n["status"]["storedVersions"] = json!(stored);
-    vec![Op::Put(s(c), n)]
+    n["status"]["storedVersions"] = stored.map(|v| v["name"].clone()).collect();
+    Some(vec![Op::Put(s(c), n)])
 }
 
 /// The images a Deployment's Pods run (init containers and containers), as written. The simulation's
 /// placeholder `simulated` is not an image.
 fn pod_images(d: &Value) -> Vec<&str> {
     let spec = &d["spec"]["template"]["spec"];
-    ["initContainers", "containers"]
-        .iter()
-        .filter_map(|k| spec[*k].as_array())
-        .flatten()
-        .filter_map(|c| c["image"].as_str())
-        .filter(|i| *i != "simulated")
-        .collect()
+    let lists = ["initContainers", "containers"].map(|k| spec[k].as_array());
+    let containers = lists.into_iter().flatten().flatten();
+    let images = containers.filter_map(|c| c["image"].as_str());
+    images.filter(|i| *i != "simulated").collect()
 }
 
 /// The first image a Deployment of cluster `c` runs that the cluster's node lacks, and the Deployments
-/// that wait for it.
-fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> {
-    let deployments: Vec<&Value> = w.list(c, gk::DEPLOYMENT, None).collect();
-    let image = deployments
-        .iter()
-        .flat_map(|d| pod_images(d))
-        .find(|i| !w.node_has_image(c, i))?
-        .to_owned();
-    let waiting = deployments
-        .iter()
-        .filter(|d| pod_images(d).contains(&image.as_str()))
-        .map(|d| (util::namespace(d).to_owned(), util::name(d).to_owned()))
-        .collect();
-    Some((image, waiting))
+/// that wait for it (`[namespace, name]`).
+fn missing_image<'a>(w: &'a World, c: &str) -> Option<(&'a str, Vec<[&'a str; 2]>)> {
+    let all: Vec<&Value> = w.list(c, gk::DEPLOYMENT, None).collect();
+    let mut images = all.iter().flat_map(|&d| pod_images(d));
+    let image = images.find(|i| !w.node_has_image(c, i))?;
+    let waiting = all.iter().filter(|d| pod_images(d).contains(&image));
+    let waiting = waiting.map(|d| [util::namespace(d), util::name(d)]);
+    Some((image, waiting.collect()))
 }
 
 /// The kubelet pulls what a cluster's Pods run and its node lacks, one image at a time (the kubelet's
@@ -109,32 +92,30 @@ fn missing_image(w: &World, c: &str) -> Option<(String, Vec<(String, String)>)> 
 /// for the image roll out after it. An image the `node-images` step pre-pulled or loaded from a bundle is
 /// there already and costs nothing. (Addon availability does not wait for its agent's image yet: the
 /// ManagedClusterAddOn's lease is modelled on the hub alone.)
-fn image_pull(w: &World, c: &str) -> Vec<Op> {
-    let (Some(node), Some((image, waiting))) = (w.image_node(c), missing_image(w, c)) else {
-        return Vec::new();
-    };
-    let node = node.name.clone();
+fn image_pull(w: &World, c: &str) -> Option<Vec<Op>> {
+    let node = w.image_node(c)?.name.clone();
+    let (image, waiting) = missing_image(w, c)?;
+    let image = s(image);
     let mut ops = vec![Op::Pull { node, image }];
     ops.push(Op::Enqueue(Work::new(&IMAGE_PULL, c, ["", ""])));
-    for (ns, name) in &waiting {
-        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, [ns, name])));
+    for key in waiting {
+        ops.push(Op::Enqueue(Work::new(&ROLLOUT, c, key)));
     }
-    ops
+    Some(ops)
 }
 
 /// The Deployment controller: every Deployment becomes Available, except the two cluster-proxy ones whose
 /// pods cannot start (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-manager/main.go`: the manager
 /// exits without ManagedProxyConfiguration `cluster-proxy`; its `charts/cluster-proxy/README.md`: the user
 /// server stays Pending without its serving cert Secret).
-fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
+fn rollout(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let (c, [ns, name]) = (k.cluster(), k.key());
     // Pods wait (ContainerCreating) while their node pulls an image: the pull re-queues this rollout.
     let pulling = |d: &Value| pod_images(d).iter().any(|i| !w.node_has_image(c, i));
-    let Some(d) = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d)) else {
-        return Vec::new();
-    };
+    let d = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d))?;
     let cert = w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert");
     let mpc = w.get(c, gk::MPC, "", "cluster-proxy");
-    let blocker = match name {
+    let blocker = match name.as_str() {
         "cluster-proxy-addon-user" if cert.is_none() => Some(
             "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
         ),
@@ -169,7 +150,7 @@ fn rollout(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
         {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": progressing},
     ]);
     set_conditions(&mut n, conds);
-    vec![Op::Put(s(c), n)]
+    Some(vec![Op::Put(s(c), n)])
 }
 
 /// The six hub Deployments the cluster-manager operator runs in `open-cluster-management-hub` with the
@@ -191,11 +172,9 @@ const HUB_DEPLOYMENTS: &[(&str, &str)] = &[
 /// installs the hub CRDs (the ClusterProfile CRD only with the gate), the hub controllers, and, with
 /// `DefaultClusterSet`, the sets `default` and `global` (open-cluster-management-io/ocm v1.3.1
 /// `pkg/registration/hub/managedclusterset/`).
-fn hub_operator(w: &World, c: &str) -> Vec<Op> {
-    let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager");
-    let (Some(cm), Some(_)) = (cm, w.find_named(c, gk::DEPLOYMENT, "cluster-manager")) else {
-        return Vec::new();
-    };
+fn hub_operator(w: &World, c: &str) -> Option<Vec<Op>> {
+    let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager")?;
+    let _operator = w.find_named(c, gk::DEPLOYMENT, "cluster-manager")?;
     let mut ops = vec![Op::Create(s(c), namespace_obj(HUB_NAMESPACE))];
     let profile =
         apiserver::hub_gate(w, c, "ClusterProfile").then_some(charts::CLUSTER_PROFILE_CRD);
@@ -225,7 +204,7 @@ fn hub_operator(w: &World, c: &str) -> Vec<Op> {
         ops.extend([set("default", exclusive), set("global", all)]);
     }
     ops.extend(cluster_manager_status(w, c, cm));
-    ops
+    Some(ops)
 }
 
 /// The ClusterManager's status (open-cluster-management-io/ocm v1.3.1
@@ -239,12 +218,10 @@ fn cluster_manager_status(w: &World, c: &str, cm: &Value) -> Vec<Op> {
     };
     // The Deployments of `component` (all with `None`) that are not ready, comma-separated.
     let down = |component: Option<&str>| {
-        let down: Vec<&str> = HUB_DEPLOYMENTS
-            .iter()
-            .filter(|(name, comp)| component.is_none_or(|c| c == *comp) && !ready(name))
-            .map(|(name, _)| *name)
-            .collect();
-        down.join(", ")
+        let mut down = HUB_DEPLOYMENTS.to_vec();
+        down.retain(|(name, comp)| component.is_none_or(|c| c == *comp) && !ready(name));
+        let names: Vec<&str> = down.iter().map(|(name, _)| *name).collect();
+        names.join(", ")
     };
     // `Hub<What>Degraded`, about the Deployments of component `what`.
     let health = |what: &str, fine: &str| {
@@ -314,13 +291,11 @@ fn spoke_gate(k: &Value, gate: &str, default: bool) -> bool {
 /// The klusterlet operator (open-cluster-management-io/ocm v1.3.1 `pkg/operator/operators/klusterlet/`):
 /// installs the agents and the spoke CRDs — ClusterClaim always, ClusterProperty (about.k8s.io/v1alpha1,
 /// cluster-scoped) only with the `ClusterProperty` gate.
-fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
+fn klusterlet_operator(w: &World, c: &str) -> Option<Vec<Op>> {
     // The operator runs while its Deployment has a replica: scaled to 0, nothing reconciles the agents.
     let running = |d: &Value| d["spec"]["replicas"].as_i64() != Some(0);
     let operator = w.find_named(c, gk::DEPLOYMENT, "klusterlet");
-    let (Some(k), true) = (klusterlet(w, c), operator.is_some_and(running)) else {
-        return Vec::new();
-    };
+    let k = klusterlet(w, c).filter(|_| operator.is_some_and(running))?;
     let ns = agent_namespace(k);
     let property = spoke_gate(k, "ClusterProperty", false).then_some(charts::CLUSTER_PROPERTY_CRD);
     let crds = [charts::CLUSTER_CLAIM_CRD, charts::APPLIED_WORK_CRD];
@@ -358,7 +333,7 @@ fn klusterlet_operator(w: &World, c: &str) -> Vec<Op> {
     ]);
     set_conditions(&mut n, conds);
     ops.push(Op::Put(s(c), n));
-    ops
+    Some(ops)
 }
 
 /// What the registration agent makes of the bootstrap kubeconfig: the hub lab cluster, or why it cannot
@@ -375,12 +350,9 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
         )
     };
     // A cluster's own endpoint (an existing cluster's address) is reached from anywhere while it runs.
-    let by_endpoint = w
-        .clusters
-        .values()
-        .find(|c| c.endpoint.as_deref() == Some(server))
-        .map(|c| c.name.as_str());
-    let hub = match by_endpoint {
+    let mut clusters = w.clusters.values();
+    let by_endpoint = clusters.find(|c| c.endpoint.as_deref() == Some(server));
+    let hub = match by_endpoint.map(|c| c.name.as_str()) {
         Some(hub) if !w.reachable(hub) => return Err(dial("connect: connection refused")),
         Some(hub) => hub,
         None => {
@@ -428,10 +400,8 @@ fn bootstrap_hub(w: &World, spoke: &str, secret: &Value) -> Result<String, Strin
 
 /// Whether a PEM CA bundle holds the CA certificate `ca_pem` (compared as DER).
 fn trusts(bundle: &str, ca_pem: &str) -> bool {
-    let (Ok(ca), Ok(certs)) = (pem::parse(ca_pem), pem::parse_many(bundle)) else {
-        return false;
-    };
-    certs.iter().any(|c| c.contents() == ca.contents())
+    let certs = pem::parse_many(bundle).unwrap_or_default();
+    pem::parse(ca_pem).is_ok_and(|ca| certs.iter().any(|c| c.contents() == ca.contents()))
 }
 
 /// What the registration agent reads from its base64-encoded bootstrap kubeconfig: the hub server, the
@@ -444,9 +414,8 @@ fn parse_bootstrap(data: &str) -> Result<(String, String, Option<String>), Strin
         .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
     let cluster = &cfg["clusters"][0]["cluster"];
     let field = |v: &Value, path: &str| {
-        v.as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("the bootstrap kubeconfig has no {path}"))
+        let missing = || format!("the bootstrap kubeconfig has no {path}");
+        v.as_str().map(str::to_owned).ok_or_else(missing)
     };
     let ca = match cluster["certificate-authority-data"].as_str() {
         Some(b64) => Some(
@@ -472,9 +441,8 @@ const HUB_SECRET: &str = "hub-kubeconfig-secret";
 
 /// The registration agent's Pods on `spoke`, in namespace `ns` or all.
 fn registration_pods<'a>(w: &'a World, spoke: &'a str, ns: Option<&'a str>) -> Vec<&'a Value> {
-    w.list(spoke, POD, ns)
-        .filter(|p| util::label(p, "app") == Some(REGISTRATION_APP))
-        .collect()
+    let ours = |p: &&Value| util::label(p, "app") == Some(REGISTRATION_APP);
+    w.list(spoke, POD, ns).filter(ours).collect()
 }
 
 /// A registration agent Pod as its ReplicaSet starts it: `Running` when its bootstrap Secret volume can
@@ -508,13 +476,12 @@ fn mountable(w: &World, c: &str, p: &Value) -> bool {
 }
 
 /// The kubelet's mount retry succeeds: the waiting Pod starts.
-fn mount_bootstrap(w: &World, c: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(p) = w.get(c, POD, ns, name).filter(|p| mountable(w, c, p)) else {
-        return Vec::new();
-    };
+fn mount_bootstrap(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let (c, [ns, name]) = (k.cluster(), k.key());
+    let p = w.get(c, POD, ns, name).filter(|p| mountable(w, c, p))?;
     let mut n = p.clone();
     n["status"]["phase"] = json!("Running");
-    vec![Op::Put(s(c), n)]
+    Some(vec![Op::Put(s(c), n)])
 }
 
 /// The Klusterlet `k` of cluster `c` with its `HubConnectionDegraded` condition (`True`: why the agent
@@ -574,12 +541,7 @@ fn register(w: &World, spoke: &str, k: &Value, hub: &str, cluster_name: &str) ->
         _ => Agent {
             hub: s(hub),
             cluster_name: s(cluster_name),
-            csr: None,
-            joined: false,
-            claim_error: None,
-            stopped: None,
-            lease_expired: false,
-            scaled_down: false,
+            ..Agent::default()
         },
     };
     let mut ops = vec![Op::AgentIndex(format!("{hub}/{cluster_name}"), s(spoke))];
@@ -615,11 +577,8 @@ fn managed_cluster(w: &World, k: &Value, hub: &str, spoke: &str, name: &str) -> 
     // The spoke's own API server, so the spoke's CA.
     let ca = util::b64_encode(w.ca_pem(spoke).as_bytes());
     let urls = k["spec"]["externalServerURLs"].as_array().into_iter();
-    let urls: Vec<Value> = urls
-        .flatten()
-        .filter_map(|u| u["url"].as_str())
-        .map(|u| json!({"url": u, "caBundle": ca}))
-        .collect();
+    let urls = urls.flatten().filter_map(|u| u["url"].as_str());
+    let urls: Vec<Value> = urls.map(|u| json!({"url": u, "caBundle": ca})).collect();
     let mut mc = json!({
         "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster", "metadata": {"name": name},
         "spec": {"hubAcceptsClient": false, "leaseDurationSeconds": 60},
@@ -676,31 +635,24 @@ fn csr(cluster: &str, name: &str, spoke: &str) -> Value {
 
 /// A stable UUID-shaped id derived from `seed` (simulated uids and credential ids).
 fn uuid_like(seed: &str) -> String {
-    let a = util::fnv1a(seed);
-    let b = util::fnv1a(&format!("{seed}#"));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        b >> 52,
-        b & 0xffff_ffff_ffff
-    )
+    let (a, b) = (util::fnv1a(seed), util::fnv1a(&format!("{seed}#")));
+    let (time_low, time_mid, time_hi) = (a >> 32, (a >> 16) & 0xffff, a & 0xfff);
+    let (clock_seq, node) = (b >> 52, b & 0xffff_ffff_ffff);
+    format!("{time_low:08x}-{time_mid:04x}-4{time_hi:03x}-8{clock_seq:03x}-{node:012x}")
 }
 
 /// The CSR signer (kube-controller-manager): an approved CSR gets its certificate
 /// (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`; approved and signed within ~35 ms on
 /// a real rig).
-fn csr_sign(w: &World, hub: &str, name: &str) -> Vec<Op> {
+fn csr_sign(w: &World, k: &Work) -> Option<Vec<Op>> {
+    let hub = k.cluster();
     let signable = |c: &&Value| util::condition_is(c, "Approved", "True") && !signed(c);
-    let Some(csr) = w.get(hub, gk::CSR, "", name).filter(signable) else {
-        return Vec::new();
-    };
+    let csr = w.get(hub, gk::CSR, "", &k.key()[0]).filter(signable)?;
     let user = util::str_at(csr, "/spec/username").unwrap_or("");
     let cert = format!("simulated client certificate for {user}");
     let mut n = csr.clone();
     n["status"]["certificate"] = json!(pem_b64("CERTIFICATE", &cert));
-    vec![Op::Put(s(hub), n)]
+    Some(vec![Op::Put(s(hub), n)])
 }
 
 /// Accept and join (open-cluster-management-io/clusteradm v1.3.1 `pkg/cmd/accept/exec.go`):
@@ -728,12 +680,12 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         ops.push(Op::Create(s(hub), namespace_obj(mc)));
     }
     let spoke = w.spoke_of(hub, mc).filter(|s| w.reachable(s));
-    let agent = spoke
-        .and_then(|sp| w.agent(sp))
-        .filter(|a| a.hub == hub && a.cluster_name == mc);
+    let ours = |a: &&Agent| a.hub == hub && a.cluster_name == mc;
+    let agent = spoke.and_then(|sp| w.agent(sp)).filter(ours);
+    let csr = |a: &Agent| a.csr.as_ref().and_then(|c| w.get(hub, gk::CSR, "", c));
     if let (Some(spoke), Some(agent)) = (spoke, agent)
         && accepted
-        && (agent.joined || csr_signed(w, hub, agent))
+        && (agent.joined || csr(agent).is_some_and(signed))
     {
         // The agent writes Joined and Available; stopped, it writes nothing, and once its lease is
         // past the grace period the hub's lease controller sets Available Unknown. Joined stays
@@ -749,12 +701,6 @@ fn hub_accept(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     }
     ops.push(Op::Put(s(hub), n));
     ops
-}
-
-/// The agent's CSR has its certificate.
-fn csr_signed(w: &World, hub: &str, agent: &Agent) -> bool {
-    let csr = agent.csr.as_ref().and_then(|c| w.get(hub, gk::CSR, "", c));
-    csr.is_some_and(signed)
 }
 
 /// A CSR has its certificate.
@@ -807,15 +753,11 @@ fn hub_kubeconfig_secret(hub: &str, mc: &str, ns: &str) -> Value {
 /// not labelled spoke-only, a property winning over a claim of the same name; reserved claims first, then
 /// custom ones sorted by name and cut after the maximum (default 20). The hub rejects the whole update when a
 /// value is longer than 1024 characters, so nothing changes until it is removed.
-fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
-    let agent = w.agent(spoke).filter(|a| a.joined && a.stopped.is_none());
-    let Some(agent) = agent.filter(|a| w.reachable(&a.hub)) else {
-        return Vec::new();
-    };
-    let mc = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name);
-    let (Some(mc), Some(k)) = (mc, klusterlet(w, spoke)) else {
-        return Vec::new();
-    };
+fn claim_sync(w: &World, spoke: &str) -> Option<Vec<Op>> {
+    let syncing = |a: &&Agent| a.joined && a.stopped.is_none() && w.reachable(&a.hub);
+    let agent = w.agent(spoke).filter(syncing)?;
+    let mc = w.get(&agent.hub, gk::MANAGED_CLUSTER, "", &agent.cluster_name)?;
+    let k = klusterlet(w, spoke)?;
     let mut by_name: BTreeMap<&str, &str> = BTreeMap::new();
     for (kind, gate, default) in [
         (gk::CLUSTER_CLAIM, "ClusterClaim", true),
@@ -835,18 +777,15 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     let suffixes: Vec<&str> = suffixes.flatten().filter_map(Value::as_str).collect();
     let reserved =
         |n: &str| RESERVED_CLAIMS.contains(&n) || suffixes.iter().any(|s| n.ends_with(s));
-    let claims: Vec<_> = by_name
-        .iter()
-        .filter(|(n, _)| reserved(n))
-        .chain(by_name.iter().filter(|(n, _)| !reserved(n)).take(max))
-        .collect();
+    let (mut claims, custom): (Vec<_>, Vec<_>) = by_name.iter().partition(|(n, _)| reserved(n));
+    claims.extend(custom.into_iter().take(max));
     let mut a = agent.clone();
     if let Some(i) = claims.iter().position(|(_, v)| v.chars().count() > 1024) {
         let mc = &agent.cluster_name;
         a.claim_error = Some(format!(
             "ManagedCluster.cluster.open-cluster-management.io \"{mc}\" is invalid: status.clusterClaims[{i}].value: Too long: may not be more than 1024 bytes"
         ));
-        return vec![Op::Agent(s(spoke), Some(a))];
+        return Some(vec![Op::Agent(s(spoke), Some(a))]);
     }
     a.claim_error = None;
     let mut n = mc.clone();
@@ -857,7 +796,8 @@ fn claim_sync(w: &World, spoke: &str) -> Vec<Op> {
     } else if let Some(st) = n.pointer_mut("/status").and_then(Value::as_object_mut) {
         st.remove("clusterClaims");
     }
-    vec![Op::Agent(s(spoke), Some(a)), Op::Put(agent.hub.clone(), n)]
+    let put = Op::Put(agent.hub.clone(), n);
+    Some(vec![Op::Agent(s(spoke), Some(a)), put])
 }
 
 /// The addon manager Deployment of an addon, when Available.
@@ -902,9 +842,8 @@ fn queue_spoke(w: &World, ch: &Change, q: &mut Queue<'_>) {
 
 /// [`mark`]s the Klusterlet of cluster `c`.
 fn mark_klusterlet(w: &World, c: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
-    klusterlet(w, c).map_or_else(Vec::new, |k| {
-        mark(w, c, [gk::KLUSTERLET, "", util::name(k)], cond, msg)
-    })
+    let name = klusterlet(w, c).map_or("", util::name);
+    mark(w, c, [gk::KLUSTERLET, "", name], cond, msg)
 }
 
 static CRD_ESTABLISH: Controller = Controller {
@@ -912,7 +851,7 @@ static CRD_ESTABLISH: Controller = Controller {
     behaviour: Behaviour::CrdEstablish,
     watches: &[(gk::CRD, spec_of)],
     resync: Resync::Restart(|w, c, q| q.every(w, c, gk::CRD)),
-    run: |w, k| crd_establish(w, k.cluster(), &k.key()[0]),
+    run: |w, k| crd_establish(w, k).unwrap_or_default(),
     fail: |w, k, msg| mark_work(w, k, gk::CRD, ["Established", "False"], msg),
 };
 
@@ -923,7 +862,7 @@ static IMAGE_PULL: Controller = Controller {
         queue_if(!ch.kind.status_only(), ch, q);
     })],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| image_pull(w, k.cluster()),
+    run: |w, k| image_pull(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         // Every Deployment waiting for the image shows the failed pull.
         let c = k.cluster();
@@ -932,7 +871,7 @@ static IMAGE_PULL: Controller = Controller {
         let cond = ["Available", "False"];
         waiting
             .iter()
-            .flat_map(|(ns, name)| mark(w, c, [gk::DEPLOYMENT, ns, name], cond, &msg))
+            .flat_map(|[ns, name]| mark(w, c, [gk::DEPLOYMENT, ns, name], cond, &msg))
             .collect()
     },
 };
@@ -958,7 +897,7 @@ static ROLLOUT: Controller = Controller {
         }),
     ],
     resync: Resync::Restart(|w, c, q| q.every(w, c, gk::DEPLOYMENT)),
-    run: |w, k| rollout(w, k.cluster(), &k.key()[0], &k.key()[1]),
+    run: |w, k| rollout(w, k).unwrap_or_default(),
     fail: |w, k, msg| mark_work(w, k, gk::DEPLOYMENT, ["Available", "False"], msg),
 };
 
@@ -976,7 +915,7 @@ static HUB_OPERATOR: Controller = Controller {
         (gk::CLUSTER_MANAGER, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| hub_operator(w, k.cluster()),
+    run: |w, k| hub_operator(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         let cm = [gk::CLUSTER_MANAGER, "", "cluster-manager"];
         mark(w, k.cluster(), cm, ["HubRegistrationDegraded", "True"], msg)
@@ -997,7 +936,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         (POD, |_, ch, q| queue_if(ch.kind == Deleted, ch, q)),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| klusterlet_operator(w, k.cluster()),
+    run: |w, k| klusterlet_operator(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["Applied", "False"], msg),
 };
 
@@ -1034,7 +973,7 @@ static KUBELET_MOUNT: Controller = Controller {
     behaviour: Behaviour::BootstrapMount,
     watches: &[(gk::SECRET, mount_watch), (POD, mount_watch)],
     resync: Resync::Restart(queue_waiting_mounts),
-    run: |w, k| mount_bootstrap(w, k.cluster(), &k.key()[0], &k.key()[1]),
+    run: |w, k| mount_bootstrap(w, k).unwrap_or_default(),
     fail: |_, _, _| Vec::new(),
 };
 
@@ -1043,7 +982,7 @@ static CSR_SIGN: Controller = Controller {
     behaviour: Behaviour::CsrSign,
     watches: &[(gk::CSR, |_, ch, q| q.add(&ch.cluster, &ch.name, ""))],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CSR)),
-    run: |w, k| csr_sign(w, k.cluster(), &k.key()[0]),
+    run: |w, k| csr_sign(w, k).unwrap_or_default(),
     fail: |w, k, msg| mark_work(w, k, gk::CSR, ["Failed", "True"], msg),
 };
 
@@ -1080,12 +1019,12 @@ static CLAIM_SYNC: Controller = Controller {
         (gk::CLUSTER_CLAIM, any_change),
     ],
     resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
-    run: |w, k| claim_sync(w, k.cluster()),
+    run: |w, k| claim_sync(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
-        let Some(a) = w.agent(k.cluster()) else {
-            return Vec::new();
-        };
-        let mc = [gk::MANAGED_CLUSTER, "", &a.cluster_name];
-        mark(w, &a.hub, mc, ["ClusterClaimsSynced", "False"], msg)
+        let cond = ["ClusterClaimsSynced", "False"];
+        w.agent(k.cluster()).map_or_else(Vec::new, |a| {
+            let mc = [gk::MANAGED_CLUSTER, "", &a.cluster_name];
+            mark(w, &a.hub, mc, cond, msg)
+        })
     },
 };
