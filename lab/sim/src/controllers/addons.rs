@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ocm::addon_manager;
-use super::sets::{decided, decides};
+use super::sets::decided;
 use super::{
     CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, WatchFn,
     any_change, is_hub, mark, mark_work, namespace_exists, namespace_obj, owner_ref, s, spec_of,
@@ -482,23 +482,6 @@ pub(super) fn msa_sync(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     ops
 }
 
-/// Install strategy `Placements` for one cluster whose namespace just appeared (the cheap path of
-/// [`addon_install`] when many clusters join).
-pub(super) fn addon_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
-    if !is_hub(w, hub) || !w.served(hub, gk::MCA) || !namespace_exists(w, hub, mc) {
-        return Vec::new();
-    }
-    let selected = |cma: &&Value| {
-        let mut placements = placements(cma).unwrap_or_default().into_iter();
-        placements.any(|(ns, name)| decides(w, hub, ns, name, mc))
-    };
-    w.list(hub, gk::CMA, None)
-        .filter(selected)
-        .filter(|cma| w.get(hub, gk::MCA, mc, util::name(cma)).is_none())
-        .map(|cma| new_mca(hub, cma, mc))
-        .collect()
-}
-
 /// The spoke's cluster-proxy `proxy-agent` dials the hub's proxy server and holds a tunnel while the addon
 /// runs there (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`): connected when the
 /// cluster-proxy ManagedClusterAddOn is `Available` and the spoke runs. `Available` alone does not mean
@@ -539,7 +522,6 @@ fn lease_update_stopped(o: &Value, condition: &str) -> bool {
 /// This file's controllers, in the order a reconcile runs their work.
 pub(super) static CONTROLLERS: &[&Controller] = &[
     &ADDON_INSTALL,
-    &ADDON_CLUSTER,
     &ADDON_STATUS,
     &PROXY_CERT,
     &PROXY_PROFILE,
@@ -599,9 +581,7 @@ const MSA_WATCHES: &[(&str, WatchFn)] = &[
     (gk::MSA, |_, ch, q| q.add(&ch.cluster, &ch.ns, &ch.name)),
 ];
 
-const ADDON_INSTALL_DEGRADED: [&str; 2] = ["AddonInstallDegraded", "True"];
-
-pub(super) static ADDON_INSTALL: Controller = Controller {
+static ADDON_INSTALL: Controller = Controller {
     name: "addon-install",
     behaviour: Behaviour::AddonPlacement,
     watches: &[
@@ -611,29 +591,25 @@ pub(super) static ADDON_INSTALL: Controller = Controller {
                 q.add(&ch.cluster, &ch.name, "");
             }
         }),
-        // A Placement deleted: the addons it installed are removed.
+        // A Placement deleted (the addons it installed are removed), its decisions changed, or a cluster
+        // namespace appeared (its addons can be created there).
         (gk::PLACEMENT, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted {
+                q.every(w, &ch.cluster, gk::CMA);
+            }
+        }),
+        (gk::PLACEMENT_DECISION, |w, ch, q| {
+            q.every(w, &ch.cluster, gk::CMA)
+        }),
+        (gk::NAMESPACE, |w, ch, q| {
+            if ch.kind == ChangeKind::Created {
                 q.every(w, &ch.cluster, gk::CMA);
             }
         }),
     ],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CMA)),
     run: |w, k| addon_install(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| mark_work(w, k, gk::CMA, ADDON_INSTALL_DEGRADED, msg),
-};
-
-pub(super) static ADDON_CLUSTER: Controller = Controller {
-    name: "addon-cluster",
-    behaviour: Behaviour::AddonPlacement,
-    watches: &[(gk::NAMESPACE, |_, ch, q| {
-        if ch.kind == ChangeKind::Created {
-            q.add(&ch.cluster, &ch.name, "");
-        }
-    })],
-    resync: Resync::Never,
-    run: |w, k| addon_cluster(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| mark_work(w, k, gk::MANAGED_CLUSTER, ADDON_INSTALL_DEGRADED, msg),
+    fail: |w, k, msg| mark_work(w, k, gk::CMA, ["AddonInstallDegraded", "True"], msg),
 };
 
 static ADDON_STATUS: Controller = Controller {

@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::addons::{ADDON_CLUSTER, ADDON_INSTALL};
 use super::{
     CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, Work, is_hub,
     mark, mark_work, namespace_exists, owner_ref, profiles_enabled, s, spec_of,
@@ -181,36 +180,6 @@ pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
     ops
 }
 
-/// The lifecycle controller for one cluster in every bound namespace (what a ManagedCluster
-/// create/delete/relabel changes).
-pub(super) fn lifecycle_cluster(w: &World, hub: &str, mc: &str) -> Vec<Op> {
-    if !profiles_enabled(w, hub) {
-        return Vec::new();
-    }
-    let m = w.get(hub, gk::MANAGED_CLUSTER, "", mc);
-    let namespaces: BTreeSet<String> = w
-        .namespaces_with(hub, gk::SET_BINDING)
-        .into_iter()
-        .chain(w.namespaces_with(hub, gk::CLUSTER_PROFILE))
-        .collect();
-    let mut ops = Vec::new();
-    for ns in namespaces {
-        if !namespace_exists(w, hub, &ns) {
-            continue;
-        }
-        let want = m.is_some_and(|m| bound_sets(w, hub, &ns).iter().any(|set| is_member(set, m)));
-        let have = w
-            .get(hub, gk::CLUSTER_PROFILE, &ns, mc)
-            .filter(|p| is_ocm_profile(p));
-        match (want, have) {
-            (true, None) => ops.push(Op::Create(s(hub), new_profile(&ns, mc))),
-            (false, Some(_)) => ops.push(Op::delete(hub, [gk::CLUSTER_PROFILE, &ns, mc])),
-            _ => {}
-        }
-    }
-    ops
-}
-
 /// `ClusterProfileStatusController` (open-cluster-management-io/ocm v1.3.1
 /// `pkg/registration/hub/clusterprofile/`; recorded from kube-apiserver v1.36.2 and
 /// open-cluster-management-io/ocm 00f84c32): version, all claims as properties (same order, no
@@ -335,20 +304,6 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
                 },
             })
         });
-    // Clusters newly decided get their addons right away; a cluster leaving makes the addon manager
-    // look at everything (rare).
-    let before: BTreeSet<&str> = decision_clusters(&decision).collect();
-    let mut follow: Vec<Op> = selected
-        .iter()
-        .filter(|c| !before.contains(c.as_str()))
-        .map(|c| Op::Enqueue(Work::new(&ADDON_CLUSTER, hub, [c, ""])))
-        .collect();
-    if before.iter().any(|c| !selected.contains(*c)) {
-        follow.extend(
-            w.list(hub, gk::CMA, None)
-                .map(|a| Op::Enqueue(Work::new(&ADDON_INSTALL, hub, [util::name(a), ""]))),
-        );
-    }
     let decisions: Vec<Value> = selected
         .iter()
         .map(|c| json!({"clusterName": c, "reason": ""}))
@@ -375,9 +330,7 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         )
     };
     set_condition(&mut n, "PlacementSatisfied", status, reason, msg);
-    let mut ops = vec![Op::Put(s(hub), decision), Op::Put(s(hub), n)];
-    ops.extend(follow);
-    ops
+    vec![Op::Put(s(hub), decision), Op::Put(s(hub), n)]
 }
 
 /// The clusters a PlacementDecision lists.
@@ -387,11 +340,6 @@ fn decision_clusters(d: &Value) -> impl Iterator<Item = &str> {
         .into_iter()
         .flatten()
         .filter_map(|x| x["clusterName"].as_str())
-}
-
-/// Whether a Placement decided on `mc`.
-pub(super) fn decides(w: &World, hub: &str, ns: &str, placement: &str, mc: &str) -> bool {
-    decided(w, hub, ns, placement).contains(mc)
 }
 
 /// Clusters a Placement decided on.
@@ -406,6 +354,13 @@ pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeS
 /// A set's membership or selector may have changed (not just its status).
 fn set_membership_may_change(kind: ChangeKind) -> bool {
     kind.membership() || matches!(kind, ChangeKind::Updated { spec: true, .. })
+}
+
+/// Queues the work about every namespace of cluster `c` that holds objects of one of `kinds`.
+fn in_namespaces_with(w: &World, c: &str, kinds: &[&str], q: &mut Queue<'_>) {
+    for ns in kinds.iter().flat_map(|k| w.namespaces_with(c, k)) {
+        q.add(c, &ns, "");
+    }
 }
 
 fn all_placements(w: &World, c: &str, ns: Option<&str>, q: &mut Queue<'_>) {
@@ -424,7 +379,6 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
     &SET_STATUS,
     &BINDING,
     &LIFECYCLE_NS,
-    &LIFECYCLE_CLUSTER,
     &PROFILE_STATUS,
     &PLACEMENT,
 ];
@@ -486,9 +440,7 @@ static LIFECYCLE_NS: Controller = Controller {
         (gk::NAMESPACE, |_, ch, q| q.add(&ch.cluster, &ch.name, "")),
         (gk::CLUSTER_SET, |w, ch, q| {
             if !ch.kind.status_only() && set_membership_may_change(ch.kind) {
-                for ns in w.namespaces_with(&ch.cluster, gk::SET_BINDING) {
-                    q.add(&ch.cluster, &ns, "");
-                }
+                in_namespaces_with(w, &ch.cluster, &[gk::SET_BINDING], q);
             }
         }),
         (gk::SET_BINDING, |_, ch, q| q.add(&ch.cluster, &ch.ns, "")),
@@ -497,12 +449,16 @@ static LIFECYCLE_NS: Controller = Controller {
                 q.add(&ch.cluster, &ch.ns, "");
             }
         }),
+        // A cluster joined, left or was relabelled: its profiles may come or go wherever a set is bound
+        // or a profile is.
+        (gk::MANAGED_CLUSTER, |w, ch, q| {
+            if ch.kind.membership() {
+                let kinds = [gk::SET_BINDING, gk::CLUSTER_PROFILE];
+                in_namespaces_with(w, &ch.cluster, &kinds, q);
+            }
+        }),
     ],
-    resync: Resync::Hub(|w, c, q| {
-        for ns in w.namespaces_with(c, gk::SET_BINDING) {
-            q.add(c, &ns, "");
-        }
-    }),
+    resync: Resync::Hub(|w, c, q| in_namespaces_with(w, c, &[gk::SET_BINDING], q)),
     run: |w, k| lifecycle_ns(w, k.cluster(), &k.key()[0]),
     fail: |w, k, msg| {
         let (hub, ns) = (k.cluster(), &k.key()[0]);
@@ -511,19 +467,6 @@ static LIFECYCLE_NS: Controller = Controller {
             .flat_map(|b| mark(w, hub, [gk::SET_BINDING, ns, util::name(b)], cond, msg))
             .collect()
     },
-};
-
-static LIFECYCLE_CLUSTER: Controller = Controller {
-    name: "clusterprofile-lifecycle-cluster",
-    behaviour: Behaviour::ProfileLifecycle,
-    watches: &[(gk::MANAGED_CLUSTER, |_, ch, q| {
-        if ch.kind.membership() {
-            q.add(&ch.cluster, &ch.name, "");
-        }
-    })],
-    resync: Resync::Never,
-    run: |w, k| lifecycle_cluster(w, k.cluster(), &k.key()[0]),
-    fail: |w, k, msg| mark_work(w, k, gk::MANAGED_CLUSTER, [PROFILES_SYNCED, "False"], msg),
 };
 
 static PROFILE_STATUS: Controller = Controller {
