@@ -13,7 +13,8 @@ use super::ocm::addon_manager;
 use super::sets::decided;
 use super::{
     CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, WatchFn,
-    any_change, is_hub, mark, mark_work, namespace_exists, namespace_obj, owner_ref, s, spec_of,
+    any_change, is_hub, mark, mark_work, named, namespace_exists, namespace_obj, owner_ref, s,
+    spec_of,
 };
 use crate::apiserver::gk;
 use crate::charts::deployment;
@@ -503,10 +504,8 @@ pub(super) fn proxy_tunnel(w: &World, hub: &str, mc: &str) -> Vec<Op> {
     // at 0 no proxy agent dials the hub. (Its lease, renewed by the same Pod, would expire too and the
     // addon turn unavailable after the grace period: not modelled.)
     let agents = !mpc(w, hub).is_some_and(|m| m["spec"]["proxyAgent"]["replicas"] == 0);
-    vec![Op::Tunnel(
-        key,
-        (available || stays) && spoke_runs && agents,
-    )]
+    let up = (available || stays) && spoke_runs && agents;
+    vec![Op::Tunnel(key, up)]
 }
 
 /// `condition` is Unknown because the cluster's lease expired (open-cluster-management-io/ocm v1.3.1
@@ -531,20 +530,10 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
     &PROXY_TUNNEL,
 ];
 
-/// The addon managers' status work for every ManagedClusterAddOn of `addon`.
+/// The work about every ManagedClusterAddOn of `addon`, keyed `[cluster namespace, addon]`.
 fn addon_statuses(w: &World, c: &str, addon: &str, q: &mut Queue<'_>) {
     for a in w.list(c, gk::MCA, None).filter(|a| util::name(a) == addon) {
         q.add(c, util::namespace(a), addon);
-    }
-}
-
-/// The tunnel work of every cluster with a cluster-proxy addon.
-fn all_tunnels(w: &World, c: &str, q: &mut Queue<'_>) {
-    for a in w
-        .list(c, gk::MCA, None)
-        .filter(|a| util::name(a) == PROXY_ADDON)
-    {
-        q.add(c, util::namespace(a), "");
     }
 }
 
@@ -556,7 +545,8 @@ fn msas_in(w: &World, c: &str, ns: &str, q: &mut Queue<'_>) {
 }
 
 /// What wakes both managed-serviceaccount controllers (token and credential sync): their addon manager
-/// rolling out, the ManagedServiceAccount, its token Secret, the cluster's ClusterProfile, its addon.
+/// rolling out, the ManagedServiceAccount, its token Secret, the cluster's ClusterProfile, its addon, and
+/// a synced copy of the token deleted.
 const MSA_WATCHES: &[(&str, WatchFn)] = &[
     (gk::DEPLOYMENT, |w, ch, q| {
         if ch.name == "managed-serviceaccount-addon-manager" {
@@ -579,6 +569,22 @@ const MSA_WATCHES: &[(&str, WatchFn)] = &[
         }
     }),
     (gk::MSA, |_, ch, q| q.add(&ch.cluster, &ch.ns, &ch.name)),
+    // A synced token Secret next to a ClusterProfile was deleted: copy it again.
+    (gk::SECRET, |w, ch, q| {
+        let c = ch.cluster.as_str();
+        let profiles = w
+            .list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
+            .next()
+            .is_some();
+        if ch.kind != ChangeKind::Deleted || !profiles {
+            return;
+        }
+        for m in w.list(c, gk::MSA, None) {
+            if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
+                q.add(c, util::namespace(m), util::name(m));
+            }
+        }
+    }),
 ];
 
 static ADDON_INSTALL: Controller = Controller {
@@ -641,15 +647,9 @@ static ADDON_STATUS: Controller = Controller {
 /// rolling out, the serving cert Secret, the ManagedProxyConfiguration.
 const PROXY_WATCHES: &[(&str, WatchFn)] = &[
     (gk::DEPLOYMENT, |_, ch, q| {
-        if ch.name == "cluster-proxy-addon-manager" {
-            q.add(&ch.cluster, "", "");
-        }
+        named(ch, q, "cluster-proxy-addon-manager")
     }),
-    (gk::SECRET, |_, ch, q| {
-        if ch.name == SERVING_CERT {
-            q.add(&ch.cluster, "", "");
-        }
-    }),
+    (gk::SECRET, |_, ch, q| named(ch, q, SERVING_CERT)),
     (gk::MPC, any_change),
 ];
 
@@ -710,29 +710,7 @@ static MSA_TOKEN: Controller = Controller {
 static MSA_SYNC: Controller = Controller {
     name: "managed-serviceaccount-credential-sync",
     behaviour: Behaviour::MsaCredSync,
-    watches: &[
-        MSA_WATCHES[0],
-        MSA_WATCHES[1],
-        MSA_WATCHES[2],
-        MSA_WATCHES[3],
-        MSA_WATCHES[4],
-        // A synced token Secret next to a ClusterProfile was deleted: copy it again.
-        (gk::SECRET, |w, ch, q| {
-            let c = ch.cluster.as_str();
-            let profiles = w
-                .list(c, gk::CLUSTER_PROFILE, Some(&ch.ns))
-                .next()
-                .is_some();
-            if ch.kind != ChangeKind::Deleted || !profiles {
-                return;
-            }
-            for m in w.list(c, gk::MSA, None) {
-                if format!("{}-{}", util::namespace(m), util::name(m)) == ch.name {
-                    q.add(c, util::namespace(m), util::name(m));
-                }
-            }
-        }),
-    ],
+    watches: MSA_WATCHES,
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::MSA)),
     run: |w, k| msa_sync(w, k.cluster(), &k.key()[0], &k.key()[1]),
     fail: |w, k, msg| {
@@ -747,13 +725,15 @@ static PROXY_TUNNEL: Controller = Controller {
     watches: &[
         (gk::MCA, |_, ch, q| {
             if ch.name == PROXY_ADDON {
-                q.add(&ch.cluster, &ch.ns, "");
+                q.add(&ch.cluster, &ch.ns, PROXY_ADDON);
             }
         }),
         // The agents' replicas come from the ManagedProxyConfiguration: every cluster's tunnel may change.
-        (gk::MPC, |w, ch, q| all_tunnels(w, &ch.cluster, q)),
+        (gk::MPC, |w, ch, q| {
+            addon_statuses(w, &ch.cluster, PROXY_ADDON, q)
+        }),
     ],
-    resync: Resync::Hub(all_tunnels),
+    resync: Resync::Hub(|w, c, q| addon_statuses(w, c, PROXY_ADDON, q)),
     run: |w, k| proxy_tunnel(w, k.cluster(), &k.key()[0]),
     // No status reports a tunnel (open-cluster-management-io/cluster-proxy v0.10.0 `cmd/addon-agent/main.go`):
     // only the user server's answers show it.

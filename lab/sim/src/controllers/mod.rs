@@ -54,6 +54,18 @@ pub(crate) fn spec_of(_: &World, ch: &Change, q: &mut Queue<'_>) {
     }
 }
 
+/// A watch's body: when `yes`, queues the controller's work on the changed cluster.
+pub(super) fn queue_if(yes: bool, ch: &Change, q: &mut Queue<'_>) {
+    if yes {
+        q.add(&ch.cluster, "", "");
+    }
+}
+
+/// A watch's body: queues the controller's work on the changed cluster when the changed object is `name`.
+pub(super) fn named(ch: &Change, q: &mut Queue<'_>, name: &str) {
+    queue_if(ch.name == name, ch, q);
+}
+
 /// When a controller looks at everything on a cluster again.
 pub(crate) enum Resync {
     /// Never: only changes queue its work.

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{
     CLUSTER_NAME_LABEL, Controller, Op, Queue, Resync, Work, any_change, available_deployment,
-    is_hub, mark, mark_work, namespace_obj, s, spec_of,
+    is_hub, mark, mark_work, named, namespace_obj, queue_if, s, spec_of,
 };
 use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
@@ -820,18 +820,6 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
     &HUB_ACCEPT,
     &CLAIM_SYNC,
 ];
-
-/// A watch's body: when `yes`, queues the controller's work on the changed cluster.
-fn queue_if(yes: bool, ch: &Change, q: &mut Queue<'_>) {
-    if yes {
-        q.add(&ch.cluster, "", "");
-    }
-}
-
-/// A watch's body: queues the controller's work on the changed cluster when the changed object is `name`.
-fn named(ch: &Change, q: &mut Queue<'_>, name: &str) {
-    queue_if(ch.name == name, ch, q);
-}
 
 /// A watch: a ManagedCluster's change queues the work on the spoke that registered it.
 fn queue_spoke(w: &World, ch: &Change, q: &mut Queue<'_>) {
