@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::{
-    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, Work, is_hub,
-    mark, mark_work, namespace_exists, owner_ref, profiles_enabled, s, spec_of,
+    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, is_hub, mark,
+    mark_work, namespace_exists, owner_ref, profiles_enabled, s, spec_of,
 };
 use crate::apiserver::gk;
 use crate::faults::Behaviour;
@@ -76,12 +76,9 @@ fn members(w: &World, hub: &str, set: &Value) -> BTreeSet<String> {
 /// `ClusterSetEmpty` with the number of clusters selected
 /// (fixtures/recorded/2-clusterprofiles/managedclusterset-*.yaml).
 pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
-    let Some(set) = w.get(hub, gk::CLUSTER_SET, "", name) else {
+    let (Some(set), true) = (w.get(hub, gk::CLUSTER_SET, "", name), is_hub(w, hub)) else {
         return Vec::new();
     };
-    if !is_hub(w, hub) {
-        return Vec::new();
-    }
     vec![Op::Put(s(hub), with_count(set, members(w, hub, set).len()))]
 }
 
@@ -103,21 +100,17 @@ fn with_count(set: &Value, n: usize) -> Value {
 /// (ClusterSetNotFound) (open-cluster-management-io/ocm v1.3.1
 /// `pkg/registration/hub/managedclustersetbinding/controller.go`).
 pub(super) fn binding(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(b) = w.get(hub, gk::SET_BINDING, ns, name) else {
+    let (Some(b), true) = (w.get(hub, gk::SET_BINDING, ns, name), is_hub(w, hub)) else {
         return Vec::new();
     };
-    if !is_hub(w, hub) {
-        return Vec::new();
-    }
     let set = util::str_at(b, "/spec/clusterSet").unwrap_or("");
     let mut new = b.clone();
     let (status, reason, msg) = match w.get(hub, gk::CLUSTER_SET, "", set) {
         Some(_) => ("True", "ClusterSetBound", String::new()),
-        None => (
-            "False",
-            "ClusterSetNotFound",
-            format!("Unable to find ManagedClusterSet {set}"),
-        ),
+        None => {
+            let msg = format!("Unable to find ManagedClusterSet {set}");
+            ("False", "ClusterSetNotFound", msg)
+        }
     };
     set_condition(&mut new, "Bound", status, reason, &msg);
     vec![Op::Put(s(hub), new)]
@@ -188,10 +181,8 @@ pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
 /// labels including `multicluster.x-k8s.io/clusterset` (`""` when the cluster has no set label). It never
 /// touches `accessProviders`.
 pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
-    if !profiles_enabled(w, hub) {
-        return Vec::new();
-    }
-    let Some(m) = w.get(hub, gk::MANAGED_CLUSTER, "", mc) else {
+    let m = w.get(hub, gk::MANAGED_CLUSTER, "", mc);
+    let (Some(m), true) = (m, profiles_enabled(w, hub)) else {
         return Vec::new();
     };
     let mut ops = Vec::new();
@@ -206,11 +197,8 @@ pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
         }
         let mut n = p.clone();
         util::set_label(&mut n, CLUSTER_MANAGER_LABEL, OCM);
-        util::set_label(
-            &mut n,
-            PROFILE_SET_LABEL,
-            util::label(m, CLUSTERSET_LABEL).unwrap_or(""),
-        );
+        let set = util::label(m, CLUSTERSET_LABEL).unwrap_or("");
+        util::set_label(&mut n, PROFILE_SET_LABEL, set);
         util::set_label(&mut n, CLUSTER_NAME_LABEL, mc);
         if let Some(v) = m.pointer("/status/version/kubernetes") {
             n["status"]["version"] = json!({"kubernetes": v});
@@ -234,13 +222,9 @@ pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
             ("ManagedClusterJoined", "Joined"),
         ] {
             if let Some(c) = util::condition(m, from) {
-                set_condition(
-                    &mut n,
-                    to,
-                    c["status"].as_str().unwrap_or("Unknown"),
-                    c["reason"].as_str().unwrap_or(""),
-                    c["message"].as_str().unwrap_or(""),
-                );
+                let status = c["status"].as_str().unwrap_or("Unknown");
+                let text = |k: &str| c[k].as_str().unwrap_or_default();
+                set_condition(&mut n, to, status, text("reason"), text("message"));
             }
         }
         ops.push(Op::Put(s(hub), n));
@@ -252,12 +236,10 @@ pub(super) fn profile_status(w: &World, hub: &str, mc: &str) -> Vec<Op> {
 /// the clusters of the Placement's sets (all bound sets when it names none) that have a Bound binding in its
 /// namespace, narrowed by label predicates, in a PlacementDecision `<placement>-decision-1`.
 pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
-    let Some(p) = w.get(hub, gk::PLACEMENT, ns, name) else {
+    let served = is_hub(w, hub) && w.served(hub, gk::PLACEMENT_DECISION);
+    let (Some(p), true) = (w.get(hub, gk::PLACEMENT, ns, name), served) else {
         return Vec::new();
     };
-    if !is_hub(w, hub) || !w.served(hub, gk::PLACEMENT_DECISION) {
-        return Vec::new();
-    }
     let wanted: Option<BTreeSet<&str>> = p["spec"]["clusterSets"]
         .as_array()
         .filter(|a| !a.is_empty())
@@ -311,11 +293,8 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     decision["status"] = json!({ "decisions": decisions });
     let mut n = p.clone();
     n["status"]["numberOfSelectedClusters"] = json!(selected.len());
-    let (cond, ok) = (
-        "PlacementMisconfigured",
-        "Placement configurations check pass",
-    );
-    set_condition(&mut n, cond, "False", "Succeedconfigured", ok);
+    let (reason, ok) = ("Succeedconfigured", "Placement configurations check pass");
+    set_condition(&mut n, "PlacementMisconfigured", "False", reason, ok);
     let (status, reason, msg) = if bound.is_empty() {
         let msg = "No valid ManagedClusterSetBindings found in placement namespace";
         ("False", "NoManagedClusterSetBindings", msg)
@@ -323,11 +302,8 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
         let msg = "No ManagedCluster matches any of the cluster predicate";
         ("False", "NoManagedClusterMatched", msg)
     } else {
-        (
-            "True",
-            "AllDecisionsScheduled",
-            "All cluster decisions scheduled",
-        )
+        let msg = "All cluster decisions scheduled";
+        ("True", "AllDecisionsScheduled", msg)
     };
     set_condition(&mut n, "PlacementSatisfied", status, reason, msg);
     vec![Op::Put(s(hub), decision), Op::Put(s(hub), n)]
@@ -383,18 +359,6 @@ pub(super) static CONTROLLERS: &[&Controller] = &[
     &PLACEMENT,
 ];
 
-/// The failure a set's controllers leave: on the set.
-fn fail_set(w: &World, k: &Work, msg: &str) -> Vec<Op> {
-    let (hub, set) = (k.cluster(), &k.key()[0]);
-    mark(
-        w,
-        hub,
-        [gk::CLUSTER_SET, "", set],
-        ["ClusterSetEmpty", "Unknown"],
-        msg,
-    )
-}
-
 static SET_STATUS: Controller = Controller {
     name: "clusterset-status",
     behaviour: Behaviour::SetBinding,
@@ -409,7 +373,7 @@ static SET_STATUS: Controller = Controller {
     ],
     resync: Resync::Hub(|w, c, q| q.every(w, c, gk::CLUSTER_SET)),
     run: |w, k| set_status(w, k.cluster(), &k.key()[0]),
-    fail: fail_set,
+    fail: |w, k, msg| mark_work(w, k, gk::CLUSTER_SET, ["ClusterSetEmpty", "Unknown"], msg),
 };
 
 static BINDING: Controller = Controller {
