@@ -170,6 +170,9 @@ fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> 
     ops
 }
 
+/// The klusterlet's work agent Deployment (what applies and removes ManifestWorks on a spoke).
+const WORK_AGENT: &str = "klusterlet-work-agent";
+
 /// A ManagedClusterAddOn that is gone: its manager deletes the addon's ManifestWork (addon-framework
 /// v1.2.0 `pkg/addonmanager/controllers/agentdeploy`), and the spoke's work agent, while it runs, deletes
 /// what the work applied (ocm v1.3.1 `pkg/work/spoke/controllers/finalizercontroller`): the agent's
@@ -179,8 +182,6 @@ fn agent_installed(w: &World, hub: &str, spoke: &str, addon: &str, ns: &str) -> 
 /// is deleted: the klusterlet's cleanup only removes the AppliedManifestWorks' finalizers (ocm v1.3.1
 /// `klusterlet_managed_reconcile.go` `cleanUpAppliedManifestWorks`). Only the default install namespace
 /// is looked at (the gone addon's `spec.installNamespace` is not known any more).
-const WORK_AGENT: &str = "klusterlet-work-agent";
-
 fn agent_removed(w: &World, hub: &str, mc: &str, addon: &str) -> Vec<Op> {
     let work_agent = |s: &&str| w.find_named(s, gk::DEPLOYMENT, WORK_AGENT).is_some();
     let spoke = w.spoke_of(hub, mc);

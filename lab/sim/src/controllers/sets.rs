@@ -32,13 +32,11 @@ fn label_selector_matches(sel: Option<&Value>, obj: &Value) -> bool {
         es.iter().all(|e| {
             let key = e["key"].as_str().unwrap_or("");
             let v = util::label(obj, key);
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+            let mut values = e["values"].as_array().into_iter().flatten();
+            let listed = v.is_some_and(|v| values.any(|x| x == v));
             match e["operator"].as_str().unwrap_or("") {
-                "In" => v.is_some_and(|v| values.contains(&v)),
-                "NotIn" => v.is_none_or(|v| !values.contains(&v)),
+                "In" => listed,
+                "NotIn" => !listed,
                 "Exists" => v.is_some(),
                 "DoesNotExist" => v.is_none(),
                 _ => false,
@@ -79,21 +77,16 @@ pub(super) fn set_status(w: &World, hub: &str, name: &str) -> Vec<Op> {
     let (Some(set), true) = (w.get(hub, gk::CLUSTER_SET, "", name), is_hub(w, hub)) else {
         return Vec::new();
     };
-    vec![Op::Put(s(hub), with_count(set, members(w, hub, set).len()))]
-}
-
-fn with_count(set: &Value, n: usize) -> Value {
     let mut new = set.clone();
-    let (status, reason, msg) = match n {
+    let (status, reason, msg) = match members(w, hub, set).len() {
         0 => ("True", "NoClusterMatched", s("No ManagedCluster selected")),
-        n => (
-            "False",
-            "ClustersSelected",
-            format!("{n} ManagedClusters selected"),
-        ),
+        n => {
+            let msg = format!("{n} ManagedClusters selected");
+            ("False", "ClustersSelected", msg)
+        }
     };
     set_condition(&mut new, "ClusterSetEmpty", status, reason, &msg);
-    new
+    vec![Op::Put(s(hub), new)]
 }
 
 /// A binding is `Bound=True` (ClusterSetBound) as soon as its set exists, else `Bound=False`
@@ -161,16 +154,10 @@ pub(super) fn lifecycle_ns(w: &World, hub: &str, ns: &str) -> Vec<Op> {
         .filter(|p| is_ocm_profile(p))
         .map(|p| s(util::name(p)))
         .collect();
-    let mut ops: Vec<Op> = desired
-        .difference(&existing)
-        .map(|c| Op::Create(s(hub), new_profile(ns, c)))
-        .collect();
-    ops.extend(
-        existing
-            .difference(&desired)
-            .map(|c| Op::delete(hub, [gk::CLUSTER_PROFILE, ns, c])),
-    );
-    ops
+    let (missing, extra) = (desired.difference(&existing), existing.difference(&desired));
+    let create = missing.map(|c| Op::Create(s(hub), new_profile(ns, c)));
+    let delete = extra.map(|c| Op::delete(hub, [gk::CLUSTER_PROFILE, ns, c]));
+    create.chain(delete).collect()
 }
 
 /// `ClusterProfileStatusController` (open-cluster-management-io/ocm v1.3.1
@@ -309,20 +296,13 @@ pub(super) fn placement(w: &World, hub: &str, ns: &str, name: &str) -> Vec<Op> {
     vec![Op::Put(s(hub), decision), Op::Put(s(hub), n)]
 }
 
-/// The clusters a PlacementDecision lists.
-fn decision_clusters(d: &Value) -> impl Iterator<Item = &str> {
-    let decisions = d.pointer("/status/decisions").and_then(Value::as_array);
-    decisions
-        .into_iter()
-        .flatten()
-        .filter_map(|x| x["clusterName"].as_str())
-}
-
 /// Clusters a Placement decided on.
 pub(super) fn decided(w: &World, hub: &str, ns: &str, placement: &str) -> BTreeSet<String> {
     w.list(hub, gk::PLACEMENT_DECISION, Some(ns))
         .filter(|d| util::label(d, PLACEMENT_LABEL) == Some(placement))
-        .flat_map(decision_clusters)
+        .filter_map(|d| d.pointer("/status/decisions")?.as_array())
+        .flatten()
+        .filter_map(|x| x["clusterName"].as_str())
         .map(str::to_owned)
         .collect()
 }
