@@ -174,7 +174,7 @@ const HUB_DEPLOYMENTS: &[(&str, &str)] = &[
 /// `pkg/registration/hub/managedclusterset/`).
 fn hub_operator(w: &World, c: &str) -> Option<Vec<Op>> {
     let cm = w.get(c, gk::CLUSTER_MANAGER, "", "cluster-manager")?;
-    let _operator = w.find_named(c, gk::DEPLOYMENT, "cluster-manager")?;
+    w.find_named(c, gk::DEPLOYMENT, "cluster-manager")?; // the operator runs
     let mut ops = vec![Op::Create(s(c), namespace_obj(HUB_NAMESPACE))];
     let profile =
         apiserver::hub_gate(w, c, "ClusterProfile").then_some(charts::CLUSTER_PROFILE_CRD);
