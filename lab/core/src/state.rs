@@ -929,8 +929,9 @@ pub fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes a file holding secrets: mode 0600 from the start, atomically replaced. The temporary file
-/// (`tempfile`, private from creation) sits next to `path` and is removed if anything fails.
+/// Writes a file holding secrets: mode 0600 from the start, atomically and durably replaced. The
+/// temporary file (`tempfile`, private from creation) sits next to `path` and is removed if anything
+/// fails; after the rename the folder is synced too, so a crash cannot bring back the old file.
 pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let parent = path
         .parent()
@@ -945,6 +946,8 @@ pub fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     tmp.as_file().sync_all()?;
     restrict(tmp.path(), 0o600)?;
     tmp.persist(path).map_err(|e| e.error)?;
+    #[cfg(unix)]
+    std::fs::File::open(parent)?.sync_all()?;
     Ok(())
 }
 

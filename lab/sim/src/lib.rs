@@ -177,18 +177,11 @@ impl SimLab {
         Ok(lab)
     }
 
-    /// Saves the world atomically (`ocm_lab_core::state::write_secret`: a private temporary file in the
-    /// same folder, fsync, rename; mode 0600 because it holds the simulated tokens), then fsyncs the
-    /// folder so the rename is durable. Faults are not saved.
+    /// Saves the world with `ocm_lab_core::state::write_secret` (atomic and durable, mode 0600: it holds the
+    /// simulated tokens). Faults are not saved.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_vec(&self.shared.lock().world).map_err(std::io::Error::other)?;
-        ocm_lab_core::state::write_secret(path, &text)?;
-        #[cfg(unix)]
-        {
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-            std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()?;
-        }
-        Ok(())
+        ocm_lab_core::state::write_secret(path, &text)
     }
 
     /// Puts a fault on a behaviour (replacing the one it had). Faults are not saved.
