@@ -15,6 +15,11 @@ pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
     STANDARD_NO_PAD.decode(text.trim_end_matches('=')).ok()
 }
 
+/// Decodes standard base64 holding UTF-8 text; `None` when either is malformed.
+pub fn b64_text(text: &str) -> Option<String> {
+    String::from_utf8(b64_decode(text)?).ok()
+}
+
 /// RFC 3339 wall-clock time, seconds precision, as Kubernetes writes timestamps.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()

@@ -173,8 +173,7 @@ fn reach(
         return Err(get_failed(format!("secrets \"{secret}\" not found")));
     };
     let token = util::str_at(found, "/data/token")
-        .and_then(util::b64_decode)
-        .and_then(|t| String::from_utf8(t).ok())
+        .and_then(util::b64_text)
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
         return Err(refused(&format!(

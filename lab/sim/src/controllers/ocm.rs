@@ -407,9 +407,7 @@ fn trusts(bundle: &str, ca_pem: &str) -> bool {
 /// What the registration agent reads from its base64-encoded bootstrap kubeconfig: the hub server, the
 /// token, and the CA (`certificate-authority-data`, decoded PEM; `None` with `insecure-skip-tls-verify`).
 fn parse_bootstrap(data: &str) -> Result<(String, String, Option<String>), String> {
-    let text = util::b64_decode(data)
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
+    let text = util::b64_text(data).ok_or("key `kubeconfig` is not base64-encoded UTF-8")?;
     let cfg: Value = serde_saphyr::from_str(&text)
         .map_err(|e| format!("the bootstrap kubeconfig is not valid YAML: {e}"))?;
     let cluster = &cfg["clusters"][0]["cluster"];
@@ -419,9 +417,7 @@ fn parse_bootstrap(data: &str) -> Result<(String, String, Option<String>), Strin
     };
     let ca = match cluster["certificate-authority-data"].as_str() {
         Some(b64) => Some(
-            util::b64_decode(b64.trim())
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or("certificate-authority-data is not base64-encoded PEM")?,
+            util::b64_text(b64).ok_or("certificate-authority-data is not base64-encoded PEM")?,
         ),
         // Neither a CA nor insecure: the system roots, which do not hold a kind cluster's CA.
         None if cluster["insecure-skip-tls-verify"] != true => Some(String::new()),
