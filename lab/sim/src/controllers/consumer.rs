@@ -60,16 +60,20 @@ fn allowed(
             let subject_ns = s["namespace"].as_str().or(in_ns);
             s["kind"] == "ServiceAccount" && s["name"] == sa && subject_ns == Some(ns)
         };
+        if !b["subjects"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(names_sa))
+        {
+            return false;
+        }
         let target = b["roleRef"]["name"].as_str().unwrap_or_default();
         let role = match (b["roleRef"]["kind"].as_str(), in_ns) {
             (Some("Role"), Some(n)) => w.get(hub, ROLE, n, target),
             (Some("ClusterRole"), _) => w.get(hub, CLUSTER_ROLE, "", target),
             _ => None,
         };
-        let subjects = b["subjects"].as_array();
         let rules = role.and_then(|r| r["rules"].as_array());
-        subjects.is_some_and(|l| l.iter().any(names_sa))
-            && rules.is_some_and(|l| l.iter().any(rule_allows))
+        rules.is_some_and(|l| l.iter().any(rule_allows))
     };
     let role_bindings = w.list(hub, ROLE_BINDING, Some(ns)).map(|b| (b, Some(ns)));
     let cluster_bindings = w.list(hub, CLUSTER_ROLE_BINDING, None).map(|b| (b, None));
