@@ -10,11 +10,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ocm::addon_manager;
-use super::sets::decided;
+use super::sets::{PLACEMENT_LABEL, decided, is_ocm_profile};
 use super::{
-    CLUSTER_MANAGER_LABEL, CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, WatchFn,
-    any_change, is_hub, mark, mark_work, named, namespace_exists, namespace_obj, owner_ref, s,
-    spec_of,
+    CLUSTER_NAME_LABEL, Controller, OCM, Op, Queue, Resync, WatchFn, any_change, is_hub, mark,
+    mark_work, named, namespace_exists, namespace_obj, owner_ref, s, spec_of, whole_cluster,
 };
 use crate::apiserver::gk;
 use crate::charts::deployment;
@@ -24,7 +23,7 @@ use crate::world::{ChangeKind, TokenInfo, World};
 
 const PROXY_ADDON: &str = "cluster-proxy";
 const MSA_ADDON: &str = "managed-serviceaccount";
-const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
+pub(super) const SERVING_CERT: &str = "cluster-proxy-user-serving-cert";
 const SYNC_LABEL: &str = "authentication.open-cluster-management.io/sync-to-clusterprofile";
 const SYNCED_FROM_LABEL: &str = "authentication.open-cluster-management.io/synced-from";
 
@@ -248,7 +247,7 @@ pub(super) fn proxy_cert(w: &World, hub: &str) -> Vec<Op> {
 }
 
 /// The hub's ManagedProxyConfiguration `cluster-proxy`.
-fn mpc<'w>(w: &'w World, hub: &str) -> Option<&'w Value> {
+pub(super) fn mpc<'w>(w: &'w World, hub: &str) -> Option<&'w Value> {
     w.get(hub, gk::MPC, "", PROXY_ADDON)
 }
 
@@ -313,8 +312,7 @@ fn args_gate(container: &Value, gate: &str) -> bool {
 /// A ClusterProfile OCM manages: labelled `x-k8s.io/cluster-manager=open-cluster-management`, with a
 /// cluster-name label.
 fn ocm_profile(p: &&Value) -> bool {
-    util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
-        && util::label(p, CLUSTER_NAME_LABEL).is_some()
+    is_ocm_profile(p) && util::label(p, CLUSTER_NAME_LABEL).is_some()
 }
 
 /// The `clusterProfileReconciler` of the cluster-proxy addon manager (open-cluster-management-io/cluster-proxy
@@ -598,18 +596,27 @@ static ADDON_INSTALL: Controller = Controller {
                 q.add(&ch.cluster, &ch.name, "");
             }
         }),
-        // A Placement deleted (the addons it installed are removed), its decisions changed, or a cluster
-        // namespace appeared (its addons can be created there).
+        // A Placement deleted: the addons it installed are removed.
         (gk::PLACEMENT, |w, ch, q| {
             if ch.kind == ChangeKind::Deleted {
                 q.every(w, &ch.cluster, gk::CMA);
             }
         }),
+        // A Placement's decisions changed: the addons installed by it (all, when the decision is gone).
         (gk::PLACEMENT_DECISION, |w, ch, q| {
-            q.every(w, &ch.cluster, gk::CMA)
+            let d = w.get(&ch.cluster, gk::PLACEMENT_DECISION, &ch.ns, &ch.name);
+            let placement = d.and_then(|d| util::label(d, PLACEMENT_LABEL));
+            let by = |(ns, name): (&str, &str)| ns == ch.ns && placement.is_none_or(|p| p == name);
+            for cma in w.list(&ch.cluster, gk::CMA, None) {
+                if placements(cma).is_some_and(|ps| ps.into_iter().any(by)) {
+                    q.add(&ch.cluster, util::name(cma), "");
+                }
+            }
         }),
+        // A cluster's namespace appeared on the hub: its addons can be created there.
         (gk::NAMESPACE, |w, ch, q| {
-            if ch.kind == ChangeKind::Created {
+            let cluster = w.get(&ch.cluster, gk::MANAGED_CLUSTER, "", &ch.name);
+            if ch.kind == ChangeKind::Created && cluster.is_some() {
                 q.every(w, &ch.cluster, gk::CMA);
             }
         }),
@@ -663,7 +670,7 @@ static PROXY_CERT: Controller = Controller {
         PROXY_WATCHES[2],
         (gk::NAMESPACE, any_change),
     ],
-    resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Hub(whole_cluster),
     run: |w, k| proxy_cert(w, k.cluster()),
     fail: |w, k, msg| {
         let cond = ["UserServerSecretSigned", "False"];
@@ -686,7 +693,7 @@ static PROXY_ALL: Controller = Controller {
     name: "cluster-proxy-access-providers",
     behaviour: Behaviour::ProxyAccessProvider,
     watches: PROXY_WATCHES,
-    resync: Resync::Hub(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Hub(whole_cluster),
     run: |w, k| proxy_profiles(w, k.cluster(), None),
     fail: |w, k, msg| {
         let hub = k.cluster();

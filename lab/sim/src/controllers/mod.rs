@@ -54,6 +54,11 @@ pub(crate) fn spec_of(_: &World, ch: &Change, q: &mut Queue<'_>) {
     }
 }
 
+/// A resync: the controller's work on the whole cluster.
+pub(super) fn whole_cluster(_: &World, c: &str, q: &mut Queue<'_>) {
+    q.add(c, "", "");
+}
+
 /// A watch's body: when `yes`, queues the controller's work on the changed cluster.
 pub(super) fn queue_if(yes: bool, ch: &Change, q: &mut Queue<'_>) {
     if yes {

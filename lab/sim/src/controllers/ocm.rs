@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::addons::{self, SERVING_CERT};
 use super::{
     CLUSTER_NAME_LABEL, Controller, Op, Queue, Resync, Work, any_change, available_deployment,
-    is_hub, mark, mark_work, named, namespace_obj, queue_if, s, spec_of,
+    is_hub, mark, mark_work, named, namespace_obj, queue_if, s, spec_of, whole_cluster,
 };
 use crate::apiserver::{self, gk};
 use crate::charts::{self, deployment};
@@ -113,8 +114,8 @@ fn rollout(w: &World, k: &Work) -> Option<Vec<Op>> {
     // Pods wait (ContainerCreating) while their node pulls an image: the pull re-queues this rollout.
     let pulling = |d: &Value| pod_images(d).iter().any(|i| !w.node_has_image(c, i));
     let d = w.get(c, gk::DEPLOYMENT, ns, name).filter(|d| !pulling(d))?;
-    let cert = w.get(c, gk::SECRET, ns, "cluster-proxy-user-serving-cert");
-    let mpc = w.get(c, gk::MPC, "", "cluster-proxy");
+    let cert = w.get(c, gk::SECRET, ns, SERVING_CERT);
+    let mpc = addons::mpc(w, c);
     let blocker = match name.as_str() {
         "cluster-proxy-addon-user" if cert.is_none() => Some(
             "pods are Pending: MountVolume.SetUp failed for volume \"server-cert\": secret \"cluster-proxy-user-serving-cert\" not found",
@@ -826,8 +827,8 @@ fn queue_spoke(w: &World, ch: &Change, q: &mut Queue<'_>) {
 
 /// [`mark`]s the Klusterlet of cluster `c`.
 fn mark_klusterlet(w: &World, c: &str, cond: [&str; 2], msg: &str) -> Vec<Op> {
-    let name = klusterlet(w, c).map_or("", util::name);
-    mark(w, c, [gk::KLUSTERLET, "", name], cond, msg)
+    let mark_one = |k| mark(w, c, [gk::KLUSTERLET, "", util::name(k)], cond, msg);
+    klusterlet(w, c).map_or_else(Vec::new, mark_one)
 }
 
 static CRD_ESTABLISH: Controller = Controller {
@@ -845,7 +846,7 @@ static IMAGE_PULL: Controller = Controller {
     watches: &[(gk::DEPLOYMENT, |_, ch, q| {
         queue_if(!ch.kind.status_only(), ch, q);
     })],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(whole_cluster),
     run: |w, k| image_pull(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         // Every Deployment waiting for the image shows the failed pull.
@@ -868,7 +869,7 @@ static ROLLOUT: Controller = Controller {
         // The user server restarts on a new serving certificate (open-cluster-management-io/cluster-proxy
         // v0.10.0 `cmd/addon-agent/main.go`).
         (gk::SECRET, |_, ch, q| {
-            if ch.name == "cluster-proxy-user-serving-cert" {
+            if ch.name == SERVING_CERT {
                 q.add(&ch.cluster, &ch.ns, "cluster-proxy-addon-user");
             }
         }),
@@ -898,7 +899,7 @@ static HUB_OPERATOR: Controller = Controller {
         }),
         (gk::CLUSTER_MANAGER, any_change),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(whole_cluster),
     run: |w, k| hub_operator(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         let cm = [gk::CLUSTER_MANAGER, "", "cluster-manager"];
@@ -919,7 +920,7 @@ static KLUSTERLET_OPERATOR: Controller = Controller {
         // A registration agent Pod deleted: its ReplicaSet starts another.
         (POD, |_, ch, q| queue_if(ch.kind == Deleted, ch, q)),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(whole_cluster),
     run: |w, k| klusterlet_operator(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["Applied", "False"], msg),
 };
@@ -940,7 +941,7 @@ static REGISTRATION: Controller = Controller {
             }
         }),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(whole_cluster),
     run: |w, k| registration(w, k.cluster()),
     fail: |w, k, msg| mark_klusterlet(w, k.cluster(), ["HubConnectionDegraded", "True"], msg),
 };
@@ -1002,7 +1003,7 @@ static CLAIM_SYNC: Controller = Controller {
         (gk::CLUSTER_PROPERTY, any_change),
         (gk::CLUSTER_CLAIM, any_change),
     ],
-    resync: Resync::Restart(|_, c, q| q.add(c, "", "")),
+    resync: Resync::Restart(whole_cluster),
     run: |w, k| claim_sync(w, k.cluster()).unwrap_or_default(),
     fail: |w, k, msg| {
         let cond = ["ClusterClaimsSynced", "False"];

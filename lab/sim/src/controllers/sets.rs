@@ -18,7 +18,7 @@ use crate::world::{ChangeKind, World};
 use ocm_lab_core::topology::CLUSTERSET_LABEL;
 
 const PROFILE_SET_LABEL: &str = "multicluster.x-k8s.io/clusterset";
-const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+pub(super) const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
 const PROFILES_SYNCED: &str = "ClusterProfilesSynced";
 
 /// A `metav1.LabelSelector` (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist); an empty or
@@ -118,7 +118,7 @@ fn bound_sets<'a>(w: &'a World, hub: &str, ns: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn is_ocm_profile(p: &Value) -> bool {
+pub(super) fn is_ocm_profile(p: &Value) -> bool {
     util::label(p, CLUSTER_MANAGER_LABEL) == Some(OCM)
 }
 
