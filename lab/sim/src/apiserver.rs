@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::util;
 use super::world::World;
 use ocm_lab_core::backend::kube::ForbiddenCause;
-use ocm_lab_core::backend::undeclared::undeclared_fields;
+use ocm_lab_core::backend::undeclared::{schema_of, undeclared_fields};
 use ocm_lab_core::backend::{KubeError, ObjectRef};
 
 /// Group/kind keys (`Kind.group`, or `Kind` for the core group): how objects are stored, whatever
@@ -471,10 +471,9 @@ fn check_declared(
         .clusters
         .get(cluster)
         .and_then(|c| c.api.crd_of(&info.key()));
-    let schema = crd
-        .and_then(|crd| crd_version(crd, api_version))
-        .map(|v| &v["schema"]["openAPIV3Schema"]);
-    let found = schema.map_or_else(Vec::new, |s| undeclared_fields(obj, s));
+    let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+    let schema = crd.and_then(|crd| schema_of(crd, version));
+    let found = schema.map_or_else(Vec::new, |s| undeclared_fields(obj, &s));
     if found.is_empty() {
         return Ok(());
     }
@@ -620,9 +619,10 @@ fn conversion_webhook(
     let crd = w.clusters.get(cluster)?.api.crd_of(key)?;
     let stored = crd_version(crd, api_version).is_some_and(|v| v["storage"] == true);
     let service = crd.pointer("/spec/conversion/webhook/clientConfig/service/name");
+    let service = service.and_then(Value::as_str);
     (crd["spec"]["conversion"]["strategy"] == "Webhook"
         && !stored
-        && service == Some(&json!(ADDON_WEBHOOK_SERVICE)))
+        && service == Some(ADDON_WEBHOOK_SERVICE))
     .then_some(HubWebhook {
         name: "conversion",
         service: ADDON_WEBHOOK_SERVICE,

@@ -15,6 +15,7 @@ use super::engine::{Shared, State};
 use super::faults::Behaviour;
 use super::world::{KIND_NETWORK, SimRelease, World};
 use crate::fail::{self, FromInjected};
+use ocm_lab_core::backend::docker;
 use ocm_lab_core::backend::{
     ChartRenderer, ClusterApi, ClusterProvisioner, Condition, Connector, ContainerRuntime,
     CreateCluster, DockerError, HelmError, HelmTarget, ImageArchive, KindError, KubeError,
@@ -162,7 +163,7 @@ impl ContainerRuntime for SimDocker {
                 name: ct.name.clone(),
                 role: ct
                     .labels
-                    .get("io.x-k8s.kind.role")
+                    .get(docker::ROLE_LABEL)
                     .cloned()
                     .unwrap_or_default()
                     .into(),
@@ -190,7 +191,7 @@ impl ContainerRuntime for SimDocker {
             let look_alike = |ct: &super::world::Container| LookAlike {
                 id: ct.id.clone(),
                 name: ct.name.clone(),
-                kind_cluster: ct.labels.get("io.x-k8s.kind.cluster").cloned(),
+                kind_cluster: ct.labels.get(docker::CLUSTER_LABEL).cloned(),
                 // A simulated cluster's control plane publishes its API on the cluster's port.
                 api_port: kind
                     .filter(|_| ct.name == format!("{cluster}-control-plane"))
@@ -215,7 +216,7 @@ impl ContainerRuntime for SimDocker {
             for name in &gone {
                 let ct = st.world.containers.remove(name).expect("just listed");
                 // A cluster whose last node went goes with it (as `remove_cluster` does).
-                if let Some(cluster) = ct.labels.get("io.x-k8s.kind.cluster")
+                if let Some(cluster) = ct.labels.get(docker::CLUSTER_LABEL)
                     && st.world.containers_of(cluster).is_empty()
                 {
                     st.remove_cluster(cluster);

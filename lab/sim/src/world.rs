@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::apiserver::{self, Store, gk};
 use super::util;
 use ocm_lab_core::backend::ObjectRef;
+use ocm_lab_core::backend::docker::{CLUSTER_LABEL, ROLE_LABEL};
 
 /// Kubernetes version every simulated cluster reports unless its node image names another
 /// (kubernetes-sigs/kind v0.32.0 `pkg/apis/config/defaults/image.go`).
@@ -16,8 +17,6 @@ pub const DEFAULT_K8S_VERSION: &str = "v1.36.1";
 /// The Docker network kind puts every node on (kubernetes-sigs/kind v0.32.0
 /// `pkg/cluster/internal/providers/docker/network.go`).
 pub const KIND_NETWORK: &str = "kind";
-const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
-const KIND_ROLE_LABEL: &str = "io.x-k8s.kind.role";
 
 /// A Docker network.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,7 +44,7 @@ pub struct Container {
 impl Container {
     /// Labelled as a node of kind cluster `cluster`.
     fn node_of(&self, cluster: &str) -> bool {
-        self.labels.get(KIND_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+        self.labels.get(CLUSTER_LABEL).map(String::as_str) == Some(cluster)
     }
 }
 
@@ -282,8 +281,8 @@ impl World {
     pub fn add_container(&mut self, name: &str, kind_cluster: Option<&str>, running: bool) {
         let labels = kind_cluster.map_or_else(BTreeMap::new, |c| {
             BTreeMap::from([
-                (KIND_CLUSTER_LABEL.to_owned(), c.to_owned()),
-                (KIND_ROLE_LABEL.to_owned(), "control-plane".to_owned()),
+                (CLUSTER_LABEL.to_owned(), c.to_owned()),
+                (ROLE_LABEL.to_owned(), "control-plane".to_owned()),
             ])
         });
         let container = Container {
@@ -451,7 +450,7 @@ impl World {
         let names: BTreeSet<&String> = self
             .containers
             .values()
-            .filter_map(|c| c.labels.get(KIND_CLUSTER_LABEL))
+            .filter_map(|c| c.labels.get(CLUSTER_LABEL))
             .collect();
         names.into_iter().cloned().collect()
     }
